@@ -1,0 +1,396 @@
+"""The system model: a validated scenario, read once from TOML.
+
+A scenario names the clusters of nodes (N), the datasets (D), the model
+versions (M) with their loss law, the allowed switches between versions, and
+the target: the ω-quantile of the final test loss at or below ℓmax by Tmax.
+
+Everything is checked here, at the boundary (pydantic); the planners trust a
+`Scenario` and never re-check it.  A bad file raises `ScenarioError`, whose
+message names the file, the field, the bad value and why.
+
+>>> s = load_scenario("paper-alexnet")
+>>> s.target.quantile
+0.99
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from scipy import stats
+
+BUILTIN_PACKAGE = "depl.scenarios"
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be used; the message is meant for the user."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- #
+# Distributions: scipy.stats families with their parameters, or mean/var.
+# --------------------------------------------------------------------------- #
+
+def _solve_mean_var(family: str, mean: float, var: float, given: dict[str, float]) -> dict[str, float]:
+    """Parameters of `family` with the given mean and variance (closed forms)."""
+    if var <= 0:
+        raise ValueError(f"var must be > 0, got {var}")
+    if family == "invgamma":
+        if mean <= 0:
+            raise ValueError(f"an Inverse-Gamma has a positive mean, got mean = {mean}")
+        a = mean**2 / var + 2.0
+        return {"a": a, "scale": mean * (a - 1.0)}
+    if family == "gamma":
+        if mean <= 0:
+            raise ValueError(f"a Gamma has a positive mean, got mean = {mean}")
+        return {"a": mean**2 / var, "scale": var / mean}
+    if family == "norm":
+        return {"loc": mean, "scale": math.sqrt(var)}
+    if family == "lognorm":
+        if mean <= 0:
+            raise ValueError(f"a log-normal has a positive mean, got mean = {mean}")
+        s2 = math.log1p(var / mean**2)
+        return {"s": math.sqrt(s2), "scale": mean * math.exp(-s2 / 2)}
+    if family == "t":
+        df = given.get("df")
+        if df is None or df <= 2:
+            raise ValueError("a Student-t given by mean/var needs params.df > 2 (its variance is finite only then)")
+        return {"df": df, "loc": mean, "scale": math.sqrt(var * (df - 2) / df)}
+    raise ValueError(
+        f"mean/var can be solved for invgamma, gamma, norm, lognorm and t (with df); "
+        f"give `params` for family {family!r}"
+    )
+
+
+class DistSpec(_Strict):
+    """A scipy.stats distribution: `family` with `params`, or with `mean` and `var`."""
+
+    family: str
+    params: dict[str, float] = Field(default_factory=dict)
+    mean: float | None = None
+    var: float | None = None
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        dist = getattr(stats, v, None)
+        if not isinstance(dist, stats.rv_continuous):
+            raise ValueError(f"{v!r} is not a continuous distribution of scipy.stats (e.g. invgamma, gamma, norm, lognorm, t)")
+        return v
+
+    @model_validator(mode="after")
+    def _resolvable(self) -> "DistSpec":
+        if (self.mean is None) != (self.var is None):
+            raise ValueError("give both `mean` and `var`, or neither")
+        try:
+            frozen = self.frozen
+            m, v = frozen.mean(), frozen.var()
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{self.family} with these parameters: {e}") from None
+        if not np.isfinite(m):
+            raise ValueError(f"{self.family} with parameters {self.resolved_params} has no finite mean")
+        if not np.isfinite(v):
+            raise ValueError(f"{self.family} with parameters {self.resolved_params} has no finite variance")
+        return self
+
+    @property
+    def resolved_params(self) -> dict[str, float]:
+        if self.mean is not None and self.var is not None:
+            return _solve_mean_var(self.family, self.mean, self.var, self.params)
+        return dict(self.params)
+
+    @property
+    def frozen(self):
+        """The frozen scipy.stats distribution."""
+        dist = getattr(stats, self.family)
+        params = self.resolved_params
+        shapes = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
+        unknown = set(params) - set(shapes) - {"loc", "scale"}
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; {self.family} takes {shapes + ['loc', 'scale']}")
+        missing = [s for s in shapes if s not in params]
+        if missing:
+            raise ValueError(f"missing shape parameter(s) {missing} for {self.family}")
+        frozen = dist(**params)
+        if not frozen.dist._argcheck(*[params[s] for s in shapes]) or params.get("scale", 1.0) <= 0:
+            raise ValueError(f"parameters {params} are outside the domain of {self.family}")
+        return frozen
+
+
+# --------------------------------------------------------------------------- #
+# The system model
+# --------------------------------------------------------------------------- #
+
+class Target(_Strict):
+    loss: float = Field(description="ℓmax: the bound on the ω-quantile of the final test loss")
+    quantile: float = Field(gt=0.0, lt=1.0, description="ω")
+    deadline: float = Field(gt=0.0, description="Tmax")
+
+
+class DataLaw(_Strict):
+    """φ(S) = ln(1+S/s0) / ln(1+reference_samples/s0): how progress scales with data."""
+
+    s0: float = Field(gt=0.0)
+    reference_samples: float = Field(gt=0.0)
+
+    def phi(self, samples: float) -> float:
+        return math.log1p(samples / self.s0) / math.log1p(self.reference_samples / self.s0)
+
+
+class Cluster(_Strict):
+    name: str = Field(min_length=1)
+    capacity: float = Field(gt=0.0, description="r(n): compute per node, work units per second")
+    bandwidth: float = Field(gt=0.0, description="b(n): size units per second, node to coordinator")
+    unit_cost: float = Field(gt=0.0, description="κ(n): cost of one unit of allocated compute for one epoch")
+    nodes: int = Field(default=1, ge=1)
+
+
+class TrainSpec(_Strict):
+    """How a model version maps to a real network (used by `depl run`)."""
+
+    net: str = Field(min_length=1, description="a network of depl.train.nets, e.g. cnn1d")
+    prune_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
+    width: int | None = Field(default=None, ge=1)
+
+
+class Dataset(_Strict):
+    name: str = Field(min_length=1)
+    samples: float = Field(gt=0.0)
+    transfer_cost: dict[str, float] = Field(default_factory=dict, description="β(d, n); a missing cluster = 0")
+    source: str | None = Field(default=None, description="real data: mnist1d, digits or cifar10 (for `depl run`)")
+    share: tuple[float, float] = Field(default=(0.0, 1.0), description="the slice [from, to) of the source's training set")
+    path: str | None = Field(default=None, description="a local folder (CIFAR-10)")
+
+    @field_validator("transfer_cost")
+    @classmethod
+    def _nonnegative(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, c in v.items():
+            if c < 0:
+                raise ValueError(f"transfer cost to {k!r} is {c}; a cost cannot be negative")
+        return v
+
+    @field_validator("share")
+    @classmethod
+    def _share(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not (0.0 <= v[0] < v[1] <= 1.0):
+            raise ValueError(f"share must be [from, to) with 0 <= from < to <= 1, got {list(v)}")
+        return v
+
+
+class Progress(_Strict):
+    """g_m(k) = A·φ(S)/√(k + B), k the global epoch index."""
+
+    A: float = Field(gt=0.0)
+    B: float = Field(ge=0.0)
+
+
+class ModelVersion(_Strict):
+    name: str = Field(min_length=1)
+    size: float = Field(ge=0.0, description="s(m)")
+    work: float = Field(gt=0.0, description="w(m): compute per sample")
+    progress: Progress
+    noise: DistSpec = Field(description="X_m, the multiplier of the expected progress")
+    train: TrainSpec | None = None
+
+    def g(self, k: np.ndarray | int, phi: float = 1.0):
+        """Expected progress of epoch k (1-based, global): A·φ/√(k+B)."""
+        return self.progress.A * phi / np.sqrt(np.asarray(k, dtype=float) + self.progress.B)
+
+
+class Switch(_Strict):
+    from_: str = Field(alias="from", min_length=1)
+    to: str = Field(min_length=1)
+    jump: DistSpec
+
+
+class TrainingOptions(_Strict):
+    """Options of real training (`depl run`): optimiser and batching."""
+
+    lr: float = Field(default=1e-2, gt=0.0)
+    momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
+    batch_size: int = Field(default=64, ge=1)
+    iid: bool = True
+
+
+class Scenario(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    initial_loss: float = Field(gt=0.0, description="ℓ(0)")
+    target: Target
+    data_law: DataLaw | None = None
+    max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
+    clusters: list[Cluster] = Field(min_length=1)
+    datasets: list[Dataset] = Field(min_length=1)
+    models: list[ModelVersion] = Field(min_length=1)
+    switches: list[Switch] = Field(default_factory=list)
+    training: TrainingOptions = Field(default_factory=TrainingOptions)
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> "Scenario":
+        for what, items in (("clusters", self.clusters), ("datasets", self.datasets), ("models", self.models)):
+            seen: set[str] = set()
+            for i, it in enumerate(items):
+                if it.name in seen:
+                    raise _FieldError(f"{what}[{i}].name", it.name, f"another entry of {what} has this name; names must be unique")
+                seen.add(it.name)
+        clusters = {c.name for c in self.clusters}
+        for i, d in enumerate(self.datasets):
+            for c in d.transfer_cost:
+                if c not in clusters:
+                    raise _FieldError(f"datasets[{i}].transfer_cost", c, f"no cluster has this name (clusters: {sorted(clusters)})")
+        models = {m.name for m in self.models}
+        pairs: set[tuple[str, str]] = set()
+        for i, s in enumerate(self.switches):
+            for field, v in (("from", s.from_), ("to", s.to)):
+                if v not in models:
+                    raise _FieldError(f"switches[{i}].{field}", v, f"no model has this name (models: {sorted(models)})")
+            if s.from_ == s.to:
+                raise _FieldError(f"switches[{i}].to", s.to, "a switch must go to another model")
+            if (s.from_, s.to) in pairs:
+                raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
+            pairs.add((s.from_, s.to))
+        if self.target.loss >= self.initial_loss:
+            raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
+        return self
+
+    # -- lookups the planners use ------------------------------------------ #
+    @cached_property
+    def model_index(self) -> dict[str, int]:
+        return {m.name: i for i, m in enumerate(self.models)}
+
+    @cached_property
+    def cluster_index(self) -> dict[str, int]:
+        return {c.name: i for i, c in enumerate(self.clusters)}
+
+    @cached_property
+    def switch_map(self) -> dict[tuple[str, str], Switch]:
+        return {(s.from_, s.to): s for s in self.switches}
+
+    def phi(self, samples: float) -> float:
+        """φ(S); 1 when the scenario has no data law."""
+        return 1.0 if self.data_law is None else self.data_law.phi(samples)
+
+    def samples(self, dataset_names) -> float:
+        by_name = {d.name: d for d in self.datasets}
+        return float(sum(by_name[n].samples for n in dataset_names))
+
+    def transfer_cost(self, dataset_names, cluster_name: str) -> float:
+        by_name = {d.name: d for d in self.datasets}
+        return float(sum(by_name[n].transfer_cost.get(cluster_name, 0.0) for n in dataset_names))
+
+
+class _FieldError(ValueError):
+    """A cross-field error that knows its field path (raised inside validators)."""
+
+    def __init__(self, loc: str, value: Any, why: str):
+        super().__init__(f"{loc} = {value!r}: {why}")
+        self.loc, self.value, self.why = loc, value, why
+
+
+# --------------------------------------------------------------------------- #
+# Loading
+# --------------------------------------------------------------------------- #
+
+def builtin_names() -> list[str]:
+    """The names of the scenarios that ship with depl."""
+    files = resources.files(BUILTIN_PACKAGE)
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def _format_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _lookup(data: Any, loc: tuple) -> Any:
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def _name_hint(data: dict, loc: tuple) -> str:
+    """' (models[1] is "intermediate")' — so a user finds the entry."""
+    if len(loc) >= 2 and isinstance(loc[1], int):
+        entry = _lookup(data, loc[:2])
+        if isinstance(entry, dict) and "name" in entry:
+            return f' ({_format_loc(loc[:2])} is "{entry["name"]}")'
+    return ""
+
+
+def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
+    """Validate a scenario given as a dict (the content of a TOML file)."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        ctx_err = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_err, _FieldError):
+            raise ScenarioError(f"{source}: {ctx_err.loc} = {ctx_err.value!r}: {ctx_err.why}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        field = _format_loc(loc)
+        if err["type"] == "missing":
+            raise ScenarioError(f"{source}: {field}: this field is required{_name_hint(data, loc)}") from None
+        if err["type"] == "extra_forbidden":
+            raise ScenarioError(f"{source}: {field}: unknown field{_name_hint(data, loc)}; see docs/scenario-format.md for the keys") from None
+        value = err.get("input")
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        more = f"; {len(e.errors())-1} more error(s) after this one" if len(e.errors()) > 1 else ""
+        raise ScenarioError(f"{source}: {field}{shown}: {msg}{_name_hint(data, loc)}{more}") from None
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load a built-in scenario by name, or a TOML file by path."""
+    text, source = _read(name_or_path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{source}: not valid TOML: {e}") from None
+    return parse_scenario(data, source)
+
+
+def _read(name_or_path: str | Path) -> tuple[str, str]:
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists() or "/" in str(name_or_path):
+        if not p.is_file():
+            raise ScenarioError(f"{p}: no such scenario file (built-in scenarios: {', '.join(builtin_names())})")
+        try:
+            return p.read_text(encoding="utf-8"), str(p)
+        except (OSError, UnicodeDecodeError) as e:
+            raise ScenarioError(f"{p}: cannot be read: {e}") from None
+    name = str(name_or_path)
+    if name not in builtin_names():
+        raise ScenarioError(f"{name!r} is neither a file nor a built-in scenario (built-in: {', '.join(builtin_names())})")
+    return resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.toml").read_text(encoding="utf-8"), f"{name} (built-in)"
+
+
+def scenario_dict(s: Scenario) -> dict:
+    """The scenario as plain data (round-trips through `parse_scenario`)."""
+    return s.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+

@@ -1,0 +1,1 @@
+"""Real training: networks, offline data, pruning, federation, runs (needs `depl[train]`)."""
