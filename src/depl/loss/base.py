@@ -1,0 +1,68 @@
+"""The loss-model interface the planners, the simulator and the reports see.
+
+A loss model answers, for a *schedule* (the model version of every epoch,
+in order) and a data factor φ:
+
+* `distribution(schedule, phi)` — the law of the final loss ℓ(K), an object
+  with `quantile`, `quantile_bounds`, `cdf`, `mean`, `var` (depl.dist);
+* `simulate(schedule, phi, runs, rng)` — whole trajectories ℓ(0..K), by
+  Monte Carlo, independent of the numeric distribution;
+* `epoch_cumulants(models, K, phi)` and `switch_cumulants(a, b, phi)` — the
+  cumulants κ1..κ3 of each epoch's and each switch's contribution to ℓ(K).
+  They are additive along a schedule (the log of the characteristic
+  function of a sum of independent draws is the sum of theirs), which is
+  what the expanded graph of the planners needs.
+
+Another loss model (a fitted one) plugs into the planners by implementing
+these four methods.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+import numpy as np
+
+
+class LossModel(ABC):
+    initial_loss: float
+    model_names: list[str]
+
+    @abstractmethod
+    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None):
+        """The distribution of ℓ(K) for `schedule` (a depl.dist.GridDistribution)."""
+
+    @abstractmethod
+    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
+        """Trajectories, shape (runs, K+1); column 0 is ℓ(0)."""
+
+    @abstractmethod
+    def epoch_cumulants(self, K: int, phi: float = 1.0) -> np.ndarray:
+        """Array (|M|, K, 3): κ1, κ2, κ3 of epoch k = 1..K's change of the loss, per model."""
+
+    @abstractmethod
+    def switch_cumulants(self, a: str, b: str, phi: float = 1.0) -> np.ndarray:
+        """κ1, κ2, κ3 of the loss change of switching from `a` to `b`."""
+
+    @abstractmethod
+    def can_switch(self, a: str, b: str) -> bool:
+        """Whether a schedule may go from `a` to `b` between two epochs."""
+
+    def progress_is_monotone(self) -> bool:
+        """True if one more epoch never raises the loss (positive noise support)."""
+        return False
+
+    def mean_path(self, schedule: Sequence[str], phi: float = 1.0) -> np.ndarray:
+        """E[ℓ(k)] for k = 0..K."""
+        K = len(schedule)
+        idx = {m: i for i, m in enumerate(self.model_names)}
+        cum = self.epoch_cumulants(K, phi)
+        out = np.empty(K + 1)
+        out[0] = self.initial_loss
+        for k, m in enumerate(schedule):
+            step = cum[idx[m], k, 0]
+            if k > 0 and schedule[k - 1] != m:
+                step += self.switch_cumulants(schedule[k - 1], m, phi)[0]
+            out[k + 1] = out[k] + step
+        return out

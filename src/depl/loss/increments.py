@@ -1,0 +1,87 @@
+"""The paper's loss model (eq. 8 with switch jumps), as fixed by SPEC.
+
+    ℓ(k) = ℓ(k−1) − g_m(k)·x_k + jump,   g_m(k) = A_m·φ(S)/√(k + B_m)
+
+x_k ~ X_m i.i.d., jump ~ l_sw(m→m') when the version changes between epoch
+k−1 and k; all draws independent, so ℓ(K) is ℓ(0) plus a sum of independent
+terms and its law is a convolution (depl.dist).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+
+from ..dist import GridDistribution, Term, sum_distribution
+from ..scenario import Scenario
+from .base import LossModel
+
+
+class IncrementsModel(LossModel):
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.initial_loss = scenario.initial_loss
+        self.model_names = [m.name for m in scenario.models]
+        self._noise = {m.name: m.noise.frozen for m in scenario.models}
+        self._jump = {k: s.jump.frozen for k, s in scenario.switch_map.items()}
+        self._models = {m.name: m for m in scenario.models}
+
+    # -- the terms of ℓ(K) -------------------------------------------------- #
+    def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
+        out = [Term(0.0, None, self.initial_loss)]
+        for k, m in enumerate(schedule, start=1):
+            out.append(Term(-float(self._models[m].g(k, phi)), self._noise[m]))
+            if k > 1 and schedule[k - 2] != m:
+                out.append(Term(1.0, self._jump[(schedule[k - 2], m)]))
+        return out
+
+    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None) -> GridDistribution:
+        return sum_distribution(self.terms(schedule, phi), tol=tol)
+
+    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
+        K = len(schedule)
+        steps = np.empty((runs, K))
+        sched = np.asarray(schedule)
+        for m in set(schedule):
+            cols = np.flatnonzero(sched == m)
+            g = self._models[m].g(cols + 1, phi)
+            x = self._noise[m].rvs(size=(runs, cols.size), random_state=rng)
+            steps[:, cols] = -g * x
+        for k in range(1, K):
+            if schedule[k] != schedule[k - 1]:
+                steps[:, k] += self._jump[(schedule[k - 1], schedule[k])].rvs(size=runs, random_state=rng)
+        out = np.empty((runs, K + 1))
+        out[:, 0] = self.initial_loss
+        np.cumsum(steps, axis=1, out=out[:, 1:])
+        out[:, 1:] += self.initial_loss
+        return out
+
+    # -- cumulants for the expanded graph ----------------------------------- #
+    @cached_property
+    def _noise_cumulants(self) -> np.ndarray:
+        out = np.empty((len(self.model_names), 3))
+        for i, m in enumerate(self.model_names):
+            out[i] = Term(1.0, self._noise[m]).cumulants()
+        return out
+
+    def epoch_cumulants(self, K: int, phi: float = 1.0) -> np.ndarray:
+        k = np.arange(1, K + 1, dtype=float)
+        out = np.empty((len(self.model_names), K, 3))
+        for i, m in enumerate(self.model_names):
+            g = self._models[m].g(k, phi)
+            c1, c2, c3 = self._noise_cumulants[i]
+            out[i, :, 0] = -g * c1
+            out[i, :, 1] = g**2 * c2
+            out[i, :, 2] = -(g**3) * c3
+        return out
+
+    def switch_cumulants(self, a: str, b: str, phi: float = 1.0) -> np.ndarray:
+        return np.asarray(Term(1.0, self._jump[(a, b)]).cumulants())
+
+    def can_switch(self, a: str, b: str) -> bool:
+        return a == b or (a, b) in self._jump
+
+    def progress_is_monotone(self) -> bool:
+        return all(d.support()[0] >= 0 for d in self._noise.values())

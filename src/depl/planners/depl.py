@@ -1,0 +1,212 @@
+"""DepL: the three stages of the paper's Fig. 3, with backtracking.
+
+1. datasets (`ranked_subsets`, eq. 7), best first;
+2. the schedule of versions on the expanded graph (`lowest_cost_path`), with
+   the loss in the transformed domain (additive cumulants);
+3. placement of every epoch (`place`), convex, within (1+ε) of its optimum.
+
+Stages 2 and 3 meet in a short fixed-point loop: the graph's edge weights use
+the marginal cost of time λ of the latest exact placement, its loss bound uses
+the spread σ0 of the latest schedule, and the bias of that bound against the
+exact distribution (FFT) of the schedule is subtracted from the target.  Every
+schedule found is certified exactly; the cheapest certified one is kept, then
+polished by a local search over segment lengths with exact certification.
+
+If no schedule meets the target with the chosen datasets, that choice is
+blacklisted and the next is tried (Fig. 3); if none works, `Infeasible` says
+which constraint fails and what is reachable.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ..plan import Plan
+from ..scenario import Scenario
+from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan, segments
+from .datasets import ranked_subsets
+from .schedule import Surrogate, lowest_cost_path
+
+
+def full_speed_price(ctx: Context) -> float:
+    """A time price at which every version runs at full speed on its best cluster."""
+    t = ctx.table
+    return float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))
+
+
+def _initial(ctx: Context) -> tuple[float, float]:
+    """(σ0, λ) to start from: a single-version schedule meeting the target in the mean."""
+    mean = ctx.epoch_cumulants[:, :, 0].cumsum(axis=1) + ctx.loss.initial_loss
+    best = None
+    for i, name in enumerate(ctx.loss.model_names):
+        ok = np.flatnonzero(mean[i] <= ctx.target)
+        if ok.size:
+            sched = [name] * int(ok[0] + 1)
+            p = ctx.place(sched)
+            cost = p.cost if p else math.inf
+            if best is None or cost < best[0]:
+                best = (cost, sched, p)
+    if best is None:
+        sched = [ctx.loss.model_names[0]] * ctx.max_epochs
+        p = None
+    else:
+        _, sched, p = best
+    _, sigma = ctx.cornish_fisher(sched)
+    lam = p.price if p is not None else full_speed_price(ctx)
+    return max(sigma, 1e-6), lam
+
+
+def search(ctx: Context, surrogate_for=None, target: float | None = None) -> Candidate | None:
+    """Stages 2–3 for one dataset choice: the cheapest certified schedule found."""
+    omega, lmax = ctx.omega, ctx.target if target is None else target
+    surrogate_for = surrogate_for or (lambda sigma: Surrogate.for_quantile(omega, sigma))
+    sigma0, lam = _initial(ctx)
+    bias = 0.0
+    best: Candidate | None = None
+    seen: set[tuple] = set()
+    for _ in range(ctx.options.max_iter):
+        sur = surrogate_for(sigma0)
+        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), lmax - bias - sur.const)
+        path = lowest_cost_path(spec)
+        if path is None:
+            if bias > 0:
+                bias /= 2  # the correction overshot: relax it
+                continue
+            break
+        key = (tuple(path.schedule), round(math.log(lam), 3), round(bias, 6))
+        if key in seen:
+            break
+        seen.add(key)
+        cand = evaluate(ctx, path.schedule)
+        if cand is None:  # misses the deadline once compute is priced in
+            lam *= 4.0
+            continue
+        if cand.quantile <= lmax and (best is None or cand.cost < best.cost):
+            best = cand
+        cf, sigma0 = ctx.cornish_fisher(path.schedule)
+        bias = cand.quantile - cf
+        lam = cand.placement.price
+    if best is not None and ctx.options.polish:
+        best = polish(ctx, best, lmax)
+    return best
+
+
+def _neighbours(ctx: Context, schedule: list[str]):
+    """Schedules one epoch away: a segment one shorter/longer, or a boundary moved."""
+    segs = segments(schedule)
+    out = []
+    for i, (m, n) in enumerate(segs):
+        for d in (-1, 1):
+            s2 = list(segs)
+            s2[i] = (m, n + d)
+            out.append(s2)
+    for i in range(len(segs) - 1):
+        for d in (-1, 1):
+            s2 = list(segs)
+            s2[i] = (segs[i][0], segs[i][1] + d)
+            s2[i + 1] = (segs[i + 1][0], segs[i + 1][1] - d)
+            out.append(s2)
+    for s2 in out:
+        s2 = [(m, n) for m, n in s2 if n > 0]
+        if not s2 or sum(n for _, n in s2) > ctx.max_epochs:
+            continue
+        if any(a == b or not ctx.loss.can_switch(a, b) for (a, _), (b, _) in zip(s2, s2[1:])):
+            continue
+        yield [m for m, n in s2 for _ in range(n)]
+
+
+def polish(ctx: Context, best: Candidate, lmax: float, max_evals: int = 60) -> Candidate:
+    """First-improvement local search with exact certification."""
+    evals = 0
+    improved = True
+    while improved and evals < max_evals:
+        improved = False
+        options = []
+        for s in _neighbours(ctx, best.schedule):
+            p = ctx.place(s)
+            if p is not None and p.cost < best.cost * (1 - 1e-9):
+                options.append((p.cost, s))
+        options.sort(key=lambda t: t[0])
+        for _, s in options:
+            evals += 1
+            cand = evaluate(ctx, s)
+            if cand is not None and cand.quantile <= lmax:
+                best, improved = cand, True
+                break
+            if evals >= max_evals:
+                break
+    return best
+
+
+def reachable(s: Scenario, options: Options) -> tuple[float | None, float | None]:
+    """(lowest certified ω-quantile by the deadline, shortest time meeting the target)."""
+    best_q, best_t = None, None
+    for datasets in ranked_subsets(s):
+        ctx = Context(s, list(datasets), options=Options(eta=min(options.eta, 100), polish=False))
+        # Lowest quantile: bisection on the target with the planner's own search.
+        lo, hi = ctx.loss.initial_loss - 50 * (ctx.loss.initial_loss - ctx.target), ctx.loss.initial_loss
+        found = None
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            cand = search(ctx, target=mid)
+            if cand is not None:
+                found, hi = cand.quantile, min(mid, cand.quantile)
+            else:
+                lo = mid
+            if hi - lo < 1e-3 * abs(ctx.loss.initial_loss):
+                break
+        if found is not None and (best_q is None or found < best_q):
+            best_q = found
+        # Shortest time: the same graph with time as the edge weight and no deadline.
+        sigma0 = ctx.cornish_fisher([ctx.loss.model_names[0]] * ctx.max_epochs)[1]
+        horizon = float(ctx.tmin.max()) * MAX_TIME_EPOCHS
+        bias = 0.0
+        for _ in range(6):
+            sur = Surrogate.for_quantile(ctx.omega, max(sigma0, 1e-6))
+            spec = ctx.spec(sur, ctx.tmin, ctx.target - bias - sur.const, deadline=horizon,
+                            horizon=MAX_TIME_EPOCHS)
+            path = lowest_cost_path(spec)
+            if path is None:
+                break
+            q = ctx.certify(path.schedule)[0]
+            cf, sigma0 = ctx.cornish_fisher(path.schedule)
+            if q <= ctx.target and (best_t is None or path.time < best_t):
+                best_t = path.time
+            bias = q - cf
+    return best_q, best_t
+
+
+MAX_TIME_EPOCHS = 400
+
+
+def infeasible(s: Scenario, options: Options) -> Infeasible:
+    q, t = reachable(s, options)
+    tgt = s.target
+    parts = [f"no plan meets the target: the {tgt.quantile:g}-quantile of the final loss ≤ {tgt.loss:g} "
+             f"by the deadline {tgt.deadline:g}."]
+    if q is not None:
+        parts.append(f"By the deadline the lowest reachable {tgt.quantile:g}-quantile is {q:.4g} (constraint (3), target.loss).")
+    else:
+        parts.append("No schedule can even run within the deadline (constraint (4), target.deadline).")
+    if t is not None:
+        parts.append(f"The loss target is reached at the earliest after {t:.6g} time units at full speed (constraint (4), target.deadline).")
+    else:
+        parts.append(f"No schedule of at most {MAX_TIME_EPOCHS} epochs reaches the loss target, whatever the deadline.")
+    return Infeasible(" ".join(parts), best_quantile=q, shortest_time=t)
+
+
+def plan_depl(s: Scenario, options: Options | None = None) -> Plan:
+    """DepL (Fig. 3): datasets → schedule → placement, with backtracking."""
+    options = options or Options()
+    t0 = time.perf_counter()
+    tried = []
+    for datasets in ranked_subsets(s):
+        ctx = Context(s, list(datasets), options=options)
+        best = search(ctx)
+        if best is not None:
+            return make_plan("depl", s, ctx, best, t0, eta=options.eta, blacklisted=tried)
+        tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
+    raise infeasible(s, options)

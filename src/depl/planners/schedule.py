@@ -1,0 +1,257 @@
+"""Stage 2: the model version of every epoch, on the expanded graph.
+
+Vertices are (m, k, i, j): version m trained at epoch k, elapsed time in bin
+i (of Tmax/η) and loss in bin j (of the loss range/η) — the paper's Sec. IV-B.
+An edge goes from epoch k to k+1 when the switch is allowed; it adds the
+epoch's shortest time (full speed on its best cluster, eq. 1) and the epoch's
+change of the loss *in the transformed domain*; its weight is the epoch's
+cost.  A virtual sink Ω is reached from every vertex whose time ≤ Tmax and
+whose loss bound ≤ the target.
+
+The transformed domain.  The quantile of a sum is not a sum, but cumulants
+are: the cumulant generating function (the log of the Laplace/characteristic
+transform) of a sum of independent draws is the sum of theirs.  Around a
+reference spread σ0 the Cornish–Fisher quantile κ1 + σ·(z + (z²−1)·γ/6) is
+bounded above by its tangent in κ2,
+
+    q_ω ≲ κ1 + (z/2σ0)·κ2 + ((z²−1)/6σ0²)·κ3 + z·σ0/2,
+
+which is additive along a path (`Surrogate`).  The caller (depl.py) sets σ0 to
+the spread of the current schedule and corrects the remaining bias with the
+exact distribution (FFT) of the schedule found, so the graph only has to
+*rank* schedules; the plan is certified with the exact law.
+
+Edge weights.  A plan's cost depends on the time each epoch is given; at a
+price λ of time the least cost of an epoch, a·x + λ·(c/x + s/b), is additive
+(`ClusterTable.epoch_weight`); depl.py sets λ to the marginal cost of time of
+the current plan's exact placement.
+
+The search.  Every edge goes from layer k to k+1, so the lowest-cost path is a
+recursion over layers: each layer is |M|² shifted element-wise minima of
+(η+1)² arrays — O(K·|M|²·η²) in all, against O(V²) = O(|M|²K²η⁴) for
+Dijkstra on the same graph.  Each cell also carries the exact time and loss of
+its best path (labels), so rounding never makes an infeasible path look
+feasible.  `expanded_graph_edges` lists the same graph for networkx
+(benchmarks and tests compare the two).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+J0 = 3  # loss bins kept below the target bin, so labels can decide
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """The additive loss bound: u = κ1 + c2·κ2 + c3·κ3 per step, plus `const`."""
+
+    c2: float
+    c3: float
+    const: float
+
+    @classmethod
+    def for_quantile(cls, omega: float, sigma0: float) -> "Surrogate":
+        from scipy.stats import norm
+
+        z = float(norm.ppf(omega))
+        sigma0 = max(sigma0, 1e-9)
+        return cls(z / (2 * sigma0), (z * z - 1) / (6 * sigma0**2), z * sigma0 / 2)
+
+    @classmethod
+    def expectation(cls) -> "Surrogate":
+        """The expected loss only (best-exp)."""
+        return cls(0.0, 0.0, 0.0)
+
+    def __call__(self, cum: np.ndarray) -> np.ndarray:
+        return cum[..., 0] + self.c2 * cum[..., 1] + self.c3 * cum[..., 2]
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """Everything the search needs, as arrays (M versions, K epochs at most)."""
+
+    models: list[str]
+    l0: float
+    du_epoch: np.ndarray  # (M, K) surrogate change of epoch k per version
+    du_switch: np.ndarray  # (M, M) surrogate change of a switch a→b (0 on the diagonal)
+    allowed: np.ndarray  # (M, M) bool, diagonal True
+    weight: np.ndarray  # (M,) cost of one epoch
+    tmin: np.ndarray  # (M,) shortest time of one epoch
+    deadline: float
+    target: float  # a path is feasible when l0 + Σ u ≤ target
+    eta: int
+    allowed_start: np.ndarray | None = None  # (M,) bool
+
+    @property
+    def K(self) -> int:
+        return self.du_epoch.shape[1]
+
+    def bins(self) -> tuple[float, float, np.ndarray]:
+        bt = self.deadline / self.eta
+        top = self.l0 + 2.0 * max(0.0, float(np.max(self.du_switch)))
+        bu = max(top - self.target, 1e-12) / self.eta
+        di = np.rint(self.tmin / bt).astype(np.int64)
+        return bt, bu, di
+
+    def dj(self, k: int, p: int, m: int, bu: float) -> int:
+        """Loss-bin shift of the edge into version m at epoch k (1-based) from version p."""
+        du = self.du_epoch[m, k - 1] + (self.du_switch[p, m] if p != m else 0.0)
+        return int(np.rint(du / bu))
+
+
+@dataclass(frozen=True)
+class Path:
+    schedule: list[str]
+    cost: float
+    u: float  # exact surrogate bound of the path
+    time: float  # exact shortest time of the path
+
+
+def _window(n: int, shift: int) -> tuple[slice, slice] | None:
+    """Source and destination slices of a length-n axis shifted by `shift`."""
+    lo, hi = max(0, -shift), min(n, n - shift)
+    if hi <= lo:
+        return None
+    return slice(lo, hi), slice(lo + shift, hi + shift)
+
+
+def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
+    """The cheapest feasible path through the expanded graph, or None.
+
+    With `labels=False` feasibility is judged on the bins alone — the plain
+    expanded graph of the paper, which `expanded_graph_edges` also lists.
+    """
+    M, K, eta = len(spec.models), spec.K, spec.eta
+    bt, bu, di = spec.bins()
+    n_i, n_j = eta + 1, eta + 1 + J0
+    starts = spec.allowed_start if spec.allowed_start is not None else np.ones(M, bool)
+
+    V = np.full((M, n_i, n_j), np.inf)
+    T = np.zeros((M, n_i, n_j))
+    U = np.zeros((M, n_i, n_j))
+    back: list[np.ndarray] = []  # per layer: predecessor version, (M, n_i, n_j) int8
+    best = (math.inf, None)  # (cost, (k, m, i, j, pred))
+
+    def is_terminal(t, u, i, j):
+        if labels:
+            return (u <= spec.target) & (t <= spec.deadline)
+        return (j <= J0) & (i <= eta)
+
+    # Layer 1: one vertex per starting version.
+    bp = np.full((M, n_i, n_j), -1, dtype=np.int8)
+    for m in np.flatnonzero(starts):
+        t, u = float(spec.tmin[m]), spec.l0 + float(spec.du_epoch[m, 0])
+        i, j = int(di[m]), int(np.rint((u - spec.target) / bu)) + J0
+        if is_terminal(np.float64(t), np.float64(u), i, j):
+            if spec.weight[m] < best[0]:
+                best = (float(spec.weight[m]), (1, int(m), i, j, -1))
+        elif 0 <= i < n_i and 0 <= j < n_j and (t <= spec.deadline or not labels):
+            V[m, i, j], T[m, i, j], U[m, i, j] = spec.weight[m], t, u
+    back.append(bp)
+    rows = np.arange(n_i)[:, None]
+    cols = np.arange(n_j)[None, :]
+
+    for k in range(2, K + 1):
+        finite = np.isfinite(V)
+        if not finite.any() or V[finite].min() + spec.weight.min() >= best[0]:
+            break  # every extension costs more than the best plan found
+        nV = np.full_like(V, np.inf)
+        nT = np.zeros_like(T)
+        nU = np.zeros_like(U)
+        bp = np.full((M, n_i, n_j), -1, dtype=np.int8)
+        for m in range(M):
+            wi = _window(n_i, int(di[m]))
+            if wi is None:
+                continue
+            for p in range(M):
+                if not spec.allowed[p, m]:
+                    continue
+                dj = spec.dj(k, p, m, bu)
+                cand = V[p] + spec.weight[m]
+                live = np.isfinite(cand)
+                if not live.any():
+                    continue
+                t = T[p] + spec.tmin[m]
+                u = U[p] + (spec.du_epoch[m, k - 1] + (spec.du_switch[p, m] if p != m else 0.0))
+                # Terminals may land anywhere (a big drop goes below the grid).
+                term = is_terminal(t, u, rows + di[m], cols + dj) & live
+                if term.any():
+                    c = np.where(term, cand, np.inf)
+                    flat = int(np.argmin(c))
+                    if c.flat[flat] < best[0]:
+                        a, b = np.unravel_index(flat, c.shape)
+                        best = (float(c.flat[flat]), (k, m, int(a + di[m]), int(b + dj), p))
+                wj = _window(n_j, dj)
+                if wj is None:
+                    continue
+                src, dst = (wi[0], wj[0]), (wi[1], wj[1])
+                keep = ~term[src] & live[src]
+                if labels:
+                    keep &= t[src] <= spec.deadline
+                c = np.where(keep, cand[src], np.inf)
+                better = c < nV[m][dst]
+                if better.any():
+                    nV[m][dst] = np.where(better, c, nV[m][dst])
+                    nT[m][dst] = np.where(better, t[src], nT[m][dst])
+                    nU[m][dst] = np.where(better, u[src], nU[m][dst])
+                    bp[m][dst] = np.where(better, p, bp[m][dst])
+        V, T, U = nV, nT, nU
+        back.append(bp)
+
+    if best[1] is None:
+        return None
+    cost, (k, m, i, j, p) = best
+    sched = [m]
+    # Walk back: the terminal's predecessor, then the stored back-pointers.
+    while k > 1:
+        i -= int(di[m])
+        j -= spec.dj(k, p, m, bu)
+        k -= 1
+        m = p
+        sched.append(m)
+        p = int(back[k - 1][m, i, j]) if k > 1 else -1
+    sched.reverse()
+    names = [spec.models[x] for x in sched]
+    u = spec.l0 + sum(spec.du_epoch[x, e] for e, x in enumerate(sched))
+    u += sum(spec.du_switch[a, b] for a, b in zip(sched, sched[1:]) if a != b)
+    return Path(names, cost, float(u), float(sum(spec.tmin[x] for x in sched)))
+
+
+def expanded_graph_edges(spec: GraphSpec):
+    """Yield (source, target, weight) of the expanded graph, for networkx.
+
+    Vertices are ("s",), (m, k, i, j) and ("Ω",), binned as in
+    `lowest_cost_path(spec, labels=False)`; only vertices reachable from the
+    source are listed.
+    """
+    M, K, eta = len(spec.models), spec.K, spec.eta
+    _, bu, di = spec.bins()
+    n_i, n_j = eta + 1, eta + 1 + J0
+    starts = spec.allowed_start if spec.allowed_start is not None else np.ones(M, bool)
+    frontier = set()
+    for m in np.flatnonzero(starts):
+        u = spec.l0 + float(spec.du_epoch[m, 0])
+        v = (int(m), 1, int(di[m]), int(np.rint((u - spec.target) / bu)) + J0)
+        yield ("s",), v, float(spec.weight[m])
+        frontier.add(v)
+    while frontier:
+        nxt = set()
+        for v in frontier:
+            p, k, i, j = v
+            if j <= J0 and i <= eta:
+                yield v, ("Ω",), 0.0
+                continue
+            if k == K:
+                continue
+            for m in range(M):
+                if not spec.allowed[p, m]:
+                    continue
+                w = (m, k + 1, i + int(di[m]), j + spec.dj(k + 1, p, m, bu))
+                if 0 <= w[2] < n_i and w[3] < n_j and (w[3] >= 0 or w[3] <= J0):
+                    yield v, w, float(spec.weight[m])
+                    nxt.add(w)
+        frontier = nxt
