@@ -1,10 +1,250 @@
-"""CLI commands of real training; registered by depl.cli. No torch at import time."""
+"""CLI commands of real training; registered by depl.cli. No torch at import time.
+
+Every command imports the training code inside its body, so `depl plan` and
+the other planning commands work without the `train` extra.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+from rich.console import Console
+
+# a pipe or a file gets wide tables rather than 80 columns of folded cells
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True, soft_wrap=True)
+EXIT_BAD_INPUT = 2
+
+runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store.")
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions whose message is meant for the user (exit code 2)."""
+    from ..plan import PlanError
+    from ..scenario import ScenarioError
+    from ..store import StoreError
+    from .data import DataError
+    from .federation import JobError
+
+    return (PlanError, ScenarioError, StoreError, DataError, JobError)
+
+
+def _need_training_extra() -> None:
+    try:
+        import torch  # noqa: F401
+        import torch_pruning  # noqa: F401
+    except ImportError as e:
+        _fail(f"real training needs the `train` extra (pip install 'depl[train]'): {e}")
+
+
+def _setup_torch(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+
+
+def _open_store(store: Optional[str], out: Path):
+    from ..store import Store
+
+    out.mkdir(parents=True, exist_ok=True)
+    return Store(store or out / "runs.sqlite")
+
+
+def _progress():
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
+                    transient=False)
+
+
+def _summary(store, run_id: str, title: str) -> None:
+    import numpy as np
+    from rich.table import Table
+
+    losses = store.losses(run_id)
+    finals = np.array([v[-1] for v in losses.values() if v])
+    if finals.size == 0:
+        return
+    t = Table(title=title)
+    for c in ("run", "seeds", "epochs", "final loss: mean", "min", "max", "99th pct"):
+        t.add_column(c)
+    t.add_row(run_id, str(len(finals)), str(max(len(v) for v in losses.values())), f"{finals.mean():.4f}",
+              f"{finals.min():.4f}", f"{finals.max():.4f}", f"{np.percentile(finals, 99):.4f}")
+    console.print(t)
+
+
+def run(
+    plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
+    first_seed: int = typer.Option(0, "--first-seed", min=0),
+    backend: str = typer.Option("local", "--backend", help="local (in process) or flower (Flower's simulation engine)"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
+    out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch threads per process"),
+) -> None:
+    """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
+    if backend not in ("local", "flower"):
+        _fail(f"--backend {backend!r}: choose local or flower")
+    _need_training_extra()
+    _setup_torch(threads)
+    from ..plan import Plan
+    from . import execute
+    from .federation import job_from_plan
+
+    try:
+        p = Plan.load(plan)
+        job = job_from_plan(p)
+        st = _open_store(store, out)
+        run_id = execute.run_id_for(job, backend)
+        execute.register(st, run_id, "plan", job, {"backend": backend, "plan": p.to_json()})
+    except _user_errors() as e:
+        _fail(str(e))
+    seed_list = list(range(first_seed, first_seed + seeds))
+    n = len(job.epochs)
+    already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
+    console.print(f"run [bold]{run_id}[/] · plan {plan} · {n} epochs × {seeds} seeds · back end {backend} · "
+                  f"store {st.path}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
+    t0 = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task(f"{backend}", total=n * seeds, completed=already)
+
+        def progress(seed, epoch, r):
+            bar.update(task, advance=1, description=f"{backend} seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
+
+        todo = execute.pending(st, run_id, job, seed_list)
+        if backend == "local":
+            execute.run_local(st, run_id, job, todo, progress)
+        elif todo:
+            from .flower_app import run_simulation
+
+            run_simulation(st, run_id, job, todo, out, progress=progress, threads=threads)
+    console.print(f"done in {time.perf_counter() - t0:.1f} s")
+    _summary(st, run_id, f"plan {p.method} on {p.scenario}")
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"{name} {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
+        raise
+
+
+def profile(
+    scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
+    epochs: int = typer.Option(30, "--epochs", "-E", min=1),
+    seeds: int = typer.Option(30, "--seeds", "-N", min=1),
+    fractions: str = typer.Option("1", "--fractions", help="data fractions, e.g. 1,0.5,0.25"),
+    version: Optional[List[str]] = typer.Option(None, "--version", help="profile only these versions (repeatable)"),
+    switch: Optional[List[str]] = typer.Option(None, "--switch", help="FROM:TO:K1 switch experiment (repeatable)"),
+    datasets: Optional[List[str]] = typer.Option(None, "--dataset", help="datasets to train on [default: all]"),
+    nodes: int = typer.Option(1, "--nodes", min=1, help="nodes doing FedAvg in every experiment"),
+    store: Optional[str] = typer.Option(None, "--store"),
+    out: Path = typer.Option(Path("depl-runs"), "--out"),
+    threads: int = typer.Option(1, "--threads", min=1),
+) -> None:
+    """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
+    _need_training_extra()
+    _setup_torch(threads)
+    from ..scenario import load_scenario
+    from . import execute
+    from . import profile as prof
+
+    try:
+        s = load_scenario(scenario)
+        names = list(datasets) if datasets else [d.name for d in s.datasets]
+        unknown = [d for d in names if d not in {x.name for x in s.datasets}]
+        if unknown:
+            raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
+        exps = prof.experiments(s, list(version or []), _floats(fractions, "--fractions"),
+                                [prof.parse_switch(t) for t in (switch or [])], epochs)
+        st = _open_store(store, out)
+        jobs = []
+        for exp in exps:
+            job = prof.experiment_job(s, names, exp, epochs, nodes)
+            rid = prof.experiment_run_id(s.name, exp, job)
+            execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
+            jobs.append((exp, job, rid))
+    except _user_errors() as e:
+        _fail(str(e))
+    seed_list = list(range(seeds))
+    total = len(jobs) * seeds * epochs
+    done = sum(min(st.done_epochs(rid, sd), epochs) for _, _, rid in jobs for sd in seed_list)
+    console.print(f"profiling {s.name}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {st.path}"
+                  + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
+    t0 = time.perf_counter()
+    with _progress() as bar:
+        overall = bar.add_task("all experiments", total=total, completed=done)
+        for exp, job, rid in jobs:
+            exp_done = sum(min(st.done_epochs(rid, sd), epochs) for sd in seed_list)
+            task = bar.add_task(exp.label, total=seeds * epochs, completed=exp_done)
+
+            def progress(seed, epoch, r, task=task):
+                bar.update(task, advance=1)
+                bar.update(overall, advance=1)
+
+            execute.run_local(st, rid, job, execute.pending(st, rid, job, seed_list), progress)
+    console.print(f"done in {time.perf_counter() - t0:.1f} s")
+
+
+@runs_app.command("show")
+def runs_show(
+    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
+    out: Path = typer.Option(Path("depl-runs"), "--out"),
+    png: Optional[Path] = typer.Option(None, "--png", help="draw the loss bands (mean, 1st–99th percentile) here"),
+    kind: Optional[str] = typer.Option(None, "--kind", help="only runs of this kind: plan or profile"),
+) -> None:
+    """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
+    import numpy as np
+    from rich.table import Table
+
+    from ..store import Store
+    from .plots import band, bands, plot_bands, run_label
+
+    path = store or str(out / "runs.sqlite")
+    if not str(path).startswith("sqlite:") and not Path(path).is_file():
+        _fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
+    try:
+        st = Store(path)
+    except _user_errors() as e:
+        _fail(str(e))
+    runs = st.runs(kind)
+    t = Table(title=f"runs in {st.path}")
+    for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
+        t.add_column(c)
+    for r in runs:
+        b = band(st, r)
+        if b is None:
+            t.add_row(r["run_id"], r["kind"], run_label(r), "0", "0", "", "", "")
+            continue
+        secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
+        t.add_row(r["run_id"], r["kind"], run_label(r), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
+                  f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
+    console.print(t)
+    if png is not None:
+        bs = bands(st, kind)
+        if not bs:
+            _fail("no finished epochs to draw")
+        plot_bands(bs, str(png))
+        console.print(f"wrote {png}")
+    del np
 
 
 def register(app: typer.Typer) -> None:
     """Add `run`, `profile` and `runs` to the depl CLI."""
-    return None
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    app.command("run")(run)
+    app.command("profile")(profile)
+    app.add_typer(runs_app, name="runs")

@@ -1,0 +1,209 @@
+"""The store of real runs: SQLite (stdlib `sqlite3`), chosen by a path or a ``sqlite:///`` URL.
+
+Tables:
+
+* ``runs``: one row per run (a plan executed over seeds, or one profiling
+  experiment), with its kind, its specification (the plan, the versions, the
+  data, the options) as JSON, and when it was created.
+* ``epochs``: one row per (run, seed, epoch): the model version and cluster of
+  the epoch, the test loss and accuracy after it, the mean training loss, and
+  its timing (seconds of wall time, finish time).
+* ``checkpoints``: the latest trained weights of every unfinished (run, seed),
+  so that a run killed hard resumes at the epoch where it stopped.
+
+An epoch's row and its checkpoint are written in one transaction: after a
+``kill -9`` either both are there or neither, so a restarted run neither loses
+an epoch nor counts one twice.
+
+>>> s = Store(":memory:")
+>>> s.start_run("r1", "plan", {"epochs": 2})
+>>> s.record_epoch("r1", 0, EpochRow(1, "full", "A", 1.9, 0.3, 2.0, 0.01), checkpoint=b"w")
+>>> s.done_epochs("r1", 0), s.checkpoint("r1", 0)
+(1, (1, b'w'))
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import astuple, dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id   TEXT PRIMARY KEY,
+    kind     TEXT NOT NULL,
+    spec     TEXT NOT NULL,
+    created  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS epochs (
+    run_id        TEXT NOT NULL REFERENCES runs(run_id),
+    seed          INTEGER NOT NULL,
+    epoch         INTEGER NOT NULL,
+    model         TEXT NOT NULL,
+    cluster       TEXT NOT NULL,
+    test_loss     REAL NOT NULL,
+    test_accuracy REAL NOT NULL,
+    train_loss    REAL NOT NULL,
+    seconds       REAL NOT NULL,
+    finished      REAL NOT NULL,
+    PRIMARY KEY (run_id, seed, epoch)
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    run_id  TEXT NOT NULL REFERENCES runs(run_id),
+    seed    INTEGER NOT NULL,
+    epoch   INTEGER NOT NULL,
+    state   BLOB NOT NULL,
+    PRIMARY KEY (run_id, seed)
+);
+"""
+
+
+class StoreError(ValueError):
+    """A store that cannot be used; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class EpochRow:
+    epoch: int
+    model: str
+    cluster: str
+    test_loss: float
+    test_accuracy: float
+    train_loss: float
+    seconds: float
+
+
+def store_path(url: str | Path) -> str:
+    """The SQLite file behind a path or a ``sqlite:///path`` URL (``:memory:`` stays)."""
+    u = str(url)
+    if u.startswith("sqlite:///"):
+        u = u[len("sqlite:///"):]
+        # sqlite:////abs/path has a 4th slash; sqlite:///rel/path is relative
+    elif "://" in u:
+        raise StoreError(f"{url}: only SQLite stores are supported (a path or a sqlite:/// URL)")
+    if not u:
+        raise StoreError("empty store path")
+    return u
+
+
+class Store:
+    """Runs and their per-epoch trajectories in one SQLite file."""
+
+    def __init__(self, url: str | Path):
+        self.path = store_path(url)
+        if self.path != ":memory:":
+            parent = Path(self.path).parent
+            if not parent.is_dir():
+                raise StoreError(f"{url}: the folder {parent} does not exist")
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a process kill
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{url}: not a usable SQLite store ({e})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- runs ---------------------------------------------------------------- #
+    def start_run(self, run_id: str, kind: str, spec: dict[str, Any]) -> None:
+        """Register a run, or check that an existing one has the same specification."""
+        text = json.dumps(spec, sort_keys=True)
+        row = self._db.execute("SELECT kind, spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, kind, text, time.time()))
+        elif row[0] != kind or json.loads(row[1]) != json.loads(text):
+            raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
+                             "choose another run name or another store")
+
+    def run_spec(self, run_id: str) -> dict[str, Any]:
+        row = self._db.execute("SELECT spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no run {run_id!r} in {self.path}")
+        return json.loads(row[0])
+
+    def runs(self, kind: str | None = None) -> list[dict[str, Any]]:
+        q = "SELECT run_id, kind, spec, created FROM runs"
+        rows = self._db.execute(q + (" WHERE kind = ?" if kind else "") + " ORDER BY created, run_id",
+                                (kind,) if kind else ()).fetchall()
+        return [{"run_id": r[0], "kind": r[1], "spec": json.loads(r[2]), "created": r[3]} for r in rows]
+
+    # -- epochs -------------------------------------------------------------- #
+    def record_epoch(self, run_id: str, seed: int, row: EpochRow, checkpoint: bytes | None = None,
+                     final: bool = False) -> None:
+        """Add one epoch of one seed, with its checkpoint, atomically.
+
+        The row's epoch must follow the last recorded one: an epoch is never
+        counted twice, and none is skipped.  `final` drops the checkpoint.
+        """
+        with self._transaction():
+            last = self.done_epochs(run_id, seed)
+            if row.epoch != last + 1:
+                raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after epoch {last}")
+            self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (run_id, seed, *astuple(row), time.time()))
+            if final:
+                self._db.execute("DELETE FROM checkpoints WHERE run_id = ? AND seed = ?", (run_id, seed))
+            elif checkpoint is not None:
+                self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
+                                 (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
+
+    def done_epochs(self, run_id: str, seed: int) -> int:
+        """The last epoch recorded for (run, seed); 0 when none."""
+        r = self._db.execute("SELECT MAX(epoch) FROM epochs WHERE run_id = ? AND seed = ?", (run_id, seed)).fetchone()
+        return int(r[0] or 0)
+
+    def checkpoint(self, run_id: str, seed: int) -> tuple[int, bytes] | None:
+        r = self._db.execute("SELECT epoch, state FROM checkpoints WHERE run_id = ? AND seed = ?",
+                             (run_id, seed)).fetchone()
+        return None if r is None else (int(r[0]), bytes(r[1]))
+
+    def seeds(self, run_id: str) -> list[int]:
+        return [int(r[0]) for r in self._db.execute(
+            "SELECT DISTINCT seed FROM epochs WHERE run_id = ? ORDER BY seed", (run_id,))]
+
+    def trajectory(self, run_id: str, seed: int) -> list[EpochRow]:
+        rows = self._db.execute(
+            "SELECT epoch, model, cluster, test_loss, test_accuracy, train_loss, seconds FROM epochs "
+            "WHERE run_id = ? AND seed = ? ORDER BY epoch", (run_id, seed)).fetchall()
+        return [EpochRow(*r) for r in rows]
+
+    def losses(self, run_id: str) -> dict[int, list[float]]:
+        """Test loss after every epoch, by seed."""
+        out: dict[int, list[float]] = {}
+        for seed, loss in self._db.execute(
+                "SELECT seed, test_loss FROM epochs WHERE run_id = ? ORDER BY seed, epoch", (run_id,)):
+            out.setdefault(int(seed), []).append(float(loss))
+        return out
+
+    def count_epochs(self, run_id: str | None = None) -> int:
+        if run_id is None:
+            return int(self._db.execute("SELECT COUNT(*) FROM epochs").fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM epochs WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+    # -- helpers ------------------------------------------------------------- #
+    def _transaction(self):
+        db = self._db
+
+        class _Tx:
+            def __enter__(self_inner):
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self_inner, exc_type, exc, tb):
+                db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                return False
+
+        return _Tx()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.runs())

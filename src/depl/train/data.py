@@ -1,0 +1,195 @@
+"""Real data, never downloaded: MNIST-1D generated offline, scikit-learn's
+bundled digits, CIFAR-10 from a local folder.
+
+A source gives a fixed train/test split as float32 arrays ``(N, C, ...)`` and
+int64 labels.  A scenario's dataset is a slice ``[from, to)`` of its source's
+training set; a plan's selected datasets are concatenated, and every node of
+the cluster that trains an epoch holds an equal share of them (`node_shares`).
+The test loss is measured on the source's whole test set.
+
+MNIST-1D is generated in memory by `mnist1d.data.make_dataset` with its
+canonical arguments (5,000 samples, 4,000 train, seed 42); nothing is written
+to disk and no URL is ever fetched.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+SOURCES = ("mnist1d", "digits", "cifar10")
+PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed
+
+
+class DataError(ValueError):
+    """Data that cannot be used; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class Source:
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    n_classes: int = 10
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+@lru_cache(maxsize=2)
+def mnist1d(num_samples: int = 5000, seed: int = 42) -> Source:
+    """MNIST-1D, generated in memory (no download, no file)."""
+    import mnist1d.data as m1d
+
+    args = m1d.get_dataset_args()
+    args.num_samples = num_samples
+    args.seed = seed
+    state = np.random.get_state()  # make_dataset seeds numpy's global RNG
+    try:
+        d = m1d.make_dataset(args)
+    finally:
+        np.random.set_state(state)
+    f = np.float32
+    return Source(d["x"][:, None, :].astype(f), d["y"].astype(np.int64),
+                  d["x_test"][:, None, :].astype(f), d["y_test"].astype(np.int64))
+
+
+@lru_cache(maxsize=1)
+def digits() -> Source:
+    """scikit-learn's bundled 8×8 digits (1,797 images), 80/20 split with a fixed permutation."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None, :, :]
+    y = d.target.astype(np.int64)
+    order = np.random.default_rng(0).permutation(len(y))
+    cut = int(0.8 * len(y))
+    tr, te = order[:cut], order[cut:]
+    return Source(x[tr], y[tr], x[te], y[te])
+
+
+_CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)[:, None, None]
+_CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32)[:, None, None]
+
+
+def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with open(path, "rb") as f:
+            d = pickle.load(f, encoding="bytes")
+        data = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        labels = np.asarray(d[b"labels"], dtype=np.int64)
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing; a CIFAR-10 folder holds data_batch_1 … data_batch_5 and test_batch "
+                        "(the 'python version' of CIFAR-10)") from None
+    except (pickle.UnpicklingError, KeyError, ValueError, EOFError) as e:
+        raise DataError(f"{path}: not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
+    if len(data) != len(labels):
+        raise DataError(f"{path}: {len(data)} images but {len(labels)} labels")
+    return data, labels
+
+
+@lru_cache(maxsize=2)
+def cifar10(folder: str) -> Source:
+    """CIFAR-10 from a local folder in its standard python-pickle format."""
+    root = Path(folder).expanduser()
+    if (root / "cifar-10-batches-py").is_dir():
+        root = root / "cifar-10-batches-py"
+    if not root.is_dir():
+        raise DataError(f"{folder}: no such folder (CIFAR-10 is never downloaded; point `path` at its "
+                        "extracted python version, cifar-10-batches-py)")
+    parts = [_cifar_batch(root / f"data_batch_{i}") for i in range(1, 6)]
+    xt, yt = _cifar_batch(root / "test_batch")
+
+    def norm(x: np.ndarray) -> np.ndarray:
+        return ((x.astype(np.float32) / 255.0) - _CIFAR_MEAN) / _CIFAR_STD
+
+    return Source(norm(np.concatenate([p[0] for p in parts])), np.concatenate([p[1] for p in parts]),
+                  norm(xt), yt)
+
+
+def load_source(source: str, path: str | None = None) -> Source:
+    if source == "mnist1d":
+        return mnist1d()
+    if source == "digits":
+        return digits()
+    if source == "cifar10":
+        if not path:
+            raise DataError("a cifar10 dataset needs `path`, a local folder with CIFAR-10's python batches")
+        return cifar10(str(path))
+    raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)})")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The real data behind a plan: one source and the slices of it the plan selected."""
+
+    source: str
+    shares: tuple[tuple[float, float], ...]
+    path: str | None = None
+    fraction: float = 1.0  # of the selected samples (the profiler's data fractions)
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "shares": [list(s) for s in self.shares], "path": self.path,
+                "fraction": self.fraction}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "DataSpec":
+        return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
+                   float(d.get("fraction", 1.0)))
+
+
+def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
+    """The real data of a scenario's selected datasets (they must share one source)."""
+    by_name = {d.name: d for d in scenario.datasets}
+    chosen = [by_name[n] for n in dataset_names]
+    missing = [d.name for d in chosen if d.source is None]
+    if missing:
+        raise DataError(f"dataset(s) {missing} of scenario {scenario.name!r} have no `source`: "
+                        f"real training needs one of {', '.join(SOURCES)}")
+    sources = {(d.source, d.path) for d in chosen}
+    if len(sources) != 1:
+        raise DataError(f"the selected datasets {dataset_names} come from several sources {sorted(map(str, sources))}; "
+                        "one run trains on one source (one input shape, one test set)")
+    source, path = sources.pop()
+    return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction)
+
+
+def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The selected training samples: the shares concatenated, then the fraction kept."""
+    src = load_source(spec.source, spec.path)
+    n = len(src.y_train)
+    idx = np.concatenate([np.arange(int(round(a * n)), int(round(b * n))) for a, b in spec.shares])
+    idx = np.unique(idx)  # overlapping shares hold each sample once
+    if spec.fraction < 1.0:
+        keep = np.random.default_rng(PARTITION_SEED).permutation(len(idx))[: max(1, int(round(spec.fraction * len(idx))))]
+        idx = idx[np.sort(keep)]
+    return src.x_train[idx], src.y_train[idx]
+
+
+def node_shares(labels: np.ndarray, nodes: int, iid: bool = True) -> list[np.ndarray]:
+    """Indices of the samples each of `nodes` nodes holds: equal shares.
+
+    IID: a fixed random permutation cut in equal parts.  Non-IID: samples
+    sorted by label, cut in 2·nodes shards, each node taking two shards far
+    apart (McMahan et al.'s pathological split), so a node sees few classes.
+    """
+    n = len(labels)
+    if nodes > n:
+        raise DataError(f"{nodes} nodes but only {n} training samples")
+    rng = np.random.default_rng(PARTITION_SEED)
+    if iid or nodes == 1:
+        return [np.sort(p) for p in np.array_split(rng.permutation(n), nodes)]
+    order = np.argsort(labels, kind="stable")
+    shards = np.array_split(order, 2 * nodes)
+    return [np.sort(np.concatenate([shards[i], shards[2 * nodes - 1 - i]])) for i in range(nodes)]
+
+
+def cache_info() -> str:  # pragma: no cover - debugging aid
+    return f"mnist1d {mnist1d.cache_info()}, digits {digits.cache_info()}, cifar10 {cifar10.cache_info()}, pid {os.getpid()}"

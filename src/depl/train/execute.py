@@ -1,0 +1,71 @@
+"""Run a plan for real over seeds, into the store, resuming what a killed run left.
+
+A run's identity is a hash of what determines its trajectories (the job:
+data, versions, clusters, epochs, options) and the back end, so starting the
+same `depl run` again finds the same run in the store and continues it: seeds
+already finished are skipped, an unfinished seed restarts from its last
+checkpoint (written with its last epoch, in one transaction).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Callable
+
+import torch
+
+from ..store import EpochRow, Store
+from .federation import EpochResult, Job, LocalFederation, RoundFn, state_bytes, walk_plan
+
+Progress = Callable[[int, int, EpochResult | None], None]  # (seed, epochs done, last result)
+
+
+def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
+    text = json.dumps({"job": job.to_json(), "backend": backend}, sort_keys=True)
+    return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def register(store: Store, run_id: str, kind: str, job: Job, extra: dict | None = None) -> None:
+    store.start_run(run_id, kind, {"job": job.to_json(), **(extra or {})})
+
+
+def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:
+    """The seeds of `seeds` that still have epochs to train."""
+    return [s for s in seeds if store.done_epochs(run_id, s) < len(job.epochs)]
+
+
+def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: Progress | None = None):
+    """The on_epoch hook that writes an epoch and its checkpoint in one transaction."""
+
+    def on_epoch(r: EpochResult, model: torch.nn.Module) -> None:
+        final = r.epoch == n_epochs
+        store.record_epoch(run_id, seed,
+                           EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds),
+                           checkpoint=None if final else state_bytes(model), final=final)
+        if progress is not None:
+            progress(seed, r.epoch, r)
+
+    return on_epoch
+
+
+def run_seed(store: Store, run_id: str, job: Job, seed: int, train_round: RoundFn,
+             progress: Progress | None = None) -> None:
+    """Train one seed to the end of the job, resuming from the store."""
+    done = store.done_epochs(run_id, seed)
+    if done >= len(job.epochs):
+        return
+    start = None
+    if done > 0:
+        ck = store.checkpoint(run_id, seed)
+        if ck is None or ck[0] != done:
+            raise RuntimeError(f"run {run_id} seed {seed}: {done} epochs recorded but no matching checkpoint")
+        start = ck
+    walk_plan(job, seed, train_round, recorder(store, run_id, seed, len(job.epochs), progress), start)
+
+
+def run_local(store: Store, run_id: str, job: Job, seeds: list[int], progress: Progress | None = None) -> None:
+    """The ``local`` back end over seeds, one after the other."""
+    fed = LocalFederation()
+    for seed in seeds:
+        run_seed(store, run_id, job, seed, fed, progress)

@@ -1,0 +1,283 @@
+"""FedAvg within a cluster and hand-offs between clusters: the plan walked epoch by epoch.
+
+One plan epoch k on cluster n with model version m (paper Sec. III):
+
+1. if m differs from the previous epoch's version, the current *trained*
+   model is pruned further to m's ratio (a switch, `prune.switch`);
+2. every node of n trains one local epoch (SGD with momentum, mini-batches in
+   a seeded order) on its equal share of the selected data, starting from the
+   current weights;
+3. the weights are averaged, weighted by the nodes' sample counts (FedAvg);
+4. the test loss is measured on the source's test set.
+
+The model is then handed to the cluster of epoch k+1.  `walk_plan` is the loop;
+how a round is carried out is a parameter: `LocalFederation` does it in
+process (the ``local`` back end), `depl.train.flower_app` through Flower
+messages.  Both call `local_epoch` and `fedavg`, so for the same seed they
+follow the same trajectory.
+
+Every random choice is derived from (seed, epoch, node) by `derive_seed`, not
+drawn from a running generator: a run resumed at epoch k continues exactly as
+an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import data as data_mod
+from .prune import VersionSpec, build_version, switch
+
+
+class JobError(ValueError):
+    """A plan or scenario that cannot be trained for real; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    lr: float = 1e-2
+    momentum: float = 0.9
+    batch_size: int = 64
+    iid: bool = True
+
+
+@dataclass
+class Job:
+    """Everything needed to train a plan (or a profiling experiment) for one seed; plain data."""
+
+    data: data_mod.DataSpec
+    versions: dict[str, VersionSpec]
+    nodes: dict[str, int]                   # cluster -> number of nodes
+    epochs: list[tuple[int, str, str]]      # (epoch, model version, cluster)
+    options: TrainOptions = field(default_factory=TrainOptions)
+    init_version: str | None = None         # the first epoch's version unless given
+
+    def to_json(self) -> dict:
+        return {"data": self.data.to_json(), "versions": {k: v.to_json() for k, v in self.versions.items()},
+                "nodes": dict(self.nodes), "epochs": [list(e) for e in self.epochs],
+                "options": vars(self.options).copy(), "init_version": self.init_version}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Job":
+        return cls(data_mod.DataSpec.from_json(d["data"]),
+                   {k: VersionSpec.from_json(v) for k, v in d["versions"].items()},
+                   {k: int(v) for k, v in d["nodes"].items()},
+                   [(int(e[0]), str(e[1]), str(e[2])) for e in d["epochs"]],
+                   TrainOptions(**d["options"]), d.get("init_version"))
+
+
+def version_specs(scenario, source: data_mod.Source, names) -> dict[str, VersionSpec]:
+    """The scenario's model versions as real networks for `source`'s data."""
+    out = {}
+    by_name = {m.name: m for m in scenario.models}
+    for name in names:
+        m = by_name[name]
+        if m.train is None:
+            raise JobError(f"model {name!r} of scenario {scenario.name!r} has no `train` table "
+                           "(e.g. train = {{ net = \"cnn1d\", prune_ratio = 0.5 }}); it cannot be trained for real")
+        out[name] = VersionSpec(m.train.net, m.train.width, float(m.train.prune_ratio),
+                                source.input_shape, source.n_classes)
+    return out
+
+
+def check_switches(versions: dict[str, VersionSpec], schedule: list[str]) -> None:
+    """A switch prunes further: same network, a ratio at least as large."""
+    for a, b in zip(schedule, schedule[1:]):
+        if a == b:
+            continue
+        va, vb = versions[a], versions[b]
+        if (va.net, va.width) != (vb.net, vb.width):
+            raise JobError(f"the plan switches from {a!r} ({va.net}, width {va.width}) to {b!r} "
+                           f"({vb.net}, width {vb.width}); a switch prunes one network, it cannot change it")
+        if vb.ratio < va.ratio:
+            raise JobError(f"the plan switches from {a!r} (pruned {va.ratio}) to {b!r} (pruned {vb.ratio}); "
+                           "pruning removes channels, it cannot grow them back")
+
+
+def job_from_plan(plan) -> Job:
+    """The training job of a `depl.plan.Plan` (validated: raises JobError or DataError)."""
+    scenario = plan.scenario_object()
+    if not plan.epochs:
+        raise JobError("the plan has no epochs")
+    spec = data_mod.data_spec(scenario, plan.datasets)
+    source = data_mod.load_source(spec.source, spec.path)
+    schedule = [e.model for e in plan.epochs]
+    versions = version_specs(scenario, source, sorted(set(schedule)))
+    check_switches(versions, schedule)
+    clusters = {c.name: c.nodes for c in scenario.clusters}
+    nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}
+    t = scenario.training
+    return Job(spec, versions, nodes, [(e.epoch, e.model, e.cluster) for e in plan.epochs],
+               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid))
+
+
+# --------------------------------------------------------------------------- #
+# The pieces every back end shares
+# --------------------------------------------------------------------------- #
+
+def derive_seed(*parts: int) -> int:
+    """A 31-bit seed from integers (numpy's SeedSequence: well mixed, stable across versions)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+INIT_STREAM, TRAIN_STREAM = 1, 2
+
+
+def local_epoch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, options: TrainOptions, seed: int) -> float:
+    """Train `model` in place for one epoch over (x, y); returns the mean training loss."""
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=options.lr, momentum=options.momentum)
+    n = len(y)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    bs = options.batch_size
+    total = torch.zeros(())
+    for i in range(0, n, bs):
+        idx = order[i:i + bs]
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total += loss.detach() * len(idx)
+    return float(total) / n
+
+
+def fedavg(states: list[dict[str, torch.Tensor]], weights: list[float]) -> dict[str, torch.Tensor]:
+    """FedAvg: the sample-weighted mean of the nodes' weights (integer buffers: the first node's)."""
+    if len(states) == 1:
+        return states[0]
+    w = torch.tensor(weights, dtype=torch.float64)
+    w = w / w.sum()
+    out = {}
+    for key, first in states[0].items():
+        if not torch.is_floating_point(first):
+            out[key] = first.clone()
+            continue
+        acc = torch.zeros_like(first, dtype=torch.float64)
+        for s, wi in zip(states, w):
+            acc += s[key].to(torch.float64) * wi
+        out[key] = acc.to(first.dtype)
+    return out
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy on (x, y)."""
+    model.eval()
+    loss, correct = 0.0, 0
+    for i in range(0, len(y), batch):
+        out = model(x[i:i + batch])
+        loss += float(F.cross_entropy(out, y[i:i + batch], reduction="sum"))
+        correct += int((out.argmax(1) == y[i:i + batch]).sum())
+    return loss / len(y), correct / len(y)
+
+
+@lru_cache(maxsize=32)
+def node_data(spec: data_mod.DataSpec, nodes: int, iid: bool, node: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training samples node `node` of a `nodes`-node cluster holds."""
+    x, y = data_mod.select(spec)
+    idx = data_mod.node_shares(y, nodes, iid)[node]
+    return torch.from_numpy(np.ascontiguousarray(x[idx])), torch.from_numpy(np.ascontiguousarray(y[idx]))
+
+
+@lru_cache(maxsize=4)
+def test_data(spec: data_mod.DataSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    src = data_mod.load_source(spec.source, spec.path)
+    return torch.from_numpy(src.x_test), torch.from_numpy(src.y_test)
+
+
+def state_bytes(model: nn.Module) -> bytes:
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    return buf.getvalue()
+
+
+def model_from_bytes(spec: VersionSpec, blob: bytes) -> nn.Module:
+    model = build_version(spec)
+    model.load_state_dict(torch.load(io.BytesIO(blob), weights_only=True))
+    return model
+
+
+# --------------------------------------------------------------------------- #
+# The loop over the plan's epochs
+# --------------------------------------------------------------------------- #
+
+@dataclass(frozen=True)
+class EpochResult:
+    epoch: int
+    model: str
+    cluster: str
+    test_loss: float
+    test_accuracy: float
+    train_loss: float
+    seconds: float
+    switched: bool
+
+
+# train_round(model, job, cluster, epoch, seed) -> mean train loss; trains `model` in place
+RoundFn = Callable[[nn.Module, Job, str, int, int], float]
+EpochHook = Callable[[EpochResult, nn.Module], None]
+
+
+def initial_model(job: Job, seed: int) -> nn.Module:
+    """Seed `seed`'s starting point: the full network initialised from the seed, pruned to the first version."""
+    first = job.init_version or job.epochs[0][1]
+    return build_version(job.versions[first], derive_seed(seed, INIT_STREAM))
+
+
+def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | None = None,
+              start: tuple[int, bytes] | None = None) -> list[EpochResult]:
+    """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes."""
+    x_test, y_test = test_data(job.data)
+    done = 0
+    if start is None:
+        model = initial_model(job, seed)
+        current = job.init_version or job.epochs[0][1]
+    else:
+        done, blob = start
+        current = job.epochs[done - 1][1]
+        model = model_from_bytes(job.versions[current], blob)
+    results = []
+    for epoch, version, cluster in job.epochs[done:]:
+        t0 = time.perf_counter()
+        switched = version != current
+        if switched:
+            model = switch(model, job.versions[current], job.versions[version].ratio)
+            current = version
+        train_loss = train_round(model, job, cluster, epoch, seed)
+        loss, acc = evaluate(model, x_test, y_test)
+        r = EpochResult(epoch, version, cluster, loss, acc, train_loss, time.perf_counter() - t0, switched)
+        results.append(r)
+        if on_epoch is not None:
+            on_epoch(r, model)
+    return results
+
+
+class LocalFederation:
+    """The ``local`` back end: FedAvg among a cluster's nodes, in this process."""
+
+    name = "local"
+
+    def __call__(self, model: nn.Module, job: Job, cluster: str, epoch: int, seed: int) -> float:
+        nodes = job.nodes[cluster]
+        if nodes == 1:  # no copy, no averaging: one node trains the model itself
+            x, y = node_data(job.data, 1, job.options.iid, 0)
+            return local_epoch(model, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, 0))
+        states, weights, losses = [], [], []
+        for node in range(nodes):
+            x, y = node_data(job.data, nodes, job.options.iid, node)
+            m = copy.deepcopy(model)
+            losses.append(local_epoch(m, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, node)))
+            states.append(m.state_dict())
+            weights.append(float(len(y)))
+        model.load_state_dict(fedavg(states, weights))
+        return float(np.average(losses, weights=weights))

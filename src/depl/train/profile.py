@@ -1,0 +1,101 @@
+"""Profiling experiments: the many-seed loss trajectories the loss model is fitted from.
+
+* **version** experiments: a model version trained from scratch for E epochs,
+  at a fraction of the selected data (the data law's S0 is fitted from
+  several fractions);
+* **switch** experiments: version m for K1 epochs, then pruned to m' (the
+  trained weights, structurally) and trained on to E epochs in all — the
+  jump l_sw is the loss after the switch minus the loss before it.
+
+Each experiment is one run in the store (kind ``profile``) whose
+specification names the experiment, so `depl runs show` and the fitting code
+find them; runs resume like `depl run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from . import data as data_mod
+from .federation import Job, JobError, TrainOptions, check_switches, version_specs
+
+PROFILE_CLUSTER = "profile"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    kind: str                   # "version" or "switch"
+    version: str                # the (first) version
+    fraction: float = 1.0
+    to: str | None = None       # switch: the version after the switch
+    switch_after: int = 0       # switch: K1, epochs before the switch
+
+    @property
+    def label(self) -> str:
+        if self.kind == "switch":
+            return f"{self.version} →{self.to} after {self.switch_after}"
+        return self.version if self.fraction == 1.0 else f"{self.version} @ {self.fraction:g} of the data"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "version": self.version, "fraction": self.fraction, "to": self.to,
+                "switch_after": self.switch_after}
+
+
+def parse_switch(text: str) -> tuple[str, str, int]:
+    """'m:m2:K1' → (m, m2, K1)."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise JobError(f"--switch {text!r}: expected FROM:TO:K1, e.g. full:pruned-0.5:10")
+    try:
+        k1 = int(parts[2])
+    except ValueError:
+        raise JobError(f"--switch {text!r}: K1 = {parts[2]!r} is not a whole number of epochs") from None
+    return parts[0], parts[1], k1
+
+
+def experiments(scenario, versions: list[str] | None, fractions: list[float],
+                switches: list[tuple[str, str, int]], epochs: int) -> list[Experiment]:
+    trainable = [m.name for m in scenario.models if m.train is not None]
+    if not trainable:
+        raise JobError(f"no model of scenario {scenario.name!r} has a `train` table; nothing can be profiled")
+    chosen = versions or trainable
+    for v in chosen:
+        if v not in trainable:
+            raise JobError(f"--version {v!r}: not a trainable model of {scenario.name!r} (trainable: {', '.join(trainable)})")
+    for f in fractions:
+        if not 0.0 < f <= 1.0:
+            raise JobError(f"--fractions: {f} is not in (0, 1]")
+    out = [Experiment("version", v, f) for f in fractions for v in chosen]
+    for a, b, k1 in switches:
+        for v in (a, b):
+            if v not in trainable:
+                raise JobError(f"--switch {a}:{b}:{k1}: {v!r} is not a trainable model (trainable: {', '.join(trainable)})")
+        if not 0 < k1 < epochs:
+            raise JobError(f"--switch {a}:{b}:{k1}: K1 must be between 1 and epochs-1 = {epochs - 1}")
+        out.append(Experiment("switch", a, 1.0, b, k1))
+    return out
+
+
+def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, nodes: int = 1) -> Job:
+    spec = data_mod.data_spec(scenario, datasets, exp.fraction)
+    source = data_mod.load_source(spec.source, spec.path)
+    names = [exp.version] + ([exp.to] if exp.to else [])
+    versions = version_specs(scenario, source, names)
+    if exp.kind == "switch":
+        schedule = [exp.version] * exp.switch_after + [exp.to] * (epochs - exp.switch_after)
+        check_switches(versions, schedule)
+    else:
+        schedule = [exp.version] * epochs
+    t = scenario.training
+    return Job(spec, versions, {PROFILE_CLUSTER: nodes},
+               [(k + 1, m, PROFILE_CLUSTER) for k, m in enumerate(schedule)],
+               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid))
+
+
+def experiment_run_id(scenario_name: str, exp: Experiment, job: Job) -> str:
+    text = json.dumps({"job": job.to_json(), "exp": exp.to_json()}, sort_keys=True)
+    tag = exp.version if exp.kind == "version" else f"{exp.version}-to-{exp.to}-k{exp.switch_after}"
+    frac = "" if exp.fraction == 1.0 else f"-f{exp.fraction:g}"
+    return f"profile-{scenario_name}-{tag}{frac}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"

@@ -1,0 +1,131 @@
+"""Model versions: a network pruned structurally with Torch-Pruning.
+
+A version is (network, width, pruning ratio ρ).  Its architecture keeps
+``max(1, round((1-ρ)·C))`` output channels of every prunable layer whose full
+network has C (the output layer is never pruned), so a version's shape does
+not depend on how it was reached: pruning the full net to 0.75 directly, or
+to 0.5 and later to 0.75 (a *switch*), gives the same shapes.
+
+A switch prunes the current *trained* model: in every coupled group of layers
+the channels with the smallest L2 magnitude (Torch-Pruning's
+`GroupMagnitudeImportance`) go, and the surviving channels keep their trained
+weights (Torch-Pruning slices the tensors; nothing is re-initialised).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torch_pruning as tp
+from torch import nn
+
+from .nets import build_net, seeded
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """Everything needed to build a model version for a data set."""
+
+    net: str
+    width: int | None
+    ratio: float
+    input_shape: tuple[int, ...]
+    n_classes: int
+
+    def full(self) -> "VersionSpec":
+        return VersionSpec(self.net, self.width, 0.0, self.input_shape, self.n_classes)
+
+    def to_json(self) -> dict:
+        return {"net": self.net, "width": self.width, "ratio": self.ratio,
+                "input_shape": list(self.input_shape), "n_classes": self.n_classes}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "VersionSpec":
+        return cls(d["net"], d.get("width"), float(d["ratio"]), tuple(int(v) for v in d["input_shape"]), int(d["n_classes"]))
+
+
+def _output_layers(model: nn.Module, n_classes: int) -> list[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == n_classes]
+
+
+@lru_cache(maxsize=64)
+def _full_channels(spec: VersionSpec) -> dict[str, int]:
+    """Output channels of every prunable layer of the full network, by module name."""
+    model = build_net(spec.net, spec.width, spec.input_shape, spec.n_classes)
+    out = {}
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.Conv1d, nn.Conv2d)):
+            out[name] = m.out_channels
+        elif isinstance(m, nn.Linear):
+            out[name] = m.out_features
+    return out
+
+
+def prune_to(model: nn.Module, spec: VersionSpec, ratio: float) -> dict[str, list[int]]:
+    """Prune `model` (a version of `spec`'s network) in place down to `ratio`.
+
+    Returns, for every pruned group's root layer, the indices of the output
+    channels that survived (in the model as it was before this call).
+    """
+    full = _full_channels(spec.full())
+    names = {m: n for n, m in model.named_modules()}
+    example = torch.zeros(1, *spec.input_shape)
+    was_training = model.training
+    model.eval()
+    graph = tp.DependencyGraph().build_dependency(model, example_inputs=example)
+    scorer = tp.importance.GroupMagnitudeImportance(p=2)
+    kept: dict[str, list[int]] = {}
+    for group in graph.get_all_groups(ignored_layers=_output_layers(model, spec.n_classes),
+                                      root_module_types=(nn.Conv1d, nn.Conv2d, nn.Linear)):
+        root = group[0].dep.target.module
+        name = names[root]
+        now = len(group[0].idxs)
+        target = max(1, round((1.0 - ratio) * full[name]))
+        if target >= now:
+            continue
+        with torch.no_grad():
+            score = scorer(group)
+        # stable order: ties (e.g. zero channels) broken by index
+        order = sorted(range(now), key=lambda i: (float(score[i]), i))
+        drop = sorted(order[: now - target])
+        group.prune(idxs=drop)
+        kept[name] = [i for i in range(now) if i not in set(drop)]
+    model.train(was_training)
+    return kept
+
+
+@lru_cache(maxsize=64)
+def _skeleton(spec: VersionSpec) -> nn.Module:
+    model = build_net(spec.net, spec.width, spec.input_shape, spec.n_classes)
+    if spec.ratio > 0:
+        prune_to(model, spec, spec.ratio)
+    return model
+
+
+def build_version(spec: VersionSpec, seed: int | None = None) -> nn.Module:
+    """A fresh version: the full network initialised from `seed`, pruned to `spec.ratio`.
+
+    With `seed=None` the weights are arbitrary (use it as a skeleton to load a
+    state dict into).
+    """
+    if seed is None:
+        return copy.deepcopy(_skeleton(spec))
+    with seeded(seed):
+        model = build_net(spec.net, spec.width, spec.input_shape, spec.n_classes)
+    if spec.ratio > 0:
+        prune_to(model, spec, spec.ratio)
+    return model
+
+
+def switch(model: nn.Module, spec: VersionSpec, to_ratio: float) -> nn.Module:
+    """The *trained* `model` pruned further to `to_ratio` (a copy; `model` is kept)."""
+    new = copy.deepcopy(model)
+    prune_to(new, spec, to_ratio)
+    return new
+
+
+def n_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,96 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from depl.store import EpochRow, Store, StoreError, store_path
+from trainkit import SWITCH_PLAN, make_plan
+
+
+def row(k, loss=1.0):
+    return EpochRow(k, "full", "A", loss, 0.5, 1.5, 0.01)
+
+
+def test_an_epoch_is_never_counted_twice_nor_skipped(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.start_run("r", "plan", {"a": 1})
+    s.record_epoch("r", 0, row(1), checkpoint=b"one")
+    with pytest.raises(StoreError, match="after epoch 1"):
+        s.record_epoch("r", 0, row(1))
+    with pytest.raises(StoreError, match="after epoch 1"):
+        s.record_epoch("r", 0, row(3))
+    s.record_epoch("r", 0, row(2), checkpoint=b"two")
+    assert s.done_epochs("r", 0) == 2 and s.checkpoint("r", 0) == (2, b"two")
+    s.record_epoch("r", 0, row(3), final=True)
+    assert s.checkpoint("r", 0) is None and s.count_epochs("r") == 3
+
+
+def test_a_failed_write_leaves_nothing_half_done(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.start_run("r", "plan", {})
+    s.record_epoch("r", 0, row(1), checkpoint=b"one")
+    with pytest.raises(Exception):
+        s.record_epoch("r", 0, EpochRow(2, "full", "A", None, 0.5, 1.5, 0.01), checkpoint=b"two")  # NOT NULL
+    assert s.done_epochs("r", 0) == 1 and s.checkpoint("r", 0) == (1, b"one")
+
+
+def test_the_store_is_reopened_with_its_runs(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    with Store(url) as s:
+        s.start_run("r", "profile", {"x": [1, 2]})
+        s.record_epoch("r", 4, row(1, 2.0))
+    with Store(url) as s:
+        assert [r["run_id"] for r in s.runs("profile")] == ["r"]
+        assert s.losses("r") == {4: [2.0]}
+        s.start_run("r", "profile", {"x": [1, 2]})  # same spec: fine
+        with pytest.raises(StoreError, match="another specification"):
+            s.start_run("r", "profile", {"x": [1, 3]})
+
+
+def test_store_urls():
+    assert store_path("sqlite:///runs.db") == "runs.db"
+    assert store_path("sqlite:////tmp/runs.db") == "/tmp/runs.db"
+    with pytest.raises(StoreError, match="only SQLite"):
+        store_path("postgresql://host/db")
+
+
+def _depl(*args, **kw):
+    return subprocess.Popen([sys.executable, "-c", "from depl.cli import main; main()", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path):
+    plan = tmp_path / "plan.json"
+    make_plan(SWITCH_PLAN).save(plan)
+    seeds, n = 6, len(SWITCH_PLAN)
+    db = tmp_path / "killed.sqlite"
+    proc = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"))
+    deadline = time.time() + 120
+    while time.time() < deadline:  # kill it in the middle of the run
+        time.sleep(0.2)
+        if db.exists():
+            with Store(db) as s:
+                if s.count_epochs() >= 7:
+                    break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Store(db) as s:
+        killed_at = s.count_epochs()
+    assert 7 <= killed_at < seeds * n, "the run was not killed in the middle"
+
+    again = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"))
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    assert "resuming" in out
+    ref_db = tmp_path / "ref.sqlite"
+    ref = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(ref_db), "--out", str(tmp_path / "o"))
+    assert ref.communicate(timeout=300) and ref.returncode == 0
+    with Store(db) as s, Store(ref_db) as r:
+        (run,) = s.runs()
+        assert s.count_epochs() == seeds * n
+        assert s.seeds(run["run_id"]) == list(range(seeds))
+        # the resumed trajectories are those of an uninterrupted run
+        assert s.losses(run["run_id"]) == r.losses(run["run_id"])
