@@ -46,6 +46,109 @@ def scenarios() -> None:
     console.print(t)
 
 
+def _load(scenario: str):
+    from .scenario import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(scenario)
+    except ScenarioError as e:
+        fail(str(e))
+
+
+def _summary(plan) -> None:
+    """Print a plan as a person reads it."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    status = "[green]feasible[/]" if plan.feasible else "[red]infeasible[/]"
+    console.print(f"[bold]{plan.method}[/] plan for [bold]{plan.scenario}[/]: {status}")
+    console.print(f"  datasets: {', '.join(plan.datasets)}")
+    t = Table(title="epochs per model version and cluster", show_lines=False)
+    t.add_column("epochs")
+    t.add_column("model version")
+    t.add_column("cluster")
+    t.add_column("compute x per node", justify="right")
+    groups: list[list] = []
+    for e in plan.epochs:  # consecutive runs, in order
+        if groups and groups[-1][1] == e.model and groups[-1][2] == e.cluster:
+            groups[-1][3] = e.epoch
+            groups[-1][4].append(e.compute)
+        else:
+            groups.append([e.epoch, e.model, e.cluster, e.epoch, [e.compute]])
+    for first, model, cluster, last, xs in groups:
+        span = f"{first}" if first == last else f"{first}–{last}"
+        xtxt = f"{xs[0]:.4g}" if max(xs) - min(xs) < 1e-9 * max(xs) else f"{min(xs):.4g}–{max(xs):.4g}"
+        t.add_row(span, model, cluster, xtxt)
+    console.print(t)
+    counts = Counter(e.model for e in plan.epochs)
+    console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()))
+    lo, hi = plan.loss_quantile_bounds or (plan.loss_quantile, plan.loss_quantile)
+    console.print(f"  cost            {plan.cost:.6g}")
+    console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
+    console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
+                  f" target {plan.loss_target:g})")
+    console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
+    console.print(f"  solve time      {plan.solve_seconds:.3f} s")
+
+
+@app.command()
+def plan(
+    scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
+    method: str = typer.Option("depl", "--method", "-m", help="depl, optimal or best-exp"),
+    eta: int = typer.Option(200, "--eta", min=2, max=5000, help="discretisation of the expanded graph (paper: η)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
+) -> None:
+    """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
+    from .planners import METHODS, Infeasible, Options, make_plan
+
+    if method not in METHODS:
+        fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
+    s = _load(scenario)
+    try:
+        p = make_plan(s, method, Options(eta=eta))
+    except Infeasible as e:
+        fail(str(e), EXIT_INFEASIBLE)
+    _summary(p)
+    if out is not None:
+        p.save(out)
+        console.print(f"  plan written to {out}")
+
+
+@app.command()
+def simulate(
+    plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
+    runs: int = typer.Option(10_000, "--runs", "-n", min=100, help="Monte Carlo trajectories"),
+    seed: int = typer.Option(0, "--seed", help="random seed (same seed, same numbers)"),
+    png: Optional[Path] = typer.Option(None, "--png", help="loss band plot (default: next to the plan)"),
+) -> None:
+    """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band."""
+    from .plan import Plan, PlanError
+    from .report.plots import plot_loss_band, save, switch_epochs
+    from .scenario import ScenarioError
+    from .simulate import simulate_plan
+
+    try:
+        p = Plan.load(plan_file)
+        sim = simulate_plan(p, runs=runs, seed=seed)
+    except (PlanError, ScenarioError) as e:
+        fail(str(e))
+    lo, hi = sim.p_meet_ci
+    qlo, qhi = sim.quantile_ci
+    console.print(f"[bold]Monte Carlo[/] of {plan_file} ({p.method}, {len(p.epochs)} epochs), {runs} runs, seed {seed}")
+    console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
+    console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
+                  f"   (plan's certified bound {p.loss_quantile:.5g})")
+    console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
+    verdict = hi >= p.omega
+    console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
+    png = png or plan_file.with_suffix(".png")
+    fig = plot_loss_band([(p.method, sim.band)], target=p.loss_target, switches=[switch_epochs(p)],
+                         title=f"{p.scenario}: loss band of the {p.method} plan ({runs} runs)")
+    save(fig, png)
+    console.print(f"  loss band written to {png}")
+
+
 def _register_training() -> None:
     # Training commands live with the training code; their module imports no
     # torch at import time, so planning never needs the `train` extra.

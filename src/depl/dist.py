@@ -149,6 +149,15 @@ def _term_pmf(t: Term, h: float, eps: float) -> tuple[int, np.ndarray]:
     return i_lo, masses
 
 
+def _moments(dist, cache: dict | None) -> tuple[float, float]:
+    if cache is None:
+        return float(dist.mean()), float(dist.var())
+    key = ("moments", id(dist))
+    if key not in cache:
+        cache[key] = (float(dist.mean()), float(dist.var()))
+    return cache[key]
+
+
 def _trim(i0: int, pmf: np.ndarray, trim: float) -> tuple[int, np.ndarray]:
     """Drop the extreme tails holding at most `trim` mass on each side."""
     if trim <= 0 or pmf.size < 3:
@@ -169,17 +178,20 @@ def sum_distribution(
     tol: float | None = None,
     eps: float = 1e-9,
     trim: float = 1e-14,
+    cache: dict | None = None,
 ) -> GridDistribution:
     """The distribution of Σ terms by FFT convolution on a lattice.
 
     Give the lattice step `h`, or `tol`, the width of the certified quantile
     bracket (then h = tol/N).  By default tol is 1% of the sum's standard
-    deviation.  `eps` is the tail mass dropped from each term.
+    deviation.  `eps` is the tail mass dropped from each term.  `cache` (a
+    dict kept by the caller) reuses the lattice masses of terms seen before.
     """
     random = [t for t in terms if t.dist is not None and t.coef != 0.0]
     offset = float(sum(t.shift for t in terms))
-    mean = offset + sum(t.coef * float(t.dist.mean()) for t in random)
-    var = sum(t.var() for t in random)
+    moments = [_moments(t.dist, cache) for t in random]
+    mean = offset + sum(t.coef * m for t, (m, _) in zip(random, moments))
+    var = sum(t.coef**2 * v for t, (_, v) in zip(random, moments))
     n = len(random)
     if n == 0:
         return GridDistribution(offset, 1.0, 0, np.array([1.0]), 0, 0.0, mean, 0.0)
@@ -188,7 +200,15 @@ def sum_distribution(
             tol = 0.01 * math.sqrt(var) if var > 0 else 1e-6
         h = tol / n
     # Narrow terms first: the running sum stays short until the wide ones come.
-    pieces = sorted((_term_pmf(t, h, eps) for t in random), key=lambda p: p[1].size)
+    def masses(t: Term):
+        if cache is None:
+            return _term_pmf(t, h, eps)
+        key = (t.coef, id(t.dist), h, eps)
+        if key not in cache:
+            cache[key] = _term_pmf(t, h, eps)
+        return cache[key]
+
+    pieces = sorted((masses(t) for t in random), key=lambda p: p[1].size)
     i0, pmf = pieces[0]
     for j, p in pieces[1:]:
         pmf = signal.fftconvolve(pmf, p) if min(pmf.size, p.size) > 64 else np.convolve(pmf, p)

@@ -27,6 +27,7 @@ class IncrementsModel(LossModel):
         self._noise = {m.name: m.noise.frozen for m in scenario.models}
         self._jump = {k: s.jump.frozen for k, s in scenario.switch_map.items()}
         self._models = {m.name: m for m in scenario.models}
+        self._cache: dict = {}  # lattice masses and moments of the terms (depl.dist)
 
     # -- the terms of ℓ(K) -------------------------------------------------- #
     def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
@@ -38,7 +39,9 @@ class IncrementsModel(LossModel):
         return out
 
     def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None) -> GridDistribution:
-        return sum_distribution(self.terms(schedule, phi), tol=tol)
+        if len(self._cache) > 20_000:
+            self._cache.clear()
+        return sum_distribution(self.terms(schedule, phi), tol=tol, cache=self._cache)
 
     def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
         K = len(schedule)

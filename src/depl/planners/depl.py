@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -59,17 +61,33 @@ def _initial(ctx: Context) -> tuple[float, float]:
     return max(sigma, 1e-6), lam
 
 
-def search(ctx: Context, surrogate_for=None, target: float | None = None) -> Candidate | None:
-    """Stages 2–3 for one dataset choice: the cheapest certified schedule found."""
-    omega, lmax = ctx.omega, ctx.target if target is None else target
-    surrogate_for = surrogate_for or (lambda sigma: Surrogate.for_quantile(omega, sigma))
+@dataclass(frozen=True)
+class Criterion:
+    """What a search bounds: its additive surrogate, the exact value, an estimate."""
+
+    surrogate: Callable[[float, float], Surrogate]  # (ω, σ0) -> Surrogate
+    exact: Callable[[Candidate], float]
+    estimate: Callable[[Context, list[str]], tuple[float, float]]  # -> (additive estimate, σ)
+
+
+QUANTILE = Criterion(
+    surrogate=Surrogate.for_quantile,
+    exact=lambda c: c.quantile,
+    estimate=lambda ctx, s: ctx.cornish_fisher(s),
+)
+
+
+def search(ctx: Context, criterion: Criterion = QUANTILE, limit: float | None = None) -> Candidate | None:
+    """Stages 2–3 for one dataset choice: the cheapest schedule found whose
+    `criterion` (by default the certified ω-quantile) is at most `limit`."""
+    limit = ctx.target if limit is None else limit
     sigma0, lam = _initial(ctx)
     bias = 0.0
     best: Candidate | None = None
     seen: set[tuple] = set()
     for _ in range(ctx.options.max_iter):
-        sur = surrogate_for(sigma0)
-        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), lmax - bias - sur.const)
+        sur = criterion.surrogate(ctx.omega, sigma0)
+        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), limit - bias - sur.const)
         path = lowest_cost_path(spec)
         if path is None:
             if bias > 0:
@@ -84,13 +102,13 @@ def search(ctx: Context, surrogate_for=None, target: float | None = None) -> Can
         if cand is None:  # misses the deadline once compute is priced in
             lam *= 4.0
             continue
-        if cand.quantile <= lmax and (best is None or cand.cost < best.cost):
+        if criterion.exact(cand) <= limit and (best is None or cand.cost < best.cost):
             best = cand
-        cf, sigma0 = ctx.cornish_fisher(path.schedule)
-        bias = cand.quantile - cf
+        est, sigma0 = criterion.estimate(ctx, path.schedule)
+        bias = criterion.exact(cand) - est
         lam = cand.placement.price
     if best is not None and ctx.options.polish:
-        best = polish(ctx, best, lmax)
+        best = polish(ctx, best, lambda c: criterion.exact(c) <= limit)
     return best
 
 
@@ -118,7 +136,7 @@ def _neighbours(ctx: Context, schedule: list[str]):
         yield [m for m, n in s2 for _ in range(n)]
 
 
-def polish(ctx: Context, best: Candidate, lmax: float, max_evals: int = 60) -> Candidate:
+def polish(ctx: Context, best: Candidate, ok: Callable[[Candidate], bool], max_evals: int = 60) -> Candidate:
     """First-improvement local search with exact certification."""
     evals = 0
     improved = True
@@ -133,7 +151,7 @@ def polish(ctx: Context, best: Candidate, lmax: float, max_evals: int = 60) -> C
         for _, s in options:
             evals += 1
             cand = evaluate(ctx, s)
-            if cand is not None and cand.quantile <= lmax:
+            if cand is not None and ok(cand):
                 best, improved = cand, True
                 break
             if evals >= max_evals:
@@ -151,7 +169,7 @@ def reachable(s: Scenario, options: Options) -> tuple[float | None, float | None
         found = None
         for _ in range(30):
             mid = (lo + hi) / 2
-            cand = search(ctx, target=mid)
+            cand = search(ctx, limit=mid)
             if cand is not None:
                 found, hi = cand.quantile, min(mid, cand.quantile)
             else:

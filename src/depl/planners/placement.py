@@ -142,24 +142,18 @@ def _place_on(table: ClusterTable, model_counts: np.ndarray, cols: np.ndarray, d
     if min_time > deadline * (1 + 1e-12):
         raise PlacementInfeasible(min_time)
     lo, hi = 1e-12, 1.0
-    while choice(hi)[1] > deadline:
+    while choice(hi)[1] > deadline and hi < 1e30:
         hi *= 4.0
-        if hi > 1e30:
-            break
-    dual = -math.inf
-    for _ in range(100):  # bisection on log λ
+    b_lo, b_hi = choice(lo)[0], choice(hi)[0]
+    # Bisection on log λ, only as long as a version's best cluster differs
+    # between the ends: where it does not, the exact allocation settles it.
+    while (b_lo[used] != b_hi[used]).any() and hi / lo > 1 + 1e-10:
         mid = math.sqrt(lo * hi)
-        best, t, d = choice(mid)
-        dual = max(dual, d)
+        best, t, _ = choice(mid)
         if t > deadline:
-            lo = mid
+            lo, b_lo = mid, best
         else:
-            hi = mid
-        if hi / lo < 1 + 1e-10:
-            break
-    b_lo, _, d_lo = choice(lo)
-    b_hi, _, d_hi = choice(hi)
-    dual = max(dual, d_lo, d_hi)
+            hi, b_hi = mid, best
     base = {(int(m), int(cols[b_hi[m]])): int(model_counts[m]) for m in used}
     candidates = [base]
     # Across the tie: move epochs of a version one at a time to its cheaper cluster.
@@ -178,6 +172,7 @@ def _place_on(table: ClusterTable, model_counts: np.ndarray, cols: np.ndarray, d
     if best_sol is None:  # pragma: no cover - min_time ≤ deadline makes base feasible
         raise PlacementInfeasible(min_time)
     cost, xs, mu, time = best_sol
+    dual = max(choice(lam)[2] for lam in (lo, hi, mu))  # the Lagrangian dual bounds the optimum
     return cost, best_counts, xs, mu, time, dual
 
 

@@ -1,0 +1,1 @@
+"""Reports: plots and summaries over finished plans and simulations (they only read)."""
