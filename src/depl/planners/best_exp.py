@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from ..loss import LossModel
 from ..plan import Plan
 from ..scenario import Scenario
 from .common import Candidate, Context, Options, make_plan
@@ -67,15 +68,15 @@ def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None,
     return best if best is None else best[0], lo
 
 
-def plan_best_exp(s: Scenario, options: Options | None = None) -> Plan:
+def plan_best_exp(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
     options = options or Options()
     t0 = time.perf_counter()
     tried = []
-    for datasets in ranked_subsets(s):
-        ctx = Context(s, list(datasets), options=options)
+    for datasets in ranked_subsets(s, loss):
+        ctx = Context(s, list(datasets), loss=loss, options=options)
         cand, mean_target = tightest_mean_plan(ctx)
         if cand is not None:
             return make_plan("best-exp", s, ctx, cand, t0, eta=options.eta, mean_target=mean_target,
                              blacklisted=tried)
         tried.append(list(datasets))
-    raise infeasible(s, options)
+    raise infeasible(s, options, loss)

@@ -26,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..loss import LossModel
 from ..plan import Plan
 from ..scenario import Scenario
 from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan, segments
@@ -159,11 +160,11 @@ def polish(ctx: Context, best: Candidate, ok: Callable[[Candidate], bool], max_e
     return best
 
 
-def reachable(s: Scenario, options: Options) -> tuple[float | None, float | None]:
+def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> tuple[float | None, float | None]:
     """(lowest certified ω-quantile by the deadline, shortest time meeting the target)."""
     best_q, best_t = None, None
-    for datasets in ranked_subsets(s):
-        ctx = Context(s, list(datasets), options=Options(eta=min(options.eta, 100), polish=False))
+    for datasets in ranked_subsets(s, loss):
+        ctx = Context(s, list(datasets), loss=loss, options=Options(eta=min(options.eta, 100), polish=False))
         # Lowest quantile: bisection on the target with the planner's own search.
         lo, hi = ctx.loss.initial_loss - 50 * (ctx.loss.initial_loss - ctx.target), ctx.loss.initial_loss
         found = None
@@ -200,8 +201,8 @@ def reachable(s: Scenario, options: Options) -> tuple[float | None, float | None
 MAX_TIME_EPOCHS = 400
 
 
-def infeasible(s: Scenario, options: Options) -> Infeasible:
-    q, t = reachable(s, options)
+def infeasible(s: Scenario, options: Options, loss: LossModel | None = None) -> Infeasible:
+    q, t = reachable(s, options, loss)
     tgt = s.target
     parts = [f"no plan meets the target: the {tgt.quantile:g}-quantile of the final loss ≤ {tgt.loss:g} "
              f"by the deadline {tgt.deadline:g}."]
@@ -216,15 +217,15 @@ def infeasible(s: Scenario, options: Options) -> Infeasible:
     return Infeasible(" ".join(parts), best_quantile=q, shortest_time=t)
 
 
-def plan_depl(s: Scenario, options: Options | None = None) -> Plan:
+def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
     """DepL (Fig. 3): datasets → schedule → placement, with backtracking."""
     options = options or Options()
     t0 = time.perf_counter()
     tried = []
-    for datasets in ranked_subsets(s):
-        ctx = Context(s, list(datasets), options=options)
+    for datasets in ranked_subsets(s, loss):
+        ctx = Context(s, list(datasets), loss=loss, options=options)
         best = search(ctx)
         if best is not None:
             return make_plan("depl", s, ctx, best, t0, eta=options.eta, blacklisted=tried)
         tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
-    raise infeasible(s, options)
+    raise infeasible(s, options, loss)

@@ -26,6 +26,7 @@ import math
 import time
 
 from ..dist import sum_distribution
+from ..loss import LossModel
 from ..plan import Plan
 from ..scenario import Scenario
 from .common import Candidate, Context, Options, make_plan
@@ -155,13 +156,13 @@ class _Exhaustive:
             self.best = Candidate(sched, q, p, d)
 
 
-def plan_optimal(s: Scenario, options: Options | None = None) -> Plan:
+def plan_optimal(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
     options = options or Options()
     t0 = time.perf_counter()
     best: tuple[Candidate, Context] | None = None
     evaluated = 0
-    for datasets in ranked_subsets(s):
-        ctx = Context(s, list(datasets), options=options)
+    for datasets in ranked_subsets(s, loss):
+        ctx = Context(s, list(datasets), loss=loss, options=options)
         ex = _Exhaustive(ctx, search(ctx))  # DepL's plan: a valid first bound
         if best is not None and (ex.best is None or best[0].cost < ex.best.cost):
             ex.best = best[0]  # the best of earlier dataset choices bounds this one too
@@ -170,7 +171,7 @@ def plan_optimal(s: Scenario, options: Options | None = None) -> Plan:
         if ex.best is not None and (best is None or ex.best.cost < best[0].cost):
             best = (ex.best, ctx)
     if best is None:
-        raise infeasible(s, options)
+        raise infeasible(s, options, loss)
     cand, ctx = best
     # Re-certify with the default lattice, the same as the other planners.
     q, d = ctx.certify(cand.schedule)

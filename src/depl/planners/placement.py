@@ -211,7 +211,8 @@ def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float
     # Epochs of one version go to its clusters in order (fewest hand-offs).
     queue = {m: [] for m in range(len(table.models))}
     for (m, n), q in sorted(counts.items()):
-        queue[m].extend([(n, xs[(m, n)])] * q)
+        if q > 0:
+                queue[m].extend([(n, xs[(m, n)])] * q)
     epochs = []
     for k, m in enumerate(schedule, start=1):
         n, x = queue[idx[m]].pop(0)

@@ -1,0 +1,63 @@
+"""Stage 2: the layered recursion finds the same lowest-cost path as Dijkstra on the graph."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from depl.planners.schedule import GraphSpec, expanded_graph_edges, lowest_cost_path
+
+
+def random_spec(seed: int, eta: int) -> GraphSpec:
+    rng = np.random.default_rng(seed)
+    M, K = int(rng.integers(2, 4)), int(rng.integers(6, 14))
+    l0 = 10.0
+    k = np.arange(1, K + 1)
+    du = -rng.uniform(0.5, 2.0, (M, 1)) / np.sqrt(k + rng.uniform(0, 2, (M, 1)))
+    sw = np.where(rng.random((M, M)) < 0.7, rng.uniform(0.0, 0.5, (M, M)), 0.0)
+    np.fill_diagonal(sw, 0.0)
+    allowed = np.triu(rng.random((M, M)) < 0.8) | np.eye(M, dtype=bool)
+    tmin = rng.uniform(1.0, 3.0, M)
+    return GraphSpec(models=[f"m{i}" for i in range(M)], l0=l0, du_epoch=du, du_switch=sw, allowed=allowed,
+                     weight=rng.uniform(1.0, 3.0, M), tmin=tmin, deadline=float(tmin.mean() * K * 0.8),
+                     target=l0 + float(du.sum(axis=1).min()) * 0.5, eta=eta)
+
+
+def dijkstra_cost(spec: GraphSpec) -> float:
+    g = nx.DiGraph()
+    for u, v, w in expanded_graph_edges(spec):
+        g.add_edge(u, v, weight=w)
+    if ("Ω",) not in g:
+        return np.inf
+    try:
+        return nx.dijkstra_path_length(g, ("s",), ("Ω",))
+    except nx.NetworkXNoPath:
+        return np.inf
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("eta", [8, 15])
+def test_recursion_equals_dijkstra_on_the_same_graph(seed, eta):
+    spec = random_spec(seed, eta)
+    path = lowest_cost_path(spec, labels=False)
+    ref = dijkstra_cost(spec)
+    if path is None:
+        assert ref == np.inf
+    else:
+        assert path.cost == pytest.approx(ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_labelled_paths_are_exactly_feasible(seed):
+    spec = random_spec(seed, 30)
+    path = lowest_cost_path(spec)
+    if path is None:
+        pytest.skip("no feasible path")
+    idx = {m: i for i, m in enumerate(spec.models)}
+    s = [idx[m] for m in path.schedule]
+    u = spec.l0 + sum(spec.du_epoch[m, k] for k, m in enumerate(s)) + sum(spec.du_switch[a, b] for a, b in zip(s, s[1:]))
+    assert u <= spec.target + 1e-12
+    assert sum(spec.tmin[m] for m in s) <= spec.deadline + 1e-12
+    assert all(spec.allowed[a, b] for a, b in zip(s, s[1:]))
+    assert path.cost == pytest.approx(sum(spec.weight[m] for m in s))

@@ -1,0 +1,53 @@
+"""Random small scenarios (not in the repo) for the planner tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from depl.scenario import Scenario, parse_scenario
+
+
+def random_scenario(seed: int, *, n_models: int = 3, n_clusters: int = 2, n_datasets: int = 1,
+                    target_frac: float | None = None) -> Scenario:
+    """A paper-size instance with random numbers; the target is reachable in the mean."""
+    rng = np.random.default_rng(seed)
+    l0 = float(rng.uniform(5, 30))
+    models = []
+    for i in range(n_models):
+        mean = float(rng.uniform(0.9, 1.05))
+        models.append({
+            "name": f"v{i}",
+            "size": float(rng.uniform(0.1, 20)),
+            "work": float(rng.uniform(0.5, 3.0)),
+            "progress": {"A": float(l0 * rng.uniform(0.05, 0.15)), "B": float(rng.uniform(0, 3))},
+            "noise": {"family": "invgamma", "mean": mean, "var": float(rng.uniform(0.003, 0.04))},
+        })
+    switches = []
+    for a in range(n_models):
+        for b in range(a + 1, n_models):  # pruning goes one way
+            if rng.random() < 0.8:
+                fam = rng.choice(["t", "norm"])
+                loc, scale = float(l0 * rng.uniform(0, 0.03)), float(l0 * rng.uniform(0.002, 0.01))
+                jump = ({"family": "t", "params": {"df": float(rng.uniform(3, 8)), "loc": loc, "scale": scale}}
+                        if fam == "t" else {"family": "norm", "params": {"loc": loc, "scale": scale}})
+                switches.append({"from": f"v{a}", "to": f"v{b}", "jump": jump})
+    clusters = [{"name": f"n{j}", "capacity": float(rng.uniform(20, 150)), "bandwidth": float(rng.uniform(1, 100)),
+                 "unit_cost": float(rng.uniform(0.5, 2.0)), "nodes": int(rng.integers(1, 4))}
+                for j in range(n_clusters)]
+    datasets = [{"name": f"d{j}", "samples": float(rng.integers(2_000, 30_000)),
+                 "transfer_cost": {c["name"]: float(rng.uniform(0, 5)) for c in clusters if rng.random() < 0.5}}
+                for j in range(n_datasets)]
+    total = sum(d["samples"] for d in datasets)
+    frac = float(rng.uniform(0.3, 0.6)) if target_frac is None else target_frac
+    data = {
+        "name": f"random-{seed}", "initial_loss": l0,
+        "target": {"loss": l0 * (1 - frac), "quantile": float(rng.choice([0.9, 0.95, 0.99])), "deadline": 1.0},
+        "clusters": clusters, "datasets": datasets, "models": models, "switches": switches,
+    }
+    if n_datasets > 1:
+        data["data_law"] = {"s0": float(rng.uniform(2_000, 20_000)), "reference_samples": total / 2}
+    # A deadline that lets ~40 epochs of the slowest version run at full speed on the best cluster.
+    best = max(clusters, key=lambda c: c["capacity"])
+    slow = max(m["work"] for m in models)
+    data["target"]["deadline"] = 40 * (slow * total / best["nodes"] / best["capacity"] + 1.0) * float(rng.uniform(0.6, 1.5))
+    return parse_scenario(data, f"random-{seed}")

@@ -1,0 +1,128 @@
+"""The scenario loader: built-ins load; every error path names file, field, value and why."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from importlib import resources
+
+import pytest
+
+from depl.scenario import ScenarioError, builtin_names, load_scenario, parse_scenario, scenario_dict
+
+
+def base() -> dict:
+    text = resources.files("depl.scenarios").joinpath("paper-alexnet.toml").read_text()
+    return tomllib.loads(text)
+
+
+def test_builtins_load_and_match_the_paper_table():
+    assert {"paper-alexnet", "paper-mobilenet"} <= set(builtin_names())
+    s = load_scenario("paper-alexnet")
+    x = {m.name: m.noise.frozen for m in s.models}
+    assert x["fast-unsteady"].mean() == pytest.approx(1.02) and x["fast-unsteady"].var() == pytest.approx(0.031)
+    assert x["slow-steady"].mean() == pytest.approx(0.98) and x["slow-steady"].var() == pytest.approx(0.007)
+    assert [m.work for m in s.models] == [2.6, 1.4, 1.0]
+    mob = load_scenario("paper-mobilenet")
+    assert [m.work for m in mob.models] == [1.8, 1.0, 0.6]
+    assert mob.models[1].noise.frozen.mean() == pytest.approx(0.95)
+    assert {(c.capacity, c.unit_cost) for c in s.clusters} == {(100.0, 1.0), (50.0, 1.2)}
+    assert s.target.quantile == 0.99
+
+
+def test_scenario_round_trips_through_plain_data():
+    s = load_scenario("paper-mobilenet")
+    assert parse_scenario(scenario_dict(s)) == s
+
+
+@pytest.mark.parametrize("family,mean,var,params", [
+    ("invgamma", 1.0, 0.01, {}), ("gamma", 2.0, 0.5, {}), ("norm", -1.0, 0.3, {}),
+    ("lognorm", 0.5, 0.02, {}), ("t", 0.5, 0.04, {"df": 5.0}),
+])
+def test_mean_var_are_solved_exactly(family, mean, var, params):
+    d = base()
+    d["models"][0]["noise"] = {"family": family, "mean": mean, "var": var, "params": params}
+    frozen = parse_scenario(d).models[0].noise.frozen
+    assert frozen.mean() == pytest.approx(mean) and frozen.var() == pytest.approx(var)
+
+
+def write(tmp_path, text: str):
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    return p
+
+
+def dump(d: dict) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(d)
+
+
+def err(tmp_path, mutate) -> str:
+    d = base()
+    mutate(d)
+    p = write(tmp_path, dump(d))
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    msg = str(e.value)
+    assert msg.startswith(str(p)), msg  # names the file
+    return msg
+
+
+def test_missing_file_lists_builtins(tmp_path):
+    with pytest.raises(ScenarioError, match=r"no such scenario file.*paper-alexnet"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_unknown_builtin_name():
+    with pytest.raises(ScenarioError, match=r"'paper-resnet' is neither a file nor a built-in scenario"):
+        load_scenario("paper-resnet")
+
+
+def test_invalid_toml_names_line(tmp_path):
+    p = write(tmp_path, 'name = "x"\ninitial_loss = \n')
+    with pytest.raises(ScenarioError, match=r"bad.toml: not valid TOML: .*line 2"):
+        load_scenario(p)
+
+
+CASES = [
+    # (mutation, expected fragments of the message)
+    (lambda d: d.pop("initial_loss"), ["initial_loss", "required"]),
+    (lambda d: d["target"].pop("deadline"), ["target.deadline", "required"]),
+    (lambda d: d["target"].__setitem__("quantile", 1.5), ["target.quantile = 1.5", "less than 1"]),
+    (lambda d: d["target"].__setitem__("deadline", -3.0), ["target.deadline = -3.0", "greater than 0"]),
+    (lambda d: d["target"].__setitem__("loss", 25.0), ["target.loss = 25.0", "below initial_loss"]),
+    (lambda d: d.__setitem__("initial_loss", "high"), ["initial_loss = 'high'", "number"]),
+    (lambda d: d.__setitem__("colour", "red"), ["colour", "unknown field"]),
+    (lambda d: d["clusters"][1].__setitem__("capacity", 0), ["clusters[1].capacity = 0", "greater than 0", 'clusters[1] is "A2"']),
+    (lambda d: d["clusters"][0].__setitem__("nodes", 0), ["clusters[0].nodes = 0", "greater than or equal to 1"]),
+    (lambda d: d["clusters"][2].__setitem__("name", "A1"), ["clusters[2].name = 'A1'", "unique"]),
+    (lambda d: d["clusters"].clear(), ["clusters", "at least 1"]),
+    (lambda d: d["datasets"][0].__setitem__("transfer_cost", {"Z9": 1.0}), ["datasets[0].transfer_cost = 'Z9'", "no cluster"]),
+    (lambda d: d["datasets"][0].__setitem__("transfer_cost", {"A1": -1.0}), ["datasets[0].transfer_cost", "cannot be negative"]),
+    (lambda d: d["datasets"][0].__setitem__("share", [0.5, 0.2]), ["datasets[0].share", "0 <= from < to <= 1"]),
+    (lambda d: d["models"][1].pop("work"), ["models[1].work", "required", 'models[1] is "intermediate"']),
+    (lambda d: d["models"][0]["progress"].__setitem__("A", -1.0), ["models[0].progress.A = -1.0", "greater than 0"]),
+    (lambda d: d["models"][0]["noise"].__setitem__("family", "banana"), ["models[0].noise.family = 'banana'", "not a continuous distribution"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": 1.0}), ["models[0].noise", "both `mean` and `var`"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": 1.0, "var": 0.0}), ["models[0].noise", "var must be > 0"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": -1.0, "var": 0.1}), ["models[0].noise", "positive mean"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "beta", "mean": 0.5, "var": 0.01}), ["models[0].noise", "give `params`"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "params": {"a": 0.8, "scale": 1.0}}), ["models[0].noise", "no finite mean"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "params": {"scale": 1.0}}), ["models[0].noise", "missing shape parameter", "'a'"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "gamma", "params": {"a": 2.0, "rate": 1.0}}), ["models[0].noise", "unknown parameter", "rate"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "gamma", "params": {"a": -2.0}}), ["models[0].noise", "outside the domain"]),
+    (lambda d: d["switches"][0].__setitem__("jump", {"family": "t", "mean": 0.5, "var": 0.01}), ["switches[0].jump", "df > 2"]),
+    (lambda d: d["switches"][0].__setitem__("to", "tiny"), ["switches[0].to = 'tiny'", "no model has this name"]),
+    (lambda d: d["switches"][0].__setitem__("from", "intermediate"), ["switches[0].to = 'intermediate'", "another model"]),
+    (lambda d: d["switches"].append(copy.deepcopy(d["switches"][0])), ["switches[3]", "listed twice"]),
+    (lambda d: d["models"][2].__setitem__("name", "intermediate"), ["models[2].name = 'intermediate'", "unique"]),
+]
+
+
+@pytest.mark.parametrize("mutate,fragments", CASES)
+def test_every_error_names_field_value_and_why(tmp_path, mutate, fragments):
+    msg = err(tmp_path, mutate)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in {msg!r}"
+    assert "Traceback" not in msg and "\n" not in msg
