@@ -61,3 +61,20 @@ def test_labelled_paths_are_exactly_feasible(seed):
     assert sum(spec.tmin[m] for m in s) <= spec.deadline + 1e-12
     assert all(spec.allowed[a, b] for a, b in zip(s, s[1:]))
     assert path.cost == pytest.approx(sum(spec.weight[m] for m in s))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_full_grid_and_reachable_graph_agree(seed):
+    spec = random_spec(seed, 6)
+    g_full, g_reach = nx.DiGraph(), nx.DiGraph()
+    g_full.add_weighted_edges_from(expanded_graph_edges(spec, full=True))
+    g_reach.add_weighted_edges_from(expanded_graph_edges(spec))
+    assert g_reach.number_of_nodes() <= g_full.number_of_nodes()
+
+    def cost(g):
+        try:
+            return nx.dijkstra_path_length(g, ("s",), ("Ω",))
+        except (nx.NetworkXNoPath, nx.NodeNotFound):
+            return np.inf
+
+    assert cost(g_full) == pytest.approx(cost(g_reach))

@@ -221,37 +221,54 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
     return Path(names, cost, float(u), float(sum(spec.tmin[x] for x in sched)))
 
 
-def expanded_graph_edges(spec: GraphSpec):
+def expanded_graph_edges(spec: GraphSpec, *, full: bool = False):
     """Yield (source, target, weight) of the expanded graph, for networkx.
 
     Vertices are ("s",), (m, k, i, j) and ("Ω",), binned as in
-    `lowest_cost_path(spec, labels=False)`; only vertices reachable from the
-    source are listed.
+    `lowest_cost_path(spec, labels=False)`.  By default only the vertices
+    reachable from the source are listed; `full=True` lists every vertex of
+    the |M|·K·η² grid, as the paper's complexity bound counts them.
     """
     M, K, eta = len(spec.models), spec.K, spec.eta
     _, bu, di = spec.bins()
     n_i, n_j = eta + 1, eta + 1 + J0
     starts = spec.allowed_start if spec.allowed_start is not None else np.ones(M, bool)
-    frontier = set()
+
+    def out_edges(v):
+        p, k, i, j = v
+        if j <= J0 and i <= eta:
+            yield v, ("Ω",), 0.0
+            return
+        if k == K:
+            return
+        for m in range(M):
+            if spec.allowed[p, m]:
+                w = (m, k + 1, i + int(di[m]), j + spec.dj(k + 1, p, m, bu))
+                if 0 <= w[2] < n_i and w[3] < n_j:
+                    yield v, w, float(spec.weight[m])
+
+    first = []
     for m in np.flatnonzero(starts):
         u = spec.l0 + float(spec.du_epoch[m, 0])
         v = (int(m), 1, int(di[m]), int(np.rint((u - spec.target) / bu)) + J0)
         yield ("s",), v, float(spec.weight[m])
-        frontier.add(v)
+        first.append(v)
+    if full:
+        for v in first:
+            if not (0 <= v[2] < n_i and 0 <= v[3] < n_j):
+                yield from out_edges(v)
+        for m in range(M):
+            for k in range(1, K + 1):
+                for i in range(n_i):
+                    for j in range(n_j):
+                        yield from out_edges((m, k, i, j))
+        return
+    frontier = set(first)
     while frontier:
         nxt = set()
         for v in frontier:
-            p, k, i, j = v
-            if j <= J0 and i <= eta:
-                yield v, ("Ω",), 0.0
-                continue
-            if k == K:
-                continue
-            for m in range(M):
-                if not spec.allowed[p, m]:
-                    continue
-                w = (m, k + 1, i + int(di[m]), j + spec.dj(k + 1, p, m, bu))
-                if 0 <= w[2] < n_i and w[3] < n_j and (w[3] >= 0 or w[3] <= J0):
-                    yield v, w, float(spec.weight[m])
-                    nxt.add(w)
+            for e in out_edges(v):
+                yield e
+                if e[1] != ("Ω",):
+                    nxt.add(e[1])
         frontier = nxt
