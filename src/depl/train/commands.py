@@ -93,10 +93,15 @@ def run(
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
     threads: int = typer.Option(1, "--threads", min=1, help="torch threads per process"),
+    superlink: Optional[str] = typer.Option(
+        None, "--superlink", help="flower: submit to this SuperLink connection of Flower's config.toml "
+        "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     if backend not in ("local", "flower"):
         _fail(f"--backend {backend!r}: choose local or flower")
+    if superlink and backend != "flower":
+        _fail("--superlink needs --backend flower")
     _need_training_extra()
     _setup_torch(threads)
     from ..plan import Plan
@@ -113,6 +118,9 @@ def run(
         _fail(str(e))
     seed_list = list(range(first_seed, first_seed + seeds))
     n = len(job.epochs)
+    if superlink:
+        _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p)
+        return
     already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
     console.print(f"run [bold]{run_id}[/] · plan {plan} · {n} epochs × {seeds} seeds · back end {backend} · "
                   f"store {st.path}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
@@ -132,6 +140,21 @@ def run(
             run_simulation(st, run_id, job, todo, out, progress=progress, threads=threads)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario}")
+
+
+def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, superlink: str, run_id: str, p) -> None:
+    """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
+    from .flower_app import run_deployment, write_app
+
+    app = write_app(out / "flower-app", plan, seeds, first_seed, st.path)
+    console.print(f"run [bold]{run_id}[/] · submitting {app} to SuperLink {superlink!r} (flwr run)", highlight=False)
+    t0 = time.perf_counter()
+    r = run_deployment(app, superlink)
+    sys.stdout.write(r.stdout)
+    if r.returncode != 0:
+        _fail(f"flwr run failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}", code=1)
+    console.print(f"done in {time.perf_counter() - t0:.1f} s")
+    _summary(st, run_id, f"plan {p.method} on {p.scenario} (Flower deployment)")
 
 
 def _floats(text: str, name: str) -> list[float]:

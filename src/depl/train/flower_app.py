@@ -18,8 +18,8 @@ Two ways to run it:
 * a deployment — SuperLink and SuperNodes started by hand, the app submitted
   with ``flwr run``; `server_app` and `client_app` below are the objects the
   app's ``pyproject.toml`` points at (docs/flower-deployment.md).  Each
-  SuperNode declares its cluster and index with
-  ``--node-config "cluster='edge' node=0"``.
+  SuperNode declares its cluster(s) and its index in them with
+  ``--node-config "cluster='edge' node=0"`` (or ``cluster='edge,far-edge'``).
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ class FlowerRound:
             if r.has_error():
                 continue
             c = r.content["config"]
-            if str(c["cluster"]):
-                declared.setdefault(str(c["cluster"]), {})[int(c["node"])] = r.metadata.src_node_id
+            for name in filter(None, (x.strip() for x in str(c["cluster"]).split(","))):
+                declared.setdefault(name, {})[int(c["node"])] = r.metadata.src_node_id
         out = {}
         for cluster, n in job.nodes.items():
             if declared:  # a deployment: the SuperNodes said which cluster they are in
@@ -244,6 +244,65 @@ def run_simulation(store: Store, run_id: str, job: Job, seeds: list[int], out: P
     if failure:
         raise RuntimeError(f"the Flower ServerApp failed: {failure[0]}") from failure[0]
     return timing
+
+
+# --------------------------------------------------------------------------- #
+# A Flower deployment: the app folder `flwr run` submits
+# --------------------------------------------------------------------------- #
+
+APP_PYPROJECT = """\
+# A Flower app that runs a depl plan.  Written by `depl run --backend flower --superlink ...`.
+# It has no dependencies of its own: the SuperLink and SuperNodes run it in the
+# environment where depl[train] is installed (start the SuperLink with
+# --disable-runtime-dependency-installation), so nothing is installed with uv.
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "depl-plan"
+version = "1.0.0"
+description = "Run a depl plan: FedAvg per cluster, hand-offs, pruning switches"
+license = "MIT"
+dependencies = []
+
+[tool.flwr.app]
+publisher = "depl"
+
+[tool.flwr.app.components]
+serverapp = "depl.train.flower_app:server_app"
+clientapp = "depl.train.flower_app:client_app"
+
+[tool.flwr.app.config]
+plan = {plan}
+seeds = {seeds}
+first-seed = {first_seed}
+store = {store}
+"""
+
+
+def write_app(folder: Path, plan: Path, seeds: int, first_seed: int, store: str) -> Path:
+    """The app folder for `flwr run`: a pyproject.toml pointing at this module's apps."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    q = lambda v: json.dumps(str(v))  # noqa: E731 - a TOML basic string
+    (folder / "pyproject.toml").write_text(APP_PYPROJECT.format(
+        plan=q(Path(plan).resolve()), seeds=int(seeds), first_seed=int(first_seed),
+        store=q(Path(store).resolve() if "://" not in str(store) else store)), encoding="utf-8")
+    return folder
+
+
+def run_deployment(app: Path, superlink: str, env: dict[str, str] | None = None, timeout: float | None = None):
+    """Submit the app to a running SuperLink (`flwr run APP SUPERLINK --stream`) and wait for it."""
+    import subprocess
+    import sys
+
+    bin_dir = str(Path(sys.executable).parent)
+    e = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {})}
+    e["PATH"] = bin_dir + os.pathsep + e.get("PATH", "")
+    flwr = str(Path(bin_dir) / "flwr")
+    return subprocess.run([flwr, "run", str(app), superlink, "--stream"], env=e, timeout=timeout,
+                          capture_output=True, text=True)
 
 
 _lock = threading.Lock()  # one simulation at a time per process (Ray is process-global)
