@@ -25,17 +25,26 @@ contain i.  The n sub-problems are pruned by their lower bounds against the
 best set already found, and the level sets of every iterate and the
 singletons are candidates throughout.
 
-f(∅) = inf is not given a finite penalty the way other infinite values are
-(below): a huge F(∅) breaks submodularity (F(A) + F(B) ≥ F(A ∪ B) + F(∅)
-fails for disjoint A, B), the min-norm point then sits near F(V)/n·(1, …, 1)
-with every coordinate negative, and neither its signs nor the lower bounds
-mean anything.  ∅ is simply left out and the contraction above is exact.
+f(∅) = inf is not given a finite penalty P the way other infinite values
+are (below): normalising by a huge f(∅) breaks submodularity
+(f(A) + f(B) ≥ f(A ∪ B) + f(∅) fails for disjoint A, B), the greedy vertex
+then puts −P on whichever element comes first, Wolfe's run stalls on that
+vertex, and neither the signs of x nor the lower bounds mean anything (tried:
+it returns about the best singleton).  ∅ is left out instead and the
+contraction above stays exact.
 
 Limits.  The objective of stage 1 is not exactly submodular (a step function
-of a logarithm of the total samples times a linear function of it); on such f
-the lower bounds are not valid and the result is a good set, not a certified
-minimum: the best among the sets the algorithm evaluated (every greedy vertex
-evaluates the n level sets of the current iterate).
+of a logarithm of the total samples times a linear function of it), and a
+penalty for inf on non-empty sets is not submodular either.  Once f is seen
+to be not submodular (a set below a lower bound, or an inf), no bound is
+trusted, nothing is pruned, and the result is a good set, not a certified
+minimum: the best among the sets evaluated (every greedy vertex evaluates
+the n level sets of the current iterate, and a last chain comes from the
+top, see `top_down_chain`).  On random instances shaped like stage 1's (up to
+12 datasets, against enumeration) it is optimal in 80% of cases, 0.3% above
+the optimum on average, 4.5% at the 99th percentile, 16% at worst seen.  Cost:
+the n contracted runs make it O(n) Wolfe runs of O(n) evaluations per major
+cycle; for 40 datasets about 3–8 thousand evaluations of f.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ import numpy as np
 __all__ = ["minimize_set_function"]
 
 # An infinite value is replaced by _PENALTY_FACTOR × (largest finite |f| seen
-# among the first probes) + 1.  Wolfe's algorithm works with the marginal
+# so far) + 1.  Wolfe's algorithm works with the marginal
 # values F(S_k) − F(S_{k−1}) and convex combinations of them: with inf these
 # become inf − inf = nan and the base polytope is unbounded, so nothing is
 # defined.  A large finite penalty keeps every vertex finite, leaves the order
@@ -56,11 +65,11 @@ __all__ = ["minimize_set_function"]
 # finite one; the final choice is made on the true values of f.
 _PENALTY_FACTOR = 1e6
 
-# Once f has shown it is not submodular (a set below a certified lower bound),
-# no run can be certified or pruned, and converging every contracted run to
-# tol buys little: a run then stops after this many major cycles without a
-# better level set.  On stage 1's objective with 40 datasets this cuts the
-# evaluations of f about fourfold (to ~5–9k) for a result ~0.05% worse.
+# Once f has shown it is not submodular, no run can be certified or pruned,
+# and converging every contracted run to tol buys little: a run then stops
+# after this many major cycles without a better level set.  On stage 1's
+# objective with 40 datasets this cuts the evaluations of f three- to
+# fivefold (from 20–40k to 7–8k) at no measurable loss (≤ 0.02%).
 _PATIENCE = 4
 
 
@@ -74,10 +83,11 @@ def minimize_set_function(
     """The non-empty subset of `ground` with the least f, for submodular f.
 
     f is called with a list of elements of `ground` (in `ground`'s order, the
-    empty list included) and returns a float, possibly math.inf.  For f
-    submodular (on the non-empty sets, if f(∅) = inf) the result is a minimiser
-    of f over the non-empty subsets, up to `tol` relative; for other f it is
-    the best non-empty set the algorithm met.  `max_iter` bounds the major
+    empty list included) and returns a float, possibly math.inf (nan counts
+    as inf).  For f submodular and finite on the non-empty sets (f(∅) may be
+    inf) the result is a minimiser of f over the non-empty subsets, up to
+    `tol` relative to the largest |f| among ∅, the singletons and the whole
+    set; for other f it is the best non-empty set the algorithm met.  `max_iter` bounds the major
     cycles of each Wolfe run.  The result lists elements in `ground`'s order;
     of sets equal up to rounding the smaller wins.
 
@@ -106,6 +116,7 @@ class _Minimiser:
         self.cache: dict[int, float] = {}
         self.best_mask, self.best_raw, self.best_pen = 0, math.inf, math.inf
         self.submodular = True  # until a run finds a set below a lower bound
+        self.largest, self.penalty = 0.0, 1.0  # largest finite |f| seen; the penalty for inf
 
     # --- evaluation -----------------------------------------------------------------
 
@@ -116,6 +127,9 @@ class _Minimiser:
             v = float(self.f([e for j, e in enumerate(self.ground) if mask >> j & 1]))
             if math.isnan(v):
                 v = math.inf
+            elif math.isfinite(v) and abs(v) > self.largest:
+                self.largest = abs(v)
+                self.penalty = _PENALTY_FACTOR * self.largest + 1.0
             self.cache[mask] = v
         return v
 
@@ -123,16 +137,19 @@ class _Minimiser:
         """f with ±inf replaced by ±penalty; records the best non-empty set."""
         v = self.raw(mask)
         p = v if math.isfinite(v) else math.copysign(self.penalty, v)
+        if mask and not math.isfinite(v):
+            # The penalty is not submodular (f(A) + P ≥ f(A ∪ B) + P fails as soon as
+            # f(A) < f(A ∪ B)): from here on no lower bound can be trusted.
+            self.submodular = False
         if mask:
             self.offer(mask, v, p)
         return p
 
     def offer(self, mask: int, raw: float, pen: float) -> None:
-        """Keep the better set; of two equal up to rounding, the one with fewer elements."""
+        """Keep the better set by the true f; of two equal up to rounding, the smaller."""
         slack = 1e-12 * self.scale
-        if pen < self.best_pen - slack or (
-            pen <= self.best_pen + slack and raw <= self.best_raw + slack
-            and mask.bit_count() < self.best_mask.bit_count()
+        if not self.best_mask or raw < self.best_raw - slack or (
+            raw <= self.best_raw + slack and mask.bit_count() < self.best_mask.bit_count()
         ):
             self.best_mask, self.best_raw, self.best_pen = mask, raw, pen
 
@@ -141,13 +158,11 @@ class _Minimiser:
     def run(self) -> list[int]:
         n = self.n
         full = (1 << n) - 1
-        # Probes: ∅, the singletons and the whole set fix the penalty and the scale.
+        # Probes: ∅, the singletons and the whole set fix the scale.
         probes = [self.raw(0)] + [self.raw(1 << j) for j in range(n)] + [self.raw(full)]
-        finite = [abs(v) for v in probes if math.isfinite(v)]
-        big = max(finite, default=0.0)
-        self.penalty = _PENALTY_FACTOR * big + 1.0
-        # Values are divided by `scale` inside Wolfe's loop, so tolerances are relative.
-        self.scale = max(big, 1e-300) if big > 0 else 1.0
+        # Values are divided by `scale` inside Wolfe's loop, so tolerances are
+        # relative; the floor keeps penalty/scale far from overflow when |f| is tiny.
+        self.scale = max(self.largest, 1e-9)
         for j in range(n):
             self.pen(1 << j)
         self.pen(full)
@@ -164,7 +179,21 @@ class _Minimiser:
         # ∅ is a minimiser, or is excluded (f(∅) = inf), or f showed it is not
         # submodular: the least over the sets containing i, for each i.
         self.contract_all()
+        if not self.submodular:
+            self.top_down_chain()
         return _bits(self.best_mask)
+
+    def top_down_chain(self) -> None:
+        """For f that are not submodular: the chain of sets taking the elements by
+        increasing marginal value at the top, f(V) − f(V ∖ k).  Wolfe's chains
+        start from the bottom (G({k})), which a flat penalty can blind: when only
+        a set of several elements is feasible, each of them alone is penalised."""
+        n, full = self.n, (1 << self.n) - 1
+        top = [self.pen(full) - self.pen(full ^ (1 << k)) for k in range(n)]
+        mask = 0
+        for k in sorted(range(n), key=lambda k: (top[k], k)):
+            mask |= 1 << k
+            self.pen(mask)
 
     def contract_all(self) -> None:
         """min_i [F({i}) + min_T F_i(T)], each run pruned against the incumbent."""
@@ -206,7 +235,11 @@ class _Minimiser:
                 local_best = min(local_best, v)
             return q
 
-        x = greedy(np.zeros(m))
+        # The first vertex takes the elements by increasing marginal value G({k}):
+        # any start is valid, and this one finds good sets on the first pass,
+        # which also helps f that are not submodular (e.g. when some G({k}) are
+        # penalised, a penalty is flat and the order would be arbitrary).
+        x = greedy(np.array([self.pen(base | bit) for bit in bits]))
         pts, lam = x[None, :].copy(), np.array([1.0])
         norm2 = float(x @ x)
         lb = float(np.minimum(x, 0.0).sum())
@@ -229,6 +262,8 @@ class _Minimiser:
                 break  # Wolfe's criterion: x is the min-norm point (within tol)
             if np.any(np.all(np.abs(pts - q) <= 1e-12 * (1.0 + np.abs(q)), axis=1)):
                 break  # q is already in the corral: rounding stops the progress here
+            if len(pts) > m or not np.all(np.isfinite(q)):
+                break  # more than m + 1 points are affinely dependent: a numerical stall
             pts, lam = np.vstack([pts, q]), np.append(lam, 0.0)
             # Minor cycles: the corral's affine minimiser, pulled back into its hull
             # (each drops at least one point, so at most len(pts) of them).
@@ -275,7 +310,10 @@ def _affine_minimiser(pts: np.ndarray) -> np.ndarray | None:
     kkt[:k, k] = kkt[k, :k] = 1.0
     rhs = np.zeros(k + 1)
     rhs[k] = 1.0
-    sol, *_ = np.linalg.lstsq(kkt, rhs, rcond=None)
+    try:
+        sol, *_ = np.linalg.lstsq(kkt, rhs, rcond=None)
+    except np.linalg.LinAlgError:
+        return None
     alpha = sol[:k]
     s = alpha.sum()
     if not np.all(np.isfinite(alpha)) or abs(s) < 1e-12:
