@@ -126,3 +126,27 @@ def test_every_error_names_field_value_and_why(tmp_path, mutate, fragments):
     for f in fragments:
         assert f in msg, f"{f!r} not in {msg!r}"
     assert "Traceback" not in msg and "\n" not in msg
+
+
+MORE_CASES = [
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "t", "params": {"df": 1.5}}), ["models[0].noise", "no finite variance"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "gamma", "mean": -1.0, "var": 0.1}), ["models[0].noise", "a Gamma has a positive mean"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "lognorm", "mean": 0.0, "var": 0.1}), ["models[0].noise", "a log-normal has a positive mean"]),
+    (lambda d: d.__setitem__("max_epochs", 0), ["max_epochs = 0", "greater than or equal to 1"]),
+    (lambda d: d.__setitem__("data_law", {"s0": -1.0, "reference_samples": 10.0}), ["data_law.s0 = -1.0", "greater than 0"]),
+    (lambda d: d["models"][0].__setitem__("train", {"net": "cnn1d", "prune_ratio": 1.0}), ["models[0].train.prune_ratio = 1.0", "less than 1"]),
+]
+
+
+@pytest.mark.parametrize("mutate,fragments", MORE_CASES)
+def test_more_errors_name_field_value_and_why(tmp_path, mutate, fragments):
+    msg = err(tmp_path, mutate)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in {msg!r}"
+
+
+def test_unreadable_file_is_reported(tmp_path):
+    p = tmp_path / "latin1.toml"
+    p.write_bytes("name = \"caf\xe9\"\n".encode("latin-1"))
+    with pytest.raises(ScenarioError, match=r"latin1.toml: cannot be read"):
+        load_scenario(p)

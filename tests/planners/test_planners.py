@@ -141,3 +141,33 @@ def test_another_loss_model_plugs_into_every_planner():
         assert other.cost > own.cost  # slower progress needs more training
         sim = simulate_plan(other, runs=20_000, loss=loss)
         assert sim.p_meet_ci[1] >= s.target.quantile
+
+
+def two_datasets(deadline: float):
+    d = scenario_dict(load_scenario("paper-mobilenet"))
+    d["datasets"] = [{"name": "small", "samples": 5000}, {"name": "large", "samples": 45000}]
+    d["data_law"] = {"s0": 20000.0, "reference_samples": 50000.0}
+    d["target"]["loss"], d["target"]["deadline"] = 12.0, deadline
+    return d
+
+
+def test_dataset_choice_is_the_cheapest_of_the_close_candidates():
+    d = two_datasets(20_000.0)
+    plan = make_plan(parse_scenario(d), "depl")
+    costs = {}
+    for keep in (["large"], ["small", "large"]):
+        d2 = {**d, "datasets": [x for x in d["datasets"] if x["name"] in keep]}
+        costs[tuple(keep)] = make_plan(parse_scenario(d2), "depl").cost
+    assert plan.cost == pytest.approx(min(costs.values()), rel=1e-9)
+    assert tuple(plan.datasets) == min(costs, key=costs.get)
+
+
+def test_ranked_subsets_prefer_the_shortest_full_model_training():
+    from depl.planners.datasets import objective, ranked_subsets
+
+    s = parse_scenario(two_datasets(20_000.0))
+    ranked = ranked_subsets(s)
+    assert set(ranked) == {("small",), ("large",), ("small", "large")}
+    loss = IncrementsModel(s)
+    values = [objective(s, loss, r) for r in ranked]
+    assert values == sorted(values)

@@ -27,6 +27,8 @@ class Options:
     max_iter: int = 12
     polish: bool = True
     tol: float | None = None  # width of the certified quantile bracket; None = 1% of σ
+    dataset_candidates: int = 3  # feasible dataset choices taken through stages 2–3 (the paper: 1)
+    dataset_slack: float = 1.5  # ... among those whose eq. (7) objective is within this factor of the first
 
 
 class Infeasible(Exception):

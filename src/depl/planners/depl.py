@@ -26,11 +26,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..loss import LossModel
+from ..loss import LossModel, loss_model_for
 from ..plan import Plan
 from ..scenario import Scenario
 from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan, segments
-from .datasets import ranked_subsets
+from .datasets import objective, ranked_subsets
 from .schedule import Surrogate, lowest_cost_path
 
 
@@ -218,14 +218,34 @@ def infeasible(s: Scenario, options: Options, loss: LossModel | None = None) -> 
 
 
 def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
-    """DepL (Fig. 3): datasets → schedule → placement, with backtracking."""
+    """DepL (Fig. 3): datasets → schedule → placement, with backtracking.
+
+    The paper stops at the first dataset choice that stages 2–3 make feasible.
+    Stage 1 ranks choices by a time proxy (eq. 7) that ignores the versions
+    and the transfer costs, so depl also takes the next-ranked choices whose
+    proxy is within `options.dataset_slack` of the first feasible one (at
+    most `options.dataset_candidates` feasible ones) through stages 2–3 and
+    keeps the cheapest plan.
+    """
     options = options or Options()
     t0 = time.perf_counter()
-    tried = []
-    for datasets in ranked_subsets(s, loss):
+    tried, feasible, best, first = [], 0, None, None
+    model = loss or loss_model_for(s)
+    for datasets in ranked_subsets(s, model):
+        proxy = objective(s, model, datasets)
+        if first is not None and not proxy <= first * options.dataset_slack:
+            break
         ctx = Context(s, list(datasets), loss=loss, options=options)
-        best = search(ctx)
-        if best is not None:
-            return make_plan("depl", s, ctx, best, t0, eta=options.eta, blacklisted=tried)
-        tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
-    raise infeasible(s, options, loss)
+        cand = search(ctx)
+        if cand is None:
+            tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
+            continue
+        if best is None or cand.cost < best[1].cost:
+            best = (ctx, cand)
+        first = proxy if first is None else first
+        feasible += 1
+        if feasible >= options.dataset_candidates:
+            break
+    if best is None:
+        raise infeasible(s, options, loss)
+    return make_plan("depl", s, best[0], best[1], t0, eta=options.eta, blacklisted=tried)
