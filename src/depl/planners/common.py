@@ -8,13 +8,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.stats import norm
 
 from ..loss import LossModel, loss_model_for
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
 from .placement import ClusterTable, Placement, PlacementInfeasible, place
-from .schedule import GraphSpec, Surrogate
+from .schedule import GraphSpec, Surrogate, cornish_fisher
 
 MAX_EPOCHS = 400
 
@@ -147,11 +146,8 @@ class Context:
         for a, b in zip(s, s[1:]):
             if a != b:
                 cum = cum + self.switch_cumulants[a, b]
-        k1, k2, k3 = cum
-        sigma = math.sqrt(max(k2, 0.0))
-        z = float(norm.ppf(self.omega))
-        skew = k3 / sigma**3 if sigma > 0 else 0.0
-        return self.loss.initial_loss + k1 + sigma * (z + (z * z - 1) * skew / 6), sigma
+        q, sigma = cornish_fisher(self.loss.initial_loss, cum, self.omega)
+        return float(q), float(sigma)
 
 
 @dataclass

@@ -17,23 +17,19 @@ import itertools
 import math
 
 import numpy as np
-from scipy.stats import norm
 
 from ..loss import LossModel, loss_model_for
 from ..scenario import Scenario
+from .schedule import cornish_fisher
 
 ENUMERATE_UP_TO = 12
 
 
 def epochs_needed(s: Scenario, loss: LossModel, model: str, samples: float, max_epochs: int = 400) -> float:
     """K̂: the fewest epochs of `model` alone whose Cornish–Fisher ω-quantile ≤ ℓmax."""
-    phi = s.phi(samples)
     i = loss.model_names.index(model)
-    cum = np.cumsum(loss.epoch_cumulants(max_epochs, phi)[i], axis=0)
-    k1, k2, k3 = cum.T
-    sigma = np.sqrt(np.maximum(k2, 1e-300))
-    z = float(norm.ppf(s.target.quantile))
-    q = loss.initial_loss + k1 + sigma * (z + (z * z - 1) * (k3 / sigma**3) / 6)
+    cum = np.cumsum(loss.epoch_cumulants(max_epochs, s.phi(samples))[i], axis=0)
+    q, _ = cornish_fisher(loss.initial_loss, cum, s.target.quantile)
     ok = np.flatnonzero(q <= s.target.loss)
     return float(ok[0] + 1) if ok.size else math.inf
 

@@ -34,6 +34,9 @@ from .datasets import objective, ranked_subsets
 from .schedule import Surrogate, lowest_cost_path
 
 
+MAX_TIME_EPOCHS = 400  # horizon of the search for the shortest time that meets the target
+
+
 def full_speed_price(ctx: Context) -> float:
     """A time price at which every version runs at full speed on its best cluster."""
     t = ctx.table
@@ -197,8 +200,6 @@ def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> t
             bias = q - cf
     return best_q, best_t
 
-
-MAX_TIME_EPOCHS = 400
 
 
 def infeasible(s: Scenario, options: Options, loss: LossModel | None = None) -> Infeasible:

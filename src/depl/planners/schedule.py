@@ -70,6 +70,16 @@ class Surrogate:
         return cum[..., 0] + self.c2 * cum[..., 1] + self.c3 * cum[..., 2]
 
 
+def cornish_fisher(l0: float, cum: np.ndarray, omega: float) -> tuple[np.ndarray, np.ndarray]:
+    """(ω-quantile, σ) of ℓ(0) plus a sum with cumulants `cum[..., 0:3]` (Cornish–Fisher)."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(omega))
+    sigma = np.sqrt(np.maximum(cum[..., 1], 0.0))
+    skew = np.divide(cum[..., 2], sigma**3, out=np.zeros_like(sigma), where=sigma > 0)
+    return l0 + cum[..., 0] + sigma * (z + (z * z - 1) * skew / 6), sigma
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     """Everything the search needs, as arrays (M versions, K epochs at most)."""
