@@ -96,7 +96,8 @@ def _summary(plan) -> None:
 def plan(
     scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
     method: str = typer.Option("depl", "--method", "-m", help="depl, optimal or best-exp"),
-    eta: int = typer.Option(200, "--eta", min=2, max=5000, help="discretisation of the expanded graph (paper: η)"),
+    eta: int = typer.Option(200, "--eta", min=2, max=1000,
+                            help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
@@ -106,7 +107,8 @@ def plan(
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
     s = _load(scenario)
     try:
-        p = make_plan(s, method, Options(eta=eta))
+        with console.status(f"planning {s.name} with {method} (η = {eta}) …", spinner="dots"):
+            p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     _summary(p)
