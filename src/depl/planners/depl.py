@@ -31,6 +31,7 @@ from ..plan import Plan
 from ..scenario import Scenario
 from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan, segments
 from .datasets import objective, ranked_subsets
+from .exhaustive import Exhaustive
 from .schedule import Surrogate, lowest_cost_path
 
 
@@ -112,7 +113,8 @@ def search(ctx: Context, criterion: Criterion = QUANTILE, limit: float | None = 
         bias = criterion.exact(cand) - est
         lam = cand.placement.price
     if best is not None and ctx.options.polish:
-        best = polish(ctx, best, lambda c: criterion.exact(c) <= limit)
+        best = polish(ctx, best, lambda c: criterion.exact(c) <= limit,
+                      window=criterion is QUANTILE and limit == ctx.target)
     return best
 
 
@@ -140,8 +142,36 @@ def _neighbours(ctx: Context, schedule: list[str]):
         yield [m for m, n in s2 for _ in range(n)]
 
 
-def polish(ctx: Context, best: Candidate, ok: Callable[[Candidate], bool], max_evals: int = 60) -> Candidate:
-    """First-improvement local search with exact certification."""
+def polish(ctx: Context, best: Candidate, ok: Callable[[Candidate], bool], *, window: bool = False,
+           max_evals: int = 60) -> Candidate:
+    """Local search with exact certification: first-improvement moves of one
+    epoch, then (for the ω-quantile) an exact search of the run lengths within
+    `WINDOW` epochs of the plan's, along its path of versions and the paths
+    with one run left out (`window`: only where `ok` is "certified ω-quantile ≤ ℓmax")."""
+    best = _one_epoch_moves(ctx, best, ok, max_evals)
+    if window:
+        best = _window_search(ctx, best)
+    return best
+
+
+WINDOW = 3
+
+
+def _window_search(ctx: Context, best: Candidate) -> Candidate:
+    idx = {m: i for i, m in enumerate(ctx.loss.model_names)}
+    segs = [(idx[m], n) for m, n in segments(best.schedule)]
+    paths, windows = [], {}
+    for drop in [None, *range(len(segs))]:
+        kept = [sg for i, sg in enumerate(segs) if i != drop]
+        path = [m for m, _ in kept]
+        if not path or path in paths or any(not ctx.allowed[a, b] for a, b in zip(path, path[1:])):
+            continue
+        windows[len(paths)] = [(n - WINDOW, n + WINDOW) for _, n in kept[:-1]]
+        paths.append(path)
+    return Exhaustive(ctx, best, paths, windows).run() or best
+
+
+def _one_epoch_moves(ctx: Context, best: Candidate, ok: Callable[[Candidate], bool], max_evals: int) -> Candidate:
     evals = 0
     improved = True
     while improved and evals < max_evals:

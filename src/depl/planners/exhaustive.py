@@ -1,0 +1,159 @@
+"""Exhaustive search over schedules made of runs of versions, with exact quantiles.
+
+Used by `optimal` over every path of versions, and by DepL's polish over a
+window around its own plan.  Exact, not approximate, thanks to three facts:
+
+* cost depends only on how many epochs each version runs, and grows with
+  each of them (more work in the same deadline), so a branch is cut as soon
+  as its cost reaches the best plan found (branch and bound);
+* where the noise has positive support, one more epoch at the end lowers the
+  loss on every path, so the shortest feasible last run is found by
+  bisection;
+* a coarse lattice decides most schedules (its certified bracket already lies
+  on one side of ℓmax); the planners' own lattice decides the rest, and the
+  lattice masses of every (version, epoch) term are computed once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..dist import sum_distribution
+from .common import Candidate, Context
+
+
+def simple_paths(ctx: Context) -> list[list[int]]:
+    """Sequences of distinct versions in which each step is an allowed switch."""
+    M = len(ctx.loss.model_names)
+    out: list[list[int]] = []
+
+    def grow(path):
+        out.append(list(path))
+        for m in range(M):
+            if m not in path and ctx.allowed[path[-1], m]:
+                grow(path + [m])
+
+    for m in range(M):
+        grow([m])
+    return out
+
+
+class Exhaustive:
+    """Branch and bound over run lengths along `paths` (default: every simple path).
+
+    `windows` optionally bounds the run lengths: {path index: [(lo, hi) per run but the last]}.
+    """
+
+    def __init__(self, ctx: Context, incumbent: Candidate | None, paths: list[list[int]] | None = None,
+                 windows: dict[int, list[tuple[int, int]]] | None = None):
+        self.paths = simple_paths(ctx) if paths is None else paths
+        self.windows = windows or {}
+        self.ctx = ctx
+        self.best = incumbent
+        self.names = ctx.loss.model_names
+        self.tmin = ctx.tmin
+        self.monotone = ctx.loss.progress_is_monotone()
+        self._costs: dict[tuple, float] = {}
+        self._pmf_cache: dict = {}
+        sigma = incumbent.dist.std() if incumbent is not None else 0.1
+        k = len(incumbent.schedule) if incumbent is not None else ctx.max_epochs
+        # A coarse lattice decides most schedules; the planners' own lattice the rest.
+        self.h = 0.1 * max(sigma, 1e-6) / max(k, 1)
+        self.evaluated = 0
+
+    def cost(self, counts: tuple[int, ...]) -> float:
+        c = self._costs.get(counts)
+        if c is None:
+            sched = [self.names[m] for m, n in enumerate(counts) for _ in range(n)]
+            p = self.ctx.place(sched)
+            c = math.inf if p is None else p.cost
+            self._costs[counts] = c
+        return c
+
+    def bound(self) -> float:
+        return math.inf if self.best is None else self.best.cost * (1 - 1e-12)
+
+    def quantile(self, schedule: list[str]):
+        """(certified upper bound of the ω-quantile, distribution), decided exactly:
+        a coarse lattice's bracket settles the question unless it straddles ℓmax."""
+        self.evaluated += 1
+        d = sum_distribution(self.ctx.loss.terms(schedule, self.ctx.phi), h=self.h, cache=self._pmf_cache)
+        lo, hi = d.quantile_bounds(self.ctx.omega)
+        if hi <= self.ctx.target or lo > self.ctx.target:
+            return hi, d
+        q, fine = self.ctx.certify(schedule)
+        return (q, fine) if q <= hi else (hi, d)
+
+    def counts_of(self, path, lengths) -> tuple[int, ...]:
+        c = [0] * len(self.names)
+        for m, n in zip(path, lengths):
+            c[m] += n
+        return tuple(c)
+
+    def schedule(self, path, lengths) -> list[str]:
+        return [self.names[m] for m, n in zip(path, lengths) for _ in range(n)]
+
+    def feasible_time(self, path, lengths) -> bool:
+        return sum(self.tmin[m] * n for m, n in zip(path, lengths)) <= self.ctx.deadline * (1 + 1e-12)
+
+    def run(self) -> Candidate | None:
+        for i, path in enumerate(self.paths):
+            self._window = self.windows.get(i)
+            self._prefix(path, [])
+        return self.best
+
+    def _prefix(self, path, lengths) -> None:
+        K = sum(lengths)
+        if len(lengths) == len(path) - 1:
+            self._last(path, lengths)
+            return
+        n, top = 1, math.inf
+        if self._window is not None:
+            n, top = self._window[len(lengths)]
+            n = max(n, 1)
+        while n <= top and K + n + (len(path) - len(lengths) - 1) <= self.ctx.max_epochs:
+            trial = lengths + [n] + [1] * (len(path) - len(lengths) - 1)
+            if not self.feasible_time(path, trial) or self.cost(self.counts_of(path, trial)) >= self.bound():
+                break  # longer runs here only cost more
+            self._prefix(path, lengths + [n])
+            n += 1
+
+    def _last(self, path, lengths) -> None:
+        K0 = sum(lengths)
+        # The longest last run still cheaper than the incumbent and within the deadline.
+        hi = 0
+        while K0 + hi + 1 <= self.ctx.max_epochs:
+            trial = lengths + [hi + 1]
+            if not self.feasible_time(path, trial) or self.cost(self.counts_of(path, trial)) >= self.bound():
+                break
+            hi += 1
+        if hi == 0:
+            return
+        if self.monotone:
+            q, d = self.quantile(self.schedule(path, lengths + [hi]))
+            if q > self.ctx.target:
+                return  # even the longest affordable last run misses the target
+            lo = 0  # lengths in (lo, hi]: hi works, lo does not (0 = no run)
+            best_d = (hi, d, q)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                q, d = self.quantile(self.schedule(path, lengths + [mid]))
+                if q <= self.ctx.target:
+                    hi, best_d = mid, (mid, d, q)
+                else:
+                    lo = mid
+            self._accept(path, lengths + [best_d[0]], best_d[2], best_d[1])
+        else:
+            for n in range(1, hi + 1):
+                q, d = self.quantile(self.schedule(path, lengths + [n]))
+                if q <= self.ctx.target:
+                    self._accept(path, lengths + [n], q, d)
+                    return
+
+    def _accept(self, path, lengths, q, d) -> None:
+        sched = self.schedule(path, lengths)
+        p = self.ctx.place(sched)
+        if p is not None and (self.best is None or p.cost < self.best.cost):
+            self.best = Candidate(sched, q, p, d)
+
+
