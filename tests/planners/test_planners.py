@@ -171,3 +171,16 @@ def test_ranked_subsets_prefer_the_shortest_full_model_training():
     loss = IncrementsModel(s)
     values = [objective(s, loss, r) for r in ranked]
     assert values == sorted(values)
+
+
+def test_switching_plan_on_edge_clusters_with_transfer_costs_matches_optimal():
+    """Two versions, a cloud and a 4-node edge cluster, two datasets with β:
+    the cheapest plan switches after a few epochs of the full model (a plan
+    one boundary-move plus one epoch away from DepL's first answer)."""
+    from depl.scenario import load_scenario as load
+
+    s = load(Path(__file__).with_name("edge-demo.toml"))
+    depl, opt = make_plan(s, "depl"), make_plan(s, "optimal")
+    assert len(opt.info["segments"]) == 2
+    assert depl.cost <= opt.cost * 1.01
+    assert opt.cost <= depl.cost * (1 + 1e-9)
