@@ -201,6 +201,41 @@ class Progress(_Strict):
     B: float = Field(ge=0.0)
 
 
+class LevelLaw(_Strict):
+    """The measured-level loss law of one version (depl.loss.level).
+
+    ℓ(k) = μ(φ·k)·exp(σ(k)·Z): a median curve from ℓ(0) down to a floor
+    times log-normal noise, σ(k) = sigma0 + sigma1·ln(ℓ(0)/μ), a share
+    `seed_share` of the log-variance shared by all epochs of a seed.
+    """
+
+    curve: str = Field(description="power: μ = f + (ℓ0−f)/(1+(t/scale)^shape); exp: μ = f + (ℓ0−f)·exp(−(t/scale)^shape)")
+    floor: float = Field(ge=0.0, description="the floor at φ = 1; at data factor φ it is floor·φ^(−floor_exponent)")
+    floor_exponent: float = Field(default=0.0, ge=0.0)
+    scale: float = Field(gt=0.0, description="epochs (at φ = 1)")
+    shape: float = Field(gt=0.0)
+    sigma0: float = Field(default=0.0, ge=0.0)
+    sigma1: float = Field(default=0.0, ge=0.0)
+    seed_share: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    @field_validator("curve")
+    @classmethod
+    def _curve(cls, v: str) -> str:
+        if v not in ("power", "exp"):
+            raise ValueError(f"curve must be 'power' or 'exp', got {v!r}")
+        return v
+
+
+class LevelSwitch(_Strict):
+    """A switch under the level law: the median jumps to (1+offset)× the new
+    version's curve and recovers geometrically (factor `recovery` per epoch);
+    the jump adds log-variance `sigma`², decaying alike."""
+
+    offset: float = Field(gt=-1.0)
+    recovery: float = Field(default=0.0, ge=0.0, le=1.0)
+    sigma: float = Field(default=0.0, ge=0.0)
+
+
 class ModelVersion(_Strict):
     name: str = Field(min_length=1)
     size: float = Field(ge=0.0, description="s(m)")
@@ -208,6 +243,7 @@ class ModelVersion(_Strict):
     progress: Progress
     noise: DistSpec = Field(description="X_m, the multiplier of the expected progress")
     train: TrainSpec | None = None
+    level: LevelLaw | None = Field(default=None, description="the level law (used when loss_model = 'level')")
 
     def g(self, k: np.ndarray | int, phi: float = 1.0):
         """Expected progress of epoch k (1-based, global): A·φ/√(k+B)."""
@@ -218,6 +254,7 @@ class Switch(_Strict):
     from_: str = Field(alias="from", min_length=1)
     to: str = Field(min_length=1)
     jump: DistSpec
+    level: LevelSwitch | None = Field(default=None, description="the switch under the level law")
 
 
 class TrainingOptions(_Strict):
@@ -233,6 +270,7 @@ class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
+    loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default) or level")
     target: Target
     data_law: DataLaw | None = None
     max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
@@ -266,6 +304,15 @@ class Scenario(_Strict):
             if (s.from_, s.to) in pairs:
                 raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
             pairs.add((s.from_, s.to))
+        if self.loss_model not in (None, "increments", "level"):
+            raise _FieldError("loss_model", self.loss_model, "choose 'increments' (the paper's model) or 'level'")
+        if self.loss_model == "level":
+            for i, m in enumerate(self.models):
+                if m.level is None:
+                    raise _FieldError(f"models[{i}].level", None, f'loss_model = "level" needs a `level` table for every model ("{m.name}" has none)')
+            for i, sw in enumerate(self.switches):
+                if sw.level is None:
+                    raise _FieldError(f"switches[{i}].level", None, f'loss_model = "level" needs a `level` table for every switch ({sw.from_} -> {sw.to} has none)')
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self

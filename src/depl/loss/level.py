@@ -1,0 +1,156 @@
+"""The measured-level loss model: a median curve times log-normal noise.
+
+Measured on real training (docs/fitting.md), the loss does not move by
+independent increments: it fluctuates around a curve that decays to a floor.
+This model describes the loss *level* after every epoch:
+
+    ℓ(k) = μ(k)·exp(σ(k)·Z_k),   Z_k = √ρ·U + √(1−ρ)·E_k,   U, E_k ~ N(0, 1)
+
+with μ the median curve of the version trained at epoch k, evaluated at the
+effective epoch φ·k (the data law stretches time, and less data raises the
+floor: floor·φ^(−γ)), σ(k) = σ0 + σ1·ln(ℓ(0)/μ(k))
+(the spread grows as the loss falls), and U a per-seed effect (share ρ of the
+log-variance).  A switch a → b between epochs k1 and k1+1 puts the median at
+(1+δ)·μ_b, the offset decaying by a factor r per epoch, and adds log-variance
+τ²·r^(2j) j epochs after it.
+
+Whatever the schedule, ℓ(K) is exactly log-normal: `distribution` is the
+grid law of one term μ(K)·LogNormal(σ(K)), certified like any other (depl.dist).
+
+The planners' expanded graph adds cumulants along a schedule.  Here they
+*telescope*: epoch k of version m contributes κ_i(ℓ_m(k)) − κ_i(ℓ_m(k−1)), so
+along a one-version schedule they sum to the exact cumulants of ℓ(K); a switch
+contributes the mean (over the epochs) of κ_i(ℓ_b(k)) − κ_i(ℓ_a(k)), an
+approximation used only to rank schedules — every plan is certified with the
+exact `distribution`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from ..dist import GridDistribution, Term, sum_distribution
+from ..scenario import LevelLaw, Scenario
+from .base import LossModel
+
+
+def decay(curve: str, u):
+    """The fraction of (ℓ0 − floor) left at scaled time u = t/scale (shape applied by the caller)."""
+    u = np.asarray(u, dtype=float)
+    return 1.0 / (1.0 + u) if curve == "power" else np.exp(-u)
+
+
+def median_curve(law: LevelLaw, l0: float, t, phi: float = 1.0):
+    """μ(t) = f + (ℓ0 − f)·D((t/scale)^shape), f = floor·φ^(−floor_exponent) (less data, higher floor)."""
+    u = (np.maximum(np.asarray(t, dtype=float), 0.0) / law.scale) ** law.shape
+    f = min(law.floor * phi ** (-law.floor_exponent), l0)
+    return f + (l0 - f) * decay(law.curve, u)
+
+
+def log_sd(law: LevelLaw, l0: float, mu):
+    """σ = σ0 + σ1·ln(ℓ0/μ), never below 0."""
+    return np.maximum(law.sigma0 + law.sigma1 * np.log(l0 / np.asarray(mu, dtype=float)), 0.0)
+
+
+def lognormal_cumulants(mu, sigma) -> np.ndarray:
+    """κ1, κ2, κ3 of μ·exp(σZ) (last axis)."""
+    mu, s2 = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float) ** 2
+    m1, m2, m3 = mu * np.exp(s2 / 2), mu**2 * np.exp(2 * s2), mu**3 * np.exp(4.5 * s2)
+    return np.stack([m1, m2 - m1**2, m3 - 3 * m2 * m1 + 2 * m1**3], axis=-1)
+
+
+class LevelModel(LossModel):
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.initial_loss = scenario.initial_loss
+        self.model_names = [m.name for m in scenario.models]
+        self._law = {m.name: m.level for m in scenario.models}
+        self._switch = {k: s.level for k, s in scenario.switch_map.items()}
+        self._ref_epochs = scenario.max_epochs or 20
+        self._cache: dict = {}
+
+    # -- the law of ℓ(k) along a schedule ----------------------------------- #
+    def path(self, schedule: Sequence[str], phi: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(median, total log-sd, log-sd of the per-seed effect) of ℓ(k), k = 0..K."""
+        K, l0 = len(schedule), self.initial_loss
+        mu, var, shared = np.full(K + 1, l0), np.zeros(K + 1), np.zeros(K + 1)
+        switches: list[tuple[int, object]] = []  # (first epoch of the new version, LevelSwitch)
+        for k in range(1, K + 1):
+            m = schedule[k - 1]
+            if k > 1 and schedule[k - 2] != m:
+                switches.append((k, self._switch[(schedule[k - 2], m)]))
+            law = self._law[m]
+            base = float(median_curve(law, l0, phi * k, phi))
+            s = float(log_sd(law, l0, base))
+            factor, extra = 1.0, 0.0
+            for k1, sw in switches:
+                decay_j = sw.recovery ** (k - k1)
+                factor *= 1.0 + sw.offset * decay_j
+                extra += (sw.sigma * decay_j) ** 2
+            mu[k] = base * factor
+            var[k] = s**2 + extra
+            shared[k] = law.seed_share * s**2
+        return mu, np.sqrt(var), np.sqrt(shared)
+
+    def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
+        mu, sd, _ = self.path(schedule, phi)
+        if sd[-1] <= 0:
+            return [Term(0.0, None, float(mu[-1]))]
+        return [Term(float(mu[-1]), self._lognorm(float(sd[-1])))]
+
+    def _lognorm(self, s: float):
+        # one frozen object per σ so that depl.dist's cache (keyed by id) is reused
+        key = round(s, 12)
+        if key not in self._cache:
+            if len(self._cache) > 20_000:
+                self._cache.clear()
+            self._cache[key] = stats.lognorm(s=s)
+        return self._cache[key]
+
+    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None) -> GridDistribution:
+        return sum_distribution(self.terms(schedule, phi), tol=tol)
+
+    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
+        mu, sd, shared = self.path(schedule, phi)
+        own = np.sqrt(np.maximum(sd**2 - shared**2, 0.0))
+        u = rng.standard_normal((runs, 1))
+        e = rng.standard_normal((runs, mu.size))
+        out = mu * np.exp(shared * u + own * e)
+        out[:, 0] = self.initial_loss
+        return out
+
+    def mean_path(self, schedule: Sequence[str], phi: float = 1.0) -> np.ndarray:
+        mu, sd, _ = self.path(schedule, phi)
+        return mu * np.exp(sd**2 / 2)
+
+    # -- telescoping cumulants for the expanded graph ------------------------ #
+    def _level_cumulants(self, m: str, K: int, phi: float) -> np.ndarray:
+        """κ1..κ3 of ℓ(k), k = 0..K, along the one-version schedule of m."""
+        law = self._law[m]
+        mu = median_curve(law, self.initial_loss, phi * np.arange(K + 1), phi)
+        mu[0] = self.initial_loss
+        sd = log_sd(law, self.initial_loss, mu)
+        sd[0] = 0.0  # ℓ(0) is given
+        return lognormal_cumulants(mu, sd)
+
+    def epoch_cumulants(self, K: int, phi: float = 1.0) -> np.ndarray:
+        return np.stack([np.diff(self._level_cumulants(m, K, phi), axis=0) for m in self.model_names])
+
+    def switch_cumulants(self, a: str, b: str, phi: float = 1.0) -> np.ndarray:
+        K = self._ref_epochs
+        ka, kb = self._level_cumulants(a, K, phi)[1:], self._level_cumulants(b, K, phi)[1:]
+        sw = self._switch[(a, b)]
+        # the offset's effect on ℓ(K), averaged over how long before K the switch comes
+        lasting = np.mean(sw.recovery ** np.arange(K))
+        diff = kb - ka
+        diff[:, 0] += sw.offset * lasting * kb[:, 0]
+        return diff.mean(axis=0)
+
+    def can_switch(self, a: str, b: str) -> bool:
+        return a == b or (a, b) in self._switch
+
+    def progress_is_monotone(self) -> bool:
+        return False
