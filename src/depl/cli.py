@@ -190,6 +190,7 @@ def _register_training() -> None:
     except ImportError:  # pragma: no cover - the module is part of the package
         return
     commands.register(app)
+    __import__("depl.fit.commands", fromlist=["register"]).register(app)  # depl fit, depl validate
 
 
 def main() -> None:

@@ -1,0 +1,188 @@
+"""`depl fit` and `depl validate`; registered by depl.cli. No torch at import time."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200, highlight=False)
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", markup=True)
+    raise typer.Exit(code)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from ..plan import PlanError
+    from ..scenario import ScenarioError
+    from ..store import StoreError
+    from .runs import FitError
+
+    return (PlanError, ScenarioError, StoreError, FitError)
+
+
+def _sibling(out: Path, tag: str) -> Path:
+    return out.with_name(f"{out.stem}.{tag}{out.suffix or '.toml'}")
+
+
+def fit(
+    store: str = typer.Argument(..., help="a runs store written by `depl profile` (SQLite path or sqlite:/// URL)"),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="the scenario the runs were profiled with "
+                                           "[default: the one named in the store]; its other sections are kept"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
+                                       "(and both models' next to it: NAME.increments.toml, NAME.level.toml)"),
+    png: Optional[Path] = typer.Option(None, "--png", help="folder for the plots: measured vs fitted bands, x histograms"),
+    model: str = typer.Option("auto", "--model", help="auto (chosen by held-out fit), level or increments: the model of --out"),
+    bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="parametric-bootstrap samples per KS test (0: none)"),
+    seed: int = typer.Option(0, "--seed", min=0),
+    target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
+    omega: Optional[float] = typer.Option(None, "--omega", help="set [target] quantile in the files written"),
+    deadline: Optional[float] = typer.Option(None, "--deadline", help="set [target] deadline in the files written"),
+    name: Optional[str] = typer.Option(None, "--name", help="the scenario name in the files written"),
+) -> None:
+    """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
+    if model not in ("auto", "level", "increments"):
+        _fail(f"--model {model!r}: choose auto, level or increments")
+    from ..scenario import load_scenario, parse_scenario
+    from ..store import Store
+    from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
+
+    path = store.removeprefix("sqlite:///")
+    if not Path(path).is_file():
+        _fail(f"{path}: no such store (run `depl profile` first)")
+    t0 = time.perf_counter()
+    try:
+        st = Store(store)
+        if scenario is None:
+            names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
+            if len(names) != 1:
+                raise ValueError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
+            scenario = names.pop()
+        base = load_scenario(scenario)
+        r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
+    except (*_user_errors(), ValueError) as e:
+        _fail(str(e))
+    for line in report_lines(r):
+        console.print(line, markup=False)
+    console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
+    if png is not None:
+        png.mkdir(parents=True, exist_ok=True)
+        plot_fit(r, png / "fit-bands.png")
+        plot_multipliers(r, png / "fit-multipliers.png")
+        console.print(f"plots written to {png}/fit-bands.png, {png}/fit-multipliers.png", markup=False)
+    if out is not None:
+        chosen = r.chosen if model == "auto" else model
+        for tag, data in r.data.items():
+            data = dict(data)
+            target = dict(data["target"])
+            for key, val in (("loss", target_loss), ("quantile", omega), ("deadline", deadline)):
+                if val is not None:
+                    target[key] = val
+            data["target"] = target
+            if name is not None:
+                data["name"] = name
+            header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
+                      f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
+                      f"loss_model, max_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} profiling experiments.")
+            text = toml_dumps(data, header)
+            try:
+                parse_scenario(__import__("tomllib").loads(text), str(out))  # what we write must load
+            except Exception as e:  # pragma: no cover - a bug, not a user error
+                _fail(f"the fitted scenario does not validate: {e}", 1)
+            for p in ([out] if tag == chosen else []) + [_sibling(out, tag)]:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text, encoding="utf-8")
+        console.print(f"scenario written to {out} ({chosen} model); both models: {_sibling(out, 'increments')}, "
+                      f"{_sibling(out, 'level')}", markup=False)
+
+
+def validate(
+    scenario: str = typer.Argument(..., help="the scenario whose loss model draws the planned band (a name or TOML file)"),
+    plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
+    seeds: int = typer.Option(200, "--seeds", min=2, help="held-out seeds F..F+N-1"),
+    first_seed: int = typer.Option(1000, "--first-seed", min=0, help="F: the first seed (keep clear of the profiling seeds)"),
+    out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
+    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
+    png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
+    threads: int = typer.Option(1, "--threads", min=1),
+) -> None:
+    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
+    from ..plan import Plan
+    from ..scenario import load_scenario
+    from ..store import Store
+    from ..validate import plot_validation, validate as judge
+
+    try:
+        import torch
+        import torch_pruning  # noqa: F401
+    except ImportError as e:
+        _fail(f"validation trains for real and needs the `train` extra (pip install 'depl[train]'): {e}")
+    torch.set_num_threads(threads)
+    from ..train import execute
+    from ..train.data import DataError
+    from ..train.federation import JobError, job_from_plan
+
+    try:
+        s = load_scenario(scenario)
+        p = Plan.load(plan_file)
+        if not p.feasible or not p.epochs:
+            raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to validate")
+        unknown = set(p.schedule) - {m.name for m in s.models}
+        if unknown:
+            raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {s.name!r}")
+        job = job_from_plan(p)
+        out.mkdir(parents=True, exist_ok=True)
+        st = Store(store or out / "runs.sqlite")
+        run_id = execute.run_id_for(job, "local")
+        execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()})
+    except (*_user_errors(), DataError, JobError, ValueError, OSError) as e:
+        _fail(str(e))
+    seed_list = list(range(first_seed, first_seed + seeds))
+    n = len(job.epochs)
+    todo = execute.pending(st, run_id, job, seed_list)
+    console.print(f"validating {plan_file} ({p.method}, {n} epochs) on seeds {first_seed}..{first_seed + seeds - 1} · "
+                  f"run {run_id} · store {st.path}" + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""),
+                  markup=False)
+    t0 = time.perf_counter()
+    from ..train.commands import _progress
+
+    with _progress() as bar:
+        task = bar.add_task("validate", total=n * seeds, completed=sum(min(st.done_epochs(run_id, x), n) for x in seed_list))
+
+        def progress(seed, epoch, r):
+            bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
+
+        execute.run_local(st, run_id, job, todo, progress)
+    losses = st.losses(run_id)
+    import numpy as np
+
+    traj = np.array([[s.initial_loss] + losses[x][:n] for x in seed_list])
+    v = judge(p, s, traj, seed_list, str(plan_file))
+    c = v.coverage
+    console.print(f"[bold]validation[/] of {plan_file}: {p.method} plan with the {v.loss_model} loss model of {s.name}, "
+                  f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
+    console.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
+                  f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
+    console.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
+                  f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
+    console.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted
+                                     else "[red]refuted[/] (the interval lies below ω)"), markup=True)
+    png = png or out / f"{plan_file.stem}-validate.png"
+    plot_validation(v, png)
+    report = out / f"{plan_file.stem}-validate.json"
+    report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")
+    console.print(f"  band written to {png}; report to {report}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fit")(fit)
+    app.command("validate")(validate)

@@ -1,0 +1,199 @@
+"""The measured-level model fitted from profiles (depl.loss.level).
+
+Per version: the median curve μ(t) = f + (ℓ0−f)·D((t/scale)^shape), power
+law D(u) = 1/(1+u) or exponential D(u) = e^(−u), chosen by least squares on
+the mean log-loss of the fitting seeds; t = φ(S)·k, with S0 of the data law
+shared by all versions and chosen (grid search) by the same least squares
+over every data fraction.  The log-sd σ(k) = σ0 + σ1·ln(ℓ0/μ(k)) by
+non-negative least squares on the per-epoch log-sd across seeds; the
+per-seed share of the log-variance by a one-way ANOVA of the standardised
+residuals (second half of the epochs).  A switch a → b: the mean log-ratio of
+the measured loss to b's curve after the switch, log(1 + δ·r^j), fitted for
+δ, r; the extra log-variance τ² from the first epoch after the switch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from ..loss.level import decay
+from .increments import phi_of
+from .runs import Experiment, Profile
+
+CURVES = ("power", "exp")
+
+
+@dataclass
+class Curve:
+    kind: str
+    floor: float
+    scale: float
+    shape: float
+    sse: float
+    floor_exponent: float = 0.0
+
+    def __call__(self, t, l0: float, phi=1.0):
+        u = (np.maximum(np.asarray(t, dtype=float), 0.0) / self.scale) ** self.shape
+        f = np.minimum(self.floor * np.asarray(phi, dtype=float) ** (-self.floor_exponent), l0)
+        return f + (l0 - f) * decay(self.kind, u)
+
+
+@dataclass
+class LevelVersionFit:
+    name: str
+    curve: Curve
+    alternatives: dict[str, float]   # curve kind → SSE of the log mean
+    sigma0: float
+    sigma1: float
+    seed_share: float
+
+    def sigma(self, mu, l0: float):
+        return np.maximum(self.sigma0 + self.sigma1 * np.log(l0 / np.asarray(mu, dtype=float)), 0.0)
+
+
+@dataclass
+class LevelSwitchFit:
+    a: str
+    b: str
+    offset: float
+    recovery: float
+    sigma: float
+    log_ratio: np.ndarray            # mean log(measured / b's curve), epochs after the switch
+
+
+@dataclass
+class LevelFit:
+    initial_loss: float
+    versions: dict[str, LevelVersionFit] = field(default_factory=dict)
+    switches: dict[tuple[str, str], LevelSwitchFit] = field(default_factory=dict)
+    s0: float | None = None
+    reference_samples: float = 1.0
+
+    def phi(self, samples: float) -> float:
+        return 1.0 if self.s0 is None else float(phi_of(samples, self.s0, self.reference_samples))
+
+
+def fit_curve(kind: str, t: np.ndarray, phi: np.ndarray, logy: np.ndarray, l0: float, gamma: float = 0.0) -> Curve:
+    """Least squares of log μ(t) against the mean log-loss (several starts); floor·φ^(−γ) with γ given."""
+    fmax = float(np.min(np.exp(logy) * phi**gamma))
+
+    def unpack(p):
+        return fmax / (1 + math.exp(-p[0])), math.exp(p[1]), math.exp(p[2])
+
+    def resid(p):
+        f, sc, sh = unpack(p)
+        fl = np.minimum(f * phi ** (-gamma), l0 * (1 - 1e-9))
+        return np.log(fl + (l0 - fl) * decay(kind, (t / sc) ** sh)) - logy
+
+    best = None
+    for f0 in (-1.0, 1.5):
+        for sc0 in (math.log(max(t.max(), 1.0) / 3),):
+            for sh0 in (0.0, 0.7):
+                try:
+                    r = optimize.least_squares(resid, [f0, sc0, sh0], bounds=([-30, -5, -3], [30, 12, 2.5]))
+                except ValueError:
+                    continue
+                if best is None or r.cost < best.cost:
+                    best = r
+    f, sc, sh = unpack(best.x)
+    return Curve(kind, f, sc, sh, float(2 * best.cost), gamma)
+
+
+def _stack(exps: list[Experiment], phi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t = np.concatenate([phi(e.samples) * np.arange(1, e.epochs + 1) for e in exps])
+    p = np.concatenate([np.full(e.epochs, phi(e.samples)) for e in exps])
+    y = np.concatenate([np.log(e.losses).mean(axis=0) for e in exps])
+    return t, p, y
+
+
+GAMMAS = (0.0, 0.3, 0.6, 1.0, 1.5)
+
+
+def fit_level(fit: Profile, l0: float, data_law: tuple[float | None, float] | None = None) -> LevelFit:
+    """Fit every version and switch; `data_law` = (S0, γ) fixes the data law instead of searching it."""
+    out = LevelFit(l0, reference_samples=fit.reference_samples)
+    names = sorted({e.version for e in fit.versions(1.0)})
+    by_version = {n: [e for e in fit.versions(None) if e.version == n] for n in names}
+    sizes = np.unique([e.samples for e in fit.versions(None)])
+    grid: list[tuple[float | None, float]] = [(None, 0.0)]
+    if data_law is not None:
+        grid = [data_law]
+    elif sizes.size >= 2:
+        grid = [(float(s0), g) for s0 in np.geomspace(out.reference_samples / 30, out.reference_samples * 100, 11)
+                for g in GAMMAS]
+    best = None
+    for s0, gamma in grid:
+        def phi(S, s0=s0):
+            return 1.0 if s0 is None else float(phi_of(S, s0, out.reference_samples))
+        curves = {}
+        for n in names:
+            t, p, y = _stack(by_version[n], phi)
+            curves[n] = {k: fit_curve(k, t, p, y, l0, gamma) for k in CURVES}
+        total = sum(min(c.sse for c in cs.values()) for cs in curves.values())
+        if best is None or total < best[0]:
+            best = (total, s0, curves)
+    _, out.s0, curves = best
+    for n in names:
+        chosen = min(curves[n].values(), key=lambda c: c.sse)
+        s0_, s1_, rho = _fit_noise(by_version[n], chosen, out, l0)
+        out.versions[n] = LevelVersionFit(n, chosen, {k: c.sse for k, c in curves[n].items()}, s0_, s1_, rho)
+    for e in fit.switches():
+        if e.version in out.versions and e.to in out.versions:
+            out.switches[(e.version, e.to)] = _fit_switch(e, out, l0)
+    return out
+
+
+def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -> tuple[float, float, float]:
+    X, y, w = [], [], []
+    for e in exps:
+        ph = fit.phi(e.samples)
+        mu = curve(ph * np.arange(1, e.epochs + 1), l0, ph)
+        X.append(np.log(l0 / mu))
+        y.append(np.log(e.losses).std(axis=0, ddof=1))
+    X, y = np.concatenate(X), np.concatenate(y)
+    coef, _ = optimize.nnls(np.column_stack([np.ones_like(X), X]), y)
+    s0, s1 = float(coef[0]), float(coef[1])
+    # per-seed effect: one-way ANOVA of the standardised residuals, second half of the epochs
+    rhos, weights = [], []
+    for e in exps:
+        k = np.arange(1, e.epochs + 1)
+        mu = curve(fit.phi(e.samples) * k, l0, fit.phi(e.samples))
+        sd = np.maximum(s0 + s1 * np.log(l0 / mu), 1e-9)
+        z = (np.log(e.losses) - np.log(e.losses).mean(axis=0)) / sd
+        z = z[:, e.epochs // 2:]
+        n, m = z.shape
+        if n < 3 or m < 2:
+            continue
+        msb = m * np.var(z.mean(axis=1), ddof=1)
+        msw = float(np.sum((z - z.mean(axis=1, keepdims=True)) ** 2) / (n * (m - 1)))
+        rhos.append((msb - msw) / (msb + (m - 1) * msw))
+        weights.append(n)
+    rho = float(np.clip(np.average(rhos, weights=weights), 0.0, 1.0)) if rhos else 0.0
+    return s0, s1, rho
+
+
+def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
+    vb = fit.versions[e.to]
+    k1, E = e.switch_after, e.epochs
+    k = np.arange(k1 + 1, E + 1)
+    mu_b = vb.curve(fit.phi(e.samples) * k, l0, fit.phi(e.samples))
+    R = np.log(e.losses[:, k1:]) - np.log(mu_b)
+    m = R.mean(axis=0)
+    j = np.arange(m.size)
+
+    def resid(p):
+        d, r = math.exp(p[0]) - 1.0, 1.0 / (1.0 + math.exp(-p[1]))
+        return np.log1p(d * r**j) - m
+
+    best = None
+    for p0 in ([0.0, 0.0], [0.5, -2.0], [-0.2, 3.0], [1.0, 1.0]):
+        r = optimize.least_squares(resid, p0, bounds=([-8, -12], [4, 12]))
+        if best is None or r.cost < best.cost:
+            best = r
+    d, r = math.exp(best.x[0]) - 1.0, 1.0 / (1.0 + math.exp(-best.x[1]))
+    extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(mu_b[0], l0) ** 2)
+    return LevelSwitchFit(e.version, e.to, float(max(d, -0.99)), float(r), math.sqrt(max(extra, 0.0)), m)

@@ -1,0 +1,118 @@
+"""The profiling experiments of a runs store, as arrays ready to fit.
+
+A profile run (`depl profile`) is one experiment: a version trained from
+scratch at a fraction of the data, or a switch experiment (K1 epochs of one
+version, then the next).  Seeds are split once into a fitting set and a
+held-out set (every third seed held out), so that every goodness-of-fit
+figure can be measured on runs the fit never saw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..scenario import Scenario
+from ..store import Store
+
+
+class FitError(ValueError):
+    """Runs that cannot be fitted; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    kind: str               # "version" or "switch"
+    version: str
+    fraction: float
+    to: str | None
+    switch_after: int
+    samples: float          # training samples (all nodes)
+    nodes: int
+    seeds: np.ndarray       # (n,)
+    losses: np.ndarray      # (n, E): test loss after epochs 1..E
+
+    @property
+    def epochs(self) -> int:
+        return self.losses.shape[1]
+
+    @property
+    def schedule(self) -> list[str]:
+        if self.kind == "switch":
+            return [self.version] * self.switch_after + [self.to] * (self.epochs - self.switch_after)
+        return [self.version] * self.epochs
+
+    @property
+    def label(self) -> str:
+        if self.kind == "switch":
+            return f"{self.version}→{self.to}@{self.switch_after}"
+        return self.version if self.fraction == 1.0 else f"{self.version}@{self.fraction:g}"
+
+    def split(self, held_out: bool) -> "Experiment":
+        """The fitting seeds (held_out=False) or the held-out ones (every third seed)."""
+        mask = (np.arange(self.seeds.size) % 3 == 2) == held_out
+        return Experiment(self.kind, self.version, self.fraction, self.to, self.switch_after, self.samples,
+                          self.nodes, self.seeds[mask], self.losses[mask])
+
+
+@dataclass
+class Profile:
+    scenario: str
+    experiments: list[Experiment] = field(default_factory=list)
+
+    @property
+    def reference_samples(self) -> float:
+        return max(e.samples for e in self.experiments)
+
+    def versions(self, fraction: float | None = 1.0) -> list[Experiment]:
+        return [e for e in self.experiments if e.kind == "version" and (fraction is None or e.fraction == fraction)]
+
+    def switches(self) -> list[Experiment]:
+        return [e for e in self.experiments if e.kind == "switch"]
+
+    def split(self, held_out: bool) -> "Profile":
+        return Profile(self.scenario, [e.split(held_out) for e in self.experiments])
+
+
+def _samples(scenario: Scenario, data: dict) -> float:
+    """Training samples of a job's data, from the scenario's datasets with the same source and shares."""
+    shares = [tuple(s) for s in data["shares"]]
+    by_share = {(d.source, tuple(d.share)): d.samples for d in scenario.datasets}
+    try:
+        total = sum(by_share[(data["source"], s)] for s in shares)
+    except KeyError:
+        raise FitError(f"the profiled data {data['source']} {shares} are not datasets of scenario "
+                       f"{scenario.name!r}; give the scenario the runs were profiled with (--scenario)") from None
+    return float(total) * float(data.get("fraction", 1.0))
+
+
+def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profile:
+    """Every complete profiling experiment of `store` (seeds with all epochs)."""
+    out = Profile(scenario.name)
+    for run in store.runs("profile"):
+        spec = run["spec"]
+        exp, job = spec.get("experiment"), spec.get("job")
+        if not exp or not job:
+            continue
+        E = len(job["epochs"])
+        losses = store.losses(run["run_id"])
+        done = sorted(s for s, v in losses.items() if len(v) == E)
+        if len(done) < min_seeds:
+            continue
+        nodes = int(next(iter(job["nodes"].values())))
+        out.experiments.append(Experiment(
+            exp["kind"], exp["version"], float(exp["fraction"]), exp.get("to"), int(exp.get("switch_after") or 0),
+            _samples(scenario, job["data"]), nodes, np.array(done), np.array([losses[s] for s in done])))
+    if not out.versions(None):
+        raise FitError(f"{store.path}: no complete profiling experiment with at least {min_seeds} seeds "
+                       "(run `depl profile` first)")
+    nodes = {e.nodes for e in out.experiments}
+    if len(nodes) > 1:
+        raise FitError(f"{store.path}: the experiments were profiled on different numbers of nodes {sorted(nodes)}; "
+                       "fit one setting at a time (one store per --nodes)")
+    if not out.versions(1.0):
+        out.experiments = [e for e in out.experiments]
+        top = max(e.fraction for e in out.versions(None))
+        raise FitError(f"{store.path}: no experiment at the full data (fraction 1; the largest is {top})")
+    return out

@@ -1,0 +1,118 @@
+"""A plan against real runs on held-out seeds: does its guarantee hold?
+
+A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω.  Run for real over n seeds that the loss
+model was not fitted on, the number of runs meeting ℓmax is Binomial(n, p);
+the Clopper–Pearson interval of p (exact) either reaches ω — the guarantee is
+not refuted — or lies below it — refuted.  The measured band (mean and 1–99%
+per epoch) is drawn over the band the loss model plans (Monte Carlo).
+
+>>> import numpy as np
+>>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
+>>> v.hits, v.not_refuted
+(95, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from .loss import LossModel, loss_model_for
+from .plan import Plan
+from .scenario import Scenario
+from .simulate import Band
+
+
+@dataclass(frozen=True)
+class Coverage:
+    runs: int
+    hits: int
+    omega: float
+    target: float
+    ci: tuple[float, float]      # Clopper–Pearson, 95%
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.runs
+
+    @property
+    def not_refuted(self) -> bool:
+        return self.ci[1] >= self.omega
+
+
+def coverage(final: np.ndarray, target: float, omega: float, level: float = 0.95) -> Coverage:
+    """Empirical P(ℓ(K) ≤ target) with its exact (Clopper–Pearson) interval."""
+    n, hits = int(final.size), int(np.sum(final <= target))
+    ci = stats.binomtest(hits, n, omega).proportion_ci(confidence_level=level, method="exact")
+    return Coverage(n, hits, omega, target, (float(ci.low), float(ci.high)))
+
+
+@dataclass(frozen=True)
+class Validation:
+    plan_file: str
+    method: str
+    loss_model: str
+    epochs: int
+    cost: float
+    certified_quantile: float
+    planned_mean: float
+    seeds: list[int]
+    coverage: Coverage
+    final_mean: float
+    final_sd: float
+    final_quantile: float        # empirical ω-quantile of the measured ℓ(K)
+    measured: Band
+    planned: Band
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
+        c = self.coverage
+        d.update(runs=c.runs, hits=c.hits, omega=c.omega, target=c.target, coverage=c.rate,
+                 ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted,
+                 measured_band={"mean": self.measured.mean.tolist(), "low": self.measured.low.tolist(),
+                                "high": self.measured.high.tolist()},
+                 planned_band={"mean": self.planned.mean.tolist(), "low": self.planned.low.tolist(),
+                               "high": self.planned.high.tolist()})
+        return d
+
+
+def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: list[int], plan_file: str = "",
+             loss: LossModel | None = None, mc_runs: int = 20_000, mc_seed: int = 0) -> Validation:
+    """Judge `plan` by measured `trajectories` (runs × K+1, column 0 = ℓ(0)) of its schedule."""
+    loss = loss or loss_model_for(scenario)
+    phi = scenario.phi(scenario.samples(plan.datasets))
+    planned = loss.simulate(list(plan.schedule), phi, mc_runs, np.random.default_rng(mc_seed))
+    final = trajectories[:, -1]
+    return Validation(
+        plan_file, plan.method, scenario.loss_model or "increments", len(plan.epochs), float(plan.cost),
+        float(plan.loss_quantile), float(plan.loss_mean), list(map(int, seeds)),
+        coverage(final, plan.loss_target, plan.omega), float(final.mean()), float(final.std(ddof=1)) if final.size > 1 else 0.0,
+        float(np.quantile(final, plan.omega)), Band.of(trajectories), Band.of(planned))
+
+
+def plot_validation(v: Validation, path: Path, title: str = "") -> None:
+    """The measured band (mean, 1–99%) over the planned one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = np.arange(v.measured.mean.size)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
+    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label="planned mean")
+    ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
+    ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
+    ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")
+    c = v.coverage
+    ax.set_title(title or f"{v.loss_model} plan: coverage {c.rate:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}] vs ω = {c.omega:g}",
+                 fontsize=10)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test loss")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,64 @@
+"""CI's small version of the whole pipeline, with real training:
+profile → store → depl fit → PROFILE.toml → depl plan → PLAN.json → depl validate → report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from depl.plan import Plan
+from depl.scenario import load_scenario, parse_scenario
+
+pytest.importorskip("torch")
+
+
+def depl(*args):
+    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *args],
+                       capture_output=True, text=True, timeout=900)
+    return r
+
+
+def test_each_step_hands_the_next_a_valid_file(tmp_path):
+    prof = tmp_path / "profile"
+    r = depl("profile", "mnist1d-small", "--epochs", "4", "--seeds", "4", "--fractions", "1,0.5",
+             "--version", "pruned-0.5", "--version", "pruned-0.75", "--switch", "pruned-0.5:pruned-0.75:2",
+             "--nodes", "2", "--dataset", "mnist1d-a", "--out", str(prof))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "fitted.toml"
+    r = depl("fit", str(prof / "runs.sqlite"), "--out", str(out), "--png", str(tmp_path / "png"), "--bootstrap", "0",
+             "--target-loss", "2.25", "--omega", "0.9", "--deadline", "1000", "--name", "tiny")
+    assert r.returncode == 0, r.stderr
+    assert "chosen:" in r.stdout and "held-out" in r.stdout
+    for f in (out, tmp_path / "fitted.level.toml", tmp_path / "fitted.increments.toml"):
+        s = load_scenario(f)
+        assert s.name == "tiny" and s.target.quantile == 0.9 and s.max_epochs == 4
+        assert {m.name for m in s.models} == {"pruned-0.5", "pruned-0.75"}
+        assert s.clusters == load_scenario("mnist1d-small").clusters
+    assert load_scenario(tmp_path / "fitted.level.toml").loss_model == "level"
+    assert (tmp_path / "png" / "fit-bands.png").is_file()
+    plan = tmp_path / "plan.json"
+    r = depl("plan", str(tmp_path / "fitted.level.toml"), "--out", str(plan))
+    assert r.returncode == 0, r.stdout + r.stderr
+    p = Plan.load(plan)
+    assert p.feasible and len(p.epochs) <= 4
+    r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
+             "--out", str(tmp_path / "val"))
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
+    assert rep["runs"] == 3 and rep["seeds"] == [100, 101, 102] and 0 <= rep["ci_low"] <= rep["ci_high"] <= 1
+    assert (tmp_path / "val" / "plan-validate.png").is_file()
+    # validating again resumes: nothing is trained twice
+    r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
+             "--out", str(tmp_path / "val"))
+    assert r.returncode == 0 and "3 seeds already done" in r.stdout
+
+
+def test_bad_input_exits_2(tmp_path):
+    r = depl("fit", str(tmp_path / "none.sqlite"))
+    assert r.returncode == 2 and "no such store" in r.stderr
+    r = depl("validate", "mnist1d-small", str(tmp_path / "none.json"), "--out", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -1,0 +1,39 @@
+"""Coverage of a plan on real runs: the Clopper–Pearson verdict, the report, the band plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from depl.planners import make_plan
+from depl.scenario import load_scenario
+from depl.validate import coverage, plot_validation, validate
+
+
+def test_coverage_is_clopper_pearson():
+    final = np.r_[np.zeros(170), np.ones(30)]
+    c = coverage(final, target=0.5, omega=0.9)
+    ci = stats.binomtest(170, 200).proportion_ci(method="exact")
+    assert (c.hits, c.runs, c.rate) == (170, 200, 0.85)
+    assert c.ci == pytest.approx((ci.low, ci.high))
+    assert c.ci[1] < 0.9 and not c.not_refuted        # 85% of 200 refutes ω = 0.9
+    assert coverage(np.r_[np.zeros(175), np.ones(25)], 0.5, 0.9).not_refuted  # 87.5%: not refuted
+
+
+def test_validate_judges_runs_drawn_from_the_plans_own_law(tmp_path):
+    s = load_scenario("paper-alexnet")
+    plan = make_plan(s)
+    from depl.loss import loss_model_for
+
+    loss = loss_model_for(s)
+    traj = loss.simulate(plan.schedule, s.phi(s.samples(plan.datasets)), 400, np.random.default_rng(5))
+    v = validate(plan, s, traj, list(range(400)), mc_runs=2000)
+    assert v.coverage.not_refuted and v.coverage.rate >= 0.97
+    assert v.measured.mean.shape == v.planned.mean.shape == (len(plan.epochs) + 1,)
+    bad = validate(plan, s, traj + 5.0, list(range(400)), mc_runs=2000)   # every run misses ℓmax
+    assert not bad.coverage.not_refuted and bad.coverage.hits == 0
+    plot_validation(v, tmp_path / "band.png")
+    assert (tmp_path / "band.png").stat().st_size > 10_000
+    d = v.to_json()
+    assert d["runs"] == 400 and d["not_refuted"] is True and len(d["measured_band"]["mean"]) == len(plan.epochs) + 1
