@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from .plots import save  # noqa: E402
 from .reproduce import METHODS, VERSIONS, Results, growth_exponent, perf_series  # noqa: E402
@@ -78,9 +79,10 @@ def plot_performance(r: Results, network: str):
     ax.set(xlabel="η (expanded-graph discretisation)", ylabel="DepL cost / optimal cost", title="effect of η on DepL")
     tax.set_ylabel("DepL solve time (s)")
     tax.set_yscale("log")
+    _plain_log_y(tax)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = tax.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+    ax.legend(h1 + h2, l1 + l2, fontsize=6.5, loc="center right", framealpha=0.85)
     for a in axes[:2]:
         a.legend(fontsize=8)
     for a in axes:
@@ -126,14 +128,19 @@ def plot_cost_per_version(r: Results, network: str):
                     "cost per model version (optimal | DepL | best-exp)")
 
 
-def plot_bands(r: Results, network: str):
+def plot_bands(r: Results, network: str, table: str = "sweep"):
     """Fig. 9: expected loss and 1st–99th percentile band for three targets, three methods overlaid."""
-    ts = list(r.config.band_targets)
-    fig, axes = plt.subplots(1, len(ts), figsize=(4.6 * len(ts), 3.8), dpi=DPI, sharey=True)
+    if table == "sweep":
+        ts, get = list(r.config.band_targets), (lambda t, m: r.outcome(network, t, m))
+    else:  # a variant: its first, middle and last target
+        all_t = sorted({t for k, t, _ in r.sensitivity if k == network})
+        ts = sorted({all_t[0], all_t[len(all_t) // 2], all_t[-1]})
+        get = (lambda t, m: r.sensitivity[(network, t, m)])
+    fig, axes = plt.subplots(1, len(ts), figsize=(max(4.6 * len(ts), 8.0), 3.8), dpi=DPI, sharey=True)
     axes = np.atleast_1d(axes)
     for ax, t in zip(axes, ts):
         for m in METHODS:
-            o = r.outcome(network, t, m)
+            o = get(t, m)
             if not (o.feasible and o.band is not None):
                 continue
             st, k = STYLE[m], np.arange(o.band.mean.size)
@@ -147,11 +154,16 @@ def plot_bands(r: Results, network: str):
                 ax.axvline(e, color=st["color"], lw=0.8, ls=(0, (1, 3)))
         ax.axhline(t, color="k", ls="--", lw=1.0, label=f"target ℓmax = {t:g}")
         ax.set(xlabel="epoch k", title=f"ℓmax = {t:g}")
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper right")
     axes[0].set_ylabel("test loss ℓ(k)")
-    fig.suptitle(f"{short(network)}: expected loss (thick) and 1st–99th percentile band (shaded), "
-                 f"{r.config.mc_runs:,} Monte Carlo runs per plan", fontsize=11)
+    if table == "sweep":
+        fig.suptitle(f"{short(network)}: expected loss (thick) and 1st–99th percentile band (shaded), "
+                     f"{r.config.mc_runs:,} Monte Carlo runs per plan", fontsize=11)
+    else:
+        fig.suptitle(f"VARIANT {network} (not the paper's scenario): expected loss and 1st–99th pct band",
+                     fontsize=10)
     return fig
 
 
@@ -206,11 +218,22 @@ def plot_perf(r: Results):
             p = growth_exponent(x, y)
             lab = f"{m} (∝ {a}^{p:.2f})" if not math.isnan(p) else m
             ax.loglog(x, y, label=lab, ms=5, **{k: v for k, v in STYLE[m].items() if k != "ls"})
+        sizes = sorted({x for m in ("depl", "optimal") for x, _ in series.get((a, m), [])})
+        ax.set_xticks(sizes, [f"{v:g}" for v in sizes])
+        ax.xaxis.set_minor_locator(ticker.NullLocator())
+        _plain_log_y(ax)
         ax.set(xlabel=a, ylabel="solve time (s)", title=f"solve time vs {a}")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     fig.suptitle("planner solve time (one core); exponents by least squares on log–log", fontsize=11)
     return fig
+
+
+def _plain_log_y(ax) -> None:
+    """Log axis labelled 0.2, 0.5, 1, 2 rather than 2×10⁻¹."""
+    ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 def write_all(r: Results, out: Path) -> dict[str, str]:
@@ -231,6 +254,8 @@ def write_all(r: Results, out: Path) -> dict[str, str]:
         put(f"fig9-{s}-loss-bands", plot_bands(r, net))
     if r.sensitivity:
         put("sensitivity-variants", plot_sensitivity(r))
+        if any(k == "noisy-fast" for k, _, _ in r.sensitivity):
+            put("sensitivity-noisy-fast-loss-bands", plot_bands(r, "noisy-fast", table="sensitivity"))
     put("planner-solve-time", plot_perf(r))
     return names
 
