@@ -205,7 +205,7 @@ class LevelLaw(_Strict):
     """The measured-level loss law of one version (depl.loss.level).
 
     ℓ(k) = μ(φ·k)·exp(σ(k)·Z): a median curve from ℓ(0) down to a floor
-    times log-normal noise, σ(k) = sigma0 + sigma1·ln(ℓ(0)/μ), a share
+    times log-normal noise, σ(k) = sigma0 + sigma1·ln(ℓ(0)/μ) + sigma2·|d ln μ/d ln t|, a share
     `seed_share` of the log-variance shared by all epochs of a seed.
     """
 
@@ -216,6 +216,7 @@ class LevelLaw(_Strict):
     shape: float = Field(gt=0.0)
     sigma0: float = Field(default=0.0, ge=0.0)
     sigma1: float = Field(default=0.0, ge=0.0)
+    sigma2: float = Field(default=0.0, ge=0.0, description="log-sd per unit of the curve's elasticity |d ln μ/d ln t| (seeds leaving a plateau at different times)")
     seed_share: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @field_validator("curve")

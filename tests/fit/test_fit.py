@@ -105,7 +105,7 @@ def test_level_runs_are_fitted_and_the_level_model_is_chosen(tmp_path):
 def test_increments_runs_make_the_increments_model_win(tmp_path):
     data = __import__("depl.scenario", fromlist=["scenario_dict"]).scenario_dict(BASE)
     data["loss_model"] = "increments"
-    data.pop("data_law", None)
+    data["data_law"] = {"s0": 2000.0, "reference_samples": 4000.0}
     for m, (A, B, var) in zip(data["models"], [(0.29, 1.0, 0.03), (0.27, 1.5, 0.02), (0.25, 2.5, 0.015)]):
         m["progress"] = {"A": A, "B": B}
         m["noise"] = {"family": "invgamma", "mean": 1.0, "var": var}

@@ -49,7 +49,7 @@ def scenario_data(base: dict, inc: IncrementsFit, lev: LevelFit | None, loss_mod
             lv = lev.versions[m["name"]]
             entry["level"] = {"curve": lv.curve.kind, "floor": lv.curve.floor,
                               "floor_exponent": lv.curve.floor_exponent, "scale": lv.curve.scale,
-                              "shape": lv.curve.shape, "sigma0": lv.sigma0, "sigma1": lv.sigma1,
+                              "shape": lv.curve.shape, "sigma0": lv.sigma0, "sigma1": lv.sigma1, "sigma2": lv.sigma2,
                               "seed_share": lv.seed_share}
         models.append(entry)
     out["models"] = models
@@ -79,6 +79,7 @@ class Score:
     loglik_final: float           # the same at the last epoch only
     impossible: int               # held-out observations the model gives (almost) no density
     n: int
+    loglik_late: float = 0.0      # the same over the second half of the epochs (k > E/2), where plans end
     ks_final: dict[str, float] = field(default_factory=dict)      # experiment → KS p of held-out ℓ(E) (no refit)
     var_ratio: dict[str, float] = field(default_factory=dict)     # experiment → predicted / measured var of ℓ(E)
 
@@ -91,7 +92,7 @@ def _level_logpdf(model: LevelModel, schedule, phi, x: np.ndarray) -> np.ndarray
 def score(scenario: Scenario, held: Profile, name: str) -> Score:
     model = LevelModel(scenario) if scenario.loss_model == "level" else IncrementsModel(scenario)
     known = set(model.model_names)
-    total, final, n, nf, impossible = 0.0, 0.0, 0, 0, 0
+    total, final, late, n, nf, nl, impossible = 0.0, 0.0, 0.0, 0, 0, 0, 0
     out = Score(name, 0.0, 0.0, 0, 0)
     for e in held.experiments:
         if not set(e.schedule) <= known or e.losses.shape[0] == 0:
@@ -108,6 +109,9 @@ def score(scenario: Scenario, held: Profile, name: str) -> Score:
                 lp, bad = grid_logpdf(model.distribution(sched[:k], phi), x)
             total += float(lp.sum())
             n += x.size
+            if k > e.epochs // 2:
+                late += float(lp.sum())
+                nl += x.size
             impossible += bad
             if k == e.epochs:
                 final += float(lp.sum())
@@ -116,6 +120,7 @@ def score(scenario: Scenario, held: Profile, name: str) -> Score:
                 out.ks_final[e.label] = float(stats.kstest(x, d.cdf).pvalue)
         out.var_ratio[e.label] = float(model.distribution(sched, phi).var() / max(np.var(e.losses[:, -1], ddof=1), 1e-12))
     out.loglik, out.loglik_final, out.impossible, out.n = total / max(n, 1), final / max(nf, 1), impossible, n
+    out.loglik_late = late / max(nl, 1)
     return out
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from ..loss.level import decay
+from ..loss.level import decay, elasticity, log_sd, median_curve
+from ..scenario import LevelLaw
 from .increments import phi_of
 from .runs import Experiment, Profile
 
@@ -49,10 +50,18 @@ class LevelVersionFit:
     alternatives: dict[str, float]   # curve kind → SSE of the log mean
     sigma0: float
     sigma1: float
+    sigma2: float
     seed_share: float
 
-    def sigma(self, mu, l0: float):
-        return np.maximum(self.sigma0 + self.sigma1 * np.log(l0 / np.asarray(mu, dtype=float)), 0.0)
+    def law(self):
+        from ..scenario import LevelLaw
+        c = self.curve
+        return LevelLaw(curve=c.kind, floor=c.floor, floor_exponent=c.floor_exponent, scale=c.scale, shape=c.shape,
+                        sigma0=self.sigma0, sigma1=self.sigma1, sigma2=self.sigma2, seed_share=self.seed_share)
+
+    def sigma(self, t, l0: float, phi: float = 1.0):
+        law = self.law()
+        return log_sd(law, l0, median_curve(law, l0, t, phi), elasticity(law, l0, t, phi))
 
 
 @dataclass
@@ -139,30 +148,34 @@ def fit_level(fit: Profile, l0: float, data_law: tuple[float | None, float] | No
     _, out.s0, curves = best
     for n in names:
         chosen = min(curves[n].values(), key=lambda c: c.sse)
-        s0_, s1_, rho = _fit_noise(by_version[n], chosen, out, l0)
-        out.versions[n] = LevelVersionFit(n, chosen, {k: c.sse for k, c in curves[n].items()}, s0_, s1_, rho)
+        s0_, s1_, s2_, rho = _fit_noise(by_version[n], chosen, out, l0)
+        out.versions[n] = LevelVersionFit(n, chosen, {k: c.sse for k, c in curves[n].items()}, s0_, s1_, s2_, rho)
     for e in fit.switches():
         if e.version in out.versions and e.to in out.versions:
             out.switches[(e.version, e.to)] = _fit_switch(e, out, l0)
     return out
 
 
-def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -> tuple[float, float, float]:
-    X, y, w = [], [], []
+def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -> tuple[float, float, float, float]:
+    """σ0, σ1, σ2 by non-negative least squares on the per-epoch log-sd; the per-seed share."""
+    law = LevelLaw(curve=curve.kind, floor=curve.floor, floor_exponent=curve.floor_exponent, scale=curve.scale,
+                   shape=curve.shape)
+    X, y = [], []
     for e in exps:
         ph = fit.phi(e.samples)
-        mu = curve(ph * np.arange(1, e.epochs + 1), l0, ph)
-        X.append(np.log(l0 / mu))
+        t = ph * np.arange(1, e.epochs + 1)
+        mu = median_curve(law, l0, t, ph)
+        X.append(np.column_stack([np.ones_like(mu), np.log(l0 / mu), elasticity(law, l0, t, ph)]))
         y.append(np.log(e.losses).std(axis=0, ddof=1))
-    X, y = np.concatenate(X), np.concatenate(y)
-    coef, _ = optimize.nnls(np.column_stack([np.ones_like(X), X]), y)
-    s0, s1 = float(coef[0]), float(coef[1])
+    coef, _ = optimize.nnls(np.concatenate(X), np.concatenate(y))
+    s0, s1, s2 = (float(c) for c in coef)
     # per-seed effect: one-way ANOVA of the standardised residuals, second half of the epochs
     rhos, weights = [], []
     for e in exps:
-        k = np.arange(1, e.epochs + 1)
-        mu = curve(fit.phi(e.samples) * k, l0, fit.phi(e.samples))
-        sd = np.maximum(s0 + s1 * np.log(l0 / mu), 1e-9)
+        ph = fit.phi(e.samples)
+        t = ph * np.arange(1, e.epochs + 1)
+        mu = median_curve(law, l0, t, ph)
+        sd = np.maximum(s0 + s1 * np.log(l0 / mu) + s2 * elasticity(law, l0, t, ph), 1e-9)
         z = (np.log(e.losses) - np.log(e.losses).mean(axis=0)) / sd
         z = z[:, e.epochs // 2:]
         n, m = z.shape
@@ -173,7 +186,7 @@ def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -
         rhos.append((msb - msw) / (msb + (m - 1) * msw))
         weights.append(n)
     rho = float(np.clip(np.average(rhos, weights=weights), 0.0, 1.0)) if rhos else 0.0
-    return s0, s1, rho
+    return s0, s1, s2, rho
 
 
 def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
@@ -195,5 +208,5 @@ def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
         if best is None or r.cost < best.cost:
             best = r
     d, r = math.exp(best.x[0]) - 1.0, 1.0 / (1.0 + math.exp(-best.x[1]))
-    extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(mu_b[0], l0) ** 2)
+    extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(fit.phi(e.samples) * k[0], l0, fit.phi(e.samples)) ** 2)
     return LevelSwitchFit(e.version, e.to, float(max(d, -0.99)), float(r), math.sqrt(max(extra, 0.0)), m)

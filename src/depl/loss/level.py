@@ -8,8 +8,9 @@ This model describes the loss *level* after every epoch:
 
 with μ the median curve of the version trained at epoch k, evaluated at the
 effective epoch φ·k (the data law stretches time, and less data raises the
-floor: floor·φ^(−γ)), σ(k) = σ0 + σ1·ln(ℓ(0)/μ(k))
-(the spread grows as the loss falls), and U a per-seed effect (share ρ of the
+floor: floor·φ^(−γ)), σ(k) = σ0 + σ1·ln(ℓ(0)/μ(k)) + σ2·|d ln μ/d ln t|
+(the spread grows as the loss falls, and where the curve is steep: seeds
+leave a plateau at different times), and U a per-seed effect (share ρ of the
 log-variance).  A switch a → b between epochs k1 and k1+1 puts the median at
 (1+δ)·μ_b, the offset decaying by a factor r per epoch, and adds log-variance
 τ²·r^(2j) j epochs after it.
@@ -50,9 +51,21 @@ def median_curve(law: LevelLaw, l0: float, t, phi: float = 1.0):
     return f + (l0 - f) * decay(law.curve, u)
 
 
-def log_sd(law: LevelLaw, l0: float, mu):
-    """σ = σ0 + σ1·ln(ℓ0/μ), never below 0."""
-    return np.maximum(law.sigma0 + law.sigma1 * np.log(l0 / np.asarray(mu, dtype=float)), 0.0)
+def elasticity(law: LevelLaw, l0: float, t, phi: float = 1.0):
+    """|d ln μ / d ln t| of the median curve: how fast the loss falls, per unit of log-time."""
+    t = np.maximum(np.asarray(t, dtype=float), 0.0)
+    u = (t / law.scale) ** law.shape
+    f = min(law.floor * phi ** (-law.floor_exponent), l0)
+    slope = 1.0 / (1.0 + u) ** 2 if law.curve == "power" else np.exp(-u)   # −D'(u)
+    return (l0 - f) * slope * law.shape * u / median_curve(law, l0, t, phi)
+
+
+def log_sd(law: LevelLaw, l0: float, mu, el=0.0):
+    """σ = σ0 + σ1·ln(ℓ0/μ) + σ2·|d ln μ/d ln t|, never below 0.
+
+    The last term is the spread of seeds leaving a plateau at different
+    times: a random shift of log-time moves ln μ by its slope."""
+    return np.maximum(law.sigma0 + law.sigma1 * np.log(l0 / np.asarray(mu, dtype=float)) + law.sigma2 * np.asarray(el), 0.0)
 
 
 def lognormal_cumulants(mu, sigma) -> np.ndarray:
@@ -84,7 +97,7 @@ class LevelModel(LossModel):
                 switches.append((k, self._switch[(schedule[k - 2], m)]))
             law = self._law[m]
             base = float(median_curve(law, l0, phi * k, phi))
-            s = float(log_sd(law, l0, base))
+            s = float(log_sd(law, l0, base, elasticity(law, l0, phi * k, phi)))
             factor, extra = 1.0, 0.0
             for k1, sw in switches:
                 decay_j = sw.recovery ** (k - k1)
@@ -132,7 +145,7 @@ class LevelModel(LossModel):
         law = self._law[m]
         mu = median_curve(law, self.initial_loss, phi * np.arange(K + 1), phi)
         mu[0] = self.initial_loss
-        sd = log_sd(law, self.initial_loss, mu)
+        sd = log_sd(law, self.initial_loss, mu, elasticity(law, self.initial_loss, phi * np.arange(K + 1), phi))
         sd[0] = 0.0  # ℓ(0) is given
         return lognormal_cumulants(mu, sd)
 

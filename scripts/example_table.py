@@ -1,0 +1,32 @@
+"""The docs example's table: cost and coverage of each loss model's plan (from the files the example wrote)."""
+
+import json
+import sys
+from pathlib import Path
+
+docs = Path(sys.argv[1])
+rows = ["| loss model | plan (versions × epochs, cluster) | cost | certified q_ω(ℓ(K)) | measured mean ℓ(K) (sd) | "
+        "measured q_ω | coverage P(ℓ(K) ≤ ℓmax) | Clopper–Pearson 95% | verdict |",
+        "|---|---|---|---|---|---|---|---|---|"]
+for m in ("increments", "level"):
+    plan_f, val_f = docs / f"plan-{m}.json", docs / f"plan-{m}-validate.json"
+    if not plan_f.is_file():
+        rows.append(f"| {m} | infeasible (see plan-{m}.txt) | — | — | — | — | — | — | — |")
+        continue
+    p = json.loads(plan_f.read_text())
+    runs = []
+    for e in p["epochs"]:
+        if runs and runs[-1][0] == (e["model"], e["cluster"]):
+            runs[-1][1] += 1
+        else:
+            runs.append([(e["model"], e["cluster"]), 1])
+    sched = ", ".join(f"{mod} ×{n} on {cl}" for (mod, cl), n in runs) + f"; data {'+'.join(p['datasets'])}"
+    if not val_f.is_file():
+        rows.append(f"| {m} | {sched} | {p['cost']:.1f} | {p['loss_quantile']:.3f} | not validated | | | | |")
+        continue
+    v = json.loads(val_f.read_text())
+    verdict = "not refuted" if v["not_refuted"] else "**refuted**"
+    rows.append(f"| {m} | {sched} | {p['cost']:.1f} | {p['loss_quantile']:.3f} | {v['final_mean']:.3f} ({v['final_sd']:.3f}) | "
+                f"{v['final_quantile']:.3f} | {v['coverage']:.3f} ({v['hits']}/{v['runs']}) | "
+                f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}] | {verdict} |")
+print("\n".join(rows))
