@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from depl.planners import Options, make_plan  # noqa: E402
 from depl.planners.common import Context  # noqa: E402
-from depl.planners.depl import _initial  # noqa: E402
+from depl.planners.depl import _starts  # noqa: E402
 from depl.planners.schedule import Surrogate, expanded_graph_edges, lowest_cost_path  # noqa: E402
 from depl.scenario import load_scenario  # noqa: E402
 
@@ -66,7 +66,7 @@ def main() -> int:
 
     print("\n2. Stage 2 on the same expanded graph: layered recursion vs networkx Dijkstra")
     ctx = Context(s, ["cifar10"])
-    sigma0, lam = _initial(ctx)
+    sigma0, lam = _starts(ctx, exact=False)[0].sigma0, _starts(ctx, exact=False)[0].price
     sur = Surrogate.for_quantile(ctx.omega, sigma0)
     print("   graph = every vertex of the |M|·K·η² grid (as the paper counts V), or only those")
     print("   reachable from the start (a frugal Dijkstra); time includes building the graph.")

@@ -176,7 +176,7 @@ def sum_distribution(
     *,
     h: float | None = None,
     tol: float | None = None,
-    eps: float = 1e-9,
+    eps: float = 1e-7,
     trim: float = 1e-14,
     cache: dict | None = None,
 ) -> GridDistribution:

@@ -44,26 +44,41 @@ def full_speed_price(ctx: Context) -> float:
     return float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))
 
 
-def _initial(ctx: Context) -> tuple[float, float]:
-    """(σ0, λ) to start from: a single-version schedule meeting the target in the mean."""
+@dataclass(frozen=True)
+class Start:
+    sigma0: float  # spread of the regime's schedule
+    price: float  # λ of its placement
+    bias: float  # exact ω-quantile minus the Cornish–Fisher estimate, for that schedule
+    plan: Candidate | None  # the cheapest certified plan with this version alone
+
+
+def _starts(ctx: Context, exact: bool) -> list[Start]:
+    """Where to start the loop from: one start per version, cheapest first.
+
+    The loop has one fixed point per regime — a steady schedule makes the
+    variance dear (small σ0), a noisy one cheap (large σ0) — and the tangent
+    bound's bias differs between regimes (Cornish–Fisher misjudges skewed
+    noise), so the loop is started from every version's regime with that
+    regime's own σ0, λ and bias.  With `exact`, each version's cheapest
+    certified single-version plan is found exactly (bisection on its length)
+    and is a candidate too.
+    """
     mean = ctx.epoch_cumulants[:, :, 0].cumsum(axis=1) + ctx.loss.initial_loss
-    best = None
+    starts = []
     for i, name in enumerate(ctx.loss.model_names):
-        ok = np.flatnonzero(mean[i] <= ctx.target)
-        if ok.size:
-            sched = [name] * int(ok[0] + 1)
-            p = ctx.place(sched)
-            cost = p.cost if p else math.inf
-            if best is None or cost < best[0]:
-                best = (cost, sched, p)
-    if best is None:
-        sched = [ctx.loss.model_names[0]] * ctx.max_epochs
-        p = None
-    else:
-        _, sched, p = best
-    _, sigma = ctx.cornish_fisher(sched)
-    lam = p.price if p is not None else full_speed_price(ctx)
-    return max(sigma, 1e-6), lam
+        alone = Exhaustive(ctx, None, [[i]]).run() if exact else None
+        if alone is not None:
+            sched, p = alone.schedule, alone.placement
+            bias = alone.quantile - ctx.cornish_fisher(sched)[0]
+        else:
+            ok = np.flatnonzero(mean[i] <= ctx.target)
+            sched = [name] * (int(ok[0] + 1) if ok.size else ctx.max_epochs)
+            p, bias = ctx.place(sched), 0.0
+        sigma = ctx.cornish_fisher(sched)[1]
+        starts.append((p.cost if p else math.inf, Start(max(sigma, 1e-6), p.price if p else full_speed_price(ctx),
+                                                         bias, alone)))
+    starts.sort(key=lambda t: t[0])
+    return [st for _, st in starts]
 
 
 @dataclass(frozen=True)
@@ -86,10 +101,26 @@ def search(ctx: Context, criterion: Criterion = QUANTILE, limit: float | None = 
     """Stages 2–3 for one dataset choice: the cheapest schedule found whose
     `criterion` (by default the certified ω-quantile) is at most `limit`."""
     limit = ctx.target if limit is None else limit
-    sigma0, lam = _initial(ctx)
-    bias = 0.0
+    own_target = criterion is QUANTILE and limit == ctx.target
     best: Candidate | None = None
     seen: set[tuple] = set()
+    starts = _starts(ctx, exact=own_target)
+    if criterion is not QUANTILE:
+        starts = starts[:1]  # the expected loss has no spread to start from
+    for st in starts:
+        for cand in (st.plan, _fixed_point(ctx, criterion, limit, st, seen)):
+            if cand is not None and (best is None or cand.cost < best.cost):
+                best = cand
+    if best is not None and ctx.options.polish:
+        best = polish(ctx, best, lambda c: criterion.exact(c) <= limit, window=own_target)
+    return best
+
+
+def _fixed_point(ctx: Context, criterion: Criterion, limit: float, start: Start,
+                 seen: set[tuple]) -> Candidate | None:
+    """Graph search ↔ exact certification and placement, until the schedule repeats."""
+    sigma0, lam, bias = start.sigma0, start.price, (start.bias if criterion is QUANTILE else 0.0)
+    best: Candidate | None = None
     for _ in range(ctx.options.max_iter):
         sur = criterion.surrogate(ctx.omega, sigma0)
         spec = ctx.spec(sur, ctx.table.epoch_weight(lam), limit - bias - sur.const)
@@ -112,9 +143,6 @@ def search(ctx: Context, criterion: Criterion = QUANTILE, limit: float | None = 
         est, sigma0 = criterion.estimate(ctx, path.schedule)
         bias = criterion.exact(cand) - est
         lam = cand.placement.price
-    if best is not None and ctx.options.polish:
-        best = polish(ctx, best, lambda c: criterion.exact(c) <= limit,
-                      window=criterion is QUANTILE and limit == ctx.target)
     return best
 
 

@@ -55,11 +55,14 @@ class Exhaustive:
         self.monotone = ctx.loss.progress_is_monotone()
         self._costs: dict[tuple, float] = {}
         self._pmf_cache: dict = {}
-        sigma = incumbent.dist.std() if incumbent is not None else 0.1
-        k = len(incumbent.schedule) if incumbent is not None else ctx.max_epochs
         # A coarse lattice decides most schedules; the planners' own lattice the rest.
-        self.h = 0.1 * max(sigma, 1e-6) / max(k, 1)
+        # Its step is 10% of the spread of the incumbent (or of the first schedule seen).
+        self.h = None if incumbent is None else self._coarse_step(incumbent.schedule)
         self.evaluated = 0
+
+    def _coarse_step(self, schedule: list[str]) -> float:
+        sigma = self.ctx.cornish_fisher(schedule)[1]
+        return 0.1 * max(sigma, 1e-6) / max(len(schedule), 1)
 
     def cost(self, counts: tuple[int, ...]) -> float:
         c = self._costs.get(counts)
@@ -77,6 +80,8 @@ class Exhaustive:
         """(certified upper bound of the ω-quantile, distribution), decided exactly:
         a coarse lattice's bracket settles the question unless it straddles ℓmax."""
         self.evaluated += 1
+        if self.h is None:
+            self.h = self._coarse_step(schedule)
         d = sum_distribution(self.ctx.loss.terms(schedule, self.ctx.phi), h=self.h, cache=self._pmf_cache)
         lo, hi = d.quantile_bounds(self.ctx.omega)
         if hi <= self.ctx.target or lo > self.ctx.target:
