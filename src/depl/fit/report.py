@@ -142,6 +142,8 @@ def report_lines(r: FitResult) -> list[str]:
         L.append(f"{'':<56}   var ratio: {vr}")
     L.append("")
     L.append(f"chosen: {r.chosen} — {r.why}")
+    L.append("the scenario files are written from a refit of both models on every seed (the level law with the "
+             "data law S0, γ found above); the figures above are those of the fitting seeds")
     return L
 
 

@@ -112,7 +112,6 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
         raise FitError(f"{store.path}: the experiments were profiled on different numbers of nodes {sorted(nodes)}; "
                        "fit one setting at a time (one store per --nodes)")
     if not out.versions(1.0):
-        out.experiments = [e for e in out.experiments]
         top = max(e.fraction for e in out.versions(None))
         raise FitError(f"{store.path}: no experiment at the full data (fraction 1; the largest is {top})")
     return out
