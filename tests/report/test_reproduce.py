@@ -144,3 +144,8 @@ def test_cli_rejects_an_out_that_is_a_file(tmp_path):
     r = subprocess.run([sys.executable, "-m", "depl.cli", "reproduce", "--out", str(f), "--quick"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2 and "--out" in r.stderr
+
+
+def test_full_and_quick_configs_say_which_they_are():
+    assert Config.full(0).is_quick is False
+    assert Config.quick(0).is_quick is True
