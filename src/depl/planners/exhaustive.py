@@ -125,15 +125,23 @@ class Exhaustive:
 
     def _last(self, path, lengths) -> None:
         K0 = sum(lengths)
-        # The longest last run still cheaper than the incumbent and within the deadline.
-        hi = 0
-        while K0 + hi + 1 <= self.ctx.max_epochs:
-            trial = lengths + [hi + 1]
-            if not self.feasible_time(path, trial) or self.cost(self.counts_of(path, trial)) >= self.bound():
-                break
-            hi += 1
-        if hi == 0:
+
+        def affordable(n: int) -> bool:
+            trial = lengths + [n]
+            return (K0 + n <= self.ctx.max_epochs and self.feasible_time(path, trial)
+                    and self.cost(self.counts_of(path, trial)) < self.bound())
+
+        # The longest last run still cheaper than the incumbent and within the
+        # deadline: time and cost grow with the run, so gallop, then bisect.
+        if not affordable(1):
             return
+        hi, step = 1, 1
+        while affordable(hi + step):
+            hi, step = hi + step, step * 2
+        top = hi + step  # not affordable
+        while top - hi > 1:
+            mid = (hi + top) // 2
+            hi, top = (mid, top) if affordable(mid) else (hi, mid)
         if self.monotone:
             q, d = self.quantile(self.schedule(path, lengths + [hi]))
             if q > self.ctx.target:

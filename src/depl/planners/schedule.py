@@ -121,14 +121,6 @@ class Path:
     time: float  # exact shortest time of the path
 
 
-def _window(n: int, shift: int) -> tuple[slice, slice] | None:
-    """Source and destination slices of a length-n axis shifted by `shift`."""
-    lo, hi = max(0, -shift), min(n, n - shift)
-    if hi <= lo:
-        return None
-    return slice(lo, hi), slice(lo + shift, hi + shift)
-
-
 def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
     """The cheapest feasible path through the expanded graph, or None.
 
@@ -169,36 +161,41 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
         finite = np.isfinite(V)
         if not finite.any() or V[finite].min() + spec.weight.min() >= best[0]:
             break  # every extension costs more than the best plan found
+        # Only the bounding box of the live cells is worked on (they are a thin band).
+        live_rows = np.flatnonzero(finite.any(axis=(0, 2)))
+        live_cols = np.flatnonzero(finite.any(axis=(0, 1)))
+        r0, r1 = int(live_rows[0]), int(live_rows[-1]) + 1
+        c0, c1 = int(live_cols[0]), int(live_cols[-1]) + 1
+        box = (slice(r0, r1), slice(c0, c1))
         nV = np.full_like(V, np.inf)
         nT = np.zeros_like(T)
         nU = np.zeros_like(U)
         bp = np.full((M, n_i, n_j), -1, dtype=np.int8)
         for m in range(M):
-            wi = _window(n_i, int(di[m]))
-            if wi is None:
-                continue
+            dr0, dr1 = max(0, r0 + int(di[m])), min(n_i, r1 + int(di[m]))
             for p in range(M):
                 if not spec.allowed[p, m]:
                     continue
                 dj = spec.dj(k, p, m, bu)
-                cand = V[p] + spec.weight[m]
+                cand = V[p][box] + spec.weight[m]
                 live = np.isfinite(cand)
                 if not live.any():
                     continue
-                t = T[p] + spec.tmin[m]
-                u = U[p] + (spec.du_epoch[m, k - 1] + (spec.du_switch[p, m] if p != m else 0.0))
+                t = T[p][box] + spec.tmin[m]
+                u = U[p][box] + (spec.du_epoch[m, k - 1] + (spec.du_switch[p, m] if p != m else 0.0))
                 # Terminals may land anywhere (a big drop goes below the grid).
-                term = is_terminal(t, u, rows + di[m], cols + dj) & live
+                term = is_terminal(t, u, rows[r0:r1] + di[m], cols[:, c0:c1] + dj) & live
                 if term.any():
                     c = np.where(term, cand, np.inf)
                     flat = int(np.argmin(c))
                     if c.flat[flat] < best[0]:
                         a, b = np.unravel_index(flat, c.shape)
-                        best = (float(c.flat[flat]), (k, m, int(a + di[m]), int(b + dj), p))
-                wj = _window(n_j, dj)
-                if wj is None:
+                        best = (float(c.flat[flat]), (k, m, int(r0 + a + di[m]), int(c0 + b + dj), p))
+                dc0, dc1 = max(0, c0 + dj), min(n_j, c1 + dj)
+                if dr1 <= dr0 or dc1 <= dc0:
                     continue
-                src, dst = (wi[0], wj[0]), (wi[1], wj[1])
+                src = (slice(dr0 - int(di[m]) - r0, dr1 - int(di[m]) - r0), slice(dc0 - dj - c0, dc1 - dj - c0))
+                dst = (slice(dr0, dr1), slice(dc0, dc1))
                 keep = ~term[src] & live[src]
                 if labels:
                     keep &= t[src] <= spec.deadline
