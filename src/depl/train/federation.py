@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..store import EpochRow
 from . import data as data_mod
 from .prune import VersionSpec, build_version, switch
 
@@ -212,15 +213,10 @@ def model_from_bytes(spec: VersionSpec, blob: bytes) -> nn.Module:
 # --------------------------------------------------------------------------- #
 
 @dataclass(frozen=True)
-class EpochResult:
-    epoch: int
-    model: str
-    cluster: str
-    test_loss: float
-    test_accuracy: float
-    train_loss: float
-    seconds: float
-    switched: bool
+class EpochResult(EpochRow):
+    """A stored epoch (depl.store.EpochRow) and whether the version changed at it."""
+
+    switched: bool = False
 
 
 # train_round(model, job, cluster, epoch, seed) -> mean train loss; trains `model` in place
