@@ -199,3 +199,33 @@ def test_noisy_fast_version_is_avoided_like_the_optimum_does(target):
     depl, opt, best = (make_plan(s, m) for m in METHODS)
     assert depl.cost <= opt.cost * 1.01
     assert best.cost > depl.cost * 1.2  # here the quantile matters: best-exp pays for the mean
+
+
+def test_many_datasets_go_through_submodular_minimisation():
+    """Beyond 12 datasets stage 1 minimises eq. (7) with the min-norm-point
+    algorithm instead of enumerating 2^|D| subsets; the result is compared
+    with the best subset found by enumerating the achievable sample totals."""
+    from depl.loss import loss_model_for
+    from depl.planners.datasets import ENUMERATE_UP_TO, objective, ranked_subsets
+
+    d = scenario_dict(load_scenario("paper-mobilenet"))
+    sizes = [1500, 2500, 4000, 3000, 6000, 2000, 5000, 3500, 4500, 1000, 7000, 2500, 3000, 5500]
+    d["datasets"] = [{"name": f"src{i}", "samples": float(n)} for i, n in enumerate(sizes)]
+    d["data_law"] = {"s0": 15000.0, "reference_samples": 50000.0}
+    d["target"]["loss"] = 12.0
+    s = parse_scenario(d)
+    assert len(s.datasets) > ENUMERATE_UP_TO
+    loss = loss_model_for(s)
+    ranked = ranked_subsets(s, loss)
+    first = ranked[0]
+    assert first and set(first) <= {x.name for x in s.datasets}
+    # Here eq. (7) depends on the datasets only through their total samples:
+    # enumerate every achievable total once (with one subset that reaches it).
+    reach: dict[float, tuple[str, ...]] = {}
+    for i, n in enumerate(sizes):
+        for total, sub in list(reach.items()) + [(0.0, ())]:
+            reach.setdefault(total + n, sub + (f"src{i}",))
+    best = min(objective(s, loss, sub) for sub in reach.values())
+    assert objective(s, loss, first) <= best * 1.05
+    plan = make_plan(s, "depl")
+    assert plan.feasible and set(plan.datasets) in [set(r) for r in ranked]
