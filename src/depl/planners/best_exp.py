@@ -32,27 +32,28 @@ def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None,
     lmax = ctx.target
     best: tuple[Candidate, float] | None = None
 
-    def attempt(limit: float) -> bool:
+    def attempt(limit: float) -> Candidate | None:
+        """The plan for E[ℓ(K)] ≤ limit (None if the mean cannot go that low); keeps the best that meets ℓmax."""
         nonlocal best
         cand = search(ctx, MEAN, limit)
-        if cand is None:
-            return False
-        if cand.quantile <= lmax:
-            if best is None or cand.cost < best[0].cost:
-                best = (cand, limit)
-            return True
-        return False
+        if cand is not None and cand.quantile <= lmax and (best is None or cand.cost < best[0].cost):
+            best = (cand, limit)
+        return cand
+
+    def meets(cand: Candidate | None) -> bool:
+        return cand is not None and cand.quantile <= lmax
 
     hi = lmax  # plans for E ≤ hi miss the quantile target (or hi = ℓmax itself works)
-    if attempt(hi):
+    if meets(attempt(hi)):
         return best[0], hi  # type: ignore[index]
     step, lo = 0.05 * (ctx.loss.initial_loss - lmax), None
     for _ in range(steps):  # walk down until a mean target is tight enough
         cand_lo = hi - step
-        if attempt(cand_lo):
+        cand = attempt(cand_lo)
+        if meets(cand):
             lo = cand_lo
             break
-        if search(ctx, MEAN, cand_lo) is None:
+        if cand is None:
             return None, None  # the mean cannot go that low: nothing tighter works
         hi, step = cand_lo, step * 2
     if lo is None:
@@ -61,12 +62,11 @@ def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None,
         if hi - lo < 1e-4 * ctx.loss.initial_loss:
             break
         mid = (lo + hi) / 2
-        if attempt(mid):
+        if meets(attempt(mid)):
             lo = mid
         else:
             hi = mid
-    return best if best is None else best[0], lo
-
+    return (best[0] if best is not None else None), lo
 
 def plan_best_exp(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
     options = options or Options()

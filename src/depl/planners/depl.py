@@ -259,7 +259,6 @@ def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> t
     return best_q, best_t
 
 
-
 def infeasible(s: Scenario, options: Options, loss: LossModel | None = None) -> Infeasible:
     q, t = reachable(s, options, loss)
     tgt = s.target
@@ -294,7 +293,7 @@ def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | Non
         proxy = objective(s, model, datasets)
         if first is not None and not proxy <= first * options.dataset_slack:
             break
-        ctx = Context(s, list(datasets), loss=loss, options=options)
+        ctx = Context(s, list(datasets), loss=model, options=options)
         cand = search(ctx)
         if cand is None:
             tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
