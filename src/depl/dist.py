@@ -152,7 +152,7 @@ def _term_pmf(t: Term, h: float, eps: float) -> tuple[int, np.ndarray]:
 def _moments(dist, cache: dict | None) -> tuple[float, float]:
     if cache is None:
         return float(dist.mean()), float(dist.var())
-    key = ("moments", id(dist))
+    key = ("moments", dist)
     if key not in cache:
         cache[key] = (float(dist.mean()), float(dist.var()))
     return cache[key]
@@ -203,7 +203,7 @@ def sum_distribution(
     def masses(t: Term):
         if cache is None:
             return _term_pmf(t, h, eps)
-        key = (t.coef, id(t.dist), h, eps)
+        key = (t.coef, t.dist, h, eps)  # the object, not its id: the key keeps it alive
         if key not in cache:
             cache[key] = _term_pmf(t, h, eps)
         return cache[key]

@@ -3,8 +3,9 @@
 A loss model answers, for a *schedule* (the model version of every epoch,
 in order) and a data factor φ:
 
-* `distribution(schedule, phi)` — the law of the final loss ℓ(K), an object
-  with `quantile`, `quantile_bounds`, `cdf`, `mean`, `var` (depl.dist);
+* `terms(schedule, phi)` — ℓ(K) as independent terms (depl.dist.Term), whose
+  law `distribution(schedule, phi)` computes by FFT: an object with
+  `quantile`, `quantile_bounds`, `cdf`, `mean`, `var` (depl.dist);
 * `simulate(schedule, phi, runs, rng)` — whole trajectories ℓ(0..K), by
   Monte Carlo, independent of the numeric distribution;
 * `epoch_cumulants(models, K, phi)` and `switch_cumulants(a, b, phi)` — the
@@ -14,7 +15,7 @@ in order) and a data factor φ:
   what the expanded graph of the planners needs.
 
 Another loss model (a fitted one) plugs into the planners by implementing
-these four methods.
+`terms`, `simulate`, `epoch_cumulants`, `switch_cumulants` and `can_switch`.
 """
 
 from __future__ import annotations
@@ -24,14 +25,29 @@ from typing import Sequence
 
 import numpy as np
 
+from ..dist import GridDistribution, Term, sum_distribution
+
 
 class LossModel(ABC):
     initial_loss: float
     model_names: list[str]
 
     @abstractmethod
-    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None):
-        """The distribution of ℓ(K) for `schedule` (a depl.dist.GridDistribution)."""
+    def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
+        """ℓ(K) for `schedule` as a sum of independent terms (a constant one carries ℓ(0))."""
+
+    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None,
+                     h: float | None = None, cache: dict | None = None) -> GridDistribution:
+        """The law of ℓ(K): FFT convolution of `terms` with its certified bracket.
+
+        `tol`/`h` set the lattice (depl.dist.sum_distribution); `cache` reuses
+        the lattice masses of terms seen before (default: one per model).
+        """
+        if cache is None:
+            cache = self.__dict__.setdefault("_lattice_cache", {})
+            if len(cache) > 20_000:
+                cache.clear()
+        return sum_distribution(self.terms(schedule, phi), tol=tol, h=h, cache=cache)
 
     @abstractmethod
     def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..dist import GridDistribution, Term, sum_distribution
+from ..dist import Term
 from ..scenario import Scenario
 from .base import LossModel
 
@@ -27,7 +27,6 @@ class IncrementsModel(LossModel):
         self._noise = {m.name: m.noise.frozen for m in scenario.models}
         self._jump = {k: s.jump.frozen for k, s in scenario.switch_map.items()}
         self._models = {m.name: m for m in scenario.models}
-        self._cache: dict = {}  # lattice masses and moments of the terms (depl.dist)
 
     # -- the terms of ℓ(K) -------------------------------------------------- #
     def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
@@ -37,11 +36,6 @@ class IncrementsModel(LossModel):
             if k > 1 and schedule[k - 2] != m:
                 out.append(Term(1.0, self._jump[(schedule[k - 2], m)]))
         return out
-
-    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None) -> GridDistribution:
-        if len(self._cache) > 20_000:
-            self._cache.clear()
-        return sum_distribution(self.terms(schedule, phi), tol=tol, cache=self._cache)
 
     def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
         K = len(schedule)

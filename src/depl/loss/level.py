@@ -33,7 +33,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from ..dist import GridDistribution, Term, sum_distribution
+from ..dist import Term
 from ..scenario import LevelLaw, Scenario
 from .base import LossModel
 
@@ -115,16 +115,13 @@ class LevelModel(LossModel):
         return [Term(float(mu[-1]), self._lognorm(float(sd[-1])))]
 
     def _lognorm(self, s: float):
-        # one frozen object per σ so that depl.dist's cache (keyed by id) is reused
+        # one frozen object per σ so that depl.dist's lattice cache (keyed by the object) is reused
         key = round(s, 12)
         if key not in self._cache:
             if len(self._cache) > 20_000:
                 self._cache.clear()
             self._cache[key] = stats.lognorm(s=s)
         return self._cache[key]
-
-    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None) -> GridDistribution:
-        return sum_distribution(self.terms(schedule, phi), tol=tol)
 
     def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
         mu, sd, shared = self.path(schedule, phi)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-from ..dist import sum_distribution
 from .common import Candidate, Context
 
 
@@ -82,7 +81,7 @@ class Exhaustive:
         self.evaluated += 1
         if self.h is None:
             self.h = self._coarse_step(schedule)
-        d = sum_distribution(self.ctx.loss.terms(schedule, self.ctx.phi), h=self.h, cache=self._pmf_cache)
+        d = self.ctx.loss.distribution(schedule, self.ctx.phi, h=self.h, cache=self._pmf_cache)
         lo, hi = d.quantile_bounds(self.ctx.omega)
         if hi <= self.ctx.target or lo > self.ctx.target:
             return hi, d
