@@ -35,9 +35,13 @@ def _sibling(out: Path, tag: str) -> Path:
 
 
 def fit(
-    store: str = typer.Argument(..., help="a runs store written by `depl profile` (SQLite path or sqlite:/// URL)"),
+    store: str = typer.Argument(..., metavar="STORE|LOGS", help="a runs store written by `depl profile` (SQLite path or "
+                                "sqlite:/// URL), or training logs: a .csv or .parquet file, one row per (run, seed, "
+                                "epoch) with columns run, seed, epoch, model, test_loss [data_fraction, nodes, "
+                                "test_accuracy]; epoch 0 = the untrained network (docs/fitting.md)"),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="the scenario the runs were profiled with "
-                                           "[default: the one named in the store]; its other sections are kept"),
+                                           "[default: the one named in the store; for logs, a one-cluster template]; "
+                                           "its other sections are kept"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
                                        "(and both models' next to it: NAME.increments.toml, NAME.level.toml)"),
     png: Optional[Path] = typer.Option(None, "--png", help="folder for the plots: measured vs fitted bands, x histograms"),
@@ -56,19 +60,25 @@ def fit(
     from ..store import Store
     from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
 
+    from .logs import is_log_file
+
     path = store.removeprefix("sqlite:///")
+    logs = is_log_file(path)
     if not Path(path).is_file():
-        _fail(f"{path}: no such store (run `depl profile` first)")
+        _fail(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
     t0 = time.perf_counter()
     try:
-        st = Store(store)
-        if scenario is None:
-            names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
-            if len(names) != 1:
-                raise ValueError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
-            scenario = names.pop()
-        base = load_scenario(scenario)
-        r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
+        if logs:
+            base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
+        else:
+            st = Store(store)
+            if scenario is None:
+                names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
+                if len(names) != 1:
+                    raise ValueError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
+                scenario = names.pop()
+            base = load_scenario(scenario)
+            r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
     except (*_user_errors(), ValueError) as e:
         _fail(str(e))
     for line in report_lines(r):
@@ -92,7 +102,10 @@ def fit(
                 data["name"] = name
             header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
                       f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
-                      f"loss_model, max_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} profiling experiments.")
+                      f"loss_model, max_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
+                      f"{'logged runs' if logs else 'profiling experiments'}."
+                      + ("\nThe clusters and datasets are a template of the logs' setting (an epoch at full compute = one time\n"
+                         "unit): edit them, and the versions' size and work, to plan for your system." if logs and scenario is None else ""))
             text = toml_dumps(data, header)
             try:
                 parse_scenario(__import__("tomllib").loads(text), str(out))  # what we write must load
@@ -103,6 +116,18 @@ def fit(
                 p.write_text(text, encoding="utf-8")
         console.print(f"scenario written to {out} ({chosen} model); both models: {_sibling(out, 'increments')}, "
                       f"{_sibling(out, 'level')}", markup=False)
+
+
+def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline):
+    """Fit logs (CSV/Parquet); the base scenario is --scenario's system or a template of the logs' setting."""
+    from ..scenario import load_scenario
+    from .logs import base_scenario, read_logs
+    from .report import fit_profile
+
+    logs = read_logs(path)
+    base, reference = base_scenario(logs, load_scenario(scenario) if scenario else None, name=name,
+                                    target_loss=target_loss, omega=omega, deadline=deadline)
+    return base, fit_profile(logs.profile(reference), base, bootstrap=bootstrap, seed=seed)
 
 
 def validate(

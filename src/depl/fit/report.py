@@ -50,8 +50,12 @@ def _level_ks(profile: Profile, bootstrap: int, rng) -> dict[str, tuple[float, f
 
 
 def run_fit(store: Store, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
+    return fit_profile(load_profile(store, base), base, bootstrap=bootstrap, seed=seed)
+
+
+def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
+    """Fit both models to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections."""
     rng = np.random.default_rng(seed)
-    prof = load_profile(store, base)
     l0 = base.initial_loss
     fit_part, held = prof.split(False), prof.split(True)
     inc = fit_increments(fit_part, held, l0, bootstrap=bootstrap, rng=rng)
