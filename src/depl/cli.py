@@ -1,7 +1,11 @@
 """The command line: the only place that knows argv, exit codes and rich output.
 
 Exit codes: 0 success; 1 unexpected failure; 2 bad input (a scenario, plan or
-option that cannot be used); 3 the target cannot be met (infeasible).
+option that cannot be used); 3 the target cannot be met (infeasible); 4 a
+promise refuted (`simulate`: the Monte Carlo interval lies below ω).
+
+`--json` prints one JSON object on stdout and nothing else there (human text
+is left out; errors still go to stderr with the exit codes above).
 """
 
 from __future__ import annotations
@@ -15,11 +19,22 @@ from rich.console import Console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="depl: plan, run and check dependable distributed training.")
-console = Console()
-err_console = Console(stderr=True)
+# a pipe or a file gets whole lines (soft wrap) and wide tables, not 80 columns of folded text
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_REFUTED = 4
+JSON_HELP = "print one JSON object on stdout (nothing else there)"
+
+
+def print_json(obj) -> None:
+    """One strict JSON object on stdout (non-finite numbers become null: JSON has no NaN/inf)."""
+    from .jsonout import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.flush()
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -99,22 +114,47 @@ def plan(
     eta: int = typer.Option(200, "--eta", min=2, max=1000,
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
+    loss: Optional[float] = typer.Option(None, "--loss", help="ℓmax: override the scenario's [target] loss"),
+    quantile: Optional[float] = typer.Option(None, "--quantile", help="ω: override the scenario's [target] quantile"),
+    deadline: Optional[float] = typer.Option(None, "--deadline", help="Tmax: override the scenario's [target] deadline"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP + ": the plan (depl.plan/1)"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
     from .planners import METHODS, Infeasible, Options, make_plan
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
-    s = _load(scenario)
+    s = _with_target(_load(scenario), loss, quantile, deadline)
     try:
-        with console.status(f"planning {s.name} with {method} (η = {eta}) …", spinner="dots"):
+        with (err_console if as_json else console).status(f"planning {s.name} with {method} (η = {eta}) …",
+                                                          spinner="dots"):
             p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
-    _summary(p)
     if out is not None:
         p.save(out)
+    if as_json:
+        print_json(p.to_json())
+        return
+    _summary(p)
+    if out is not None:
         console.print(f"  plan written to {out}")
+
+
+def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: Optional[float]):
+    """The scenario with --loss/--quantile/--deadline in its [target], validated like the file."""
+    if loss is None and quantile is None and deadline is None:
+        return s
+    from .scenario import ScenarioError, parse_scenario, scenario_dict
+
+    data = scenario_dict(s)
+    given = {"loss": loss, "quantile": quantile, "deadline": deadline}
+    data["target"] = {**data["target"], **{k: v for k, v in given.items() if v is not None}}
+    flags = " ".join(f"--{k} {v:g}" for k, v in given.items() if v is not None)
+    try:
+        return parse_scenario(data, f"{s.name} with {flags}")
+    except ScenarioError as e:
+        fail(str(e))
 
 
 @app.command()
@@ -123,8 +163,11 @@ def simulate(
     runs: int = typer.Option(10_000, "--runs", "-n", min=100, help="Monte Carlo trajectories"),
     seed: int = typer.Option(0, "--seed", help="random seed (same seed, same numbers)"),
     png: Optional[Path] = typer.Option(None, "--png", help="loss band plot (default: next to the plan)"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band."""
+    """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band.
+
+    Exits 4 when the guarantee is refuted (the 95% interval of P(ℓ(K) ≤ ℓmax) lies below ω)."""
     from .plan import Plan, PlanError
     from .report.plots import plot_loss_band, save, switch_epochs
     from .scenario import ScenarioError
@@ -137,18 +180,66 @@ def simulate(
         fail(str(e))
     lo, hi = sim.p_meet_ci
     qlo, qhi = sim.quantile_ci
-    console.print(f"[bold]Monte Carlo[/] of {plan_file} ({p.method}, {len(p.epochs)} epochs), {runs} runs, seed {seed}")
-    console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
-    console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
-                  f"   (plan's certified bound {p.loss_quantile:.5g})")
-    console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
     verdict = hi >= p.omega
-    console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
     png = png or plan_file.with_suffix(".png")
     fig = plot_loss_band([(p.method, sim.band)], target=p.loss_target, switches=[switch_epochs(p)],
                          title=f"{p.scenario}: loss band of the {p.method} plan ({runs} runs)")
     save(fig, png)
-    console.print(f"  loss band written to {png}")
+    if as_json:
+        print_json({"plan": str(plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
+                    "runs": runs, "seed": seed, "omega": p.omega, "target": p.loss_target,
+                    "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
+                    "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
+                    "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
+                    "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
+                             "high": sim.band.high.tolist()}, "png": str(png)})
+    else:
+        console.print(f"[bold]Monte Carlo[/] of {plan_file} ({p.method}, {len(p.epochs)} epochs), {runs} runs, seed {seed}")
+        console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
+        console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
+                      f"   (plan's certified bound {p.loss_quantile:.5g})")
+        console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
+        console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
+        console.print(f"  loss band written to {png}")
+    if not verdict:
+        raise typer.Exit(EXIT_REFUTED)
+
+
+@app.command()
+def predict(
+    scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file (its loss law)"),
+    schedule: str = typer.Argument(..., help="VERSION:EPOCHS segments in order, e.g. full:10,pruned-0.5:20"),
+    quantile: Optional[float] = typer.Option(None, "--quantile", "-q", help="q [default: the scenario's ω]"),
+    datasets: Optional[list[str]] = typer.Option(None, "--dataset", help="train on these datasets (repeatable) "
+                                                 "[default: all of the scenario's]; they set φ(S)"),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
+    from .predict import ScheduleError, parse_schedule
+    from .predict import predict as ask
+
+    s = _load(scenario)
+    try:
+        r = ask(s, parse_schedule(schedule), quantile, datasets or None)
+    except ScheduleError as e:
+        fail(str(e))
+    beyond = s.max_epochs is not None and r.epochs > s.max_epochs
+    if beyond:
+        err_console.print(f"warning: K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
+                          "the law is extrapolated past the epochs it was fitted on", highlight=False)
+    if as_json:
+        print_json({**r.to_json(), "beyond_max_epochs": beyond})
+        return
+    lo, hi = r.loss_quantile_bounds
+    segs = ", ".join(f"{m} ×{n}" for m, n in r.schedule)
+    console.print(f"[bold]{s.name}[/]: K = {r.epochs} epochs ({segs}) on {', '.join(r.datasets)} (φ = {r.phi:.4g})",
+                  highlight=False)
+    console.print(f"  {r.quantile:g}-quantile of ℓ(K)  ≤ {r.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}])",
+                  highlight=False)
+    console.print(f"  mean ℓ(K)        {r.loss_mean:.5g}  (sd {r.loss_std:.4g})", highlight=False)
+    console.print(f"  1st–99th pct     {r.band[0]:.5g} – {r.band[1]:.5g}", highlight=False)
+    console.print(f"  P(ℓ(K) ≤ {r.target:g}) in [{r.p_meet[0]:.4f}, {r.p_meet[1]:.4f}]  (the scenario's target)",
+                  highlight=False)
 
 
 @app.command()

@@ -51,10 +51,13 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
     assert rep["runs"] == 3 and rep["seeds"] == [100, 101, 102] and 0 <= rep["ci_low"] <= rep["ci_high"] <= 1
     assert (tmp_path / "val" / "plan-validate.png").is_file()
-    # validating again resumes: nothing is trained twice
+    # validating again resumes: nothing is trained twice; --json prints the report alone on stdout
     r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
-             "--out", str(tmp_path / "val"))
-    assert r.returncode == 0 and "3 seeds already done" in r.stdout
+             "--out", str(tmp_path / "val"), "--json")
+    assert r.returncode == 0 and "3 seeds already done" in r.stderr
+    again = json.loads(r.stdout)
+    assert again["coverage"] == rep["coverage"] and again["final_mean"] == rep["final_mean"]
+    assert again["report"] == str(tmp_path / "val" / "plan-validate.json")
 
 
 def test_bad_input_exits_2(tmp_path):

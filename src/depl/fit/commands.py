@@ -139,6 +139,8 @@ def validate(
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
     threads: int = typer.Option(1, "--threads", min=1),
+    as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
+                                 "as one JSON object, nothing else there"),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
     from ..plan import Plan
@@ -171,10 +173,11 @@ def validate(
         execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()})
     except (*_user_errors(), DataError, JobError, ValueError, OSError) as e:
         _fail(str(e))
+    con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     seed_list = list(range(first_seed, first_seed + seeds))
     n = len(job.epochs)
     todo = execute.pending(st, run_id, job, seed_list)
-    console.print(f"validating {plan_file} ({p.method}, {n} epochs) on seeds {first_seed}..{first_seed + seeds - 1} · "
+    con.print(f"validating {plan_file} ({p.method}, {n} epochs) on seeds {first_seed}..{first_seed + seeds - 1} · "
                   f"run {run_id} · store {st.path}" + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""),
                   markup=False)
     t0 = time.perf_counter()
@@ -193,19 +196,23 @@ def validate(
     traj = np.array([[s.initial_loss] + losses[x][:n] for x in seed_list])
     v = judge(p, s, traj, seed_list, str(plan_file))
     c = v.coverage
-    console.print(f"[bold]validation[/] of {plan_file}: {p.method} plan with the {v.loss_model} loss model of {s.name}, "
+    con.print(f"[bold]validation[/] of {plan_file}: {p.method} plan with the {v.loss_model} loss model of {s.name}, "
                   f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
-    console.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
+    con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
                   f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
-    console.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
+    con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
                   f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
-    console.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted
+    con.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted
                                      else "[red]refuted[/] (the interval lies below ω)"), markup=True)
     png = png or out / f"{plan_file.stem}-validate.png"
     plot_validation(v, png)
     report = out / f"{plan_file.stem}-validate.json"
     report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")
-    console.print(f"  band written to {png}; report to {report}", markup=False)
+    if as_json:
+        from ..jsonout import dumps
+
+        sys.stdout.write(dumps({**v.to_json(), "report": str(report), "png": str(png)}) + "\n")
+    con.print(f"  band written to {png}; report to {report}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

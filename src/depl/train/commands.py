@@ -228,6 +228,8 @@ def runs_show(
     out: Path = typer.Option(Path("depl-runs"), "--out"),
     png: Optional[Path] = typer.Option(None, "--png", help="draw the loss bands (mean, 1st–99th percentile) here"),
     kind: Optional[str] = typer.Option(None, "--kind", help="only runs of this kind: plan or profile"),
+    as_json: bool = typer.Option(False, "--json", help="print {store, runs: [...]} on stdout as one JSON object "
+                                 "(nothing else there)"),
 ) -> None:
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
     import numpy as np
@@ -244,6 +246,14 @@ def runs_show(
     except _user_errors() as e:
         _fail(str(e))
     runs = st.runs(kind)
+    if as_json:
+        _runs_json(st, runs)
+        if png is not None:
+            bs = bands(st, kind)
+            if not bs:
+                _fail("no finished epochs to draw")
+            plot_bands(bs, str(png))
+        return
     t = Table(title=f"runs in {st.path}")
     for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
@@ -263,6 +273,24 @@ def runs_show(
         plot_bands(bs, str(png))
         console.print(f"wrote {png}")
     del np
+
+
+def _runs_json(st, runs: list[dict]) -> None:
+    """Every run with its spec and, per seed-averaged epoch, the measured band (what `runs show` tabulates)."""
+    from ..jsonout import dumps
+    from .plots import band, run_label
+
+    out = []
+    for r in runs:
+        b = band(st, r)
+        secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
+        out.append({"run": r["run_id"], "kind": r["kind"], "what": run_label(r), "created": r["created"],
+                    "seeds": 0 if b is None else b.seeds, "epochs": 0 if b is None else len(b.epochs),
+                    "final_loss_mean": None if b is None else b.mean[-1],
+                    "final_loss_low": None if b is None else b.lo[-1], "final_loss_high": None if b is None else b.hi[-1],
+                    "seconds_per_epoch": secs, "spec": r["spec"],
+                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.lo, "high": b.hi}})
+    sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,27 @@
+"""Strict JSON for `--json` outputs: what a script's parser accepts.
+
+Python's json writes NaN and Infinity, which are not JSON; they become null.
+numpy scalars and arrays become numbers and lists.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "tolist"):          # numpy arrays and scalars
+        return _clean(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(_clean(obj), allow_nan=False, ensure_ascii=False)

@@ -1,0 +1,95 @@
+"""Ask the loss law directly: the law of ℓ(K) for a schedule the user writes.
+
+A schedule is ``version:epochs`` segments in order, e.g. ``full:10,pruned-0.5:20``
+(10 epochs of `full`, then 20 of `pruned-0.5`).  The quantile is certified the
+way a plan's is: the upper end of the FFT lattice's bracket (depl.dist).
+
+>>> from depl.scenario import load_scenario
+>>> p = predict(load_scenario("paper-alexnet"), parse_schedule("full:20"))
+>>> p.epochs, p.quantile, p.loss_quantile >= p.loss_mean
+(20, 0.99, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .loss import loss_model_for
+from .scenario import Scenario
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot be used; the message is meant for the user."""
+
+
+def parse_schedule(text: str) -> list[str]:
+    """``"a:3,b:2"`` → ``["a", "a", "a", "b", "b"]``."""
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        name, sep, n = part.rpartition(":")
+        if not sep or not name.strip():
+            raise ScheduleError(f"schedule {text!r}: segment {part!r} is not VERSION:EPOCHS (e.g. full:10)")
+        try:
+            k = int(n)
+        except ValueError:
+            raise ScheduleError(f"schedule {text!r}: segment {part!r}: {n!r} is not a whole number of epochs") from None
+        if k < 1:
+            raise ScheduleError(f"schedule {text!r}: segment {part!r}: a segment has at least one epoch")
+        out += [name.strip()] * k
+    return out
+
+
+@dataclass(frozen=True)
+class Prediction:
+    scenario: str
+    schedule: list[list]              # [[version, epochs], ...] in order
+    epochs: int                       # K
+    datasets: list[str]
+    phi: float                        # φ(S) of the datasets' samples
+    quantile: float                   # q
+    loss_quantile: float              # certified upper bound on the q-quantile of ℓ(K)
+    loss_quantile_bounds: tuple[float, float]
+    loss_mean: float
+    loss_std: float
+    band: tuple[float, float]         # 1st and 99th percentiles of ℓ(K)
+    target: float
+    p_meet: tuple[float, float]       # certified bracket of P(ℓ(K) ≤ target)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["loss_quantile_bounds"] = list(self.loss_quantile_bounds)
+        d["band"] = list(self.band)
+        d["p_meet"] = list(self.p_meet)
+        return d
+
+
+def predict(s: Scenario, schedule: list[str], quantile: float | None = None,
+            datasets: list[str] | None = None) -> Prediction:
+    """The law of ℓ(K) after `schedule` on `datasets` (default: all of them); `quantile` default ω."""
+    q = s.target.quantile if quantile is None else quantile
+    if not 0 < q < 1:
+        raise ScheduleError(f"quantile {q}: must be in (0, 1)")
+    names = [d.name for d in s.datasets] if datasets is None else list(datasets)
+    unknown = [d for d in names if d not in {x.name for x in s.datasets}]
+    if unknown:
+        raise ScheduleError(f"dataset {unknown[0]!r}: not a dataset of {s.name!r} "
+                            f"({', '.join(d.name for d in s.datasets)})")
+    loss = loss_model_for(s)
+    bad = [m for m in schedule if m not in loss.model_names]
+    if bad:
+        raise ScheduleError(f"version {bad[0]!r}: not a model of {s.name!r} ({', '.join(loss.model_names)})")
+    for a, b in zip(schedule, schedule[1:]):
+        if a != b and not loss.can_switch(a, b):
+            raise ScheduleError(f"switch {a} → {b}: {s.name!r} has no law for it (no [[switches]] entry)")
+    segs: list[list] = []
+    for m in schedule:
+        if segs and segs[-1][0] == m:
+            segs[-1][1] += 1
+        else:
+            segs.append([m, 1])
+    phi = s.phi(s.samples(names))
+    d = loss.distribution(schedule, phi)
+    lo, hi = d.quantile_bounds(q)
+    return Prediction(s.name, segs, len(schedule), names, float(phi), float(q), float(hi), (float(lo), float(hi)),
+                      float(d.mean()), float(d.std()), (float(d.quantile(0.01)), float(d.quantile(0.99))),
+                      float(s.target.loss), d.cdf_bounds(s.target.loss))

@@ -1,0 +1,113 @@
+"""Output a script can read: --json, target overrides, exit 4, whole lines in a pipe; `depl predict`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from depl.loss import loss_model_for
+from depl.predict import ScheduleError, parse_schedule, predict
+from depl.scenario import load_scenario
+from depl.simulate import quantile_ci, simulate_schedule
+from depl.store import EpochRow, Store
+
+
+def run(*args, columns: str | None = None):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["MPLBACKEND"] = "Agg"
+    if columns:
+        env["COLUMNS"] = columns
+    return subprocess.run([sys.executable, "-m", "depl.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def one_object(stdout: str) -> dict:
+    """stdout is exactly one JSON object (json.loads fails on anything around it)."""
+    return json.loads(stdout)
+
+
+def test_plan_json_with_target_overrides(tmp_path):
+    out = tmp_path / "p.json"
+    r = run("plan", "paper-alexnet", "--json", "--loss", "10", "--quantile", "0.95", "--deadline", "50000",
+            "--out", out)
+    assert r.returncode == 0, r.stderr
+    p = one_object(r.stdout)
+    assert (p["loss_target"], p["omega"], p["deadline"]) == (10.0, 0.95, 50000.0)
+    assert p["feasible"] and p["loss_quantile"] <= 10.0 and p["time"] <= 50000.0 * (1 + 1e-9)
+    assert p == json.loads(out.read_text())                       # the same plan as the file
+    assert p["scenario_spec"]["target"] == {"loss": 10.0, "quantile": 0.95, "deadline": 50000.0}
+    r = run("plan", "paper-alexnet", "--quantile", "1.5")
+    assert r.returncode == 2 and "--quantile 1.5" in r.stderr and "target.quantile" in r.stderr and not r.stdout
+    r = run("plan", "paper-alexnet", "--loss", "1", "--deadline", "20000", "--eta", "60", "--json")
+    assert r.returncode == 3 and not r.stdout                     # infeasible: nothing on stdout
+
+
+def test_simulate_json_and_exit_4_when_refuted(tmp_path):
+    plan = tmp_path / "p.json"
+    assert run("plan", "paper-alexnet", "--out", plan).returncode == 0
+    r = run("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
+    assert r.returncode == 0, r.stderr
+    s = one_object(r.stdout)
+    assert s["not_refuted"] and s["p_meet_ci"][1] >= s["omega"] and len(s["band"]["mean"]) == s["epochs"] + 1
+    # the same plan promising a lower loss than its schedule reaches: the Monte Carlo refutes it
+    d = json.loads(plan.read_text())
+    d["loss_target"] = d["loss_mean"]
+    plan.write_text(json.dumps(d))
+    r = run("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
+    assert r.returncode == 4 and one_object(r.stdout)["not_refuted"] is False
+    r = run("simulate", plan, "--runs", "1000", "--png", tmp_path / "b.png")
+    assert r.returncode == 4 and "refuted" in r.stdout
+
+
+@pytest.mark.parametrize("scenario,schedule", [("paper-alexnet", "fast-unsteady:10,intermediate:6"),
+                                               ("mnist1d-small", "full:8,pruned-0.5:6")])
+def test_predict_agrees_with_monte_carlo(scenario, schedule):
+    r = run("predict", scenario, schedule, "--json", "--quantile", "0.9")
+    assert r.returncode == 0, r.stderr
+    p = one_object(r.stdout)
+    assert p["epochs"] == 16 if scenario == "paper-alexnet" else 14
+    s = load_scenario(scenario)
+    sched = [m for m, n in p["schedule"] for _ in range(n)]
+    final = simulate_schedule(loss_model_for(s), sched, s.phi(s.samples(p["datasets"])), 40_000, 7)[:, -1]
+    lo, hi = quantile_ci(final, 0.9)
+    # certified: not below the Monte Carlo quantile's interval, and not loose
+    assert p["loss_quantile"] >= lo and p["loss_quantile"] == pytest.approx(np.quantile(final, 0.9), rel=0.01)
+    assert p["loss_mean"] == pytest.approx(final.mean(), rel=0.01)
+    assert p["band"][0] == pytest.approx(np.quantile(final, 0.01), rel=0.02)
+    assert p["band"][1] == pytest.approx(np.quantile(final, 0.99), rel=0.02)
+    text = run("predict", scenario, schedule)
+    assert text.returncode == 0 and f"{s.target.quantile:g}-quantile of ℓ(K)" in text.stdout  # default q = ω
+    # a pipe gets whole lines, not 80 columns of folded text
+    head = text.stdout.splitlines()[0]
+    assert head.endswith(")") and len(head) > 80
+
+
+def test_predict_bad_schedule_is_bad_input():
+    s = load_scenario("mnist1d-small")
+    for sched, why in [("full", "not VERSION:EPOCHS"), ("full:x", "not a whole number"), ("full:0", "at least one"),
+                       ("nope:3", "not a model"), ("pruned-0.75:2,full:2", "no law for it")]:
+        with pytest.raises(ScheduleError, match=why):
+            predict(s, parse_schedule(sched))
+    r = run("predict", "mnist1d-small", "full:2,nope:3")
+    assert r.returncode == 2 and "version 'nope': not a model of 'mnist1d-small'" in r.stderr and not r.stdout
+
+
+def test_runs_show_json(tmp_path):
+    st = Store(tmp_path / "runs.sqlite")
+    st.start_run("r1", "plan", {"plan": {"method": "depl", "scenario": "x"}})
+    for seed, losses in enumerate([[2.0, 1.5, 1.2], [2.1, 1.4, 1.0]]):
+        for k, loss in enumerate(losses, start=1):
+            st.record_epoch("r1", seed, EpochRow(k, "full", "edge", loss, 0.5, loss, 0.25), final=k == 3)
+    st.close()
+    r = run("runs", "show", "--store", tmp_path / "runs.sqlite", "--json")
+    assert r.returncode == 0, r.stderr
+    d = one_object(r.stdout)
+    (row,) = d["runs"]
+    assert row["run"] == "r1" and row["seeds"] == 2 and row["epochs"] == 3
+    assert row["final_loss_mean"] == pytest.approx(1.1) and row["seconds_per_epoch"] == pytest.approx(0.25)
+    assert row["band"]["mean"] == pytest.approx([2.05, 1.45, 1.1])
