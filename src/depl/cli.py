@@ -145,14 +145,12 @@ def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: 
     """The scenario with --loss/--quantile/--deadline in its [target], validated like the file."""
     if loss is None and quantile is None and deadline is None:
         return s
-    from .scenario import ScenarioError, parse_scenario, scenario_dict
+    from .scenario import ScenarioError, parse_scenario, scenario_dict, with_target
 
-    data = scenario_dict(s)
     given = {"loss": loss, "quantile": quantile, "deadline": deadline}
-    data["target"] = {**data["target"], **{k: v for k, v in given.items() if v is not None}}
     flags = " ".join(f"--{k} {v:g}" for k, v in given.items() if v is not None)
     try:
-        return parse_scenario(data, f"{s.name} with {flags}")
+        return parse_scenario(with_target(scenario_dict(s), **given), f"{s.name} with {flags}")
     except ScenarioError as e:
         fail(str(e))
 

@@ -442,3 +442,13 @@ def scenario_dict(s: Scenario) -> dict:
     return s.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+
+
+def with_target(data: dict, loss: float | None = None, quantile: float | None = None,
+                deadline: float | None = None, name: str | None = None) -> dict:
+    """A copy of scenario `data` with the [target] keys (and the name) that are given replaced; not validated."""
+    given = {"loss": loss, "quantile": quantile, "deadline": deadline}
+    out = {**data, "target": {**data["target"], **{k: v for k, v in given.items() if v is not None}}}
+    if name is not None:
+        out["name"] = name
+    return out

@@ -56,7 +56,7 @@ def fit(
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
     if model not in ("auto", "level", "increments"):
         _fail(f"--model {model!r}: choose auto, level or increments")
-    from ..scenario import load_scenario, parse_scenario
+    from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
     from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
 
@@ -92,14 +92,7 @@ def fit(
     if out is not None:
         chosen = r.chosen if model == "auto" else model
         for tag, data in r.data.items():
-            data = dict(data)
-            target = dict(data["target"])
-            for key, val in (("loss", target_loss), ("quantile", omega), ("deadline", deadline)):
-                if val is not None:
-                    target[key] = val
-            data["target"] = target
-            if name is not None:
-                data["name"] = name
+            data = with_target(data, target_loss, omega, deadline, name)
             header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
                       f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
                       f"loss_model, max_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "

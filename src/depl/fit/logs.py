@@ -228,7 +228,7 @@ def base_scenario(logs: Logs, base=None, *, name: str | None = None, target_loss
     compute takes one time unit and a deadline counts epochs; size 0 (no
     transfer time).  Edit them to plan for another system.
     """
-    from ..scenario import parse_scenario, scenario_dict
+    from ..scenario import parse_scenario, scenario_dict, with_target
 
     placeholder = {"progress": {"A": 1.0, "B": 0.0}, "noise": {"family": "norm", "params": {"loc": 1.0, "scale": 0.1}}}
     if base is not None:
@@ -255,11 +255,5 @@ def base_scenario(logs: Logs, base=None, *, name: str | None = None, target_loss
     data.update(initial_loss=logs.initial_loss, switches=[])
     data.pop("loss_model", None)
     data.pop("data_law", None)
-    target = dict(data["target"])
-    for key, val in (("loss", target_loss), ("quantile", omega), ("deadline", deadline)):
-        if val is not None:
-            target[key] = val
-    data["target"] = target
-    if name is not None:
-        data["name"] = name
+    data = with_target(data, target_loss, omega, deadline, name)
     return parse_scenario(data, f"the scenario for {logs.path}"), reference
