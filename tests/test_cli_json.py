@@ -93,6 +93,11 @@ def test_predict_bad_schedule_is_bad_input():
                        ("nope:3", "not a model"), ("pruned-0.75:2,full:2", "no law for it")]:
         with pytest.raises(ScheduleError, match=why):
             predict(s, parse_schedule(sched))
+    with pytest.raises(ScheduleError, match="dataset 'nope': not a dataset"):
+        predict(s, parse_schedule("full:3"), datasets=["nope"])
+    # half the data: φ < 1 under the data law, a higher loss than with all of it
+    half, full = (predict(s, parse_schedule("full:8"), datasets=d) for d in (["mnist1d-a"], None))
+    assert half.phi < 1 == full.phi and half.loss_mean > full.loss_mean and full.datasets == ["mnist1d-a", "mnist1d-b"]
     r = run("predict", "mnist1d-small", "full:2,nope:3")
     assert r.returncode == 2 and "version 'nope': not a model of 'mnist1d-small'" in r.stderr and not r.stdout
 
