@@ -5,7 +5,7 @@ A schedule is ``version:epochs`` segments in order, e.g. ``full:10,pruned-0.5:20
 way a plan's is: the upper end of the FFT lattice's bracket (depl.dist).
 
 >>> from depl.scenario import load_scenario
->>> p = predict(load_scenario("paper-alexnet"), parse_schedule("full:20"))
+>>> p = predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20"))
 >>> p.epochs, p.quantile, p.loss_quantile >= p.loss_mean
 (20, 0.99, True)
 """
