@@ -207,9 +207,9 @@ def simulate(
 def predict(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file (its loss law)"),
     schedule: str = typer.Argument(..., help="VERSION:EPOCHS segments in order, e.g. full:10,pruned-0.5:20"),
-    quantile: Optional[float] = typer.Option(None, "--quantile", "-q", help="q [default: the scenario's ω]"),
+    quantile: Optional[float] = typer.Option(None, "--quantile", "-q", help="q (default: the scenario's ω)"),
     datasets: Optional[list[str]] = typer.Option(None, "--dataset", help="train on these datasets (repeatable) "
-                                                 "[default: all of the scenario's]; they set φ(S)"),
+                                                 "(default: all of the scenario's); they set φ(S)"),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""

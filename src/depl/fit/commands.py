@@ -40,7 +40,7 @@ def fit(
                                 "epoch) with columns run, seed, epoch, model, test_loss [data_fraction, nodes, "
                                 "test_accuracy]; epoch 0 = the untrained network (docs/fitting.md)"),
     scenario: Optional[str] = typer.Option(None, "--scenario", help="the scenario the runs were profiled with "
-                                           "[default: the one named in the store; for logs, a one-cluster template]; "
+                                           "(default: the one named in the store; for logs, a one-cluster template); "
                                            "its other sections are kept"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
                                        "(and both models' next to it: NAME.increments.toml, NAME.level.toml)"),
