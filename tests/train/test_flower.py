@@ -49,7 +49,6 @@ def test_an_exported_app_runs_with_flwr_run_on_flowers_local_simulation(tmp_path
     """`depl export-app` then plain `flwr run DIR` (Flower's default `local` connection starts a
     simulation SuperLink): the same trajectory as the local back end, in the app's store."""
     import os
-    import re
     import signal
     import socket
     import time
@@ -82,12 +81,15 @@ def test_an_exported_app_runs_with_flwr_run_on_flowers_local_simulation(tmp_path
         local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
         assert flower[0] == pytest.approx(local, rel=1e-5, abs=1e-6)
     finally:  # flwr leaves its local SuperLink running, detached: stop the one it started for us
-        log = out / "flower" / "local-superlink" / "superlink.log"
-        pids = re.findall(r"Started server process \[(\d+)\]", log.read_text()) if log.exists() else []
-        for pid in pids:
+        for proc in Path("/proc").glob("[0-9]*"):
             try:
-                os.killpg(int(pid), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(c.endswith(b"flower-superlink") for c in cmd) and str(out).encode() in b" ".join(cmd):
+                try:
+                    os.kill(int(proc.name), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         time.sleep(1)
         shutil.rmtree(out, ignore_errors=True)
