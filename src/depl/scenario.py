@@ -162,19 +162,40 @@ class Cluster(_Strict):
     nodes: int = Field(default=1, ge=1)
 
 
+def _reference(v: str | None) -> str | None:
+    """A `MODULE:FUNCTION` reference to user code must name both parts."""
+    if v is not None and ":" in v:
+        module, _, func = v.partition(":")
+        if not module.strip() or not func.strip() or ":" in func:
+            raise ValueError("a reference to your own code is MODULE:FUNCTION, e.g. mymodels:make_net")
+    return v
+
+
 class TrainSpec(_Strict):
     """How a model version maps to a real network (used by `depl run`)."""
 
-    net: str = Field(min_length=1, description="a network of depl.train.nets, e.g. cnn1d")
+    net: str = Field(min_length=1, description="a network of depl.train.nets (e.g. cnn1d) or MODULE:FUNCTION")
     prune_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
     width: int | None = Field(default=None, ge=1)
+    net_args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of a MODULE:FUNCTION net")
+
+    _net = field_validator("net")(_reference)
+
+    @model_validator(mode="after")
+    def _args_for_own_nets(self) -> "TrainSpec":
+        own = ":" in self.net
+        if self.net_args and not own:
+            raise ValueError(f"net_args are passed to your own network (net = \"MODULE:FUNCTION\"); {self.net!r} is built in")
+        if self.width is not None and own:
+            raise ValueError("width applies to the built-in networks; give your own network its size in net_args")
+        return self
 
 
 class Dataset(_Strict):
     name: str = Field(min_length=1)
     samples: float = Field(gt=0.0)
     transfer_cost: dict[str, float] = Field(default_factory=dict, description="β(d, n); a missing cluster = 0")
-    source: str | None = Field(default=None, description="real data: mnist1d, digits or cifar10 (for `depl run`)")
+    source: str | None = Field(default=None, description="real data: mnist1d, digits, cifar10 or MODULE:FUNCTION (for `depl run`)")
     share: tuple[float, float] = Field(default=(0.0, 1.0), description="the slice [from, to) of the source's training set")
     path: str | None = Field(default=None, description="a local folder (CIFAR-10)")
 
@@ -185,6 +206,8 @@ class Dataset(_Strict):
             if c < 0:
                 raise ValueError(f"transfer cost to {k!r} is {c}; a cost cannot be negative")
         return v
+
+    _source = field_validator("source")(_reference)
 
     @field_validator("share")
     @classmethod
@@ -280,6 +303,8 @@ class Scenario(_Strict):
     models: list[ModelVersion] = Field(min_length=1)
     switches: list[Switch] = Field(default_factory=list)
     training: TrainingOptions = Field(default_factory=TrainingOptions)
+    code_dir: str | None = Field(default=None, description="the folder MODULE:FUNCTION references are imported from "
+                                 "first (default: the scenario file's folder)")
 
     @model_validator(mode="after")
     def _cross_references(self) -> "Scenario":
@@ -419,7 +444,23 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{source}: not valid TOML: {e}") from None
+    if Path(source).is_file() and _references_code(data):
+        # user code is found next to the scenario file, wherever the plan made from it is run
+        here = Path(source).resolve().parent
+        given = data.get("code_dir")
+        data = {**data, "code_dir": str(here if not isinstance(given, str) else (here / given).resolve())}
     return parse_scenario(data, source)
+
+
+def _references_code(data: dict) -> bool:
+    """Whether a scenario (as read from TOML) names MODULE:FUNCTION networks or data."""
+    def has_ref(v: Any) -> bool:
+        return isinstance(v, str) and ":" in v
+
+    models = data.get("models") if isinstance(data.get("models"), list) else []
+    datasets = data.get("datasets") if isinstance(data.get("datasets"), list) else []
+    return (any(isinstance(m, dict) and isinstance(m.get("train"), dict) and has_ref(m["train"].get("net")) for m in models)
+            or any(isinstance(d, dict) and has_ref(d.get("source")) for d in datasets))
 
 
 def _read(name_or_path: str | Path) -> tuple[str, str]:

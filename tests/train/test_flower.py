@@ -43,3 +43,53 @@ def _check(plan, tmp_path, out):
     # Flower's and Ray's state stay in the run folder
     assert any((out / "ray").iterdir())
     assert (out / "flower").is_dir()
+
+
+def test_an_exported_app_runs_with_flwr_run_on_flowers_local_simulation(tmp_path):
+    """`depl export-app` then plain `flwr run DIR` (Flower's default `local` connection starts a
+    simulation SuperLink): the same trajectory as the local back end, in the app's store."""
+    import os
+    import signal
+    import socket
+    import time
+
+    plan = make_plan(SWITCH_PLAN)
+    plan.save(tmp_path / "plan.json")
+    out = Path(tempfile.mkdtemp(prefix="depl-ex-", dir="/tmp"))  # Ray's socket paths must stay short
+    app = out / "app"
+    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "export-app",
+                        str(tmp_path / "plan.json"), str(app), "--seeds", "1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "[tool.flwr.app.components]" in (app / "pyproject.toml").read_text()
+
+    def port():
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return str(s.getsockname()[1])
+
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "FLWR_HOME": str(out / "flower"), "FLWR_TELEMETRY_ENABLED": "0", "RAY_TMPDIR": str(out / "ray"),
+           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": port(), "FLWR_LOCAL_CONTROL_API_PORT": port(),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    try:
+        r = subprocess.run([str(bin_dir / "flwr"), "run", str(app), "--stream"], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        with Store(app / "runs.sqlite") as s:
+            (run,) = s.runs("plan")
+            flower = s.losses(run["run_id"])
+        local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
+        assert flower[0] == pytest.approx(local, rel=1e-5, abs=1e-6)
+    finally:  # flwr leaves its local SuperLink running, detached: stop the one it started for us
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(c.endswith(b"flower-superlink") for c in cmd) and str(out).encode() in b" ".join(cmd):
+                try:
+                    os.kill(int(proc.name), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        time.sleep(1)
+        shutil.rmtree(out, ignore_errors=True)

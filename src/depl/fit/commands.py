@@ -134,6 +134,7 @@ def validate(
     threads: int = typer.Option(1, "--threads", min=1),
     as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
                                  "as one JSON object, nothing else there"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
     from ..plan import Plan
@@ -147,6 +148,9 @@ def validate(
     except ImportError as e:
         _fail(f"validation trains for real and needs the `train` extra (pip install 'depl[train]'): {e}")
     torch.set_num_threads(threads)
+    from ..train.commands import resolve_device
+
+    dev = resolve_device(device)
     from ..train import execute
     from ..train.data import DataError
     from ..train.federation import JobError, job_from_plan
@@ -159,7 +163,7 @@ def validate(
         unknown = set(p.schedule) - {m.name for m in s.models}
         if unknown:
             raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {s.name!r}")
-        job = job_from_plan(p)
+        job = job_from_plan(p, dev)
         out.mkdir(parents=True, exist_ok=True)
         st = Store(store or out / "runs.sqlite")
         run_id = execute.run_id_for(job, "local")

@@ -53,6 +53,24 @@ def _setup_torch(threads: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
+DEVICE_HELP = "cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"
+
+
+def resolve_device(name: str) -> str:
+    """The torch device of `--device`; cuda asked for but absent is bad input (exit 2)."""
+    import torch
+
+    if name not in ("cpu", "cuda", "auto"):
+        _fail(f"--device {name!r}: choose cpu, cuda or auto")
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        built = torch.version.cuda or "none: a CPU-only build"
+        _fail(f"--device cuda: torch {torch.__version__} sees no CUDA device (CUDA in this build: {built}); "
+              "use --device cpu or auto")
+    return name
+
+
 def _open_store(store: Optional[str], out: Path):
     from ..store import Store
 
@@ -93,6 +111,7 @@ def run(
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
     threads: int = typer.Option(1, "--threads", min=1, help="torch threads per process"),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
     superlink: Optional[str] = typer.Option(
         None, "--superlink", help="flower: submit to this SuperLink connection of Flower's config.toml "
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
@@ -104,13 +123,14 @@ def run(
         _fail("--superlink needs --backend flower")
     _need_training_extra()
     _setup_torch(threads)
+    dev = resolve_device(device)
     from ..plan import Plan
     from . import execute
     from .federation import job_from_plan
 
     try:
         p = Plan.load(plan)
-        job = job_from_plan(p)
+        job = job_from_plan(p, dev)
         st = _open_store(store, out)
         run_id = execute.run_id_for(job, backend)
         execute.register(st, run_id, "plan", job, {"backend": backend, "plan": p.to_json()})
@@ -119,7 +139,7 @@ def run(
     seed_list = list(range(first_seed, first_seed + seeds))
     n = len(job.epochs)
     if superlink:
-        _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p)
+        _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p, dev)
         return
     already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
     console.print(f"run [bold]{run_id}[/] · plan {plan} · {n} epochs × {seeds} seeds · back end {backend} · "
@@ -129,24 +149,64 @@ def run(
         task = bar.add_task(f"{backend}", total=n * seeds, completed=already)
 
         def progress(seed, epoch, r):
-            bar.update(task, advance=1, description=f"{backend} seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
+            loss = getattr(r, "test_loss", r)  # flower: the loss the ServerApp printed
+            bar.update(task, advance=1, description=f"{backend} seed {seed} epoch {epoch} loss {loss:.3f}")
 
         todo = execute.pending(st, run_id, job, seed_list)
         if backend == "local":
             execute.run_local(st, run_id, job, todo, progress)
         elif todo:
-            from .flower_app import run_simulation
-
-            run_simulation(st, run_id, job, todo, out, progress=progress, threads=threads)
+            _run_flower_simulation(plan, seeds, first_seed, st, out, dev, job, run_id, progress, threads)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario}")
 
 
-def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, superlink: str, run_id: str, p) -> None:
-    """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
-    from .flower_app import run_deployment, write_app
+def _run_flower_simulation(plan: Path, seeds: int, first_seed: int, st, out: Path, device: str, job, run_id: str,
+                           progress, threads: int) -> None:
+    """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
+    from . import execute
+    from .flower_app import export_app, simulate_app
 
-    app = write_app(out / "flower-app", plan, seeds, first_seed, st.path)
+    app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
+    try:
+        simulate_app(app, out, max(job.nodes.values()), progress, threads, device=device)
+    except RuntimeError as e:
+        _fail(str(e), code=1)
+    left = execute.pending(st, run_id, job, list(range(first_seed, first_seed + seeds)))
+    if left:
+        _fail(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {out / 'flower'}", code=1)
+
+
+def export_app_command(
+    plan: Path = typer.Argument(..., metavar="PLAN.json", help="a plan file (JSON, from `depl plan`)"),
+    folder: Path = typer.Argument(..., metavar="DIR", help="the app folder to write"),
+    seeds: int = typer.Option(1, "--seeds", min=1, help="seeds F..F+N-1 (the run config's `seeds`)"),
+    first_seed: int = typer.Option(0, "--first-seed", min=0),
+    store: Optional[str] = typer.Option(None, "--store", help="where the ServerApp writes [default: DIR/runs.sqlite]"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda: where the ClientApps train"),
+) -> None:
+    """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
+    if device not in ("cpu", "cuda"):
+        _fail(f"--device {device!r}: an app trains on cpu or cuda (its nodes' devices are not known here)")
+    _need_training_extra()
+    from .flower_app import export_app
+
+    try:
+        app = export_app(plan, folder, seeds, first_seed, store, device)
+    except _user_errors() as e:
+        _fail(str(e))
+    console.print(f"Flower app written to {app}/pyproject.toml (the plan is embedded in its run config)\n"
+                  f"  flwr run {app}                      # Flower's local simulation engine\n"
+                  f"  flwr run {app} CONNECTION --stream  # a deployment (docs/flower-deployment.md)\n"
+                  f"  depl runs show --store {app}/runs.sqlite", highlight=False, markup=False)
+
+
+def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, superlink: str, run_id: str, p,
+                    device: str = "cpu") -> None:
+    """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
+    from .flower_app import export_app, run_deployment
+
+    app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
     console.print(f"run [bold]{run_id}[/] · submitting {app} to SuperLink {superlink!r} (flwr run)", highlight=False)
     t0 = time.perf_counter()
     r = run_deployment(app, superlink)
@@ -177,10 +237,12 @@ def profile(
     store: Optional[str] = typer.Option(None, "--store"),
     out: Path = typer.Option(Path("depl-runs"), "--out"),
     threads: int = typer.Option(1, "--threads", min=1),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
     _need_training_extra()
     _setup_torch(threads)
+    dev = resolve_device(device)
     from ..scenario import load_scenario
     from . import execute
     from . import profile as prof
@@ -196,7 +258,7 @@ def profile(
         st = _open_store(store, out)
         jobs = []
         for exp in exps:
-            job = prof.experiment_job(s, names, exp, epochs, nodes)
+            job = prof.experiment_job(s, names, exp, epochs, nodes, dev)
             rid = prof.experiment_run_id(s.name, exp, job)
             execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
             jobs.append((exp, job, rid))
@@ -298,4 +360,5 @@ def register(app: typer.Typer) -> None:
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     app.command("run")(run)
     app.command("profile")(profile)
+    app.command("export-app")(export_app_command)
     app.add_typer(runs_app, name="runs")

@@ -114,7 +114,11 @@ def cifar10(folder: str) -> Source:
                   norm(xt), yt)
 
 
-def load_source(source: str, path: str | None = None) -> Source:
+def load_source(source: str, path: str | None = None, code_dir: str | None = None) -> Source:
+    if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
+        from .custom import load_source as own
+
+        return own(source, code_dir)
     if source == "mnist1d":
         return mnist1d()
     if source == "digits":
@@ -123,7 +127,7 @@ def load_source(source: str, path: str | None = None) -> Source:
         if not path:
             raise DataError("a cifar10 dataset needs `path`, a local folder with CIFAR-10's python batches")
         return cifar10(str(path))
-    raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)})")
+    raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)}, or MODULE:FUNCTION)")
 
 
 @dataclass(frozen=True)
@@ -134,15 +138,22 @@ class DataSpec:
     shares: tuple[tuple[float, float], ...]
     path: str | None = None
     fraction: float = 1.0  # of the selected samples (the profiler's data fractions)
+    code_dir: str | None = None  # where a MODULE:FUNCTION source is imported from first
+
+    def load(self) -> Source:
+        return load_source(self.source, self.path, self.code_dir)
 
     def to_json(self) -> dict:
-        return {"source": self.source, "shares": [list(s) for s in self.shares], "path": self.path,
-                "fraction": self.fraction}
+        d = {"source": self.source, "shares": [list(s) for s in self.shares], "path": self.path,
+             "fraction": self.fraction}
+        if self.code_dir is not None:  # only then: built-in runs keep their identity
+            d["code_dir"] = self.code_dir
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataSpec":
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
-                   float(d.get("fraction", 1.0)))
+                   float(d.get("fraction", 1.0)), d.get("code_dir"))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -152,18 +163,26 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
     missing = [d.name for d in chosen if d.source is None]
     if missing:
         raise DataError(f"dataset(s) {missing} of scenario {scenario.name!r} have no `source`: "
-                        f"real training needs one of {', '.join(SOURCES)}")
+                        f"real training needs one of {', '.join(SOURCES)}, or your own MODULE:FUNCTION")
     sources = {(d.source, d.path) for d in chosen}
     if len(sources) != 1:
         raise DataError(f"the selected datasets {dataset_names} come from several sources {sorted(map(str, sources))}; "
                         "one run trains on one source (one input shape, one test set)")
     source, path = sources.pop()
-    return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction)
+    code_dir = None
+    if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
+        code_dir = scenario.code_dir
+        try:
+            load_source(source, path, code_dir)
+        except DataError as e:
+            i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
+            raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r}: {e}") from None
+    return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction, code_dir)
 
 
 def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
     """The selected training samples: the shares concatenated, then the fraction kept."""
-    src = load_source(spec.source, spec.path)
+    src = spec.load()
     n = len(src.y_train)
     idx = np.concatenate([np.arange(int(round(a * n)), int(round(b * n))) for a, b in spec.shares])
     idx = np.unique(idx)  # overlapping shares hold each sample once

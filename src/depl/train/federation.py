@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -50,6 +51,14 @@ class TrainOptions:
     momentum: float = 0.9
     batch_size: int = 64
     iid: bool = True
+    device: str = "cpu"  # where tensors live: cpu or cuda (`--device`; not part of a cpu run's identity)
+
+
+def _options_json(o: TrainOptions) -> dict:
+    d = vars(o).copy()
+    if d["device"] == "cpu":  # runs made before --device existed keep their identity
+        del d["device"]
+    return d
 
 
 @dataclass
@@ -66,7 +75,7 @@ class Job:
     def to_json(self) -> dict:
         return {"data": self.data.to_json(), "versions": {k: v.to_json() for k, v in self.versions.items()},
                 "nodes": dict(self.nodes), "epochs": [list(e) for e in self.epochs],
-                "options": vars(self.options).copy(), "init_version": self.init_version}
+                "options": _options_json(self.options), "init_version": self.init_version}
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":
@@ -78,17 +87,50 @@ class Job:
 
 
 def version_specs(scenario, source: data_mod.Source, names) -> dict[str, VersionSpec]:
-    """The scenario's model versions as real networks for `source`'s data."""
+    """The scenario's model versions as real networks for `source`'s data, each checked on a
+    batch of it (so a network that rejects the data stops the command before any training)."""
     out = {}
-    by_name = {m.name: m for m in scenario.models}
+    index = {m.name: i for i, m in enumerate(scenario.models)}
     for name in names:
-        m = by_name[name]
+        m = scenario.models[index[name]]
         if m.train is None:
             raise JobError(f"model {name!r} of scenario {scenario.name!r} has no `train` table "
                            "(e.g. train = {{ net = \"cnn1d\", prune_ratio = 0.5 }}); it cannot be trained for real")
-        out[name] = VersionSpec(m.train.net, m.train.width, float(m.train.prune_ratio),
-                                source.input_shape, source.n_classes)
+        own = ":" in m.train.net
+        spec = VersionSpec(m.train.net, m.train.width, float(m.train.prune_ratio), source.input_shape, source.n_classes,
+                           json.dumps(m.train.net_args, sort_keys=True) if own else "",
+                           scenario.code_dir if own else None)
+        try:
+            check_version(spec, source)
+        except ValueError as e:
+            raise JobError(f"scenario {scenario.name!r}: models[{index[name]}].train.net = {m.train.net!r} "
+                           f"(model {name!r}): {e}") from None
+        out[name] = spec
     return out
+
+
+def check_version(spec: VersionSpec, source: data_mod.Source) -> None:
+    """Build `spec` (pruned) and run it on two test inputs: it must give (2, classes) logits."""
+    try:
+        model = build_version(spec)
+    except data_mod.DataError:
+        raise
+    except Exception as e:  # the user's constructor or Torch-Pruning on a network it cannot trace
+        what = f"pruning it to {spec.ratio} with Torch-Pruning" if spec.ratio > 0 else "building it"
+        raise ValueError(f"{what} failed: {type(e).__name__}: {e}") from None
+    model.eval()
+    x = torch.from_numpy(source.x_test[:2])
+    with torch.no_grad():
+        try:
+            out = model(x)
+        except Exception as e:
+            raise ValueError(f"it rejects a batch of the data, inputs of shape {tuple(x.shape)}: "
+                             f"{type(e).__name__}: {e}") from None
+    want = (len(x), source.n_classes)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"on inputs of shape {tuple(x.shape)} it returns {got}; expected class logits of shape "
+                         f"{want} (the data has {source.n_classes} classes)")
 
 
 def check_switches(versions: dict[str, VersionSpec], schedule: list[str]) -> None:
@@ -97,7 +139,7 @@ def check_switches(versions: dict[str, VersionSpec], schedule: list[str]) -> Non
         if a == b:
             continue
         va, vb = versions[a], versions[b]
-        if (va.net, va.width) != (vb.net, vb.width):
+        if (va.net, va.width, va.net_args) != (vb.net, vb.width, vb.net_args):
             raise JobError(f"the plan switches from {a!r} ({va.net}, width {va.width}) to {b!r} "
                            f"({vb.net}, width {vb.width}); a switch prunes one network, it cannot change it")
         if vb.ratio < va.ratio:
@@ -105,13 +147,13 @@ def check_switches(versions: dict[str, VersionSpec], schedule: list[str]) -> Non
                            "pruning removes channels, it cannot grow them back")
 
 
-def job_from_plan(plan) -> Job:
+def job_from_plan(plan, device: str = "cpu") -> Job:
     """The training job of a `depl.plan.Plan` (validated: raises JobError or DataError)."""
     scenario = plan.scenario_object()
     if not plan.epochs:
         raise JobError("the plan has no epochs")
     spec = data_mod.data_spec(scenario, plan.datasets)
-    source = data_mod.load_source(spec.source, spec.path)
+    source = spec.load()
     schedule = [e.model for e in plan.epochs]
     versions = version_specs(scenario, source, sorted(set(schedule)))
     check_switches(versions, schedule)
@@ -119,7 +161,7 @@ def job_from_plan(plan) -> Job:
     nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}
     t = scenario.training
     return Job(spec, versions, nodes, [(e.epoch, e.model, e.cluster) for e in plan.epochs],
-               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid))
+               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid, device))
 
 
 # --------------------------------------------------------------------------- #
@@ -141,7 +183,7 @@ def local_epoch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, options: Tra
     n = len(y)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     bs = options.batch_size
-    total = torch.zeros(())
+    total = torch.zeros((), device=x.device)
     for i in range(0, n, bs):
         idx = order[i:i + bs]
         loss = F.cross_entropy(model(x[idx]), y[idx])
@@ -192,7 +234,7 @@ def node_data(spec: data_mod.DataSpec, nodes: int, iid: bool, node: int) -> tupl
 
 @lru_cache(maxsize=4)
 def test_data(spec: data_mod.DataSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    src = data_mod.load_source(spec.source, spec.path)
+    src = spec.load()
     return torch.from_numpy(src.x_test), torch.from_numpy(src.y_test)
 
 
@@ -202,10 +244,14 @@ def state_bytes(model: nn.Module) -> bytes:
     return buf.getvalue()
 
 
-def model_from_bytes(spec: VersionSpec, blob: bytes) -> nn.Module:
-    model = build_version(spec)
-    model.load_state_dict(torch.load(io.BytesIO(blob), weights_only=True))
+def model_from_bytes(spec: VersionSpec, blob: bytes, device: str = "cpu") -> nn.Module:
+    model = build_version(spec).to(device)
+    model.load_state_dict(torch.load(io.BytesIO(blob), weights_only=True, map_location=device))
     return model
+
+
+def on_device(xy: tuple[torch.Tensor, torch.Tensor], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return xy if device == "cpu" else (xy[0].to(device), xy[1].to(device))
 
 
 # --------------------------------------------------------------------------- #
@@ -233,15 +279,16 @@ def initial_model(job: Job, seed: int) -> nn.Module:
 def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | None = None,
               start: tuple[int, bytes] | None = None) -> list[EpochResult]:
     """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes."""
-    x_test, y_test = test_data(job.data)
+    device = job.options.device
+    x_test, y_test = on_device(test_data(job.data), device)
     done = 0
     if start is None:
-        model = initial_model(job, seed)
+        model = initial_model(job, seed).to(device)
         current = job.init_version or job.epochs[0][1]
     else:
         done, blob = start
         current = job.epochs[done - 1][1]
-        model = model_from_bytes(job.versions[current], blob)
+        model = model_from_bytes(job.versions[current], blob, device)
     results = []
     for epoch, version, cluster in job.epochs[done:]:
         t0 = time.perf_counter()
@@ -266,11 +313,11 @@ class LocalFederation:
     def __call__(self, model: nn.Module, job: Job, cluster: str, epoch: int, seed: int) -> float:
         nodes = job.nodes[cluster]
         if nodes == 1:  # no copy, no averaging: one node trains the model itself
-            x, y = node_data(job.data, 1, job.options.iid, 0)
+            x, y = on_device(node_data(job.data, 1, job.options.iid, 0), job.options.device)
             return local_epoch(model, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, 0))
         states, weights, losses = [], [], []
         for node in range(nodes):
-            x, y = node_data(job.data, nodes, job.options.iid, node)
+            x, y = on_device(node_data(job.data, nodes, job.options.iid, node), job.options.device)
             m = copy.deepcopy(model)
             losses.append(local_epoch(m, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, node)))
             states.append(m.state_dict())

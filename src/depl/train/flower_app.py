@@ -10,15 +10,16 @@ in its cluster, the seed and epoch), and averages the replies with the same
 `fedavg`.  A ClientApp trains one local epoch on its share with the same
 `local_epoch`, so the same seed gives the same trajectory on both back ends.
 
-Two ways to run it:
+The app is a folder with a ``pyproject.toml`` (`export_app`, ``depl
+export-app``) that ``flwr run`` runs — Flower's current way of running an app:
 
-* `run_simulation` — Flower's simulation engine (Ray) on this machine, one
-  engine start for all the seeds of a `depl run` (started by
-  ``depl run --backend flower``);
-* a deployment — SuperLink and SuperNodes started by hand, the app submitted
-  with ``flwr run``; `server_app` and `client_app` below are the objects the
-  app's ``pyproject.toml`` points at (docs/flower-deployment.md).  Each
-  SuperNode declares its cluster(s) and its index in them with
+* on the simulation engine (Ray) on this machine: ``flwr run DIR`` with
+  Flower's local SuperLink, or ``depl run --backend flower``, which runs the
+  same app on a SuperLink of its own (`simulate_app`: 127.0.0.1, state and
+  Ray's temp files in the run folder, stopped at the end);
+* on a deployment — SuperLink and SuperNodes started by hand, the app
+  submitted with ``flwr run DIR CONNECTION`` (docs/flower-deployment.md).
+  Each SuperNode declares its cluster(s) and its index in them with
   ``--node-config "cluster='edge' node=0"`` (or ``cluster='edge,far-edge'``).
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from functools import lru_cache
@@ -38,7 +40,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ..store import Store
 from . import execute
-from .federation import TRAIN_STREAM, Job, derive_seed, fedavg, local_epoch, node_data
+from .federation import TRAIN_STREAM, Job, derive_seed, fedavg, local_epoch, node_data, on_device
 from .prune import build_version
 
 # --------------------------------------------------------------------------- #
@@ -59,9 +61,9 @@ def train(msg: Message, context: Context) -> Message:
     cfg = msg.content["config"]
     job = _job(str(cfg["job"]))
     version, nodes, node = str(cfg["version"]), int(cfg["nodes"]), int(cfg["node"])
-    model = build_version(job.versions[version])
+    model = build_version(job.versions[version]).to(job.options.device)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
-    x, y = node_data(job.data, nodes, job.options.iid, node)
+    x, y = on_device(node_data(job.data, nodes, job.options.iid, node), job.options.device)
     loss = local_epoch(model, x, y, job.options, derive_seed(int(cfg["seed"]), TRAIN_STREAM, int(cfg["epoch"]), node))
     content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
                           "metrics": MetricRecord({"num-examples": len(y), "train_loss": loss, "node": node})})
@@ -93,13 +95,27 @@ class FlowerRound:
 
     def _clusters(self, job: Job, wait: float) -> dict[str, list[int]]:
         """SuperNode ids of every cluster's nodes 0..n-1."""
-        need = max(job.nodes.values())
         deadline = time.monotonic() + wait
         while True:
             ids = sorted(self.grid.get_node_ids())
-            if len(ids) >= need or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+            declared = self._declared(ids, wait) if ids else {}
+            if ids and not declared:
+                # simulation: interchangeable virtual SuperNodes; a node's share is named in its
+                # message, so one SuperNode may train several shares of a round
+                return {c: [ids[k % len(ids)] for k in range(n)] for c, n in job.nodes.items()}
+            missing = [(c, k) for c, n in job.nodes.items() for k in range(n) if k not in declared.get(c, {})]
+            if ids and not missing:  # a deployment: the SuperNodes said which cluster they are in
+                return {c: [declared[c][k] for k in range(n)] for c, n in job.nodes.items()}
+            if time.monotonic() > deadline:
+                if not ids:
+                    raise RuntimeError(f"no SuperNode connected within {wait:.0f} s")
+                c, k = missing[0]
+                raise RuntimeError(f"cluster {c!r} needs nodes 0..{job.nodes[c] - 1}; no SuperNode declared "
+                                   f"node={k} (start it with --node-config \"cluster='{c}' node={k}\")")
+            time.sleep(1.0)
+
+    def _declared(self, ids: list[int], wait: float) -> dict[str, dict[int, int]]:
+        """cluster -> {node index: SuperNode id}, as the SuperNodes' --node-config declare it."""
         replies = self.grid.send_and_receive(
             [Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=i, message_type="query", group_id="hello")
              for i in ids],
@@ -111,20 +127,7 @@ class FlowerRound:
             c = r.content["config"]
             for name in filter(None, (x.strip() for x in str(c["cluster"]).split(","))):
                 declared.setdefault(name, {})[int(c["node"])] = r.metadata.src_node_id
-        out = {}
-        for cluster, n in job.nodes.items():
-            if declared:  # a deployment: the SuperNodes said which cluster they are in
-                have = declared.get(cluster, {})
-                missing = [k for k in range(n) if k not in have]
-                if missing:
-                    raise RuntimeError(f"cluster {cluster!r} needs nodes 0..{n - 1}; no SuperNode declared "
-                                       f"node={missing[0]} (start it with --node-config \"cluster='{cluster}' node={missing[0]}\")")
-                out[cluster] = [have[k] for k in range(n)]
-            else:  # simulation: interchangeable virtual SuperNodes
-                if len(ids) < n:
-                    raise RuntimeError(f"cluster {cluster!r} has {n} nodes but only {len(ids)} SuperNodes are connected")
-                out[cluster] = ids[:n]
-        return out
+        return declared
 
     def __call__(self, model: torch.nn.Module, job: Job, cluster: str, epoch: int, seed: int) -> float:
         version = next(m for k, m, _ in job.epochs if k == epoch)
@@ -162,98 +165,54 @@ server_app = ServerApp()
 
 @server_app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Deployment entry point: the plan, the seeds and the store come from the run config."""
-    from ..plan import Plan
-    from .federation import job_from_plan
-
+    """The app's entry point: the plan (or job), the seeds and the store come from the run config."""
+    job, run_id, extra = job_of_run_config(context.run_config)
     rc = context.run_config
-    plan = Plan.load(str(rc["plan"]))
-    job = job_from_plan(plan)
     store_url = str(rc.get("store", "depl-runs/runs.sqlite"))
     seeds = list(range(int(rc.get("first-seed", 0)), int(rc.get("first-seed", 0)) + int(rc.get("seeds", 1))))
     with Store(store_url) as store:
-        run_id = execute.run_id_for(job, "flower")
-        execute.register(store, run_id, "plan", job, {"backend": "flower", "plan": plan.to_json()})
+        execute.register(store, run_id, "plan", job, extra)
         todo = execute.pending(store, run_id, job, seeds)
 
     def log(seed, epoch, r):
-        print(f"[depl] seed {seed} epoch {epoch} {r.model} on {r.cluster}: test loss {r.test_loss:.4f}", flush=True)
+        print(f"{PROGRESS_TAG} seed {seed} epoch {epoch} {r.model} on {r.cluster}: test loss {r.test_loss:.6f}", flush=True)
 
     serve(grid, job, todo, store_url, run_id, log)
 
 
-# --------------------------------------------------------------------------- #
-# Flower's simulation engine, once per `depl run`
-# --------------------------------------------------------------------------- #
+def job_of_run_config(rc) -> tuple[Job, str, dict]:
+    """(job, run id, run spec extras) from the run config: a plan (JSON text or a path) or a job."""
+    from ..plan import Plan
+    from .federation import job_from_plan
 
-def flower_environment(out: Path) -> dict[str, str]:
-    """Telemetry off; Flower's and Ray's state inside the run folder."""
-    out = Path(out).resolve()
-    env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(out / "flower"), "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_DEDUP_LOGS": "0"}
-    (out / "flower").mkdir(parents=True, exist_ok=True)
-    os.environ.update(env)
-    return env
+    if "job" in rc:  # written by `run_simulation` for a job that is not a plan (benchmarks)
+        job = Job.from_json(json.loads(str(rc["job"])))
+        return job, str(rc["run-id"]), {"backend": "flower"}
+    text = str(rc["plan"])
+    plan = Plan.from_json(json.loads(text), "the app's plan") if text.lstrip().startswith("{") else Plan.load(text)
+    job = job_from_plan(plan, str(rc.get("device", "cpu")))
+    return job, execute.run_id_for(job, "flower"), {"backend": "flower", "plan": plan.to_json()}
 
 
-def run_simulation(store: Store, run_id: str, job: Job, seeds: list[int], out: Path, progress=None,
-                   threads: int = 1, cpus: int | None = None) -> dict[str, float]:
-    """Run `seeds` of a job on Flower's simulation engine (one engine start for all of them).
-
-    Returns timings: the engine's start-up (until the first round's replies)
-    and the total wall time.
-    """
-    from flwr.simulation import run_simulation as flwr_run_simulation
-
-    if store.path == ":memory:":
-        raise ValueError("the flower back end needs a store file (its ServerApp runs in another thread)")
-    flower_environment(out)
-    os.environ["DEPL_TORCH_THREADS"] = str(threads)
-    ray_tmp = Path(out).resolve() / "ray"
-    ray_tmp.mkdir(parents=True, exist_ok=True)
-    cpus = cpus or min(2, os.cpu_count() or 1)
-    n_nodes = max(job.nodes.values())
-    timing: dict[str, float] = {}
-    failure: list[BaseException] = []
-    t0 = time.perf_counter()
-
-    def timed_progress(seed, epoch, r):
-        timing.setdefault("first_epoch_done", time.perf_counter() - t0)
-        if progress is not None:
-            progress(seed, epoch, r)
-
-    app = ServerApp()
-
-    @app.main()
-    def _main(grid: Grid, context: Context) -> None:
-        try:
-            timing["engine_up"] = time.perf_counter() - t0
-            fed = serve(grid, job, seeds, store.path, run_id, timed_progress)
-            timing["messages"] = fed.messages
-        except BaseException as e:  # surfaced after the engine stops
-            failure.append(e)
-            raise
-
-    flwr_run_simulation(
-        server_app=app, client_app=client_app, num_supernodes=n_nodes,
-        backend_config={"client_resources": {"num_cpus": max(1, cpus // max(1, n_nodes)), "num_gpus": 0.0},
-                        "init_args": {"num_cpus": cpus, "_temp_dir": str(ray_tmp), "logging_level": "ERROR",
-                                      "log_to_driver": False}},
-    )
-    timing["total"] = time.perf_counter() - t0
-    if failure:
-        raise RuntimeError(f"the Flower ServerApp failed: {failure[0]}") from failure[0]
-    return timing
+PROGRESS_TAG = "[depl]"
 
 
 # --------------------------------------------------------------------------- #
-# A Flower deployment: the app folder `flwr run` submits
+# The app folder: what `depl export-app` writes and `flwr run` runs
 # --------------------------------------------------------------------------- #
 
 APP_PYPROJECT = """\
-# A Flower app that runs a depl plan.  Written by `depl run --backend flower --superlink ...`.
-# It has no dependencies of its own: the SuperLink and SuperNodes run it in the
-# environment where depl[train] is installed (start the SuperLink with
+# A Flower app that runs a depl plan: FedAvg within a cluster, hand-offs between
+# clusters, pruning switches.  Written by `depl export-app` (or `depl run --backend flower`).
+#
+#   flwr run .                      Flower's local simulation engine (the `local` SuperLink
+#                                   connection of $FLWR_HOME/config.toml, Flower's default)
+#   flwr run . CONNECTION --stream  a deployment (docs/flower-deployment.md)
+#
+# The simulation may have fewer virtual SuperNodes than a cluster has nodes: the
+# message names the share a node trains (--federation-config "num-supernodes=N").
+# It has no dependencies of its own: SuperLink and SuperNodes run it in the
+# environment where depl[train] is installed (the SuperLink started with
 # --disable-runtime-dependency-installation), so nothing is installed with uv.
 [build-system]
 requires = ["hatchling"]
@@ -274,34 +233,215 @@ serverapp = "depl.train.flower_app:server_app"
 clientapp = "depl.train.flower_app:client_app"
 
 [tool.flwr.app.config]
-plan = {plan}
-seeds = {seeds}
-first-seed = {first_seed}
-store = {store}
+{config}
 """
 
 
-def write_app(folder: Path, plan: Path, seeds: int, first_seed: int, store: str) -> Path:
-    """The app folder for `flwr run`: a pyproject.toml pointing at this module's apps."""
+def write_app(folder: Path, config: dict) -> Path:
+    """The app folder for `flwr run`: a pyproject.toml pointing at this module's apps, the run config given."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    q = lambda v: json.dumps(str(v))  # noqa: E731 - a TOML basic string
-    (folder / "pyproject.toml").write_text(APP_PYPROJECT.format(
-        plan=q(Path(plan).resolve()), seeds=int(seeds), first_seed=int(first_seed),
-        store=q(Path(store).resolve() if "://" not in str(store) else store)), encoding="utf-8")
+    lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]  # JSON strings and numbers are TOML ones
+    (folder / "pyproject.toml").write_text(APP_PYPROJECT.format(config="\n".join(lines)), encoding="utf-8")
     return folder
+
+
+def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 0, store: str | None = None,
+               device: str = "cpu") -> Path:
+    """`depl export-app`: the plan (embedded, so the app stands alone) as a Flower app folder."""
+    from ..plan import Plan
+    from .federation import job_from_plan
+
+    plan = Plan.load(plan_file)
+    job_from_plan(plan, device)  # a plan that cannot be trained is refused now, not on the SuperLink
+    folder = Path(folder)
+    store = store or str((folder / "runs.sqlite").resolve())
+    if "://" not in store:
+        store = str(Path(store).resolve())
+    return write_app(folder, {"plan": json.dumps(plan.to_json(), sort_keys=True), "seeds": int(seeds),
+                              "first-seed": int(first_seed), "store": store, "device": device})
+
+
+# --------------------------------------------------------------------------- #
+# Running the app: `flwr run`, on a SuperLink of ours (simulation) or a deployment's
+# --------------------------------------------------------------------------- #
+
+def flower_environment(out: Path) -> dict[str, str]:
+    """Telemetry off; Flower's and Ray's state inside the run folder."""
+    out = Path(out).resolve()
+    env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(out / "flower"), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_DEDUP_LOGS": "0", "RAY_TMPDIR": str(out / "ray"),
+           "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"}
+    for d in ("flower", "ray"):
+        (out / d).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def _bin(name: str) -> str:
+    import sys
+
+    return str(Path(sys.executable).parent / name)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def flwr_run(app: Path, connection: str, env: dict[str, str], federation_config: str | None = None,
+             progress=None, timeout: float | None = None):
+    """`flwr run APP CONNECTION --stream`; the ServerApp's progress lines go to `progress(seed, epoch, loss)`.
+
+    Returns (exit code, everything flwr printed)."""
+    import subprocess
+
+    cmd = [_bin("flwr"), "run", str(app), connection, "--stream"]
+    if federation_config:
+        cmd += ["--federation-config", federation_config]
+    e = {**os.environ, **env}
+    e["PATH"] = str(Path(_bin("flwr")).parent) + os.pathsep + e.get("PATH", "")
+    pattern = re.compile(re.escape(PROGRESS_TAG) + r" seed (\d+) epoch (\d+) .*test loss ([0-9.eE+-]+|nan|inf)")
+    lines: list[str] = []
+    with subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+        t0 = time.monotonic()
+        for line in p.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            m = pattern.search(line)
+            if m and progress is not None:
+                progress(int(m.group(1)), int(m.group(2)), float(m.group(3)))
+            if timeout is not None and time.monotonic() - t0 > timeout:
+                p.kill()
+                break
+        code = p.wait()
+    return code, "".join(lines)
+
+
+class LocalSuperLink:
+    """A SuperLink of ours in simulation mode, on 127.0.0.1 only, its state in OUT/flower, stopped on exit."""
+
+    def __init__(self, out: Path, threads: int = 1):
+        import subprocess
+
+        self.out = Path(out).resolve()
+        self.env = {**flower_environment(self.out), "DEPL_TORCH_THREADS": str(threads)}
+        self.port = _free_port()
+        self.connection = "depl-simulation"
+        home = Path(self.env["FLWR_HOME"])
+        (home / "config.toml").write_text(
+            f'[superlink]\ndefault = "{self.connection}"\n\n[superlink.{self.connection}]\n'
+            f'address = "127.0.0.1:{self.port}"\ninsecure = true\n', encoding="utf-8")
+        self.log = home / "superlink.log"
+        self.proc = subprocess.Popen(
+            [_bin("flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
+             "--host", "127.0.0.1", "--port", str(self.port), "--database", str(home / "state.db"),
+             "--disable-runtime-dependency-installation"],
+            env={**os.environ, **self.env, "PATH": str(Path(_bin("flwr")).parent) + os.pathsep + os.environ.get("PATH", "")},
+            stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready(60.0)
+
+    def _wait_ready(self, timeout: float) -> None:
+        import socket
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"flower-superlink exited with code {self.proc.returncode}; see {self.log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"flower-superlink did not start within {timeout:.0f} s; see {self.log}")
+
+    def stop(self) -> None:
+        """Stop the SuperLink and what it started (its session: SuperExec, simulation, Ray)."""
+        import signal
+
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=20)
+            except (ProcessLookupError, OSError):
+                pass
+            except Exception:  # noqa: BLE001 - it did not stop in time
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def __enter__(self) -> "LocalSuperLink":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def simulate_app(app: Path, out: Path, num_supernodes: int, progress=None, threads: int = 1,
+                 cpus: int | None = None, device: str = "cpu") -> dict[str, float]:
+    """Run an app folder with `flwr run` on Flower's simulation engine (a SuperLink of ours).
+
+    Returns timings: the first epoch done (engine start-up included) and the total."""
+    cpus = cpus or min(2, os.cpu_count() or 1)
+    per_node = max(1, cpus // max(1, num_supernodes))
+    # Ray hides the GPU from an actor that asks for none: on cuda the virtual SuperNodes share one
+    gpus = 1.0 / max(1, num_supernodes) if device == "cuda" else 0.0
+    fed = (f"num-supernodes={int(num_supernodes)} client-resources-num-cpus={per_node} "
+           f"client-resources-num-gpus={gpus} init-args-num-cpus={cpus} init-args-logging-level='ERROR' "
+           "init-args-log-to-driver=false")
+    timing: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def timed(seed, epoch, loss):
+        timing.setdefault("first_epoch_done", time.perf_counter() - t0)
+        if progress is not None:
+            progress(seed, epoch, loss)
+
+    with _lock, LocalSuperLink(out, threads) as link:
+        timing["superlink_up"] = time.perf_counter() - t0
+        code, text = flwr_run(app, link.connection, link.env, fed, timed)
+    timing["total"] = time.perf_counter() - t0
+    if code != 0:
+        raise RuntimeError(f"flwr run failed (exit {code}): {text.strip()[-3000:]}")
+    return timing
+
+
+def run_simulation(store: Store, run_id: str, job: Job, seeds: list[int], out: Path, progress=None,
+                   threads: int = 1, cpus: int | None = None) -> dict[str, float]:
+    """Run `seeds` of a job on Flower's simulation engine: an app folder with the job, `flwr run`."""
+    if store.path == ":memory:":
+        raise ValueError("the flower back end needs a store file (the ServerApp runs in another process)")
+    app = Path(out) / "flower-app"
+    timing: dict[str, float] = {"total": 0.0}
+    for first, count in _runs_of(seeds):  # one app run per stretch of consecutive seeds
+        write_app(app, {"job": json.dumps(job.to_json(), sort_keys=True), "run-id": run_id, "seeds": count,
+                        "first-seed": first, "store": str(Path(store.path).resolve())})
+        t = simulate_app(app, out, max(job.nodes.values()), progress, threads, cpus)
+        for k in ("superlink_up", "first_epoch_done"):
+            if k in t:
+                timing.setdefault(k, t[k])
+        timing["total"] += t["total"]
+    return timing
+
+
+def _runs_of(seeds: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s in sorted(seeds):
+        if out and out[-1][0] + out[-1][1] == s:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((s, 1))
+    return out
 
 
 def run_deployment(app: Path, superlink: str, env: dict[str, str] | None = None, timeout: float | None = None):
     """Submit the app to a running SuperLink (`flwr run APP SUPERLINK --stream`) and wait for it."""
     import subprocess
-    import sys
 
-    bin_dir = str(Path(sys.executable).parent)
     e = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {})}
-    e["PATH"] = bin_dir + os.pathsep + e.get("PATH", "")
-    flwr = str(Path(bin_dir) / "flwr")
-    return subprocess.run([flwr, "run", str(app), superlink, "--stream"], env=e, timeout=timeout,
+    e["PATH"] = str(Path(_bin("flwr")).parent) + os.pathsep + e.get("PATH", "")
+    return subprocess.run([_bin("flwr"), "run", str(app), superlink, "--stream"], env=e, timeout=timeout,
                           capture_output=True, text=True)
 
 

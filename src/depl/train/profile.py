@@ -78,9 +78,10 @@ def experiments(scenario, versions: list[str] | None, fractions: list[float],
     return out
 
 
-def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, nodes: int = 1) -> Job:
+def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, nodes: int = 1,
+                   device: str = "cpu") -> Job:
     spec = data_mod.data_spec(scenario, datasets, exp.fraction)
-    source = data_mod.load_source(spec.source, spec.path)
+    source = spec.load()
     names = [exp.version] + ([exp.to] if exp.to else [])
     versions = version_specs(scenario, source, names)
     if exp.kind == "switch":
@@ -91,7 +92,7 @@ def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, 
     t = scenario.training
     return Job(spec, versions, {PROFILE_CLUSTER: nodes},
                [(k + 1, m, PROFILE_CLUSTER) for k, m in enumerate(schedule)],
-               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid))
+               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid, device))
 
 
 def experiment_run_id(scenario_name: str, exp: Experiment, job: Job) -> str:

@@ -1,0 +1,200 @@
+"""Your own network and data (net / source = "MODULE:FUNCTION"), and the tutorial that uses them.
+
+The end-to-end test runs docs/tutorial-own-model.md itself, in a small
+version: it writes the tutorial's files to a temporary folder and runs its
+commands (profile → fit → plan → run → validate) with fewer seeds and epochs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from depl.plan import Plan
+from depl.scenario import ScenarioError, load_scenario
+from depl.store import Store
+from depl.train import custom
+from depl.train.data import DataError, data_spec
+from depl.train.federation import JobError, job_from_plan, version_specs
+from depl.train.prune import build_version, switch
+
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial-own-model.md"
+
+
+def tutorial_files() -> dict[str, str]:
+    """The files the tutorial asks the reader to write: fenced blocks starting with '# file: NAME'."""
+    blocks = re.findall(r"```\w*\n(.*?)```", TUTORIAL.read_text(encoding="utf-8"), flags=re.S)
+    return {m.group(1): b for b in blocks if (m := re.match(r"# file: (\S+)\n", b))}
+
+
+def tutorial_commands() -> list[str]:
+    text = TUTORIAL.read_text(encoding="utf-8")
+    return [line.strip() for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+            for line in b.splitlines() if line.strip().startswith("depl ")]
+
+
+# the small version CI runs: same commands, fewer seeds and epochs
+SMALL = [(r"--epochs \d+", "--epochs 6"), (r"--switch full:half:\d+", "--switch full:half:3"),
+         (r"profile (.*)--seeds \d+", r"profile \1--seeds 5"), (r"run (.*)--seeds \d+", r"run \1--seeds 2"),
+         (r"validate (.*)--seeds \d+", r"validate \1--seeds 8"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0")]
+
+
+def depl(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    # -P: the working folder is not on the path, as with the installed `depl` script;
+    # the user's module must be found through the scenario file's folder
+    return subprocess.run([sys.executable, "-P", "-c", "from depl.cli import main; main()", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=900)
+
+
+def write_project(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in tutorial_files().items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_the_tutorial_end_to_end_in_a_small_version(tmp_path):
+    project = write_project(tmp_path / "project")
+    assert {"mymodel.py", "my-digits.toml"} <= set(tutorial_files())
+    commands = tutorial_commands()
+    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run", "validate"]
+    for cmd in commands:
+        for pat, rep in SMALL:
+            cmd = re.sub(pat, rep, cmd)
+        r = depl(shlex.split(cmd)[1:], cwd=project)
+        assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
+        assert "Traceback" not in r.stderr
+
+    # the profile trained the user's network on the user's data, pruned and switched
+    with Store(project / "profile" / "runs.sqlite") as st:
+        runs = {x["spec"]["experiment"]["kind"] + ":" + x["spec"]["experiment"]["version"]: x for x in st.runs("profile")}
+        job = runs["version:half"]["spec"]["job"]
+        assert job["versions"]["half"]["net"] == "mymodel:make_net" and job["data"]["source"] == "mymodel:load_data"
+        assert job["data"]["code_dir"] == str(project.resolve())
+        sw = runs["switch:full"]
+        losses = st.losses(sw["run_id"])
+        assert len(losses) == 5 and all(len(v) == 6 for v in losses.values())
+    # the fitted scenario still points at the user's code, wherever it is read from
+    fitted = load_scenario(project / "fitted.toml")
+    assert fitted.models[0].train.net == "mymodel:make_net" and fitted.code_dir == str(project.resolve())
+    plan = Plan.load(project / "plan.json")
+    assert plan.feasible and plan.epochs
+    with Store(project / "runs" / "runs.sqlite") as st:
+        (run,) = st.runs("plan")
+        assert [len(v) for v in st.losses(run["run_id"]).values()] == [len(plan.epochs)] * 2
+    report = json.loads(next((project / "validation").glob("*-validate.json")).read_text())
+    assert report["runs"] == 8 and 0.0 <= report["coverage"] <= 1.0
+
+
+@pytest.fixture
+def project(tmp_path):
+    folder = write_project(tmp_path / "project")
+    (folder / "broken.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def three_items():\n    return 1, 2, 3\n\n"
+        "def no_pairs():\n    return (torch.zeros(10, 4), torch.zeros(10, 4)), (torch.zeros(5, 4), torch.zeros(5))\n\n"
+        "def not_a_net():\n    return 'mlp'\n\n"
+        "def wrong_width():\n    return nn.Sequential(nn.Flatten(), nn.Linear(40, 10))\n\n"
+        "def three_classes():\n    return nn.Sequential(nn.Flatten(), nn.Linear(64, 3))\n", encoding="utf-8")
+    return folder
+
+
+def scenario_with(project: Path, net: str | None = None, source: str | None = None) -> Path:
+    text = (project / "my-digits.toml").read_text(encoding="utf-8")
+    if net:
+        text = text.replace('net = "mymodel:make_net", net_args = { hidden = 32 }', f'net = "{net}"')
+    if source:
+        text = text.replace('"mymodel:load_data"', f'"{source}"')
+    p = project / "bad.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("source, why", [
+    ("nomodule:load", "module 'nomodule' not found (looked in"),
+    ("mymodel:nothing", "has no 'nothing'"),
+    ("broken:three_items", "it returned a tuple; expected (train, test)"),
+    ("broken:no_pairs", "its train labels have shape (10, 4)"),
+])
+def test_a_bad_data_factory_is_named_before_training(project, source, why):
+    s = load_scenario(scenario_with(project, source=source))
+    with pytest.raises(DataError) as e:
+        data_spec(s, ["a", "b"])
+    assert f"datasets[0].source = '{source}': " in str(e.value) and why in str(e.value)
+
+
+@pytest.mark.parametrize("net, why", [
+    ("broken:not_a_net", "it returned a str, not a torch.nn.Module"),
+    ("broken:wrong_width", "it rejects a batch of the data, inputs of shape (2, 64)"),
+    ("broken:three_classes", "it returns (2, 3); expected class logits of shape (2, 10)"),
+])
+def test_a_network_that_does_not_fit_the_data_is_named_before_training(project, net, why):
+    s = load_scenario(scenario_with(project, net=net))
+    spec = data_spec(s, ["a", "b"])
+    with pytest.raises(JobError) as e:
+        version_specs(s, spec.load(), ["full"])
+    assert f"models[0].train.net = '{net}' (model 'full'): " in str(e.value) and why in str(e.value)
+
+
+def test_bad_factories_exit_2_with_one_line_before_any_training(project, tmp_path):
+    bad = scenario_with(project, net="broken:three_classes")
+    r = depl(["profile", str(bad), "--epochs", "1", "--seeds", "1", "--out", str(tmp_path / "o")], cwd=tmp_path)
+    assert r.returncode == 2 and "models[0].train.net = 'broken:three_classes'" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    store = tmp_path / "o" / "runs.sqlite"
+    if store.exists():
+        with Store(store) as st:
+            assert st.runs() == []
+
+
+def test_net_args_and_references_are_checked_when_the_scenario_is_read(project):
+    text = (project / "my-digits.toml").read_text(encoding="utf-8")
+    for old, new, why in [('"mymodel:make_net", net_args', '"cnn1d", net_args', "net_args are passed to your own network"),
+                          ('"mymodel:load_data"', '"mymodel:"', "MODULE:FUNCTION"),
+                          ("net_args = { hidden = 32 }", "width = 8", "width applies to the built-in networks")]:
+        p = project / "x.toml"
+        p.write_text(text.replace(old, new, 1), encoding="utf-8")
+        with pytest.raises(ScenarioError, match=why):
+            load_scenario(p)
+
+
+def test_own_network_is_pruned_like_a_built_in_one_and_switches_keep_trained_weights(project):
+    s = load_scenario(project / "my-digits.toml")
+    spec = data_spec(s, ["a", "b"])
+    v = version_specs(s, spec.load(), ["full", "half"])
+    full, half = build_version(v["full"], seed=1), build_version(v["half"], seed=1)
+    widths = lambda m: [x.out_features for x in m.modules() if isinstance(x, nn.Linear)]  # noqa: E731
+    assert widths(full) == [32, 32, 10] and widths(half) == [16, 16, 10]  # the logits layer is kept
+    with torch.no_grad():
+        full[1].weight[:8].mul_(10.0)  # the 8 largest channels of the first layer must survive the switch
+    pruned = switch(full, v["full"], 0.5)
+    assert widths(pruned) == [16, 16, 10]
+    assert torch.equal(pruned[1].weight[:8], full[1].weight[:8])
+
+
+def test_the_module_next_to_the_scenario_wins_over_one_of_the_same_name(tmp_path):
+    for tag in ("a", "b"):
+        (tmp_path / tag).mkdir()
+        (tmp_path / tag / "samename.py").write_text(f"def which():\n    return {tag!r}\n", encoding="utf-8")
+    assert custom.resolve("samename:which", str(tmp_path / "a"))() == "a"
+    assert custom.resolve("samename:which", str(tmp_path / "b"))() == "b"
+
+
+def test_a_plan_of_your_own_network_runs_the_same_job_from_any_folder(project, tmp_path, monkeypatch):
+    """The plan embeds code_dir: run from elsewhere, the job is the same."""
+    from depl.plan import Epoch, with_scenario
+
+    s = load_scenario(project / "my-digits.toml")
+    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
+    p.save(tmp_path / "plan.json")
+    monkeypatch.chdir(tmp_path)
+    job = job_from_plan(Plan.load(tmp_path / "plan.json"))
+    assert job.versions["full"].code_dir == str(project.resolve()) and job.data.code_dir == str(project.resolve())
