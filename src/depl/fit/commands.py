@@ -109,6 +109,9 @@ def fit(
                 p.write_text(text, encoding="utf-8")
         console.print(f"scenario written to {out} ({chosen} model); both models: {_sibling(out, 'increments')}, "
                       f"{_sibling(out, 'level')}", markup=False)
+        if logs and scenario is None:
+            console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
+                          "edit them, and the versions' size and work, to plan for your system", markup=False)
 
 
 def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline):
