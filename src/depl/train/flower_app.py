@@ -96,13 +96,21 @@ class FlowerRound:
     def _clusters(self, job: Job, wait: float) -> dict[str, list[int]]:
         """SuperNode ids of every cluster's nodes 0..n-1."""
         deadline = time.monotonic() + wait
+        asked: dict[int, list[tuple[str, int]]] = {}  # SuperNode id -> the (cluster, index) it declared
         while True:
             ids = sorted(self.grid.get_node_ids())
-            declared = self._declared(ids, wait) if ids else {}
-            if ids and not declared:
+            new = [i for i in ids if i not in asked]
+            if new:  # ask each SuperNode once (in a deployment every query starts a ClientApp process)
+                asked.update(self._declared(new, wait))
+            declared: dict[str, dict[int, int]] = {}
+            for node_id, pairs in asked.items():
+                for c, k in pairs:
+                    declared.setdefault(c, {})[k] = node_id
+            if asked and not declared:
                 # simulation: interchangeable virtual SuperNodes; a node's share is named in its
                 # message, so one SuperNode may train several shares of a round
-                return {c: [ids[k % len(ids)] for k in range(n)] for c, n in job.nodes.items()}
+                sim = sorted(asked)
+                return {c: [sim[k % len(sim)] for k in range(n)] for c, n in job.nodes.items()}
             missing = [(c, k) for c, n in job.nodes.items() for k in range(n) if k not in declared.get(c, {})]
             if ids and not missing:  # a deployment: the SuperNodes said which cluster they are in
                 return {c: [declared[c][k] for k in range(n)] for c, n in job.nodes.items()}
@@ -114,20 +122,20 @@ class FlowerRound:
                                    f"node={k} (start it with --node-config \"cluster='{c}' node={k}\")")
             time.sleep(1.0)
 
-    def _declared(self, ids: list[int], wait: float) -> dict[str, dict[int, int]]:
-        """cluster -> {node index: SuperNode id}, as the SuperNodes' --node-config declare it."""
+    def _declared(self, ids: list[int], wait: float) -> dict[int, list[tuple[str, int]]]:
+        """SuperNode id -> the (cluster, node index) pairs its --node-config declares (none in a simulation)."""
         replies = self.grid.send_and_receive(
             [Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=i, message_type="query", group_id="hello")
              for i in ids],
             timeout=wait)
-        declared: dict[str, dict[int, int]] = {}
+        out: dict[int, list[tuple[str, int]]] = {}  # a SuperNode that did not answer is asked again
         for r in replies:
             if r.has_error():
                 continue
             c = r.content["config"]
-            for name in filter(None, (x.strip() for x in str(c["cluster"]).split(","))):
-                declared.setdefault(name, {})[int(c["node"])] = r.metadata.src_node_id
-        return declared
+            out[r.metadata.src_node_id] = [(name, int(c["node"])) for name in
+                                           filter(None, (x.strip() for x in str(c["cluster"]).split(",")))]
+        return out
 
     def __call__(self, model: torch.nn.Module, job: Job, cluster: str, epoch: int, seed: int) -> float:
         version = next(m for k, m, _ in job.epochs if k == epoch)
