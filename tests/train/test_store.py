@@ -94,3 +94,13 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path
         assert s.seeds(run["run_id"]) == list(range(seeds))
         # the resumed trajectories are those of an uninterrupted run
         assert s.losses(run["run_id"]) == r.losses(run["run_id"])
+
+
+def test_a_batch_of_seeds_is_recorded_whole_or_not_at_all(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.start_run("r", "plan", {})
+    s.record_epochs("r", [(0, row(1), b"a0", False), (1, row(1), b"a1", False)])
+    assert [s.done_epochs("r", k) for k in (0, 1)] == [1, 1] and s.checkpoint("r", 1) == (1, b"a1")
+    with pytest.raises(StoreError, match="seed 1: epoch 3"):  # seed 1's row is wrong: seed 0's goes too
+        s.record_epochs("r", [(0, row(2), b"b0", False), (1, row(3), b"b1", False)])
+    assert [s.done_epochs("r", k) for k in (0, 1)] == [1, 1] and s.checkpoint("r", 0) == (1, b"a0")
