@@ -62,13 +62,15 @@ def _depl(*args, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path):
+# default: two worker processes, each a vectorised batch of 3 seeds; --workers 1: one batch of 6 seeds cut by the kill
+@pytest.mark.parametrize("options", [[], ["--workers", "1"]], ids=["workers", "one-batch"])
+def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path, options):
     plan = tmp_path / "plan.json"
     make_plan(SWITCH_PLAN).save(plan)
     seeds, n = 6, len(SWITCH_PLAN)
     db = tmp_path / "killed.sqlite"
-    proc = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"))
-    deadline = time.time() + 120
+    proc = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"), *options)
+    deadline = time.time() + 300
     while time.time() < deadline:  # kill it in the middle of the run
         time.sleep(0.2)
         if db.exists():
@@ -81,12 +83,12 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path
         killed_at = s.count_epochs()
     assert 7 <= killed_at < seeds * n, "the run was not killed in the middle"
 
-    again = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"))
+    again = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"), *options)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
     assert "resuming" in out
     ref_db = tmp_path / "ref.sqlite"
-    ref = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(ref_db), "--out", str(tmp_path / "o"))
+    ref = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(ref_db), "--out", str(tmp_path / "o"), *options)
     assert ref.communicate(timeout=300) and ref.returncode == 0
     with Store(db) as s, Store(ref_db) as r:
         (run,) = s.runs()

@@ -114,6 +114,12 @@ def validate(
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
     threads: int = typer.Option(1, "--threads", min=1),
+    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="seeds trained together as one vectorised "
+                                   "computation (1: the per-seed loop)"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="worker processes over seed batches "
+                                          "[default: one per core]"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="train the seed batches on this Ray "
+                                              "cluster (e.g. 127.0.0.1:6379); the store stays here"),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
     from ..plan import Plan
@@ -153,15 +159,15 @@ def validate(
                   f"run {run_id} · store {st.path}" + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""),
                   markup=False)
     t0 = time.perf_counter()
-    from ..train.commands import _progress
+    from ..train.commands import _progress, run_seeds, seed_options
 
     with _progress() as bar:
         task = bar.add_task("validate", total=n * seeds, completed=sum(min(st.done_epochs(run_id, x), n) for x in seed_list))
 
-        def progress(seed, epoch, r):
+        def progress(rid, seed, epoch, r):
             bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-        execute.run_local(st, run_id, job, todo, progress)
+        run_seeds(st, [(run_id, job, seed_list)], seed_options(seed_batch, workers, ray_address, threads), progress)
     losses = st.losses(run_id)
     import numpy as np
 
