@@ -11,6 +11,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from ..train.commands import RAY_HELP, SEED_BATCH_HELP, WORKERS_HELP
+
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200, highlight=False)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 EXIT_BAD_INPUT = 2
@@ -114,12 +116,9 @@ def validate(
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
     threads: int = typer.Option(1, "--threads", min=1),
-    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="seeds trained together as one vectorised "
-                                   "computation (1: the per-seed loop)"),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="worker processes over seed batches "
-                                          "[default: one per core]"),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="train the seed batches on this Ray "
-                                              "cluster (e.g. 127.0.0.1:6379); the store stays here"),
+    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help=WORKERS_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_HELP),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
     from ..plan import Plan

@@ -60,7 +60,7 @@ def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[
 
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
                    "a seed's trajectory is deterministic for a given batching")
-WORKERS_HELP = "worker processes over seed batches [default: one per core]"
+WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
 
 
