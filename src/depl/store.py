@@ -146,17 +146,26 @@ class Store:
         The row's epoch must follow the last recorded one: an epoch is never
         counted twice, and none is skipped.  `final` drops the checkpoint.
         """
+        self.record_epochs(run_id, [(seed, row, checkpoint, final)])
+
+    def record_epochs(self, run_id: str, items: list[tuple[int, EpochRow, bytes | None, bool]]) -> None:
+        """`record_epoch` for several seeds (seed, row, checkpoint, final) in ONE transaction.
+
+        A batch of seeds trained together checkpoints together: after a kill
+        either every seed of the batch has the epoch or none has.
+        """
         with self._transaction():
-            last = self.done_epochs(run_id, seed)
-            if row.epoch != last + 1:
-                raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after epoch {last}")
-            self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             (run_id, seed, *astuple(row), time.time()))
-            if final:
-                self._db.execute("DELETE FROM checkpoints WHERE run_id = ? AND seed = ?", (run_id, seed))
-            elif checkpoint is not None:
-                self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
-                                 (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
+            for seed, row, checkpoint, final in items:
+                last = self.done_epochs(run_id, seed)
+                if row.epoch != last + 1:
+                    raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after epoch {last}")
+                self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                 (run_id, seed, *astuple(row), time.time()))
+                if final:
+                    self._db.execute("DELETE FROM checkpoints WHERE run_id = ? AND seed = ?", (run_id, seed))
+                elif checkpoint is not None:
+                    self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
+                                     (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
 
     def done_epochs(self, run_id: str, seed: int) -> int:
         """The last epoch recorded for (run, seed); 0 when none."""

@@ -62,13 +62,15 @@ def _depl(*args, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path):
+# default: two worker processes, each a vectorised batch of 3 seeds; --workers 1: one batch of 6 seeds cut by the kill
+@pytest.mark.parametrize("options", [[], ["--workers", "1"]], ids=["workers", "one-batch"])
+def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path, options):
     plan = tmp_path / "plan.json"
     make_plan(SWITCH_PLAN).save(plan)
     seeds, n = 6, len(SWITCH_PLAN)
     db = tmp_path / "killed.sqlite"
-    proc = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"))
-    deadline = time.time() + 120
+    proc = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"), *options)
+    deadline = time.time() + 300
     while time.time() < deadline:  # kill it in the middle of the run
         time.sleep(0.2)
         if db.exists():
@@ -81,12 +83,12 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path
         killed_at = s.count_epochs()
     assert 7 <= killed_at < seeds * n, "the run was not killed in the middle"
 
-    again = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"))
+    again = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"), *options)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
     assert "resuming" in out
     ref_db = tmp_path / "ref.sqlite"
-    ref = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(ref_db), "--out", str(tmp_path / "o"))
+    ref = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(ref_db), "--out", str(tmp_path / "o"), *options)
     assert ref.communicate(timeout=300) and ref.returncode == 0
     with Store(db) as s, Store(ref_db) as r:
         (run,) = s.runs()
@@ -94,3 +96,13 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path
         assert s.seeds(run["run_id"]) == list(range(seeds))
         # the resumed trajectories are those of an uninterrupted run
         assert s.losses(run["run_id"]) == r.losses(run["run_id"])
+
+
+def test_a_batch_of_seeds_is_recorded_whole_or_not_at_all(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.start_run("r", "plan", {})
+    s.record_epochs("r", [(0, row(1), b"a0", False), (1, row(1), b"a1", False)])
+    assert [s.done_epochs("r", k) for k in (0, 1)] == [1, 1] and s.checkpoint("r", 1) == (1, b"a1")
+    with pytest.raises(StoreError, match="seed 1: epoch 3"):  # seed 1's row is wrong: seed 0's goes too
+        s.record_epochs("r", [(0, row(2), b"b0", False), (1, row(3), b"b1", False)])
+    assert [s.done_epochs("r", k) for k in (0, 1)] == [1, 1] and s.checkpoint("r", 0) == (1, b"a0")

@@ -11,6 +11,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from ..train.commands import RAY_HELP, SEED_BATCH_HELP, WORKERS_HELP
+
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200, highlight=False)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 EXIT_BAD_INPUT = 2
@@ -138,6 +140,9 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
                                  "as one JSON object, nothing else there"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"),
+    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help=WORKERS_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_HELP),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
     from ..plan import Plan
@@ -181,15 +186,15 @@ def validate(
                   f"run {run_id} · store {st.path}" + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""),
                   markup=False)
     t0 = time.perf_counter()
-    from ..train.commands import _progress
+    from ..train.commands import _progress, run_seeds, seed_options
 
     with _progress() as bar:
         task = bar.add_task("validate", total=n * seeds, completed=sum(min(st.done_epochs(run_id, x), n) for x in seed_list))
 
-        def progress(seed, epoch, r):
+        def progress(rid, seed, epoch, r):
             bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-        execute.run_local(st, run_id, job, todo, progress)
+        run_seeds(st, [(run_id, job, seed_list)], seed_options(seed_batch, workers, ray_address, threads), progress)
     losses = st.losses(run_id)
     import numpy as np
 

@@ -71,6 +71,17 @@ def resolve_device(name: str) -> str:
     return name
 
 
+def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[str], threads: int) -> dict:
+    """The keyword arguments of `depl.train.seeds.run_all` from the CLI options (shared by run, profile, validate)."""
+    return dict(seed_batch=seed_batch, workers=workers, threads=threads, ray_address=ray_address)
+
+
+SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
+                   "a seed's trajectory is deterministic for a given batching")
+WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
+RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
+
+
 def _open_store(store: Optional[str], out: Path):
     from ..store import Store
 
@@ -115,10 +126,15 @@ def run(
     superlink: Optional[str] = typer.Option(
         None, "--superlink", help="flower: submit to this SuperLink connection of Flower's config.toml "
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
+    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     if backend not in ("local", "flower"):
         _fail(f"--backend {backend!r}: choose local or flower")
+    if ray_address and backend != "local":
+        _fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
         _fail("--superlink needs --backend flower")
     _need_training_extra()
@@ -152,10 +168,10 @@ def run(
             loss = getattr(r, "test_loss", r)  # flower: the loss the ServerApp printed
             bar.update(task, advance=1, description=f"{backend} seed {seed} epoch {epoch} loss {loss:.3f}")
 
-        todo = execute.pending(st, run_id, job, seed_list)
         if backend == "local":
-            execute.run_local(st, run_id, job, todo, progress)
-        elif todo:
+            run_seeds(st, [(run_id, job, seed_list)], seed_options(seed_batch, workers, ray_address, threads),
+                      lambda rid, seed, epoch, r: progress(seed, epoch, r))
+        elif execute.pending(st, run_id, job, seed_list):
             _run_flower_simulation(plan, seeds, first_seed, st, out, dev, job, run_id, progress, threads)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario}")
@@ -238,6 +254,9 @@ def profile(
     out: Path = typer.Option(Path("depl-runs"), "--out"),
     threads: int = typer.Option(1, "--threads", min=1),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help=WORKERS_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_HELP),
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
     _need_training_extra()
@@ -272,16 +291,29 @@ def profile(
     t0 = time.perf_counter()
     with _progress() as bar:
         overall = bar.add_task("all experiments", total=total, completed=done)
+        tasks = {}
         for exp, job, rid in jobs:
             exp_done = sum(min(st.done_epochs(rid, sd), epochs) for sd in seed_list)
-            task = bar.add_task(exp.label, total=seeds * epochs, completed=exp_done)
+            tasks[rid] = bar.add_task(exp.label, total=seeds * epochs, completed=exp_done)
 
-            def progress(seed, epoch, r, task=task):
-                bar.update(task, advance=1)
-                bar.update(overall, advance=1)
+        def progress(rid, seed, epoch, r):
+            bar.update(tasks[rid], advance=1)
+            bar.update(overall, advance=1)
 
-            execute.run_local(st, rid, job, execute.pending(st, rid, job, seed_list), progress)
+        run_seeds(st, [(rid, job, seed_list) for _, job, rid in jobs],
+                  seed_options(seed_batch, workers, ray_address, threads), progress)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
+
+
+def run_seeds(st, runs, options: dict, progress) -> None:
+    """`depl.train.seeds.run_all`, with a Ray cluster that cannot be used reported as bad input."""
+    from .ray_pool import RayError
+    from .seeds import run_all
+
+    try:
+        run_all(st, runs, progress=progress, **options)
+    except RayError as e:
+        _fail(str(e))
 
 
 @runs_app.command("show")

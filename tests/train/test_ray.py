@@ -1,0 +1,92 @@
+"""Profiling seeds over a real Ray cluster on loopback: a head and one worker node started (and stopped) here."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+from depl.scenario import load_scenario  # noqa: E402
+from depl.store import Store  # noqa: E402
+from depl.train import profile as prof  # noqa: E402
+from depl.train.vectorised import walk_plan_stack  # noqa: E402
+
+RAY = Path(sys.executable).parent / "ray"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_profile_seeds_run_on_a_loopback_ray_cluster(tmp_path):
+    port = free_port()
+    # Ray's files live in tmp_path, reached through a short link: its socket paths must stay under 107 bytes
+    (tmp_path / "r").mkdir()
+    link = Path(tempfile.mkdtemp(prefix="depl-ray-", dir="/tmp")) / "r"
+    link.symlink_to(tmp_path / "r")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+    procs = []
+
+    def start(name, *args):
+        log = open(tmp_path / f"{name}.log", "w")
+        # --block: the command lives as long as its node and takes the node's processes down when stopped
+        procs.append(subprocess.Popen([str(RAY), "start", *args, *common], env=env, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+
+    try:
+        start("head", "--head", f"--port={port}", f"--temp-dir={link}", "--include-dashboard=false",
+              f"--ray-client-server-port={free_port()}", f"--node-manager-port={free_port()}",
+              f"--object-manager-port={free_port()}")
+        deadline = time.time() + 90
+        while "Ray runtime started" not in (tmp_path / "head.log").read_text():
+            assert time.time() < deadline and procs[0].poll() is None, (tmp_path / "head.log").read_text()
+            time.sleep(0.5)
+        start("worker", f"--address=127.0.0.1:{port}")
+        out = tmp_path / "p"
+        cmd = [sys.executable, "-c", "from depl.cli import main; main()", "profile", "mnist1d-small", "--epochs", "2",
+               "--seeds", "4", "--version", "pruned-0.75", "--out", str(out), "--ray-address", f"127.0.0.1:{port}"]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        with Store(out / "runs.sqlite") as st:
+            (run,) = st.runs("profile")
+            got = st.losses(run["run_id"])
+        # two batches of 2 seeds (the cluster's 2 CPUs), each the local vectorised computation
+        s = load_scenario("mnist1d-small")
+        job = prof.experiment_job(s, [d.name for d in s.datasets], prof.Experiment("version", "pruned-0.75"), 2)
+        for batch in ([0, 1], [2, 3]):
+            local = walk_plan_stack(job, batch)
+            for i, seed in enumerate(batch):
+                assert got[seed] == [e[i].test_loss for e in local]
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and "8 of 8 epochs done" in again.stdout.replace("\n", " ")
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+        link.unlink()
+        link.parent.rmdir()
+
+
+def test_an_unreachable_ray_address_is_bad_input(tmp_path):
+    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "profile", "mnist1d-small",
+                        "--epochs", "1", "--seeds", "2", "--version", "pruned-0.75", "--out", str(tmp_path),
+                        "--ray-address", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--ray-address" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
