@@ -99,19 +99,39 @@ def plan(
     eta: int = typer.Option(200, "--eta", min=2, max=1000,
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit", min=1.0,
+        help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
     from .planners import METHODS, Infeasible, Options, make_plan
+    from .planners.progress import status_line
+
+    if time_limit is None:
+        from .planners.optimal import DEFAULT_TIME_LIMIT as time_limit
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
     s = _load(scenario)
     try:
-        with console.status(f"planning {s.name} with {method} (η = {eta}) …", spinner="dots"):
-            p = make_plan(s, method, Options(eta=eta))
+        if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
+            with status_line(sys.stderr) as say:
+                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, progress=say))
+        else:
+            with console.status(f"planning {s.name} with {method} (η = {eta}) …", spinner="dots"):
+                p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     _summary(p)
+    if method == "optimal":
+        if p.optimal_proven:
+            console.print(f"  proven optimal (every plan costs at least {p.lower_bound:.6g})")
+        else:
+            why = (f"the time limit of {time_limit:g} s was reached" if p.info.get("time_limit_reached")
+                   else "the switch graph has a cycle and schedules revisiting a version were not searched")
+            lb = "none" if p.lower_bound is None else f"{p.lower_bound:.6g}"
+            gap = "" if p.lower_bound is None else f" (gap {(p.cost - p.lower_bound) / p.cost:.2%})"
+            console.print(f"  [yellow]not proven optimal[/]: {why}; certified lower bound {lb}{gap}")
     if out is not None:
         p.save(out)
         console.print(f"  plan written to {out}")
