@@ -137,3 +137,28 @@ def test_paper_dataset_rule_is_kept_and_never_beats_the_cost_rule_by_much():
     cost = make_plan(s, "depl", Options(eta=40))
     assert paper.info["dataset_rule"] == "paper" and cost.info["dataset_rule"] == "cost"
     assert cost.cost <= paper.cost * 1.01
+
+
+def test_cli_optimal_reports_proof_or_its_certified_bound(tmp_path):
+    import os
+    import subprocess
+
+    edge = str(Path(__file__).with_name("edge-demo.toml"))
+    env = {**os.environ, "COLUMNS": "200"}
+
+    def plan(*extra):
+        out = tmp_path / "plan.json"
+        r = subprocess.run([sys.executable, "-m", "depl.cli", "plan", edge, "--method", "optimal", "--out", str(out),
+                            *extra], capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr
+        return r, json.loads(out.read_text())
+
+    r, d = plan()
+    assert d["optimal_proven"] is True and d["lower_bound"] == pytest.approx(d["cost"])
+    assert "proven optimal" in r.stdout
+    assert "optimal: incumbent" in r.stderr and "gap" in r.stderr  # the progress line
+    r, cut = plan("--time-limit", "1")
+    if cut["optimal_proven"]:  # finished within a second after all: nothing to cut
+        return
+    assert "not proven optimal" in r.stdout and "time limit" in r.stdout
+    assert cut["lower_bound"] <= d["cost"] * (1 + 1e-9) <= cut["cost"] * (1 + 1e-9)
