@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from random_scenarios import random_scenario  # noqa: E402
 
 from depl.planners import Infeasible, Options, make_plan  # noqa: E402
+from depl.scenario import parse_scenario, scenario_dict  # noqa: E402
 from depl.planners.optimal import DEFAULT_TIME_LIMIT  # noqa: E402
 
 
@@ -37,8 +38,14 @@ def main() -> None:
     times = []
     print(f"{'seed':>4} {'target':>6} {'K':>3} {'depl/opt':>8} {'depl s':>7} {'optimal s':>9} proven  gap")
     for seed in range(args.first_seed, args.first_seed + args.n):
-        frac = 0.35 + 0.3 * ((seed * 7) % 10) / 10  # targets from easy to hard (K up to ~60)
-        s = random_scenario(seed, n_models=4, n_clusters=4, n_datasets=3, target_frac=frac)
+        frac = 0.35 + 0.3 * ((seed * 7) % 10) / 10
+        d = scenario_dict(random_scenario(seed, n_models=4, n_clusters=4, n_datasets=3, target_frac=frac))
+        # Slower progress (A × 0.3–0.5) and twice the time, so plans need tens of epochs; K ≤ 60.
+        for m in d["models"]:
+            m["progress"]["A"] *= 0.3 + 0.2 * ((seed * 3) % 5) / 4
+        d["target"]["deadline"] *= 2
+        d["max_epochs"] = 60
+        s = parse_scenario(d, f"random-{seed}")
         try:
             t0 = time.perf_counter()
             depl = make_plan(s, "depl")
