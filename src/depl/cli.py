@@ -118,17 +118,28 @@ def plan(
     quantile: Optional[float] = typer.Option(None, "--quantile", help="ω: override the scenario's [target] quantile"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Tmax: override the scenario's [target] deadline"),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP + ": the plan (depl.plan/1)"),
+    time_limit: Optional[float] = typer.Option(
+        None, "--time-limit", min=1.0,
+        help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
     from .planners import METHODS, Infeasible, Options, make_plan
+    from .planners.progress import status_line
+
+    if time_limit is None:
+        from .planners.optimal import DEFAULT_TIME_LIMIT as time_limit
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
     s = _with_target(_load(scenario), loss, quantile, deadline)
     try:
-        with (err_console if as_json else console).status(f"planning {s.name} with {method} (η = {eta}) …",
-                                                          spinner="dots"):
-            p = make_plan(s, method, Options(eta=eta))
+        if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
+            with status_line(sys.stderr) as say:
+                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, progress=say))
+        else:
+            with (err_console if as_json else console).status(f"planning {s.name} with {method} (η = {eta}) …",
+                                                              spinner="dots"):
+                p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     if out is not None:
@@ -137,8 +148,22 @@ def plan(
         print_json(p.to_json())
         return
     _summary(p)
+    if method == "optimal":
+        _proof(p, time_limit)
     if out is not None:
         console.print(f"  plan written to {out}")
+
+
+def _proof(p, time_limit: Optional[float]) -> None:
+    """Whether `optimal` proved its plan optimal, and the certified lower bound when it did not."""
+    if p.optimal_proven:
+        console.print(f"  proven optimal (every plan costs at least {p.lower_bound:.6g})")
+        return
+    why = (f"the time limit of {time_limit:g} s was reached" if p.info.get("time_limit_reached")
+           else "the switch graph has a cycle and schedules revisiting a version were not searched")
+    lb = "none" if p.lower_bound is None else f"{p.lower_bound:.6g}"
+    gap = "" if p.lower_bound is None else f" (gap {(p.cost - p.lower_bound) / p.cost:.2%})"
+    console.print(f"  [yellow]not proven optimal[/]: {why}; certified lower bound {lb}{gap}")
 
 
 def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: Optional[float]):

@@ -45,6 +45,8 @@ class Plan:
     deadline: float = 0.0
     loss_quantile_bounds: tuple[float, float] | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    optimal_proven: bool = False  # method optimal: no plan is cheaper (the search finished)
+    lower_bound: float | None = None  # method optimal: certified: no plan costs less
     scenario_spec: dict[str, Any] | None = None  # the whole scenario, so a plan file stands alone
 
     @property
@@ -76,6 +78,8 @@ class Plan:
                 solve_seconds=float(d["solve_seconds"]), omega=float(d.get("omega", 0.99)),
                 loss_target=float(d.get("loss_target", 0.0)), deadline=float(d.get("deadline", 0.0)),
                 loss_quantile_bounds=tuple(b) if b else None, info=dict(d.get("info") or {}),
+                optimal_proven=bool(d.get("optimal_proven", False)),
+                lower_bound=None if d.get("lower_bound") is None else float(d["lower_bound"]),
                 scenario_spec=d.get("scenario_spec"),
             )
         except KeyError as e:

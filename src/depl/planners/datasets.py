@@ -9,6 +9,13 @@ Exact by enumeration up to `ENUMERATE_UP_TO` datasets; beyond, the
 submodular minimisation of depl.planners.submodular over the same objective.
 `ranked_subsets` returns the candidates best first: Fig. 3's backtracking
 blacklists the first when stages 2–3 cannot make it feasible and takes the next.
+
+That is the paper's stage 1, kept as `Options(dataset_rule="paper")`.  By
+default depl ranks the choices by what it minimises, eq. (2):
+`ranked_by_cost` orders them by the cost of their cheapest one-version,
+one-cluster plan under stage 3's allocation (depl.planners.bounds.proxy_cost),
+and depl takes the leading ones through stages 2–3, skipping any whose
+admissible lower bound is above the best plan found.
 """
 
 from __future__ import annotations
@@ -49,16 +56,7 @@ def objective(s: Scenario, loss: LossModel, names: tuple[str, ...]) -> float:
 def ranked_subsets(s: Scenario, loss: LossModel | None = None) -> list[tuple[str, ...]]:
     """Dataset choices, best (lowest K̂·T̂) first; ties go to fewer samples."""
     loss = loss or loss_model_for(s)
-    names = [d.name for d in s.datasets]
-    if len(names) <= ENUMERATE_UP_TO:
-        subsets = [c for r in range(1, len(names) + 1) for c in itertools.combinations(names, r)]
-    else:
-        from .submodular import minimize_set_function
-
-        best = minimize_set_function(lambda sub: objective(s, loss, tuple(sub)), names)
-        # The minimiser first, then its one-element neighbours as fall-backs.
-        subsets = [tuple(best)] + [tuple(sorted(set(best) ^ {n})) for n in names]
-        subsets = [x for x in subsets if x]
+    subsets = all_subsets(s, loss, lambda sub: objective(s, loss, sub))
     scored = []
     for sub in subsets:
         f, n = objective(s, loss, sub), s.samples(sub)
@@ -66,3 +64,43 @@ def ranked_subsets(s: Scenario, loss: LossModel | None = None) -> list[tuple[str
         scored.append((f, n if math.isfinite(f) else -n, sub))
     scored.sort(key=lambda t: (t[0], t[1]))
     return [sub for _, _, sub in scored]
+
+
+def all_subsets(s: Scenario, loss: LossModel, score) -> list[tuple[str, ...]]:
+    """Every non-empty subset up to `ENUMERATE_UP_TO` datasets; beyond, the
+    submodular minimiser of `score` and its one-element neighbours."""
+    names = [d.name for d in s.datasets]
+    if len(names) <= ENUMERATE_UP_TO:
+        return [c for r in range(1, len(names) + 1) for c in itertools.combinations(names, r)]
+    from .submodular import minimize_set_function
+
+    best = minimize_set_function(lambda sub: score(tuple(sub)), names)
+    subsets = [tuple(best)] + [tuple(sorted(set(best) ^ {n})) for n in names]
+    return [x for x in subsets if x]
+
+
+def ranked_by_cost(s: Scenario, loss: LossModel, options) -> list[tuple[float, tuple[str, ...], "Context"]]:
+    """(proxy cost, datasets, context) for the dataset choices, cheapest proxy first.
+
+    Ties (and choices no single version can make feasible, proxy inf) go to
+    more samples first: more data is what can still make them feasible."""
+    from .bounds import proxy_cost
+    from .common import Context
+
+    ctxs: dict[tuple[str, ...], Context] = {}
+
+    def ctx_of(sub):
+        if sub not in ctxs:
+            ctxs[sub] = Context(s, list(sub), loss=loss, options=options)
+        return ctxs[sub]
+
+    scores: dict[tuple[str, ...], float] = {}
+
+    def score(sub):
+        if sub not in scores:
+            scores[sub] = proxy_cost(ctx_of(sub)) if sub else math.inf
+        return scores[sub]
+
+    subsets = all_subsets(s, loss, score)
+    ranked = sorted(subsets, key=lambda sub: (score(sub), -s.samples(sub)))
+    return [(score(sub), sub, ctx_of(sub)) for sub in ranked]

@@ -30,7 +30,8 @@ from ..loss import LossModel, loss_model_for
 from ..plan import Plan
 from ..scenario import Scenario
 from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan, segments
-from .datasets import objective, ranked_subsets
+from .bounds import subset_lower_bound
+from .datasets import objective, ranked_by_cost, ranked_subsets
 from .exhaustive import Exhaustive
 from .schedule import Surrogate, lowest_cost_path
 
@@ -278,32 +279,52 @@ def infeasible(s: Scenario, options: Options, loss: LossModel | None = None) -> 
 def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
     """DepL (Fig. 3): datasets → schedule → placement, with backtracking.
 
-    The paper stops at the first dataset choice that stages 2–3 make feasible.
-    Stage 1 ranks choices by a time proxy (eq. 7) that ignores the versions
-    and the transfer costs, so depl also takes the next-ranked choices whose
-    proxy is within `options.dataset_slack` of the first feasible one (at
-    most `options.dataset_candidates` feasible ones) through stages 2–3 and
-    keeps the cheapest plan.
+    The dataset choices are taken through stages 2–3 best-ranked first: by
+    default ranked by eq. (2) itself (`ranked_by_cost`: the cost of the
+    cheapest one-version, one-cluster plan), the paper's eq. (7) proxy with
+    `options.dataset_rule = "paper"`.  The paper stops at the first choice
+    that stages 2–3 make feasible; depl also takes the next-ranked choices
+    whose score is within `options.dataset_slack` of the best (at most
+    `options.dataset_candidates` feasible ones) and keeps the cheapest plan;
+    with the cost ranking, a choice whose admissible lower bound
+    (depl.planners.bounds) is above the best plan found is skipped.
     """
     options = options or Options()
     t0 = time.perf_counter()
-    tried, feasible, best, first = [], 0, None, None
+    found = depl_candidate(s, options, loss)
+    if found is None:
+        raise infeasible(s, options, loss)
+    ctx, cand, tried = found
+    return make_plan("depl", s, ctx, cand, t0, eta=options.eta, blacklisted=tried,
+                     dataset_rule=options.dataset_rule)
+
+
+def depl_candidate(s: Scenario, options: Options, loss: LossModel | None = None
+                   ) -> tuple[Context, Candidate, list[list[str]]] | None:
+    """DepL's plan as (context, candidate, blacklisted dataset choices); None if none is found."""
     model = loss or loss_model_for(s)
-    for datasets in ranked_subsets(s, model):
-        proxy = objective(s, model, datasets)
-        if first is not None and not proxy <= first * options.dataset_slack:
+    if options.dataset_rule == "paper":
+        ranked = [(objective(s, model, d), d, None) for d in ranked_subsets(s, model)]
+    elif options.dataset_rule == "cost":
+        ranked = ranked_by_cost(s, model, options)
+    else:
+        raise ValueError(f"dataset_rule {options.dataset_rule!r}: choose cost or paper")
+    tried, feasible, best, first = [], 0, None, None
+    for score, datasets, ctx in ranked:
+        if first is not None and not score <= first * options.dataset_slack:
             break
-        ctx = Context(s, list(datasets), loss=model, options=options)
+        ctx = ctx or Context(s, list(datasets), loss=model, options=options)
+        if best is not None and options.dataset_rule == "cost" and subset_lower_bound(ctx) >= best[1].cost:
+            continue  # no plan on these datasets can be cheaper
         cand = search(ctx)
         if cand is None:
             tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
             continue
         if best is None or cand.cost < best[1].cost:
             best = (ctx, cand)
-        first = proxy if first is None else first
+        # With the cost ranking, compare scores with the best plan's cost, which the score estimates.
+        first = best[1].cost if options.dataset_rule == "cost" else (score if first is None else first)
         feasible += 1
         if feasible >= options.dataset_candidates:
             break
-    if best is None:
-        raise infeasible(s, options, loss)
-    return make_plan("depl", s, best[0], best[1], t0, eta=options.eta, blacklisted=tried)
+    return None if best is None else (best[0], best[1], tried)
