@@ -113,7 +113,12 @@ def plan(
         fail(str(e), EXIT_INFEASIBLE)
     _summary(p)
     if out is not None:
-        p.save(out)
+        from .plan import PlanError
+
+        try:
+            p.save(out)
+        except (PlanError, OSError) as e:
+            fail(f"--out {out}: {e}" if isinstance(e, OSError) else str(e))
         console.print(f"  plan written to {out}")
 
 
