@@ -6,6 +6,10 @@
    only, `labels=False`): depl's layered recursion vs networkx Dijkstra over
    the listed vertices and edges, at small η where Dijkstra is affordable.
    Both must find the same cost; the ratio of their times is printed.
+3. A large edge/cloud instance — 10 clusters with transfer costs β, 12
+   datasets, 6 versions, a horizon of 300 epochs — against the 5 s target,
+   and how the CPU time of `depl` grows with K, |N|, |D|, |M| and η around a
+   mid-size instance: fitted exponents p in time ∝ size^p.
 
 Run:  .venv/bin/python benchmarks/bench_planner.py  [--quick]
 """
@@ -50,9 +54,82 @@ def dijkstra(spec, full: bool):
     return cost, g.number_of_nodes(), g.number_of_edges()
 
 
+def edge_cloud(n_clusters: int, n_datasets: int, n_models: int, horizon: int, seed: int = 0):
+    """A random edge/cloud instance: clusters of 1–4 nodes with β per dataset,
+    datasets of very different sizes, pruned versions in a chain of switches,
+    the paper's increments law, and a deadline that allows `horizon` epochs."""
+    import numpy as np
+
+    from depl.scenario import parse_scenario
+
+    rng = np.random.default_rng(seed)
+    l0 = 20.0
+    models = [{"name": f"v{i}", "size": float(20 / (1 + i)), "work": float(2.5 / (1 + 0.5 * i)),
+               "progress": {"A": float(1.2 + 0.3 * i), "B": float(0.5 + 0.4 * i)},
+               "noise": {"family": "invgamma", "mean": 1.0, "var": float(0.006 + 0.006 * i)}}
+              for i in range(n_models)]
+    switches = [{"from": f"v{a}", "to": f"v{b}", "jump": {"family": "t", "params": {"df": 4.0, "loc": 0.3, "scale": 0.08}}}
+                for a in range(n_models) for b in range(a + 1, n_models)]
+    clusters = [{"name": f"n{j}", "capacity": float(rng.uniform(40, 150)), "bandwidth": float(rng.uniform(5, 100)),
+                 "unit_cost": float(rng.uniform(0.6, 1.6)), "nodes": int(rng.integers(1, 5))} for j in range(n_clusters)]
+    datasets = [{"name": f"d{j}", "samples": float(rng.choice([2_000, 8_000, 30_000])),
+                 "transfer_cost": {c["name"]: float(rng.uniform(0, 30)) for c in clusters if rng.random() < 0.6}}
+                for j in range(n_datasets)]
+    total = sum(d["samples"] for d in datasets)
+    fast = min(m["work"] for m in models) * total / max(c["capacity"] * c["nodes"] for c in clusters)
+    data = {"name": f"edge-cloud-{n_clusters}x{n_datasets}x{n_models}", "initial_loss": l0, "max_epochs": horizon,
+            "target": {"loss": 9.0, "quantile": 0.99, "deadline": float(horizon * fast)},
+            "data_law": {"s0": 20_000.0, "reference_samples": total},
+            "clusters": clusters, "datasets": datasets, "models": models, "switches": switches}
+    return parse_scenario(data)
+
+
+def cpu(fn) -> tuple[float, object]:
+    t0 = time.process_time()
+    out = fn()
+    return time.process_time() - t0, out
+
+
+def scaling(quick: bool) -> None:
+    from depl.planners import Infeasible
+    from depl.report.reproduce import growth_exponent
+
+    big = edge_cloud(10, 12, 6, 300)
+    try:
+        sec, plan = cpu(lambda: make_plan(big, "depl"))
+        print(f"\n3. {big.name}, horizon 300, β on 10 clusters: depl {sec:.2f} s CPU "
+              f"(target < 5 s), cost {plan.cost:.1f}, K = {len(plan.epochs)}, datasets {len(plan.datasets)}")
+    except Infeasible as e:
+        print(f"\n3. {big.name}: infeasible ({e})")
+    base = dict(n_clusters=4, n_datasets=4, n_models=3, horizon=100)
+    axes = {"K (horizon)": ("horizon", [50, 100, 200] if quick else [50, 100, 200, 300]),
+            "|N| clusters": ("n_clusters", [2, 4, 8] if quick else [2, 4, 6, 8, 10]),
+            "|D| datasets": ("n_datasets", [2, 4, 8] if quick else [2, 4, 6, 8, 12]),
+            "|M| versions": ("n_models", [2, 3, 4] if quick else [2, 3, 4, 5, 6])}
+    print(f"   growth around {base} (CPU seconds of depl; p in time ∝ size^p)")
+    for label, (key, sizes) in axes.items():
+        xs, ys = [], []
+        for n in sizes:
+            try:
+                sec, _ = cpu(lambda: make_plan(edge_cloud(**{**base, key: n}), "depl"))
+            except Infeasible:
+                continue
+            xs.append(n)
+            ys.append(sec)
+        cells = "  ".join(f"{x}: {y:.2f}" for x, y in zip(xs, ys))
+        print(f"   {label:<14} {cells}   p = {growth_exponent(xs, ys):.2f}")
+    s, xs, ys = load_scenario("paper-alexnet"), [], []
+    for eta in [50, 100, 200, 400]:
+        xs.append(eta)
+        ys.append(cpu(lambda: make_plan(s, "depl", Options(eta=eta)))[0])
+    print(f"   {'η (alexnet)':<14} " + "  ".join(f"{x}: {y:.2f}" for x, y in zip(xs, ys))
+          + f"   p = {growth_exponent(xs, ys):.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats and smaller η")
+    ap.add_argument("--skip-scaling", action="store_true", help="only parts 1 and 2")
     args = ap.parse_args()
     repeat = 3 if args.quick else 7
     s = load_scenario("paper-alexnet")
@@ -85,6 +162,8 @@ def main() -> int:
             if not same:
                 print("MISMATCH: the two searches disagree", file=sys.stderr)
                 return 1
+    if not args.skip_scaling:
+        scaling(args.quick)
     return 0
 
 

@@ -114,3 +114,49 @@ def random_instance(seed: int, *, max_epochs: int = 12) -> Scenario:
             for m in s.models]
     data["target"]["loss"] = float(min(ends))
     return parse_scenario(data, f"instance-{seed}")
+
+
+def random_level_scenario(seed: int, *, n_models: int = 3, n_clusters: int = 2, n_datasets: int = 2) -> Scenario:
+    """A random instance under the level law (depl.loss.level): versions with
+    floors, scales and spreads drawn at random, pruning switches with offsets;
+    the target is a loss the most accurate version reaches in the median by
+    about half its horizon."""
+    rng = np.random.default_rng(seed)
+    l0 = float(rng.uniform(1.5, 4.0))
+    models, floors = [], []
+    for i in range(n_models):
+        floor = float(l0 * rng.uniform(0.1, 0.5)) * (1 + 0.4 * i)
+        floors.append(floor)
+        models.append({
+            "name": f"v{i}", "size": float(rng.uniform(1, 40)), "work": float(rng.uniform(0.3, 1.0) / (1 + i)),
+            "progress": {"A": 0.2, "B": 1.0}, "noise": {"family": "norm", "params": {"loc": 1.0, "scale": 0.5}},
+            "level": {"curve": str(rng.choice(["power", "exp"])), "floor": floor,
+                      "floor_exponent": float(rng.uniform(0, 0.6)), "scale": float(rng.uniform(3, 15)),
+                      "shape": float(rng.uniform(0.7, 2.5)), "sigma0": float(rng.uniform(0.003, 0.05)),
+                      "sigma1": float(rng.uniform(0, 0.08)), "sigma2": float(rng.uniform(0, 0.15)),
+                      "seed_share": float(rng.uniform(0, 0.7))},
+        })
+    switches = [{"from": f"v{a}", "to": f"v{b}",
+                 "jump": {"family": "norm", "params": {"loc": 0.05, "scale": 0.02}},
+                 "level": {"offset": float(rng.uniform(-0.08, 0.3)), "recovery": float(rng.uniform(0.3, 1.0)),
+                           "sigma": float(rng.uniform(0, 0.1))}}
+                for a in range(n_models) for b in range(a + 1, n_models) if rng.random() < 0.8]
+    clusters = [{"name": f"n{j}", "capacity": float(rng.uniform(100, 500)), "bandwidth": float(rng.uniform(20, 300)),
+                 "unit_cost": float(rng.uniform(0.5, 2.0)), "nodes": int(rng.integers(1, 4))}
+                for j in range(n_clusters)]
+    datasets = [{"name": f"d{j}", "samples": float(rng.integers(1_000, 8_000)),
+                 "transfer_cost": {c["name"]: float(rng.uniform(0, 20)) for c in clusters if rng.random() < 0.5}}
+                for j in range(n_datasets)]
+    total = sum(d["samples"] for d in datasets)
+    max_epochs = int(rng.integers(15, 40))
+    best = max(clusters, key=lambda c: c["capacity"])
+    epoch = models[0]["work"] * total / best["nodes"] / best["capacity"] + models[0]["size"] / best["bandwidth"]
+    data = {
+        "name": f"random-level-{seed}", "initial_loss": l0, "loss_model": "level", "max_epochs": max_epochs,
+        "target": {"loss": float(floors[0] + (l0 - floors[0]) * rng.uniform(0.25, 0.5)),
+                   "quantile": float(rng.choice([0.9, 0.95, 0.99])),
+                   "deadline": float(max_epochs * epoch * rng.uniform(0.6, 1.2))},
+        "data_law": {"s0": float(rng.uniform(1_000, 20_000)), "reference_samples": total},
+        "clusters": clusters, "datasets": datasets, "models": models, "switches": switches,
+    }
+    return parse_scenario(data, f"random-level-{seed}")

@@ -143,7 +143,12 @@ def plan(
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     if out is not None:
-        p.save(out)
+        from .plan import PlanError
+
+        try:
+            p.save(out)
+        except (PlanError, OSError) as e:
+            fail(f"--out {out}: {e}" if isinstance(e, OSError) else str(e))
     if as_json:
         print_json(p.to_json())
         return

@@ -35,7 +35,28 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import signal
+from scipy import fft as sfft
+
+
+# numpy's generators for the families they have, in standard form (loc 0, scale 1):
+# scipy's invgamma has no sampler of its own and inverts its cdf, ~40× slower than 1/Gamma.
+_NUMPY_DRAWS = {
+    "invgamma": lambda rng, size, a: 1.0 / rng.standard_gamma(a, size),
+    "gamma": lambda rng, size, a: rng.standard_gamma(a, size),
+    "norm": lambda rng, size: rng.standard_normal(size),
+    "lognorm": lambda rng, size, s: np.exp(s * rng.standard_normal(size)),
+    "t": lambda rng, size, df: rng.standard_t(df, size),
+    "expon": lambda rng, size: rng.standard_exponential(size),
+}
+
+
+def draw(dist, size, rng: np.random.Generator) -> np.ndarray:
+    """Samples of a frozen scipy.stats distribution, from numpy's own generator where it has one."""
+    f = _NUMPY_DRAWS.get(getattr(getattr(dist, "dist", None), "name", ""))
+    if f is None:
+        return dist.rvs(size=size, random_state=rng)
+    shapes, loc, scale = dist.dist._parse_args(*dist.args, **dist.kwds)
+    return loc + scale * f(rng, size, *shapes)
 
 
 @dataclass(frozen=True)
@@ -59,7 +80,7 @@ class Term:
         return self.shift + self.coef * m, self.coef**2 * v, self.coef**3 * k3
 
     def rvs(self, size, rng: np.random.Generator) -> np.ndarray:
-        return self.shift + self.coef * self.dist.rvs(size=size, random_state=rng)
+        return self.shift + self.coef * draw(self.dist, size, rng)
 
 
 @dataclass(frozen=True)
@@ -134,17 +155,61 @@ class GridDistribution:
         return math.sqrt(self.exact_var)
 
 
+def fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Linear convolution by real FFT (scipy.fft; scipy.signal costs ~1 s to import for this)."""
+    n = a.size + b.size - 1
+    size = sfft.next_fast_len(n, real=True)
+    return sfft.irfft(sfft.rfft(a, size) * sfft.rfft(b, size), size)[:n]
+
+
+def _standard_cdf(name: str, shapes, y: np.ndarray, upper: bool):
+    """cdf (or sf) in standard form by scipy.special, for the families the planners meet
+    most; None for others.  The scipy.stats methods add ~1 ms of argument checks per call."""
+    from scipy import special
+
+    if name == "invgamma":  # P(Y ≤ y) = Q(a, 1/y) for y > 0
+        with np.errstate(divide="ignore"):
+            inv = np.where(y > 0, 1.0 / np.where(y > 0, y, 1.0), np.inf)
+        return np.where(y > 0, (special.gammainc if upper else special.gammaincc)(shapes[0], inv),
+                        1.0 if upper else 0.0)
+    if name == "gamma":
+        yp = np.maximum(y, 0.0)
+        return (special.gammaincc if upper else special.gammainc)(shapes[0], yp)
+    if name == "norm":
+        return special.ndtr(-y if upper else y)
+    if name == "t":
+        return special.stdtr(shapes[0], -y if upper else y)
+    return None
+
+
+_TAILS: dict = {}
+
+
+def _tails(X, eps: float) -> tuple[float, float]:
+    """(ppf(eps), isf(eps)) of a frozen distribution, computed once per object."""
+    key = (X, eps)
+    if key not in _TAILS:
+        if len(_TAILS) > 50_000:
+            _TAILS.clear()
+        _TAILS[key] = (float(X.ppf(eps)), float(X.isf(eps)))
+    return _TAILS[key]
+
+
 def _term_pmf(t: Term, h: float, eps: float) -> tuple[int, np.ndarray]:
     """Masses of floor(coef·X / h): (first lattice index, masses)."""
     c, X = t.coef, t.dist
-    a, b = float(X.ppf(eps)), float(X.isf(eps))
+    a, b = _tails(X, eps)
     lo, hi = (c * a, c * b) if c > 0 else (c * b, c * a)
     i_lo, i_hi = math.floor(lo / h), math.floor(hi / h)
     edges = h * np.arange(i_lo, i_hi + 2, dtype=float)
-    if c > 0:
-        F = X.cdf(edges / c)
-    else:  # P(cX ≤ v) = P(X ≥ v/c)
-        F = X.sf(edges / c)
+    # P(cX ≤ v) = P(X ≤ v/c) for c > 0, P(X ≥ v/c) for c < 0
+    F = None
+    name = getattr(getattr(X, "dist", None), "name", "")
+    if name in ("invgamma", "gamma", "norm", "t"):
+        shapes, loc, scale = X.dist._parse_args(*X.args, **X.kwds)
+        F = _standard_cdf(name, shapes, (edges / c - loc) / scale, upper=c < 0)
+    if F is None:
+        F = X.cdf(edges / c) if c > 0 else X.sf(edges / c)
     masses = np.clip(np.diff(F), 0.0, None)
     return i_lo, masses
 
@@ -211,7 +276,7 @@ def sum_distribution(
     pieces = sorted((masses(t) for t in random), key=lambda p: p[1].size)
     i0, pmf = pieces[0]
     for j, p in pieces[1:]:
-        pmf = signal.fftconvolve(pmf, p) if min(pmf.size, p.size) > 64 else np.convolve(pmf, p)
+        pmf = fft_convolve(pmf, p) if min(pmf.size, p.size) > 64 else np.convolve(pmf, p)
         np.clip(pmf, 0.0, None, out=pmf)  # FFT round-off can leave -1e-17
         i0 += j
         i0, pmf = _trim(i0, pmf, trim)

@@ -11,6 +11,7 @@ follow from the scenario alone:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,13 @@ class Plan:
         return d
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        """Write strict JSON: NaN and Infinity are not JSON, and a plan holding one is not written."""
+        try:
+            text = json.dumps(self.to_json(), indent=2, allow_nan=False)
+        except ValueError:
+            bad = _non_finite(self.to_json())
+            raise PlanError(f"{path}: the plan is not written: {bad} is not a finite number") from None
+        Path(path).write_text(text + "\n", encoding="utf-8")
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source: str = "<plan>") -> "Plan":
@@ -108,6 +115,21 @@ class Plan:
 
 class PlanError(ValueError):
     """A plan file that cannot be used; the message is meant for the user."""
+
+
+def _non_finite(d, where: str = "") -> str:
+    """The first field of a JSON-like value holding NaN or ±inf, as a path (`epochs[3].compute`)."""
+    if isinstance(d, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in d.items())
+    elif isinstance(d, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(d))
+    else:
+        return f"{where} = {d}" if isinstance(d, float) and not math.isfinite(d) else ""
+    for w, v in items:
+        found = _non_finite(v, w)
+        if found:
+            return found
+    return ""
 
 
 # --------------------------------------------------------------------------- #

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..dist import Term
+from ..dist import Term, draw
 from ..scenario import Scenario
 from .base import LossModel
 
@@ -44,11 +44,11 @@ class IncrementsModel(LossModel):
         for m in set(schedule):
             cols = np.flatnonzero(sched == m)
             g = self._models[m].g(cols + 1, phi)
-            x = self._noise[m].rvs(size=(runs, cols.size), random_state=rng)
+            x = draw(self._noise[m], (runs, cols.size), rng)
             steps[:, cols] = -g * x
         for k in range(1, K):
             if schedule[k] != schedule[k - 1]:
-                steps[:, k] += self._jump[(schedule[k - 1], schedule[k])].rvs(size=runs, random_state=rng)
+                steps[:, k] += draw(self._jump[(schedule[k - 1], schedule[k])], runs, rng)
         out = np.empty((runs, K + 1))
         out[:, 0] = self.initial_loss
         np.cumsum(steps, axis=1, out=out[:, 1:])

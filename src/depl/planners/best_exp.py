@@ -15,63 +15,101 @@ import time
 from ..loss import LossModel
 from ..plan import Plan
 from ..scenario import Scenario
-from .common import Candidate, Context, Options, make_plan
+from .common import Candidate, Context, Infeasible, Options, make_plan
 from .datasets import ranked_subsets
-from .depl import Criterion, infeasible, search
+from .depl import Criterion, search
+from .reach import infeasible
 from .schedule import Surrogate
 
 MEAN = Criterion(
     surrogate=lambda omega, sigma: Surrogate.expectation(),
     exact=lambda c: c.dist.mean(),
-    estimate=lambda ctx, s: (float(ctx.loss.mean_path(s, ctx.phi)[-1]), 0.0),
+    # What the graph adds up, not the exact mean: the search's bias correction is
+    # exact − additive, which is 0 under the increments law but not under the level
+    # law (its switch terms are averages), where the graph alone misjudges schedules.
+    estimate=lambda ctx, s: (ctx.loss.initial_loss + float(ctx.additive_cumulants(s)[0]), 0.0),
 )
 
 
 def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None, float | None]:
-    """(cheapest plan meeting ℓmax found by tightening the mean target, that target)."""
-    lmax = ctx.target
-    best: tuple[Candidate, float] | None = None
+    """(cheapest plan meeting ℓmax found by tightening the mean target, that target).
 
-    def attempt(limit: float) -> Candidate | None:
-        """The plan for E[ℓ(K)] ≤ limit (None if the mean cannot go that low); keeps the best that meets ℓmax."""
+    The search for a mean target is not monotone in the target (the graph only
+    ranks schedules; under the level law its switch terms are averages), so a
+    target it cannot plan for is not taken to mean that no tighter one works:
+    the lowest plannable mean is found by bisection instead.
+    """
+    lmax, l0 = ctx.target, ctx.loss.initial_loss
+    best: tuple[Candidate, float] | None = None
+    lowest: list[Candidate] = []  # the plan with the lowest mean seen (for the infeasibility message)
+
+    def attempt(limit: float) -> str:
+        """'meets' ℓmax, 'misses' it, or 'none' (no plan for E[ℓ(K)] ≤ limit); keeps the best that meets."""
         nonlocal best
         cand = search(ctx, MEAN, limit)
-        if cand is not None and cand.quantile <= lmax and (best is None or cand.cost < best[0].cost):
-            best = (cand, limit)
-        return cand
-
-    def meets(cand: Candidate | None) -> bool:
-        return cand is not None and cand.quantile <= lmax
-
-    hi = lmax  # plans for E ≤ hi miss the quantile target (or hi = ℓmax itself works)
-    if meets(attempt(hi)):
-        return best[0], hi  # type: ignore[index]
-    step, lo = 0.05 * (ctx.loss.initial_loss - lmax), None
-    for _ in range(steps):  # walk down until a mean target is tight enough
-        cand_lo = hi - step
-        cand = attempt(cand_lo)
-        if meets(cand):
-            lo = cand_lo
-            break
         if cand is None:
-            return None, None  # the mean cannot go that low: nothing tighter works
-        hi, step = cand_lo, step * 2
+            return "none"
+        if not lowest or cand.dist.mean() < lowest[0].dist.mean():
+            lowest[:] = [cand]
+        if cand.quantile <= lmax:
+            if best is None or cand.cost < best[0].cost:
+                best = (cand, limit)
+            return "meets"
+        return "misses"
+
+    tiny = 1e-3 * max(l0 - lmax, abs(lmax) * 1e-2, 1e-12)  # costs change in steps: finer buys nothing
+    outcome = attempt(lmax)
+    if outcome == "meets":
+        return best[0], lmax  # type: ignore[index]
+    hi = lmax if outcome == "misses" else None  # a plannable target that misses ℓmax
+    lo = None  # a target whose plan meets ℓmax
+    none_at = None if hi is not None else lmax  # a target with no plan
+    step = 0.05 * max(l0 - lmax, abs(lmax), tiny)
+    limit = lmax
+    for _ in range(steps):  # walk down, doubling, until a target meets ℓmax or (after a plan) has none
+        limit, step = limit - step, step * 2
+        outcome = attempt(limit)
+        if outcome == "meets":
+            lo = limit
+            break
+        if outcome == "misses":
+            hi, none_at = limit, None
+        elif hi is not None or limit < min(0.0, lmax):
+            none_at = limit
+            break
+        elif limit < lmax - 0.7 * (l0 - lmax):
+            break  # nothing plannable at or well below ℓmax (3 tries)
+    for _ in range(steps if hi is not None else 0):
+        # between a plannable target that misses (hi) and one without a plan
+        if lo is not None or none_at is None or hi - none_at < 5 * tiny:
+            break
+        mid = (hi + none_at) / 2
+        outcome = attempt(mid)
+        if outcome == "meets":
+            lo = mid
+        elif outcome == "none":
+            none_at = mid
+        else:
+            hi = mid
     if lo is None:
+        ctx.__dict__["lowest_mean_plan"] = lowest[0] if lowest else None
         return None, None
-    for _ in range(steps):  # bisection between a working lo and a failing hi
-        if hi - lo < 1e-4 * ctx.loss.initial_loss:
+    hi = lmax if hi is None else hi
+    for _ in range(steps):  # bisection between a working lo and a failing hi: the loosest target that works
+        if hi - lo < 2 * tiny:
             break
         mid = (lo + hi) / 2
-        if meets(attempt(mid)):
+        if attempt(mid) == "meets":
             lo = mid
         else:
             hi = mid
-    return (best[0] if best is not None else None), lo
+    return best[0], best[1]  # type: ignore[index]
+
 
 def plan_best_exp(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
     options = options or Options()
     t0 = time.perf_counter()
-    tried = []
+    tried, lowest = [], None
     for datasets in ranked_subsets(s, loss):
         ctx = Context(s, list(datasets), loss=loss, options=options)
         cand, mean_target = tightest_mean_plan(ctx)
@@ -79,4 +117,19 @@ def plan_best_exp(s: Scenario, options: Options | None = None, loss: LossModel |
             return make_plan("best-exp", s, ctx, cand, t0, eta=options.eta, mean_target=mean_target,
                              blacklisted=tried)
         tried.append(list(datasets))
-    raise infeasible(s, options, loss)
+        low = ctx.__dict__.get("lowest_mean_plan")
+        if low is not None and (lowest is None or low.dist.mean() < lowest.dist.mean()):
+            lowest = low
+    e = infeasible(s, options, loss, method="best-exp")
+    if e.witness is None or lowest is None:
+        raise Infeasible(str(e), best_quantile=e.best_quantile, shortest_time=e.shortest_time)
+    # Plans meeting the target exist, but not among those best-exp can reach by
+    # tightening the mean: say both, with the numbers, and do not pass off a
+    # quantile-aware plan as best-exp's.
+    w = f"{s.target.quantile:g}-quantile"
+    raise Infeasible(
+        f"best-exp finds no plan: tightening the expected loss down to the lowest it can plan for, "
+        f"E[ℓ(K)] = {lowest.dist.mean():.4g}, gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}. "
+        f"Plans meeting the target exist (the lowest reachable {w} is {e.best_quantile:.4g}; use --method depl): "
+        "best-exp, which reasons with the expected loss only, does not find them.",
+        best_quantile=e.best_quantile, shortest_time=e.shortest_time)

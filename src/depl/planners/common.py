@@ -16,8 +16,6 @@ from ..scenario import Scenario
 from .placement import ClusterTable, Placement, PlacementInfeasible, place
 from .schedule import GraphSpec, Surrogate, cornish_fisher
 
-MAX_EPOCHS = 400
-
 
 @dataclass(frozen=True)
 class Options:
@@ -37,10 +35,14 @@ class Options:
 class Infeasible(Exception):
     """No plan meets the target; says which constraint and what is reachable."""
 
-    def __init__(self, message: str, *, best_quantile: float | None = None, shortest_time: float | None = None):
+    def __init__(self, message: str, *, best_quantile: float | None = None, shortest_time: float | None = None,
+                 witness: tuple | None = None):
         super().__init__(message)
         self.best_quantile = best_quantile
         self.shortest_time = shortest_time
+        # (Context, Candidate) meeting the target, found by the reachability search
+        # after the planner's own search missed it (depl.planners.reach)
+        self.witness = witness
 
 
 @dataclass
@@ -85,11 +87,17 @@ class Context:
         return self.table.min_time()
 
     @cached_property
+    def deadline_epochs(self) -> int:
+        """The most epochs that fit in the deadline (the fastest version, full speed, best cluster)."""
+        return max(1, int(math.floor(self.deadline / float(self.tmin.min()) + 1e-9)))
+
+    @cached_property
     def max_epochs(self) -> int:
-        k = int(math.floor(self.deadline / float(self.tmin.min()) + 1e-9))
+        """The horizon: what the deadline allows, and at most the law's max_epochs (no other cap)."""
+        k = self.deadline_epochs
         if self.scenario.max_epochs is not None:
             k = min(k, self.scenario.max_epochs)
-        return max(1, min(k, MAX_EPOCHS))
+        return max(1, k)
 
     @cached_property
     def epoch_cumulants(self) -> np.ndarray:
@@ -132,9 +140,26 @@ class Context:
         return self.loss.distribution(schedule, self.phi, tol=self.options.tol)
 
     def certify(self, schedule) -> tuple[float, object]:
-        """(certified upper bound of the ω-quantile, the distribution)."""
+        """(certified upper bound of the ω-quantile, the distribution); inf where the law
+        cannot certify anything (see `physical`)."""
         d = self.distribution(schedule)
-        return d.quantile_bounds(self.omega)[1], d
+        q = d.quantile_bounds(self.omega)[1]
+        return (q if self.physical(d, q) else math.inf), d
+
+    unphysical_seen = False  # (not a field) a schedule was refused because its law predicts a negative loss
+
+    def physical(self, d, q: float | None = None) -> bool:
+        """Whether the law of ℓ(K) can certify: its mean and ω-quantile are finite and not
+        negative.  A loss is never below 0; a law that says otherwise (the increments law
+        extrapolated far past its data) is out of its range, and a plan on it is not a plan."""
+        q = d.quantile_bounds(self.omega)[1] if q is None else q
+        m = float(d.mean())
+        if not (math.isfinite(q) and math.isfinite(m)):
+            return False
+        if q < 0 or m < 0:
+            self.unphysical_seen = True
+            return False
+        return True
 
     def place(self, schedule) -> Placement | None:
         try:
@@ -142,15 +167,20 @@ class Context:
         except PlacementInfeasible:
             return None
 
-    def cornish_fisher(self, schedule) -> tuple[float, float]:
-        """(Cornish–Fisher ω-quantile, σ) of ℓ(K) from the additive cumulants."""
+    def additive_cumulants(self, schedule) -> np.ndarray:
+        """κ1..κ3 of ℓ(K) − ℓ(0) as the graph adds them along `schedule` (exact for the
+        increments law; an approximation where switches do not add, as in the level law)."""
         idx = {m: i for i, m in enumerate(self.loss.model_names)}
         s = np.array([idx[m] for m in schedule])
         cum = self.cumulants(len(s))[s, np.arange(len(s))].sum(axis=0)
         for a, b in zip(s, s[1:]):
             if a != b:
                 cum = cum + self.switch_cumulants[a, b]
-        q, sigma = cornish_fisher(self.loss.initial_loss, cum, self.omega)
+        return cum
+
+    def cornish_fisher(self, schedule) -> tuple[float, float]:
+        """(Cornish–Fisher ω-quantile, σ) of ℓ(K) from the additive cumulants."""
+        q, sigma = cornish_fisher(self.loss.initial_loss, self.additive_cumulants(schedule), self.omega)
         return float(q), float(sigma)
 
 
@@ -187,6 +217,26 @@ def segments(schedule) -> list[tuple[str, int]]:
     return out
 
 
+def check_plan(plan: Plan) -> None:
+    """Raise Infeasible unless every number of `plan` is finite and its loss is not negative:
+    a plan that says "feasible" is one that can be run and trusted."""
+    numbers = {"cost": plan.cost, "time": plan.time, "loss_quantile": plan.loss_quantile,
+               "loss_mean": plan.loss_mean, "loss_quantile_bounds": plan.loss_quantile_bounds}
+    numbers.update({f"epochs[{e.epoch}].compute": e.compute for e in plan.epochs})
+    numbers.update({f"info.{k}": v for k, v in plan.info.items() if isinstance(v, (int, float))})
+    for name, v in numbers.items():
+        vals = v if isinstance(v, (tuple, list)) else [v]
+        if any(x is None or not math.isfinite(float(x)) for x in vals):
+            raise Infeasible(f"{plan.method} produced a plan with {name} = {v}: not a number a plan may hold, "
+                             "so no plan is certified (check the scenario's numbers)")
+    if plan.loss_quantile < 0 or plan.loss_mean < 0:
+        raise Infeasible(f"{plan.method}: the only plans found need the loss law where it predicts a negative "
+                         f"loss (the {plan.omega:g}-quantile {plan.loss_quantile:.4g}, mean {plan.loss_mean:.4g}): "
+                         f"the law does not hold there; target.loss {plan.loss_target:g} cannot be certified")
+    if not all(e.compute > 0 for e in plan.epochs):
+        raise Infeasible(f"{plan.method} produced a plan with a non-positive compute allocation")
+
+
 def make_plan(method: str, scenario: Scenario, ctx: Context, cand: Candidate, t0: float, **info) -> Plan:
     lo, hi = cand.dist.quantile_bounds(ctx.omega)
     plan = Plan(
@@ -198,4 +248,5 @@ def make_plan(method: str, scenario: Scenario, ctx: Context, cand: Candidate, t0
         info={"placement_gap": cand.placement.gap, "loss_std": cand.dist.std(),
               "segments": [[m, n] for m, n in segments(cand.schedule)], **info},
     )
+    check_plan(plan)
     return with_scenario(plan, scenario)

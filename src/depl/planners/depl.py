@@ -33,10 +33,8 @@ from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan
 from .bounds import subset_lower_bound
 from .datasets import objective, ranked_by_cost, ranked_subsets
 from .exhaustive import Exhaustive
+from .reach import infeasible, reachable  # noqa: F401 - where the no-plan message is built (planfast)
 from .schedule import Surrogate, lowest_cost_path
-
-
-MAX_TIME_EPOCHS = 400  # horizon of the search for the shortest time that meets the target
 
 
 def full_speed_price(ctx: Context) -> float:
@@ -220,60 +218,6 @@ def _one_epoch_moves(ctx: Context, best: Candidate, ok: Callable[[Candidate], bo
             if evals >= max_evals:
                 break
     return best
-
-
-def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> tuple[float | None, float | None]:
-    """(lowest certified ω-quantile by the deadline, shortest time meeting the target)."""
-    best_q, best_t = None, None
-    for datasets in ranked_subsets(s, loss):
-        ctx = Context(s, list(datasets), loss=loss, options=Options(eta=min(options.eta, 100), polish=False))
-        # Lowest quantile: bisection on the target with the planner's own search.
-        lo, hi = ctx.loss.initial_loss - 50 * (ctx.loss.initial_loss - ctx.target), ctx.loss.initial_loss
-        found = None
-        for _ in range(30):
-            mid = (lo + hi) / 2
-            cand = search(ctx, limit=mid)
-            if cand is not None:
-                found, hi = cand.quantile, min(mid, cand.quantile)
-            else:
-                lo = mid
-            if hi - lo < 1e-3 * abs(ctx.loss.initial_loss):
-                break
-        if found is not None and (best_q is None or found < best_q):
-            best_q = found
-        # Shortest time: the same graph with time as the edge weight and no deadline.
-        sigma0 = ctx.cornish_fisher([ctx.loss.model_names[0]] * ctx.max_epochs)[1]
-        horizon = float(ctx.tmin.max()) * MAX_TIME_EPOCHS
-        bias = 0.0
-        for _ in range(6):
-            sur = Surrogate.for_quantile(ctx.omega, max(sigma0, 1e-6))
-            spec = ctx.spec(sur, ctx.tmin, ctx.target - bias - sur.const, deadline=horizon,
-                            horizon=MAX_TIME_EPOCHS)
-            path = lowest_cost_path(spec)
-            if path is None:
-                break
-            q = ctx.certify(path.schedule)[0]
-            cf, sigma0 = ctx.cornish_fisher(path.schedule)
-            if q <= ctx.target and (best_t is None or path.time < best_t):
-                best_t = path.time
-            bias = q - cf
-    return best_q, best_t
-
-
-def infeasible(s: Scenario, options: Options, loss: LossModel | None = None) -> Infeasible:
-    q, t = reachable(s, options, loss)
-    tgt = s.target
-    parts = [f"no plan meets the target: the {tgt.quantile:g}-quantile of the final loss ≤ {tgt.loss:g} "
-             f"by the deadline {tgt.deadline:g}."]
-    if q is not None:
-        parts.append(f"By the deadline the lowest reachable {tgt.quantile:g}-quantile is {q:.4g} (constraint (3), target.loss).")
-    else:
-        parts.append("No schedule can even run within the deadline (constraint (4), target.deadline).")
-    if t is not None:
-        parts.append(f"The loss target is reached at the earliest after {t:.6g} time units at full speed (constraint (4), target.deadline).")
-    else:
-        parts.append(f"No schedule of at most {MAX_TIME_EPOCHS} epochs reaches the loss target, whatever the deadline.")
-    return Infeasible(" ".join(parts), best_quantile=q, shortest_time=t)
 
 
 def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:

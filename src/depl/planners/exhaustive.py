@@ -212,6 +212,8 @@ class Exhaustive:
                     return
 
     def _accept(self, path, lengths, q, d) -> None:
+        if not self.ctx.physical(d, q):  # a law predicting a negative loss certifies nothing (planfast)
+            return
         sched = self.schedule(path, lengths)
         p = self.ctx.place(sched)
         if p is not None and (self.best is None or p.cost < self.best.cost):

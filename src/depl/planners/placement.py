@@ -22,7 +22,6 @@ is computed per (version, cluster) group.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -176,6 +175,106 @@ def _place_on(table: ClusterTable, model_counts: np.ndarray, cols: np.ndarray, d
     return cost, best_counts, xs, mu, time, dual
 
 
+class _Groups:
+    """Exact uncapacitated facility location with few customers: clusters are
+    facilities (opening cost β), the versions of a schedule the customers.
+
+    An optimal set of clusters serves each version from one cluster, so it has
+    at most |M| members and is a partition of the versions into groups, each
+    served by the cluster cheapest for it: g(S) = min_n β_n + Σ_{m∈S} v(m, n)
+    for every group S (a (2^|M|, N) matrix product), then a DP over partitions
+    (3^|M| steps) — whatever the number of clusters."""
+
+    def __init__(self, n_versions: int):
+        self.n = n_versions
+        masks = np.arange(1, 2**n_versions)
+        self.member = ((masks[:, None] >> np.arange(n_versions)) & 1).astype(float)  # (S, M)
+        # the submasks of each mask that contain its lowest member (each partition once)
+        self.splits = []
+        for S in range(2**n_versions):
+            low = S & -S
+            subs, sub = [], S
+            while sub:
+                if sub & low:
+                    subs.append(sub)
+                sub = (sub - 1) & S
+            self.splits.append(subs)
+
+    def solve(self, v: np.ndarray, beta: np.ndarray) -> tuple[float, np.ndarray]:
+        """(least Σ_m v[m, n_m] + Σ_{n used} β_n, the cluster n_m of every version)."""
+        cost = self.member @ v + beta[None, :]  # (S, N)
+        arg = cost.argmin(axis=1)
+        g = np.concatenate([[0.0], cost[np.arange(arg.size), arg]])
+        arg = np.concatenate([[-1], arg])
+        full = 2**self.n - 1
+        best, take = np.zeros(full + 1), np.zeros(full + 1, dtype=np.int64)
+        for S in range(1, full + 1):
+            vals = [g[sub] + best[S ^ sub] for sub in self.splits[S]]
+            i = int(np.argmin(vals))
+            best[S], take[S] = vals[i], self.splits[S][i]
+        out, S = np.empty(self.n, dtype=np.int64), full
+        while S:
+            sub = int(take[S])
+            out[(self.member[sub - 1] > 0)] = arg[sub]
+            S ^= sub
+        return float(best[full]), out
+
+
+def _cluster_sets(table: ClusterTable, model_counts: np.ndarray, beta: np.ndarray, deadline: float):
+    """Candidate sets of clusters when using a cluster costs β, and a lower bound on the
+    placement over *every* choice of clusters.
+
+    Lagrangian relaxation of the deadline: at a time price λ the best choice of
+    clusters is a facility-location problem solved exactly (`_Groups`), so its
+    value minus λ·Tmax bounds the optimum from below; λ is bisected to where the
+    chosen plan's time crosses Tmax, and the clusters chosen on both sides of the
+    crossing (and their union) are the candidates, placed exactly by `_place_on`.
+    """
+    used = np.flatnonzero(model_counts)
+    q = model_counts[used][:, None]
+    groups = _Groups(used.size)
+    allc = np.arange(len(table.clusters))
+    seen: dict[tuple, None] = {}
+    bound = -math.inf
+
+    def choice(lam):
+        nonlocal bound
+        val, t, _ = table.lagrangian(lam, allc)
+        value, pick = groups.solve(q * val[used], beta)
+        time = float(np.sum(q[:, 0] * t[used, pick]))
+        bound = max(bound, value - lam * deadline)
+        seen[tuple(sorted(set(pick.tolist())))] = None
+        return tuple(pick.tolist()), time
+
+    lo, hi = 1e-12, 1.0
+    while choice(hi)[1] > deadline and hi < 1e30:
+        hi *= 4.0
+    p_lo, p_hi = choice(lo)[0], choice(hi)[0]
+    # to the crossing itself, where the dual bound peaks (not only until the choices agree)
+    while hi / lo > 1 + 1e-7:
+        mid = math.sqrt(lo * hi)
+        pick, t = choice(mid)
+        if t > deadline:
+            lo, p_lo = mid, pick
+        else:
+            hi, p_hi = mid, pick
+    sets = [np.array(sorted(set(p_hi))), np.array(sorted(set(p_lo) | set(p_hi)))]
+    sets += [np.array(u) for u in list(seen)[-8:]]  # the last choices of the bisection
+    out, keys = [], set()
+    for u in sets:
+        if tuple(u) not in keys:
+            keys.add(tuple(u))
+            out.append(u)
+    # Clusters worth trying in a local search if the candidates leave a gap: per
+    # version, the few cheapest at the crossing price counting β as if it alone paid it.
+    val = table.lagrangian(hi, allc)[0][used] * q + beta[None, :]
+    pool = np.unique(np.argsort(val, axis=1)[:, :POOL].ravel())
+    return out, bound, pool
+
+
+POOL = 4  # clusters per version the local search may add or swap in
+
+
 def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float | None = None,
           table: ClusterTable | None = None) -> Placement:
     """Clusters and compute for `schedule`; raises PlacementInfeasible."""
@@ -187,34 +286,70 @@ def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float
         model_counts[idx[m]] += 1
     N = len(table.clusters)
     beta = np.array([s.transfer_cost(datasets, n) for n in table.clusters])
-    if not beta.any():
-        subsets = [np.arange(N)]
-    elif N <= 10:
-        subsets = [np.array(c) for r in range(1, N + 1) for c in itertools.combinations(range(N), r)]
-    else:  # pragma: no cover - large cluster sets: the cheapest-β half and all
-        order = np.argsort(beta)
-        subsets = [order[: max(1, N // 2)], np.arange(N)]
-    best, min_time = None, math.inf
-    for cols in subsets:
+    # The same counts per version come back often (the planners' searches and
+    # polish): their placement is kept with the table; only the order differs.
+    cache = table.__dict__.setdefault("_placed", {})
+    key = (tuple(model_counts), float(deadline), tuple(beta))
+    if key not in cache:
+        if len(cache) > 50_000:
+            cache.clear()
         try:
-            cost, counts, xs, mu, time, dual = _place_on(table, model_counts, cols, deadline)
+            cache[key] = _best_placement(table, model_counts, beta, deadline)
         except PlacementInfeasible as e:
-            min_time = min(min_time, e.min_time)
-            continue
-        used_clusters = sorted({n for (_, n), q in counts.items() if q > 0})
-        total = cost + float(beta[used_clusters].sum())
-        if best is None or total < best[0]:
-            best = (total, counts, xs, mu, time, max(0.0, cost / dual - 1.0) if dual > 0 else 0.0)
-    if best is None:
-        raise PlacementInfeasible(min_time)
-    total, counts, xs, mu, time, gap = best
+            cache[key] = e
+    best = cache[key]
+    if isinstance(best, PlacementInfeasible):
+        raise PlacementInfeasible(best.min_time)
+    total, counts, xs, mu, time, gap, _ = best
     # Epochs of one version go to its clusters in order (fewest hand-offs).
     queue = {m: [] for m in range(len(table.models))}
     for (m, n), q in sorted(counts.items()):
         if q > 0:
-                queue[m].extend([(n, xs[(m, n)])] * q)
+            queue[m].extend([(n, xs[(m, n)])] * q)
     epochs = []
     for k, m in enumerate(schedule, start=1):
         n, x = queue[idx[m]].pop(0)
         epochs.append(Epoch(k, m, table.clusters[n], float(x)))
     return Placement(epochs, total, time, gap, mu)
+
+
+def _best_placement(table: ClusterTable, model_counts: np.ndarray, beta: np.ndarray, deadline: float):
+    N = len(table.clusters)
+    best, min_time = None, math.inf
+
+    def consider(cols, lb):
+        nonlocal best, min_time
+        try:
+            cost, counts, xs, mu, time, dual = _place_on(table, model_counts, cols, deadline)
+        except PlacementInfeasible as e:
+            min_time = min(min_time, e.min_time)
+            return
+        used_clusters = sorted({n for (_, n), q in counts.items() if q > 0})
+        total = cost + float(beta[used_clusters].sum())
+        if best is None or total < best[0]:
+            lb = dual if lb is None else lb
+            best = (total, counts, xs, mu, time, max(0.0, total / lb - 1.0) if lb > 0 else 0.0, used_clusters)
+
+    if not beta.any():
+        consider(np.arange(N), None)
+    else:
+        subsets, bound, pool = _cluster_sets(table, model_counts, beta, deadline)
+        for cols in subsets:
+            consider(cols, bound)
+        # Where the Lagrangian candidates leave a gap to the bound: local search over
+        # sets of clusters (add, drop or swap one), each placed exactly.
+        tried = {tuple(c) for c in subsets}
+        improved = best is not None
+        while improved and best[5] > 1e-6:
+            improved, cur, before = False, set(best[6]), best[0]
+            moves = [cur | {c} for c in pool if c not in cur] + [cur - {c} for c in cur if len(cur) > 1]
+            moves += [(cur - {a}) | {b} for a in cur for b in pool if b not in cur]
+            for u in moves:
+                key = tuple(sorted(u))
+                if key not in tried:
+                    tried.add(key)
+                    consider(np.array(key), bound)
+            improved = best[0] < before * (1 - 1e-12)
+    if best is None:
+        raise PlacementInfeasible(min_time)
+    return best

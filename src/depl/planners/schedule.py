@@ -128,6 +128,8 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
     expanded graph of the paper, which `expanded_graph_edges` also lists.
     """
     M, K, eta = len(spec.models), spec.K, spec.eta
+    if not math.isfinite(spec.target):
+        return None  # e.g. a bias correction from a schedule the law cannot certify (inf)
     bt, bu, di = spec.bins()
     n_i, n_j = eta + 1, eta + 1 + J0
     starts = spec.allowed_start if spec.allowed_start is not None else np.ones(M, bool)

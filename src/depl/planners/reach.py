@@ -1,0 +1,133 @@
+"""What is reachable when no plan is found, and the infeasibility message that says so.
+
+`reachable` answers two questions with the planner's own search: the lowest
+certified ω-quantile by the deadline (bisection on the target), and the
+shortest time that meets the target (the same graph with time as the edge
+weight and no deadline).  The message built from them must agree with them:
+if the bisection finds a plan whose certified quantile meets ℓmax, the target
+*is* reachable and that plan is returned (`Infeasible.witness`), never an
+"infeasible" that quotes a reachable quantile below the target.
+
+Horizons are the scenario's: plans have at most `max_epochs` epochs (the law
+is not extrapolated) or what the deadline allows; the message says when the
+horizon, not the target or the deadline, is what binds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..loss import LossModel
+from ..scenario import Scenario
+from .common import Candidate, Context, Infeasible, Options
+from .datasets import ranked_subsets
+from .schedule import Surrogate, cornish_fisher, lowest_cost_path
+
+LONGEST = 10_000  # the longest horizon a scenario may set (scenario.max_epochs ≤ 10,000)
+
+
+@dataclass
+class Reach:
+    best_quantile: float | None = None  # lowest certified ω-quantile by the deadline
+    witness: tuple[Context, Candidate] | None = None  # a plan with that quantile
+    shortest_time: float | None = None  # earliest time the target is met at full speed
+    horizon: int = 0  # epochs searched for the shortest time
+    horizon_binds: bool = False  # the lowest quantile's plan uses every epoch max_epochs allows
+    deadline_epochs: int = 0  # epochs the deadline alone would allow
+    unphysical: bool = False  # plans below that quantile exist only where the law predicts a negative loss
+
+
+def time_horizon(ctx: Context) -> int:
+    """Epochs for the shortest-time search: the law's max_epochs, else four times the
+    epochs the best version alone needs for its (Cornish–Fisher) ω-quantile — or, if
+    none gets there, its mean — to meet the target, and at least 400."""
+    if ctx.scenario.max_epochs is not None:
+        return int(ctx.scenario.max_epochs)
+    cum = np.cumsum(ctx.loss.epoch_cumulants(LONGEST, ctx.phi), axis=1)
+    q, _ = cornish_fisher(ctx.loss.initial_loss, cum, ctx.omega)
+    hit = np.flatnonzero((q <= ctx.target).any(axis=0))
+    if not hit.size:  # no version alone gets there: its mean, then
+        hit = np.flatnonzero((ctx.loss.initial_loss + cum[:, :, 0] <= ctx.target).any(axis=0))
+    # Cornish–Fisher is an estimate: leave room (4×) for the exact law's quantile
+    return min(LONGEST, max(400, 4 * int(hit[0] + 1))) if hit.size else LONGEST
+
+
+def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> Reach:
+    from .depl import search  # the planner's own search (depl imports this module)
+
+    out = Reach()
+    for datasets in ranked_subsets(s, loss):
+        ctx = Context(s, list(datasets), loss=loss, options=Options(eta=min(options.eta, 100), polish=False))
+        out.deadline_epochs = max(out.deadline_epochs, ctx.deadline_epochs)
+        # Lowest quantile: bisection on the target with the planner's own search.
+        l0 = ctx.loss.initial_loss
+        lo, hi = min(0.0, ctx.target), l0
+        found: Candidate | None = None
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            cand = search(ctx, limit=mid)
+            if cand is not None:
+                found, hi = cand, min(mid, cand.quantile)
+            else:
+                lo = mid
+            if hi - lo < 1e-3 * abs(l0):
+                break
+        if found is not None and (out.best_quantile is None or found.quantile < out.best_quantile):
+            out.best_quantile, out.witness = found.quantile, (ctx, found)
+            out.horizon_binds = (len(found.schedule) >= ctx.max_epochs
+                                 and ctx.max_epochs < ctx.deadline_epochs)
+        # Shortest time: the same graph with time as the edge weight and no deadline.
+        H = time_horizon(ctx)
+        out.horizon = max(out.horizon, H)
+        sigma0 = ctx.cornish_fisher([ctx.loss.model_names[0]] * min(H, ctx.max_epochs))[1]
+        bias = 0.0
+        for _ in range(6):
+            sur = Surrogate.for_quantile(ctx.omega, max(sigma0, 1e-6))
+            spec = ctx.spec(sur, ctx.tmin, ctx.target - bias - sur.const, deadline=float(ctx.tmin.max()) * H,
+                            horizon=H)
+            path = lowest_cost_path(spec)
+            if path is None:
+                break
+            q = ctx.certify(path.schedule)[0]
+            cf, sigma0 = ctx.cornish_fisher(path.schedule)
+            if q <= ctx.target and (out.shortest_time is None or path.time < out.shortest_time):
+                out.shortest_time = path.time
+            if not math.isfinite(q):
+                break
+            bias = q - cf
+        out.unphysical |= ctx.unphysical_seen
+    return out
+
+
+def infeasible(s: Scenario, options: Options, loss: LossModel | None = None, *,
+               method: str = "depl") -> Infeasible:
+    """The Infeasible to raise; it carries a witness plan if the target turns out to be reachable."""
+    r = reachable(s, options, loss)
+    tgt = s.target
+    w = f"{tgt.quantile:g}-quantile"
+    if r.witness is not None and r.best_quantile is not None and r.best_quantile <= tgt.loss:
+        return Infeasible(f"{method} found no plan, but plans meeting the target exist "
+                          f"(the lowest reachable {w} is {r.best_quantile:.4g} ≤ {tgt.loss:g})",
+                          best_quantile=r.best_quantile, shortest_time=r.shortest_time, witness=r.witness)
+    parts = [f"no plan meets the target: the {w} of the final loss ≤ {tgt.loss:g} by the deadline {tgt.deadline:g}."]
+    if r.best_quantile is not None:
+        parts.append(f"By the deadline the lowest reachable {w} is {r.best_quantile:.4g} (constraint (3), target.loss).")
+        if r.horizon_binds:
+            parts.append(f"The horizon binds, not the deadline: that plan uses all max_epochs = {s.max_epochs} epochs "
+                         f"the loss law is given for (the deadline alone would allow {r.deadline_epochs}).")
+    else:
+        parts.append("No schedule can even run within the deadline (constraint (4), target.deadline).")
+    if r.unphysical:
+        parts.append("Some schedules were not certified: there the loss law predicts a negative loss "
+                     "(its mean or ω-quantile below 0), where it does not hold.")
+    if r.shortest_time is not None:
+        parts.append(f"The loss target is reached at the earliest after {r.shortest_time:.6g} time units at full speed "
+                     "(constraint (4), target.deadline).")
+    else:
+        src = (f"max_epochs = {s.max_epochs}" if s.max_epochs is not None
+               else "4× what the best version alone needs, at least 400" if r.horizon < LONGEST else "the longest horizon")
+        parts.append(f"No schedule of at most {r.horizon} epochs ({src}) reaches the loss target, whatever the deadline.")
+    return Infeasible(" ".join(parts), best_quantile=r.best_quantile, shortest_time=r.shortest_time)
