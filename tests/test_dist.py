@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -19,6 +19,7 @@ QS = [0.01, 0.1, 0.5, 0.9, 0.99, 0.999]
                     min_size=1, max_size=12),
     shift=st.floats(-10, 10),
 )
+@example(params=[(-2.1037507785311914e-08, 1.0, 1.0)], shift=0.0)  # the median a hair below a lattice point
 @settings(max_examples=40, deadline=None)
 def test_sum_of_normals_matches_closed_form_within_the_bound(params, shift):
     terms = [Term(c, stats.norm(m, s)) for m, s, c in params] + [Term(0.0, None, shift)]
@@ -31,7 +32,8 @@ def test_sum_of_normals_matches_closed_form_within_the_bound(params, shift):
     for q in QS:
         lo, hi = d.quantile_bounds(q)
         assert lo <= exact.ppf(q) <= hi  # the certified bracket holds
-        assert abs(d.quantile(q) - exact.ppf(q)) <= d.error_bound + 1e-9  # the stated bound
+        # the stated bound: N·h/2, plus the δ shift (dropped tail mass can move C⁻¹ up to the (q+δ)-quantile)
+        assert exact.ppf(q) - d.error_bound - 1e-9 <= d.quantile(q) <= exact.ppf(q + d.delta) + d.error_bound + 1e-9
         assert hi - lo <= 2 * d.error_bound + 0.01 * sd + 1e-9
 
 
