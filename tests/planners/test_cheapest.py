@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
@@ -68,6 +68,7 @@ def confirmed_by_monte_carlo(plan: Plan, runs: int = 20_000) -> bool:
 
 
 @given(seed=st.integers(0, 10**6))
+@example(seed=18556)  # level law: the cheapest choice's plan switches late, at 0.59× its one-version score
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_depl_within_one_percent_of_proven_optimal_on_random_instances(seed):
     s = random_instance(seed, max_epochs=EPOCHS)

@@ -27,7 +27,7 @@ class Options:
     tol: float | None = None  # width of the certified quantile bracket; None = 1% of σ
     dataset_rule: str = "cost"  # "cost": ranked by eq. (2) (depl.planners.bounds); "paper": eq. (7)
     dataset_candidates: int = 6  # feasible dataset choices taken through stages 2–3 (the paper: 1)
-    dataset_slack: float = 1.25  # ... among those whose ranking score is within this factor of the best
+    dataset_slack: float = 2.0  # ... among those whose ranking score is within this factor of the best
     time_limit: float | None = None  # optimal: seconds before it returns its incumbent and a lower bound
     progress: Callable[[str], None] | None = field(default=None, compare=False)  # optimal's live status
 
