@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="depl: plan, run and check dependable distributed training.")
@@ -24,7 +25,8 @@ EXIT_INFEASIBLE = 3
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     """Print one clear message to stderr and exit with `code` (no traceback)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     raise typer.Exit(code)
 
 
@@ -62,8 +64,8 @@ def _summary(plan) -> None:
     from rich.table import Table
 
     status = "[green]feasible[/]" if plan.feasible else "[red]infeasible[/]"
-    console.print(f"[bold]{plan.method}[/] plan for [bold]{plan.scenario}[/]: {status}")
-    console.print(f"  datasets: {', '.join(plan.datasets)}")
+    console.print(f"[bold]{escape(plan.method)}[/] plan for [bold]{escape(plan.scenario)}[/]: {status}")
+    console.print(f"  datasets: {', '.join(plan.datasets)}", markup=False)
     t = Table(title="epochs per model version and cluster", show_lines=False)
     t.add_column("epochs")
     t.add_column("model version")
@@ -79,10 +81,11 @@ def _summary(plan) -> None:
     for first, model, cluster, last, xs in groups:
         span = f"{first}" if first == last else f"{first}–{last}"
         xtxt = f"{xs[0]:.4g}" if max(xs) - min(xs) < 1e-9 * max(xs) else f"{min(xs):.4g}–{max(xs):.4g}"
-        t.add_row(span, model, cluster, xtxt)
+        t.add_row(span, escape(model), escape(cluster), xtxt)
     console.print(t)
     counts = Counter(e.model for e in plan.epochs)
-    console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()))
+    console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()),
+                  markup=False)
     lo, hi = plan.loss_quantile_bounds or (plan.loss_quantile, plan.loss_quantile)
     console.print(f"  cost            {plan.cost:.6g}")
     console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
@@ -107,14 +110,14 @@ def plan(
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
     s = _load(scenario)
     try:
-        with console.status(f"planning {s.name} with {method} (η = {eta}) …", spinner="dots"):
+        with console.status(f"planning {escape(s.name)} with {method} (η = {eta}) …", spinner="dots"):
             p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     _summary(p)
     if out is not None:
         p.save(out)
-        console.print(f"  plan written to {out}")
+        console.print(f"  plan written to {out}", markup=False)
 
 
 @app.command()
@@ -137,7 +140,8 @@ def simulate(
         fail(str(e))
     lo, hi = sim.p_meet_ci
     qlo, qhi = sim.quantile_ci
-    console.print(f"[bold]Monte Carlo[/] of {plan_file} ({p.method}, {len(p.epochs)} epochs), {runs} runs, seed {seed}")
+    console.print(f"[bold]Monte Carlo[/] of {escape(str(plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
+                  f"{runs} runs, seed {seed}")
     console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
     console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
                   f"   (plan's certified bound {p.loss_quantile:.5g})")
@@ -148,7 +152,7 @@ def simulate(
     fig = plot_loss_band([(p.method, sim.band)], target=p.loss_target, switches=[switch_epochs(p)],
                          title=f"{p.scenario}: loss band of the {p.method} plan ({runs} runs)")
     save(fig, png)
-    console.print(f"  loss band written to {png}")
+    console.print(f"  loss band written to {png}", markup=False)
 
 
 @app.command()

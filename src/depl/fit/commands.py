@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200, highlight=False)
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -17,7 +18,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True)  # user names are not markup
     raise typer.Exit(code)
 
 
@@ -168,7 +169,8 @@ def validate(
     traj = np.array([[s.initial_loss] + losses[x][:n] for x in seed_list])
     v = judge(p, s, traj, seed_list, str(plan_file))
     c = v.coverage
-    console.print(f"[bold]validation[/] of {plan_file}: {p.method} plan with the {v.loss_model} loss model of {s.name}, "
+    console.print(f"[bold]validation[/] of {escape(str(plan_file))}: {escape(p.method)} plan with the {v.loss_model} "
+                  f"loss model of {escape(s.name)}, "
                   f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
     console.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
                   f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 # a pipe or a file gets wide tables rather than 80 columns of folded cells
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
@@ -24,7 +25,7 @@ runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store."
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # user names are not markup
     raise typer.Exit(code)
 
 
@@ -77,7 +78,7 @@ def _summary(store, run_id: str, title: str) -> None:
     finals = np.array([v[-1] for v in losses.values() if v])
     if finals.size == 0:
         return
-    t = Table(title=title)
+    t = Table(title=escape(title))
     for c in ("run", "seeds", "epochs", "final loss: mean", "min", "max", "99th pct"):
         t.add_column(c)
     t.add_row(run_id, str(len(finals)), str(max(len(v) for v in losses.values())), f"{finals.mean():.4f}",
@@ -122,8 +123,8 @@ def run(
         _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p)
         return
     already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
-    console.print(f"run [bold]{run_id}[/] · plan {plan} · {n} epochs × {seeds} seeds · back end {backend} · "
-                  f"store {st.path}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
+    console.print(f"run [bold]{run_id}[/] · plan {escape(str(plan))} · {n} epochs × {seeds} seeds · back end {backend} · "
+                  f"store {escape(st.path)}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
     t0 = time.perf_counter()
     with _progress() as bar:
         task = bar.add_task(f"{backend}", total=n * seeds, completed=already)
@@ -147,7 +148,8 @@ def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, supe
     from .flower_app import run_deployment, write_app
 
     app = write_app(out / "flower-app", plan, seeds, first_seed, st.path)
-    console.print(f"run [bold]{run_id}[/] · submitting {app} to SuperLink {superlink!r} (flwr run)", highlight=False)
+    console.print(f"run [bold]{run_id}[/] · submitting {escape(str(app))} to SuperLink {escape(repr(superlink))} (flwr run)",
+                  highlight=False)
     t0 = time.perf_counter()
     r = run_deployment(app, superlink)
     sys.stdout.write(r.stdout)
@@ -205,7 +207,7 @@ def profile(
     seed_list = list(range(seeds))
     total = len(jobs) * seeds * epochs
     done = sum(min(st.done_epochs(rid, sd), epochs) for _, _, rid in jobs for sd in seed_list)
-    console.print(f"profiling {s.name}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {st.path}"
+    console.print(f"profiling {escape(s.name)}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {escape(st.path)}"
                   + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
     t0 = time.perf_counter()
     with _progress() as bar:
@@ -244,16 +246,16 @@ def runs_show(
     except _user_errors() as e:
         _fail(str(e))
     runs = st.runs(kind)
-    t = Table(title=f"runs in {st.path}")
+    t = Table(title=f"runs in {escape(st.path)}")
     for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
     for r in runs:
         b = band(st, r)
         if b is None:
-            t.add_row(r["run_id"], r["kind"], run_label(r), "0", "0", "", "", "")
+            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
             continue
         secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
-        t.add_row(r["run_id"], r["kind"], run_label(r), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
                   f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
@@ -261,7 +263,7 @@ def runs_show(
         if not bs:
             _fail("no finished epochs to draw")
         plot_bands(bs, str(png))
-        console.print(f"wrote {png}")
+        console.print(f"wrote {png}", markup=False)
     del np
 
 
