@@ -62,7 +62,7 @@ def fit(
         _fail(f"{path}: no such store (run `depl profile` first)")
     t0 = time.perf_counter()
     try:
-        st = Store(store)
+        st = Store(store, readonly=True)  # fit only reads the profiles
         if scenario is None:
             names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
             if len(names) != 1:

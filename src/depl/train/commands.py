@@ -57,7 +57,12 @@ def _setup_torch(threads: int) -> None:
 def _open_store(store: Optional[str], out: Path):
     from ..store import Store
 
-    out.mkdir(parents=True, exist_ok=True)
+    from ..store import StoreError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
     return Store(store or out / "runs.sqlite")
 
 
@@ -148,6 +153,9 @@ def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, supe
     from .flower_app import run_deployment, write_app
 
     app = write_app(out / "flower-app", plan, seeds, first_seed, st.path)
+    st.close()  # the ServerApp, another process, is the store's writer now
+    from ..store import Store
+    st = Store(st.path, readonly=True)
     console.print(f"run [bold]{run_id}[/] · submitting {escape(str(app))} to SuperLink {escape(repr(superlink))} (flwr run)",
                   highlight=False)
     t0 = time.perf_counter()
@@ -242,7 +250,7 @@ def runs_show(
     if not str(path).startswith("sqlite:") and not Path(path).is_file():
         _fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
-        st = Store(path)
+        st = Store(path, readonly=True)  # it only reads: no write access needed, no writer locked out
     except _user_errors() as e:
         _fail(str(e))
     runs = st.runs(kind)
