@@ -114,3 +114,17 @@ def test_names_that_look_like_markup_are_printed_verbatim(tmp_path):
     share.write_text(src.replace('name = "cifar10"', 'name = "cifar10"\nshare = [0.7, 0.5]', 1))
     r = run("plan", str(share))
     assert r.returncode == 2 and "[0.7, 0.5]" in r.stderr
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["simulate", "x.json", "--runs", "1000000000"], "--runs"),
+    (["simulate", "x.json", "--seed", "-1"], "--seed"),
+    (["plan", "paper-alexnet", "--out", "no/such/folder/p.json"], "does not exist"),
+    (["fit", "x.sqlite", "--omega", "1.5"], "--omega"),
+    (["run", "x.json", "--seeds", "1000000000"], "--seeds"),
+    (["run", "x.json", "--first-seed", str(10**20)], "--first-seed"),
+])
+def test_out_of_range_arguments_exit_2_before_any_work(tmp_path, args, fragment):
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not any(tmp_path.iterdir())  # nothing written

@@ -21,6 +21,8 @@ err_console = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
+MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
+MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -108,6 +110,14 @@ def plan(
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
+    if out is not None:  # checked before solving, so a long solve is never lost
+        if not out.parent.is_dir():
+            fail(f"--out {out}: the folder {out.parent} does not exist")
+        if out.is_dir():
+            fail(f"--out {out}: is a folder; give a file name")
+        import os
+        if not os.access(out.parent, os.W_OK):
+            fail(f"--out {out}: the folder {out.parent} is not writable")
     s = _load(scenario)
     try:
         with console.status(f"planning {escape(s.name)} with {method} (η = {eta}) …", spinner="dots"):
@@ -116,15 +126,18 @@ def plan(
         fail(str(e), EXIT_INFEASIBLE)
     _summary(p)
     if out is not None:
-        p.save(out)
+        try:
+            p.save(out)
+        except OSError as e:
+            fail(f"--out {out}: cannot write ({e.strerror or e})")
         console.print(f"  plan written to {out}", markup=False)
 
 
 @app.command()
 def simulate(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
-    runs: int = typer.Option(10_000, "--runs", "-n", min=100, help="Monte Carlo trajectories"),
-    seed: int = typer.Option(0, "--seed", help="random seed (same seed, same numbers)"),
+    runs: int = typer.Option(10_000, "--runs", "-n", min=100, max=MAX_RUNS, help="Monte Carlo trajectories"),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="random seed (same seed, same numbers)"),
     png: Optional[Path] = typer.Option(None, "--png", help="loss band plot (default: next to the plan)"),
 ) -> None:
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band."""
@@ -135,6 +148,11 @@ def simulate(
 
     try:
         p = Plan.load(plan_file)
+        p.scenario_object()  # checks the plan against its scenario before any work
+        if runs * (len(p.epochs) + 1) > MAX_CELLS:
+            raise PlanError(f"--runs {runs}: {runs} trajectories of {len(p.epochs) + 1} points need "
+                            f"{runs * (len(p.epochs) + 1) * 8 / 2**30:.1f} GiB; use at most "
+                            f"{MAX_CELLS // (len(p.epochs) + 1)} runs for this plan")
         sim = simulate_plan(p, runs=runs, seed=seed)
     except (PlanError, ScenarioError) as e:
         fail(str(e))

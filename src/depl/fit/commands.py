@@ -53,6 +53,11 @@ def fit(
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
     if model not in ("auto", "level", "increments"):
         _fail(f"--model {model!r}: choose auto, level or increments")
+    for flag, v, ok, rule in (("--omega", omega, lambda x: 0 < x < 1, "in (0, 1)"),
+                              ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
+                              ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
+        if v is not None and not ok(v):  # also refuses nan (every comparison is false)
+            _fail(f"{flag} {v}: must be {rule}")
     from ..scenario import load_scenario, parse_scenario
     from ..store import Store
     from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
@@ -109,8 +114,8 @@ def fit(
 def validate(
     scenario: str = typer.Argument(..., help="the scenario whose loss model draws the planned band (a name or TOML file)"),
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
-    seeds: int = typer.Option(200, "--seeds", min=2, help="held-out seeds F..F+N-1"),
-    first_seed: int = typer.Option(1000, "--first-seed", min=0, help="F: the first seed (keep clear of the profiling seeds)"),
+    seeds: int = typer.Option(200, "--seeds", min=2, max=100_000, help="held-out seeds F..F+N-1"),
+    first_seed: int = typer.Option(1000, "--first-seed", min=0, max=2**31 - 1, help="F: the first seed (keep clear of the profiling seeds)"),
     out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),

@@ -20,6 +20,8 @@ from rich.markup import escape
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, soft_wrap=True)
 EXIT_BAD_INPUT = 2
+MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
+MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
 
 runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store.")
 
@@ -93,8 +95,8 @@ def _summary(store, run_id: str, title: str) -> None:
 
 def run(
     plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
-    first_seed: int = typer.Option(0, "--first-seed", min=0),
+    seeds: int = typer.Option(1, "--seeds", min=1, max=MAX_SEEDS, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED),
     backend: str = typer.Option("local", "--backend", help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
@@ -178,7 +180,7 @@ def _floats(text: str, name: str) -> list[float]:
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
     epochs: int = typer.Option(30, "--epochs", "-E", min=1),
-    seeds: int = typer.Option(30, "--seeds", "-N", min=1),
+    seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS),
     fractions: str = typer.Option("1", "--fractions", help="data fractions, e.g. 1,0.5,0.25"),
     version: Optional[List[str]] = typer.Option(None, "--version", help="profile only these versions (repeatable)"),
     switch: Optional[List[str]] = typer.Option(None, "--switch", help="FROM:TO:K1 switch experiment (repeatable)"),
