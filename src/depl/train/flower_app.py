@@ -237,7 +237,9 @@ def run_simulation(store: Store, run_id: str, job: Job, seeds: list[int], out: P
     flwr_run_simulation(
         server_app=app, client_app=client_app, num_supernodes=n_nodes,
         backend_config={"client_resources": {"num_cpus": max(1, cpus // max(1, n_nodes)), "num_gpus": 0.0},
+                        # loopback only: Ray's head and workers must not listen on the machine's interfaces
                         "init_args": {"num_cpus": cpus, "_temp_dir": str(ray_tmp), "logging_level": "ERROR",
+                                      "_node_ip_address": "127.0.0.1", "include_dashboard": False,
                                       "log_to_driver": False}},
     )
     timing["total"] = time.perf_counter() - t0
