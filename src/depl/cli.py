@@ -17,7 +17,7 @@ from rich.markup import escape
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="depl: plan, run and check dependable distributed training.")
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # one message, one line
 
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3

@@ -66,10 +66,10 @@ class Plan:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source: str = "<plan>") -> "Plan":
-        if d.get("format") != FORMAT:
-            raise PlanError(f"{source}: format = {d.get('format')!r}: expected {FORMAT!r}")
         if not isinstance(d, dict):
             raise PlanError(f"{source}: a plan file holds a JSON object, not {type(d).__name__}")
+        if d.get("format") != FORMAT:
+            raise PlanError(f"{source}: format = {d.get('format')!r}: expected {FORMAT!r}")
         try:
             _check_types(d, source)
             epochs = [Epoch(int(e["epoch"]), str(e["model"]), str(e["cluster"]), float(e["compute"])) for e in d["epochs"]]
