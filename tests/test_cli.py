@@ -90,3 +90,41 @@ def test_simulate_bad_plan_file_exits_2(tmp_path):
     assert r.returncode == 2 and "depl.plan/1" in r.stderr
     r = run("simulate", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "no such plan file" in r.stderr
+
+
+def test_names_that_look_like_markup_are_printed_verbatim(tmp_path):
+    from importlib import resources
+
+    src = resources.files("depl.scenarios").joinpath("paper-alexnet.toml").read_text()
+    # a scenario with markup-like names plans, and prints them as they are
+    p = tmp_path / "marked.toml"
+    p.write_text(src.replace('name = "A1"', 'name = "[/bold]"').replace('"A1"', '"[/bold]"')
+                 .replace('name = "paper-alexnet"', 'name = "[/]"').replace('"slow-steady"', '"[/x]"')
+                 .replace('"fast-unsteady"', '"[/y]"').replace('"intermediate"', '"[red]"'))
+    r = run("plan", str(p), "--eta", "40")
+    assert r.returncode == 0, r.stderr
+    k_line = next(line for line in r.stdout.splitlines() if "K = " in line)
+    assert "plan for [/]:" in r.stdout and "[/" in k_line.split("epochs:")[1] and "MarkupError" not in r.stderr
+    # an error message quoting such a name keeps every bracket
+    bad = tmp_path / "bad.toml"
+    bad.write_text(src.replace('name = "A2"', 'name = "[/bold]"').replace('name = "A1"', 'name = "[/bold]"'))
+    r = run("plan", str(bad))
+    assert r.returncode == 2 and "'[/bold]'" in r.stderr and "Traceback" not in r.stderr
+    share = tmp_path / "share.toml"
+    share.write_text(src.replace('name = "cifar10"', 'name = "cifar10"\nshare = [0.7, 0.5]', 1))
+    r = run("plan", str(share))
+    assert r.returncode == 2 and "[0.7, 0.5]" in r.stderr
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["simulate", "x.json", "--runs", "1000000000"], "--runs"),
+    (["simulate", "x.json", "--seed", "-1"], "--seed"),
+    (["plan", "paper-alexnet", "--out", "no/such/folder/p.json"], "does not exist"),
+    (["fit", "x.sqlite", "--omega", "1.5"], "--omega"),
+    (["run", "x.json", "--seeds", "1000000000"], "--seeds"),
+    (["run", "x.json", "--first-seed", str(10**20)], "--first-seed"),
+])
+def test_out_of_range_arguments_exit_2_before_any_work(tmp_path, args, fragment):
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not any(tmp_path.iterdir())  # nothing written

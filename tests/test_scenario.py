@@ -150,3 +150,72 @@ def test_unreadable_file_is_reported(tmp_path):
     p.write_bytes("name = \"caf\xe9\"\n".encode("latin-1"))
     with pytest.raises(ScenarioError, match=r"latin1.toml: cannot be read"):
         load_scenario(p)
+
+
+# Hostile numbers and references: every one is refused at the boundary, naming the field.
+HOSTILE_CASES = [
+    (lambda d: d.__setitem__("initial_loss", float("nan")), ["initial_loss = nan", "finite"]),
+    (lambda d: d["target"].__setitem__("loss", float("inf")), ["target.loss = inf", "finite"]),
+    (lambda d: d["target"].__setitem__("deadline", 1e308), ["target.deadline = 1e+308", "beyond"]),
+    (lambda d: d["target"].__setitem__("loss", 0.0), ["target.loss = 0.0", "greater than 0"]),
+    (lambda d: d["target"].__setitem__("loss", -1.0), ["target.loss = -1.0", "greater than 0"]),
+    (lambda d: d["models"][0]["progress"].__setitem__("A", 1e308), ["models[0].progress.A", "beyond"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": 1.0, "var": float("nan")}),
+     ["models[0].noise.var = nan", "finite"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": 1e308, "var": 0.1}),
+     ["models[0].noise.mean", "beyond"]),
+    (lambda d: d["datasets"][0].__setitem__("transfer_cost", {"A1": float("nan")}),
+     ["datasets[0].transfer_cost.A1 = nan", "finite"]),
+    (lambda d: d["datasets"][0].__setitem__("transfer_cost", {"A1": 1e300}), ["datasets[0].transfer_cost", "A1 = 1e+300", "beyond"]),
+    (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": 1.0, "var": 0.01, "params": {"a": 3.0}}),
+     ["models[0].noise", "either `params` or `mean` and `var`", "'a'"]),
+    (lambda d: d["models"][0].__setitem__("train", {"net": "nosuchnet"}), ["models[0].train.net = 'nosuchnet'", "no such network"]),
+    (lambda d: d["datasets"][0].__setitem__("source", "imagenet"), ["datasets[0].source = 'imagenet'", "no such data source"]),
+    (lambda d: d["models"][1].__setitem__("train", {"net": "alexnet", "prune_ratio": 0.2}),
+     ["fast-unsteady -> intermediate", "cannot grow them back"]),
+    (lambda d: d["models"][1].__setitem__("train", {"net": "mobilenet", "prune_ratio": 0.8}),
+     ["fast-unsteady -> intermediate", "different networks"]),
+    (lambda d: d["switches"].append({"from": "slow-steady", "to": "fast-unsteady", "jump": d["switches"][0]["jump"]}),
+     ["switches[3]", "slow-steady -> fast-unsteady", "cannot grow them back"]),
+    (lambda d: d.__setitem__("training", {"batch_size": 10**12}), ["training.batch_size", "less than or equal"]),
+]
+
+
+@pytest.mark.parametrize("mutate,fragments", HOSTILE_CASES)
+def test_hostile_values_are_refused_naming_the_field(tmp_path, mutate, fragments):
+    msg = err(tmp_path, mutate)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in {msg!r}"
+    assert "\n" not in msg
+
+
+def test_a_cycle_of_switches_is_refused_without_train_tables(tmp_path):
+    def mutate(d):
+        for m in d["models"]:
+            m.pop("train", None)
+        d["switches"].append({"from": "slow-steady", "to": "fast-unsteady", "jump": d["switches"][0]["jump"]})
+    msg = err(tmp_path, mutate)
+    assert "switches[3]" in msg and "cycle" in msg and "fast-unsteady -> intermediate -> slow-steady -> fast-unsteady" in msg
+
+
+def test_a_student_t_may_give_df_with_mean_and_var():
+    d = base()
+    d["models"][0]["noise"] = {"family": "t", "mean": 1.0, "var": 0.02, "params": {"df": 5.0}}
+    assert parse_scenario(d).models[0].noise.frozen.var() == pytest.approx(0.02)
+
+
+def test_own_networks_and_sources_pass_to_their_loader():
+    d = base()
+    for m in d["models"]:
+        m["train"]["net"] = "mypkg.nets:build"
+    d["datasets"][0]["source"] = "mypkg.data:load"
+    parse_scenario(d)
+
+
+def test_the_scenario_knows_the_nets_and_sources_depl_builds():
+    pytest.importorskip("torch")
+    from depl.scenario import BUILTIN_NETS, BUILTIN_SOURCES
+    from depl.train.data import SOURCES
+    from depl.train.nets import NETS
+
+    assert set(BUILTIN_NETS) == set(NETS) and set(BUILTIN_SOURCES) == set(SOURCES)

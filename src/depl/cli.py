@@ -16,6 +16,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="depl: plan, run and check dependable distributed training.")
@@ -26,6 +27,8 @@ err_console = Console(stderr=True, soft_wrap=True)
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
 EXIT_REFUTED = 4
+MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
+MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
 JSON_HELP = "print one JSON object on stdout (nothing else there)"
 
 
@@ -39,7 +42,8 @@ def print_json(obj) -> None:
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     """Print one clear message to stderr and exit with `code` (no traceback)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     raise typer.Exit(code)
 
 
@@ -77,8 +81,8 @@ def _summary(plan) -> None:
     from rich.table import Table
 
     status = "[green]feasible[/]" if plan.feasible else "[red]infeasible[/]"
-    console.print(f"[bold]{plan.method}[/] plan for [bold]{plan.scenario}[/]: {status}")
-    console.print(f"  datasets: {', '.join(plan.datasets)}")
+    console.print(f"[bold]{escape(plan.method)}[/] plan for [bold]{escape(plan.scenario)}[/]: {status}")
+    console.print(f"  datasets: {', '.join(plan.datasets)}", markup=False)
     t = Table(title="epochs per model version and cluster", show_lines=False)
     t.add_column("epochs")
     t.add_column("model version")
@@ -94,10 +98,11 @@ def _summary(plan) -> None:
     for first, model, cluster, last, xs in groups:
         span = f"{first}" if first == last else f"{first}–{last}"
         xtxt = f"{xs[0]:.4g}" if max(xs) - min(xs) < 1e-9 * max(xs) else f"{min(xs):.4g}–{max(xs):.4g}"
-        t.add_row(span, model, cluster, xtxt)
+        t.add_row(span, escape(model), escape(cluster), xtxt)
     console.print(t)
     counts = Counter(e.model for e in plan.epochs)
-    console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()))
+    console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()),
+                  markup=False)
     lo, hi = plan.loss_quantile_bounds or (plan.loss_quantile, plan.loss_quantile)
     console.print(f"  cost            {plan.cost:.6g}")
     console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
@@ -131,13 +136,21 @@ def plan(
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
+    if out is not None:  # checked before solving, so a long solve is never lost
+        if not out.parent.is_dir():
+            fail(f"--out {out}: the folder {out.parent} does not exist")
+        if out.is_dir():
+            fail(f"--out {out}: is a folder; give a file name")
+        import os
+        if not os.access(out.parent, os.W_OK):
+            fail(f"--out {out}: the folder {out.parent} is not writable")
     s = _with_target(_load(scenario), loss, quantile, deadline)
     try:
         if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
             with status_line(sys.stderr) as say:
                 p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, progress=say))
         else:
-            with (err_console if as_json else console).status(f"planning {s.name} with {method} (η = {eta}) …",
+            with (err_console if as_json else console).status(f"planning {escape(s.name)} with {method} (η = {eta}) …",
                                                               spinner="dots"):
                 p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
@@ -147,8 +160,10 @@ def plan(
 
         try:
             p.save(out)
-        except (PlanError, OSError) as e:
-            fail(f"--out {out}: {e}" if isinstance(e, OSError) else str(e))
+        except PlanError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"--out {out}: cannot write ({e.strerror or e})")
     if as_json:
         print_json(p.to_json())
         return
@@ -156,7 +171,7 @@ def plan(
     if method == "optimal":
         _proof(p, time_limit)
     if out is not None:
-        console.print(f"  plan written to {out}")
+        console.print(f"  plan written to {out}", markup=False)
 
 
 def _proof(p, time_limit: Optional[float]) -> None:
@@ -188,8 +203,8 @@ def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: 
 @app.command()
 def simulate(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
-    runs: int = typer.Option(10_000, "--runs", "-n", min=100, help="Monte Carlo trajectories"),
-    seed: int = typer.Option(0, "--seed", help="random seed (same seed, same numbers)"),
+    runs: int = typer.Option(10_000, "--runs", "-n", min=100, max=MAX_RUNS, help="Monte Carlo trajectories"),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="random seed (same seed, same numbers)"),
     png: Optional[Path] = typer.Option(None, "--png", help="loss band plot (default: next to the plan)"),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -203,6 +218,11 @@ def simulate(
 
     try:
         p = Plan.load(plan_file)
+        p.scenario_object()  # checks the plan against its scenario before any work
+        if runs * (len(p.epochs) + 1) > MAX_CELLS:
+            raise PlanError(f"--runs {runs}: {runs} trajectories of {len(p.epochs) + 1} points need "
+                            f"{runs * (len(p.epochs) + 1) * 8 / 2**30:.1f} GiB; use at most "
+                            f"{MAX_CELLS // (len(p.epochs) + 1)} runs for this plan")
         sim = simulate_plan(p, runs=runs, seed=seed)
     except (PlanError, ScenarioError) as e:
         fail(str(e))
@@ -222,13 +242,14 @@ def simulate(
                     "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
                              "high": sim.band.high.tolist()}, "png": str(png)})
     else:
-        console.print(f"[bold]Monte Carlo[/] of {plan_file} ({p.method}, {len(p.epochs)} epochs), {runs} runs, seed {seed}")
+        console.print(f"[bold]Monte Carlo[/] of {escape(str(plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
+                      f"{runs} runs, seed {seed}")
         console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
         console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
                       f"   (plan's certified bound {p.loss_quantile:.5g})")
         console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
         console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
-        console.print(f"  loss band written to {png}")
+        console.print(f"  loss band written to {png}", markup=False)
     if not verdict:
         raise typer.Exit(EXIT_REFUTED)
 
@@ -260,7 +281,7 @@ def predict(
         return
     lo, hi = r.loss_quantile_bounds
     segs = ", ".join(f"{m} ×{n}" for m, n in r.schedule)
-    console.print(f"[bold]{s.name}[/]: K = {r.epochs} epochs ({segs}) on {', '.join(r.datasets)} (φ = {r.phi:.4g})",
+    console.print(f"[bold]{escape(s.name)}[/]: K = {r.epochs} epochs ({segs}) on {', '.join(r.datasets)} (φ = {r.phi:.4g})",
                   highlight=False)
     console.print(f"  {r.quantile:g}-quantile of ℓ(K)  ≤ {r.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}])",
                   highlight=False)

@@ -49,6 +49,7 @@ class Plan:
     optimal_proven: bool = False  # method optimal: no plan is cheaper (the search finished)
     lower_bound: float | None = None  # method optimal: certified: no plan costs less
     scenario_spec: dict[str, Any] | None = None  # the whole scenario, so a plan file stands alone
+    source: str = field(default="<plan>", repr=False, compare=False)  # the file it was read from
 
     @property
     def schedule(self) -> list[str]:
@@ -57,6 +58,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("source")
         d = {"format": FORMAT, **d}
         if self.loss_quantile_bounds is not None:
             d["loss_quantile_bounds"] = list(self.loss_quantile_bounds)
@@ -73,13 +75,16 @@ class Plan:
 
     @classmethod
     def from_json(cls, d: dict[str, Any], source: str = "<plan>") -> "Plan":
+        if not isinstance(d, dict):
+            raise PlanError(f"{source}: a plan file holds a JSON object, not {type(d).__name__}")
         if d.get("format") != FORMAT:
             raise PlanError(f"{source}: format = {d.get('format')!r}: expected {FORMAT!r}")
         try:
+            _check_types(d, source)
             epochs = [Epoch(int(e["epoch"]), str(e["model"]), str(e["cluster"]), float(e["compute"])) for e in d["epochs"]]
             b = d.get("loss_quantile_bounds")
             return cls(
-                method=str(d["method"]), scenario=str(d["scenario"]), feasible=bool(d["feasible"]),
+                method=str(d["method"]), scenario=str(d["scenario"]), feasible=d["feasible"],
                 datasets=[str(x) for x in d["datasets"]], epochs=epochs, cost=float(d["cost"]),
                 time=float(d["time"]), loss_quantile=float(d["loss_quantile"]), loss_mean=float(d["loss_mean"]),
                 solve_seconds=float(d["solve_seconds"]), omega=float(d.get("omega", 0.99)),
@@ -101,16 +106,26 @@ class Plan:
             d = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise PlanError(f"{p}: no such plan file") from None
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise PlanError(f"{p}: not valid JSON: {e}") from None
-        return cls.from_json(d, str(p))
+        except OSError as e:
+            raise PlanError(f"{p}: cannot be read: {e.strerror or e}") from None
+        plan = cls.from_json(d, str(p))
+        plan.source = str(p)
+        return plan
 
     def scenario_object(self) -> Scenario:
-        """The scenario this plan was made for (embedded in the plan file)."""
+        """The scenario this plan was made for (embedded in the plan file), the plan checked against it."""
         if self.scenario_spec is None:
             from .scenario import load_scenario
-            return load_scenario(self.scenario)
-        return parse_scenario(self.scenario_spec, f"plan for {self.scenario}")
+            s = load_scenario(self.scenario)
+        elif not isinstance(self.scenario_spec, dict):
+            raise PlanError(f"{self.source}: scenario_spec: not a table of the scenario")
+        else:
+            s = parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
+        from .plan_check import check_plan
+        check_plan(self, s, self.source)
+        return s
 
 
 class PlanError(ValueError):
@@ -130,6 +145,12 @@ def _non_finite(d, where: str = "") -> str:
         if found:
             return found
     return ""
+
+
+def _check_types(d: dict[str, Any], source: str) -> None:
+    """The JSON types of a plan file's fields (no coercion: "false" is not a boolean)."""
+    from .plan_check import check_types
+    check_types(d, source)
 
 
 # --------------------------------------------------------------------------- #

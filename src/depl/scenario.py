@@ -40,8 +40,52 @@ class ScenarioError(ValueError):
     """A scenario that cannot be used; the message is meant for the user."""
 
 
+# Every number of a scenario lies within ±MAGNITUDE: beyond it the planners'
+# sums of squares and cubes of progress overflow a float (1e308), and no
+# physical quantity of a training system needs more than 12 decimal digits of
+# range once its unit is chosen sensibly.
+MAGNITUDE = 1e12
+
+# The networks and data sources depl builds itself (depl.train.nets.NETS and
+# depl.train.data.SOURCES; a test keeps the lists equal).  They are named here
+# so that a scenario is checked without importing torch.  A value with a ':'
+# is the user's own MODULE:FUNCTION, checked where it is imported.
+BUILTIN_NETS = ("cnn1d", "cnn2d", "alexnet", "mobilenet")
+BUILTIN_SOURCES = ("mnist1d", "digits", "cifar10")
+
+# The largest log-sd of the level law: exp(σ·Z) with σ = 50 is NaN in float
+# arithmetic; σ = 10 already spreads the loss over e^±20.
+LOG_SD_MAX = 10.0
+
+
+def _out_of_range(value: Any, where: str = "") -> str | None:
+    """Why `value` (a number, or numbers in a dict/tuple/list) is not usable; None when it is."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if abs(value) > MAGNITUDE:
+            return (f"{where}{value!r} is beyond ±{MAGNITUDE:g}; depl's arithmetic overflows there "
+                    "(choose units in which the numbers are smaller)")
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (tuple, list)) else ()
+    for k, v in items:
+        why = _out_of_range(v, f"{k} = " if isinstance(value, dict) else f"[{k}] = ")
+        if why:
+            return why
+    return None
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # allow_inf_nan=False: NaN and ±inf are refused in every float, dict and tuple of floats
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded(cls, v: Any) -> Any:
+        why = _out_of_range(v)
+        if why:
+            raise ValueError(why)
+        return v
 
 
 # --------------------------------------------------------------------------- #
@@ -99,6 +143,12 @@ class DistSpec(_Strict):
     def _resolvable(self) -> "DistSpec":
         if (self.mean is None) != (self.var is None):
             raise ValueError("give both `mean` and `var`, or neither")
+        if self.mean is not None:
+            # mean/var fix two parameters; only a Student-t's df may be given besides them
+            extra = sorted(set(self.params) - ({"df"} if self.family == "t" else set()))
+            if extra:
+                raise ValueError(f"give either `params` or `mean` and `var`, not both: params {extra} "
+                                 f"would be ignored (mean/var determine {self.family}'s parameters)")
         try:
             frozen = self.frozen
             m, v = frozen.mean(), frozen.var()
@@ -139,7 +189,7 @@ class DistSpec(_Strict):
 # --------------------------------------------------------------------------- #
 
 class Target(_Strict):
-    loss: float = Field(description="ℓmax: the bound on the ω-quantile of the final test loss")
+    loss: float = Field(gt=0.0, description="ℓmax: the bound on the ω-quantile of the final test loss")
     quantile: float = Field(gt=0.0, lt=1.0, description="ω")
     deadline: float = Field(gt=0.0, description="Tmax")
 
@@ -171,15 +221,24 @@ def _reference(v: str | None) -> str | None:
     return v
 
 
+def _builtin_or_reference(kind: str, builtins: tuple[str, ...]):
+    """A validator: one of `builtins`, or a well-formed MODULE:FUNCTION reference."""
+    def check(v: str | None) -> str | None:
+        if v is not None and ":" not in v and v not in builtins:
+            raise ValueError(f"no such {kind}; choose one of {', '.join(builtins)} (or MODULE:FUNCTION)")
+        return _reference(v)
+    return check
+
+
 class TrainSpec(_Strict):
     """How a model version maps to a real network (used by `depl run`)."""
 
     net: str = Field(min_length=1, description="a network of depl.train.nets (e.g. cnn1d) or MODULE:FUNCTION")
     prune_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
-    width: int | None = Field(default=None, ge=1)
+    width: int | None = Field(default=None, ge=1, le=100_000)
     net_args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of a MODULE:FUNCTION net")
 
-    _net = field_validator("net")(_reference)
+    _net = field_validator("net")(_builtin_or_reference("network", BUILTIN_NETS))
 
     @model_validator(mode="after")
     def _args_for_own_nets(self) -> "TrainSpec":
@@ -207,7 +266,7 @@ class Dataset(_Strict):
                 raise ValueError(f"transfer cost to {k!r} is {c}; a cost cannot be negative")
         return v
 
-    _source = field_validator("source")(_reference)
+    _source = field_validator("source")(_builtin_or_reference("data source", BUILTIN_SOURCES))
 
     @field_validator("share")
     @classmethod
@@ -234,12 +293,14 @@ class LevelLaw(_Strict):
 
     curve: str = Field(description="power: μ = f + (ℓ0−f)/(1+(t/scale)^shape); exp: μ = f + (ℓ0−f)·exp(−(t/scale)^shape)")
     floor: float = Field(ge=0.0, description="the floor at φ = 1; at data factor φ it is floor·φ^(−floor_exponent)")
-    floor_exponent: float = Field(default=0.0, ge=0.0)
+    # Upper bounds: beyond them exp()/powers of the law overflow (shape 100 exhausts memory,
+    # a log-sd of 50 gives NaN); a fitted law is far inside them (shape < 5, sigma < 1).
+    floor_exponent: float = Field(default=0.0, ge=0.0, le=10.0)
     scale: float = Field(gt=0.0, description="epochs (at φ = 1)")
-    shape: float = Field(gt=0.0)
-    sigma0: float = Field(default=0.0, ge=0.0)
-    sigma1: float = Field(default=0.0, ge=0.0)
-    sigma2: float = Field(default=0.0, ge=0.0, description="log-sd per unit of the curve's elasticity |d ln μ/d ln t| (seeds leaving a plateau at different times)")
+    shape: float = Field(gt=0.0, le=20.0)
+    sigma0: float = Field(default=0.0, ge=0.0, le=LOG_SD_MAX)
+    sigma1: float = Field(default=0.0, ge=0.0, le=LOG_SD_MAX)
+    sigma2: float = Field(default=0.0, ge=0.0, le=LOG_SD_MAX, description="log-sd per unit of the curve's elasticity |d ln μ/d ln t| (seeds leaving a plateau at different times)")
     seed_share: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @field_validator("curve")
@@ -257,7 +318,7 @@ class LevelSwitch(_Strict):
 
     offset: float = Field(gt=-1.0)
     recovery: float = Field(default=0.0, ge=0.0, le=1.0)
-    sigma: float = Field(default=0.0, ge=0.0)
+    sigma: float = Field(default=0.0, ge=0.0, le=LOG_SD_MAX)
 
 
 class ModelVersion(_Strict):
@@ -286,7 +347,7 @@ class TrainingOptions(_Strict):
 
     lr: float = Field(default=1e-2, gt=0.0)
     momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=64, ge=1, le=1_000_000)
     iid: bool = True
 
 
@@ -330,6 +391,7 @@ class Scenario(_Strict):
             if (s.from_, s.to) in pairs:
                 raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
             pairs.add((s.from_, s.to))
+        self._switches_followable()
         if self.loss_model not in (None, "increments", "level"):
             raise _FieldError("loss_model", self.loss_model, "choose 'increments' (the paper's model) or 'level'")
         if self.loss_model == "level":
@@ -342,6 +404,44 @@ class Scenario(_Strict):
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self
+
+    def _switches_followable(self) -> None:
+        """A switch prunes the trained model further (paper Sec. III): versions are ordered, so
+        the switches form no cycle, and where both ends are real networks the pruning can be done."""
+        by_name = {m.name: m for m in self.models}
+        for i, sw in enumerate(self.switches):
+            a, b = by_name[sw.from_].train, by_name[sw.to].train
+            if a is None or b is None:
+                continue
+            if (a.net, a.width) != (b.net, b.width):
+                raise _FieldError(f"switches[{i}]", f"{sw.from_} -> {sw.to}",
+                                  f"the versions are different networks ({a.net} width {a.width}, {b.net} width "
+                                  f"{b.width}); a switch prunes one network, it cannot change it")
+            if b.prune_ratio < a.prune_ratio:
+                raise _FieldError(f"switches[{i}]", f"{sw.from_} -> {sw.to}",
+                                  f"goes from prune_ratio {a.prune_ratio} to {b.prune_ratio}; pruning removes "
+                                  "channels, it cannot grow them back")
+        nxt: dict[str, list[str]] = {}
+        for sw in self.switches:
+            nxt.setdefault(sw.from_, []).append(sw.to)
+        state: dict[str, int] = {}  # 1 on the current path, 2 done
+
+        def visit(m: str, path: list[str]) -> None:
+            state[m] = 1
+            for t in nxt.get(m, ()):
+                if state.get(t) == 1:
+                    cyc = path[path.index(t):] + [m, t] if t in path else [m, t]
+                    i = next(j for j, sw in enumerate(self.switches) if (sw.from_, sw.to) == (m, t))
+                    raise _FieldError(f"switches[{i}]", f"{m} -> {t}",
+                                      f"closes the cycle {' -> '.join(cyc)}; switches prune further, so a "
+                                      "version cannot be reached again")
+                if t not in state:
+                    visit(t, path + [m])
+            state[m] = 2
+
+        for m in self.models:
+            if m.name not in state:
+                visit(m.name, [])
 
     # -- lookups the planners use ------------------------------------------ #
     @cached_property

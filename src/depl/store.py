@@ -89,25 +89,105 @@ def store_path(url: str | Path) -> str:
     return u
 
 
-class Store:
-    """Runs and their per-epoch trajectories in one SQLite file."""
+COLUMNS = {"runs": ["run_id", "kind", "spec", "created"],
+           "epochs": ["run_id", "seed", "epoch", "model", "cluster", "test_loss", "test_accuracy", "train_loss",
+                      "seconds", "finished"],
+           "checkpoints": ["run_id", "seed", "epoch", "state"]}
 
-    def __init__(self, url: str | Path):
+# One writer per store file: a second `depl run` into the same folder would interleave
+# epochs with the first.  flock locks belong to an open file, so the lock is held once per
+# process (the Flower back end opens a second connection in its ServerApp thread).
+_locks: dict[str, list] = {}
+
+
+def _lock(path: str) -> None:
+    import fcntl
+
+    key = str(Path(path).resolve())
+    held = _locks.get(key)
+    if held is not None:
+        held[1] += 1
+        return
+    f = open(key + ".lock", "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise StoreError(f"{path}: store in use by another depl process (one writer at a time); wait for it "
+                         "to finish or give another --store") from None
+    _locks[key] = [f, 1]
+
+
+def _unlock(path: str) -> None:
+    key = str(Path(path).resolve())
+    held = _locks.get(key)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] == 0:
+        held[0].close()
+        del _locks[key]
+
+
+class Store:
+    """Runs and their per-epoch trajectories in one SQLite file.
+
+    `readonly`: for commands that only read (``runs show``, ``fit``): no
+    write access needed, no lock taken, nothing created.
+    """
+
+    def __init__(self, url: str | Path, readonly: bool = False):
         self.path = store_path(url)
+        self.readonly = readonly
+        self._locked = False
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise StoreError(f"{url}: the folder {parent} does not exist")
+            if readonly and not Path(self.path).is_file():
+                raise StoreError(f"{url}: no such store")
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a process kill
-            self._db.executescript(SCHEMA)
+            if readonly:
+                self._db = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, timeout=30.0,
+                                           isolation_level=None)
+            else:
+                if self.path != ":memory:":
+                    try:
+                        _lock(self.path)
+                    except PermissionError as e:
+                        raise StoreError(f"{url}: cannot write here ({e.strerror})") from None
+                    self._locked = True
+                self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a process kill
+                self._db.executescript(SCHEMA)
+            self._check()
         except sqlite3.DatabaseError as e:
+            self._release()
             raise StoreError(f"{url}: not a usable SQLite store ({e})") from None
+        except StoreError:
+            self._release()
+            raise
+
+    def _check(self) -> None:
+        """Schema and integrity, before anything is read or written."""
+        for table, cols in COLUMNS.items():
+            have = [r[1] for r in self._db.execute(f"PRAGMA table_info({table})")]
+            if have != cols:
+                raise StoreError(f"{self.path}: table {table!r} has columns {have}, not depl's {cols}; "
+                                 "not a depl store (or one of another version)")
+        bad = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if bad != "ok":
+            raise StoreError(f"{self.path}: the SQLite file is damaged ({bad}); restore it from a copy")
+
+    def _release(self) -> None:
+        if self._locked:
+            _unlock(self.path)
+            self._locked = False
 
     def close(self) -> None:
         self._db.close()
+        self._release()
 
     def __enter__(self) -> "Store":
         return self
@@ -122,7 +202,7 @@ class Store:
         row = self._db.execute("SELECT kind, spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, kind, text, time.time()))
-        elif row[0] != kind or json.loads(row[1]) != json.loads(text):
+        elif row[0] != kind or self._spec(run_id, row[1]) != json.loads(text):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
                              "choose another run name or another store")
 
@@ -130,13 +210,23 @@ class Store:
         row = self._db.execute("SELECT spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"no run {run_id!r} in {self.path}")
-        return json.loads(row[0])
+        return self._spec(run_id, row[0])
+
+    def _spec(self, run_id: str, text: str) -> dict[str, Any]:
+        try:
+            spec = json.loads(text)
+        except (TypeError, ValueError):
+            spec = None
+        if not isinstance(spec, dict):
+            raise StoreError(f"{self.path}: runs.spec of run {run_id!r} = {str(text)[:60]!r}: not a JSON object; "
+                             "the store was altered")
+        return spec
 
     def runs(self, kind: str | None = None) -> list[dict[str, Any]]:
         q = "SELECT run_id, kind, spec, created FROM runs"
         rows = self._db.execute(q + (" WHERE kind = ?" if kind else "") + " ORDER BY created, run_id",
                                 (kind,) if kind else ()).fetchall()
-        return [{"run_id": r[0], "kind": r[1], "spec": json.loads(r[2]), "created": r[3]} for r in rows]
+        return [{"run_id": r[0], "kind": r[1], "spec": self._spec(r[0], r[2]), "created": r[3]} for r in rows]
 
     # -- epochs -------------------------------------------------------------- #
     def record_epoch(self, run_id: str, seed: int, row: EpochRow, checkpoint: bytes | None = None,
@@ -171,6 +261,22 @@ class Store:
         """The last epoch recorded for (run, seed); 0 when none."""
         r = self._db.execute("SELECT MAX(epoch) FROM epochs WHERE run_id = ? AND seed = ?", (run_id, seed)).fetchone()
         return int(r[0] or 0)
+
+    def resume_point(self, run_id: str, seed: int) -> tuple[int, bytes] | None:
+        """(epochs done, their checkpoint) for a seed to resume, None to start; checked: the recorded
+        epochs are 1..done without a gap and the checkpoint is that of epoch `done`."""
+        n, lo, hi = self._db.execute("SELECT COUNT(*), MIN(epoch), MAX(epoch) FROM epochs WHERE run_id = ? AND seed = ?",
+                                     (run_id, seed)).fetchone()
+        if not n:
+            return None
+        if lo != 1 or hi != n:
+            raise StoreError(f"{self.path}: run {run_id!r} seed {seed} has {n} epochs recorded between {lo} and {hi}; "
+                             "a gap means the store was altered, it cannot be resumed")
+        ck = self.checkpoint(run_id, seed)
+        if ck is None or ck[0] != hi:
+            raise StoreError(f"{self.path}: run {run_id!r} seed {seed}: {hi} epochs recorded but the checkpoint is "
+                             f"{'missing' if ck is None else 'of epoch ' + str(ck[0])}; it cannot be resumed")
+        return ck
 
     def checkpoint(self, run_id: str, seed: int) -> tuple[int, bytes] | None:
         r = self._db.execute("SELECT epoch, state FROM checkpoints WHERE run_id = ? AND seed = ?",

@@ -97,3 +97,22 @@ def test_non_iid_shares_give_each_node_few_classes():
     assert [len(s) for s in shares] == [60] * 5
     assert sorted(np.concatenate(shares)) == list(range(300))
     assert all(len(set(y[s])) <= 4 for s in shares)
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):  # what a hostile "batch" does on unpickling: run a callable
+        return (open, (self.marker, "w"))
+
+
+def test_a_cifar_batch_that_runs_code_is_refused_and_runs_nothing(tmp_path):
+    _fake_cifar(tmp_path / "c")
+    marker = tmp_path / "pwned"
+    with open(tmp_path / "c" / "data_batch_1", "wb") as f:
+        pickle.dump({b"data": _Payload(str(marker)), b"labels": []}, f)
+    data.cifar10.cache_clear()
+    with pytest.raises(data.DataError, match="refused to load"):
+        data.load_source("cifar10", str(tmp_path / "c"))
+    assert not marker.exists()

@@ -74,7 +74,7 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path
     while time.time() < deadline:  # kill it in the middle of the run
         time.sleep(0.2)
         if db.exists():
-            with Store(db) as s:
+            with Store(db, readonly=True) as s:  # a reader does not lock the running writer out
                 if s.count_epochs() >= 7:
                     break
     os.kill(proc.pid, signal.SIGKILL)
@@ -106,3 +106,50 @@ def test_a_batch_of_seeds_is_recorded_whole_or_not_at_all(tmp_path):
     with pytest.raises(StoreError, match="seed 1: epoch 3"):  # seed 1's row is wrong: seed 0's goes too
         s.record_epochs("r", [(0, row(2), b"b0", False), (1, row(3), b"b1", False)])
     assert [s.done_epochs("r", k) for k in (0, 1)] == [1, 1] and s.checkpoint("r", 0) == (1, b"a0")
+
+
+def test_a_damaged_or_foreign_store_is_refused_on_open(tmp_path):
+    import sqlite3
+
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"\x00garbage" * 1000)
+    with pytest.raises(StoreError, match="not a usable SQLite store"):
+        Store(junk, readonly=True)
+    foreign = tmp_path / "foreign.sqlite"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE runs (a, b)")
+    with pytest.raises(StoreError, match="table 'runs' has columns"):
+        Store(foreign)
+    ok = tmp_path / "spec.sqlite"
+    with Store(ok) as s:
+        s.start_run("r", "plan", {})
+        s._db.execute("UPDATE runs SET spec = '{not json'")
+    with Store(ok, readonly=True) as s, pytest.raises(StoreError, match="runs.spec of run 'r'.*not a JSON object"):
+        s.runs()
+
+
+def test_resume_refuses_a_gap_or_a_stale_checkpoint(tmp_path):
+    s = Store(tmp_path / "s.sqlite")
+    s.start_run("r", "plan", {})
+    for k in (1, 2, 3):
+        s.record_epoch("r", 0, row(k), checkpoint=b"w%d" % k)
+    assert s.resume_point("r", 0) == (3, b"w3")
+    s._db.execute("UPDATE checkpoints SET epoch = 2")
+    with pytest.raises(StoreError, match="checkpoint is of epoch 2"):
+        s.resume_point("r", 0)
+    s._db.execute("DELETE FROM epochs WHERE epoch = 2")
+    with pytest.raises(StoreError, match="between 1 and 3"):
+        s.resume_point("r", 0)
+
+
+def test_a_second_writer_is_told_the_store_is_in_use_and_readers_are_not(tmp_path):
+    db = tmp_path / "s.sqlite"
+    with Store(db) as s:
+        s.start_run("r", "plan", {})
+        code = ("from depl.store import Store, StoreError\n"
+                f"try:\n    Store({str(db)!r})\nexcept StoreError as e:\n    print(e)\n"
+                f"print(len(Store({str(db)!r}, readonly=True).runs()))")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert "store in use" in r.stdout and r.stdout.strip().endswith("1"), r.stdout + r.stderr
+    with Store(db):  # released on close
+        pass

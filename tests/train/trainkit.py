@@ -25,6 +25,9 @@ def scenario_dict(width: int = 16, nodes: tuple[int, int] = (2, 1), share_to: fl
             {"name": "half", "size": 1, "work": 0.5, **law, "train": {"net": net, "width": width, "prune_ratio": 0.5}},
             {"name": "quarter", "size": 1, "work": 0.3, **law, "train": {"net": net, "width": width, "prune_ratio": 0.75}},
         ],
+        # pruning goes one way: full -> half -> quarter
+        "switches": [{"from": a, "to": b, "jump": {"family": "norm", "mean": 0.0, "var": 0.01}}
+                     for a, b in (("full", "half"), ("half", "quarter"), ("full", "quarter"))],
     }
 
 
@@ -32,7 +35,8 @@ def make_plan(schedule: list[tuple[str, str]], **kw) -> Plan:
     """A plan (as `depl plan` would write it) with epochs (model, cluster)."""
     s = parse_scenario(scenario_dict(**kw), "test scenario")
     epochs = [Epoch(k + 1, m, c, 1.0) for k, (m, c) in enumerate(schedule)]
-    return with_scenario(Plan("hand", "tiny", True, ["d1", "d2"], epochs, 0.0, 0.0, 0.0, 0.0, 0.0), s)
+    return with_scenario(Plan("hand", "tiny", True, ["d1", "d2"], epochs, 0.0, 0.0, 0.0, 0.0, 0.0,
+                              omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
 
 
 SWITCH_PLAN = [("full", "A"), ("full", "A"), ("half", "B"), ("quarter", "B")]

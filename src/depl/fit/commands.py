@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..train.commands import RAY_HELP, SEED_BATCH_HELP, WORKERS_HELP
 
@@ -19,7 +20,7 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True)  # user names are not markup
     raise typer.Exit(code)
 
 
@@ -58,6 +59,11 @@ def fit(
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
     if model not in ("auto", "level", "increments"):
         _fail(f"--model {model!r}: choose auto, level or increments")
+    for flag, v, ok, rule in (("--omega", omega, lambda x: 0 < x < 1, "in (0, 1)"),
+                              ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
+                              ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
+        if v is not None and not ok(v):  # also refuses nan (every comparison is false)
+            _fail(f"{flag} {v}: must be {rule}")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
     from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
@@ -73,7 +79,7 @@ def fit(
         if logs:
             base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
         else:
-            st = Store(store)
+            st = Store(store, readonly=True)  # fit only reads the profiles
             if scenario is None:
                 names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
                 if len(names) != 1:
@@ -131,8 +137,8 @@ def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, nam
 def validate(
     scenario: str = typer.Argument(..., help="the scenario whose loss model draws the planned band (a name or TOML file)"),
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
-    seeds: int = typer.Option(200, "--seeds", min=2, help="held-out seeds F..F+N-1"),
-    first_seed: int = typer.Option(1000, "--first-seed", min=0, help="F: the first seed (keep clear of the profiling seeds)"),
+    seeds: int = typer.Option(200, "--seeds", min=2, max=100_000, help="held-out seeds F..F+N-1"),
+    first_seed: int = typer.Option(1000, "--first-seed", min=0, max=2**31 - 1, help="F: the first seed (keep clear of the profiling seeds)"),
     out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
@@ -201,7 +207,8 @@ def validate(
     traj = np.array([[s.initial_loss] + losses[x][:n] for x in seed_list])
     v = judge(p, s, traj, seed_list, str(plan_file))
     c = v.coverage
-    con.print(f"[bold]validation[/] of {plan_file}: {p.method} plan with the {v.loss_model} loss model of {s.name}, "
+    con.print(f"[bold]validation[/] of {escape(str(plan_file))}: {escape(p.method)} plan with the {v.loss_model} "
+              f"loss model of {escape(s.name)}, "
                   f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
     con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
                   f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)

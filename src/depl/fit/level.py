@@ -21,7 +21,7 @@ import numpy as np
 from scipy import optimize
 
 from ..loss.level import decay, elasticity, log_sd, median_curve
-from ..scenario import LevelLaw
+from ..scenario import LOG_SD_MAX, LevelLaw
 from .increments import phi_of
 from .runs import Experiment, Profile
 
@@ -167,7 +167,9 @@ def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -
         mu = median_curve(law, l0, t, ph)
         X.append(np.column_stack([np.ones_like(mu), np.log(l0 / mu), elasticity(law, l0, t, ph)]))
         y.append(np.log(e.losses).std(axis=0, ddof=1))
-    coef, _ = optimize.nnls(np.concatenate(X), np.concatenate(y))
+    # bounded like the scenario's σ: an epoch range where the elasticity is ~0 leaves σ2 unidentified,
+    # and plain NNLS then returns 1e15
+    coef = optimize.lsq_linear(np.concatenate(X), np.concatenate(y), bounds=(0.0, LOG_SD_MAX)).x
     s0, s1, s2 = (float(c) for c in coef)
     # per-seed effect: one-way ANOVA of the standardised residuals, second half of the epochs
     rhos, weights = [], []
@@ -209,4 +211,4 @@ def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
             best = r
     d, r = math.exp(best.x[0]) - 1.0, 1.0 / (1.0 + math.exp(-best.x[1]))
     extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(fit.phi(e.samples) * k[0], l0, fit.phi(e.samples)) ** 2)
-    return LevelSwitchFit(e.version, e.to, float(max(d, -0.99)), float(r), math.sqrt(max(extra, 0.0)), m)
+    return LevelSwitchFit(e.version, e.to, float(max(d, -0.99)), float(r), min(math.sqrt(max(extra, 0.0)), LOG_SD_MAX), m)

@@ -14,17 +14,20 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 # a pipe or a file gets wide tables rather than 80 columns of folded cells
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, soft_wrap=True)
 EXIT_BAD_INPUT = 2
+MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
+MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
 
 runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store.")
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # user names are not markup
     raise typer.Exit(code)
 
 
@@ -85,7 +88,12 @@ RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); th
 def _open_store(store: Optional[str], out: Path):
     from ..store import Store
 
-    out.mkdir(parents=True, exist_ok=True)
+    from ..store import StoreError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
     return Store(store or out / "runs.sqlite")
 
 
@@ -106,7 +114,7 @@ def _summary(store, run_id: str, title: str) -> None:
     finals = np.array([v[-1] for v in losses.values() if v])
     if finals.size == 0:
         return
-    t = Table(title=title)
+    t = Table(title=escape(title))
     for c in ("run", "seeds", "epochs", "final loss: mean", "min", "max", "99th pct"):
         t.add_column(c)
     t.add_row(run_id, str(len(finals)), str(max(len(v) for v in losses.values())), f"{finals.mean():.4f}",
@@ -116,8 +124,8 @@ def _summary(store, run_id: str, title: str) -> None:
 
 def run(
     plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
-    first_seed: int = typer.Option(0, "--first-seed", min=0),
+    seeds: int = typer.Option(1, "--seeds", min=1, max=MAX_SEEDS, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED),
     backend: str = typer.Option("local", "--backend", help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
@@ -158,8 +166,8 @@ def run(
         _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p, dev)
         return
     already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
-    console.print(f"run [bold]{run_id}[/] · plan {plan} · {n} epochs × {seeds} seeds · back end {backend} · "
-                  f"store {st.path}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
+    console.print(f"run [bold]{run_id}[/] · plan {escape(str(plan))} · {n} epochs × {seeds} seeds · back end {backend} · "
+                  f"store {escape(st.path)}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
     t0 = time.perf_counter()
     with _progress() as bar:
         task = bar.add_task(f"{backend}", total=n * seeds, completed=already)
@@ -172,9 +180,19 @@ def run(
             run_seeds(st, [(run_id, job, seed_list)], seed_options(seed_batch, workers, ray_address, threads),
                       lambda rid, seed, epoch, r: progress(seed, epoch, r))
         elif execute.pending(st, run_id, job, seed_list):
+            st = _hand_over(st)
             _run_flower_simulation(plan, seeds, first_seed, st, out, dev, job, run_id, progress, threads)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario}")
+
+
+def _hand_over(st):
+    """Close our writer and keep reading: the ServerApp, another process, is the store's one writer now."""
+    from ..store import Store
+
+    path = st.path
+    st.close()
+    return Store(path, readonly=True)
 
 
 def _run_flower_simulation(plan: Path, seeds: int, first_seed: int, st, out: Path, device: str, job, run_id: str,
@@ -223,7 +241,9 @@ def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, supe
     from .flower_app import export_app, run_deployment
 
     app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
-    console.print(f"run [bold]{run_id}[/] · submitting {app} to SuperLink {superlink!r} (flwr run)", highlight=False)
+    st = _hand_over(st)
+    console.print(f"run [bold]{run_id}[/] · submitting {escape(str(app))} to SuperLink {escape(repr(superlink))} (flwr run)",
+                  highlight=False)
     t0 = time.perf_counter()
     r = run_deployment(app, superlink)
     sys.stdout.write(r.stdout)
@@ -244,7 +264,7 @@ def _floats(text: str, name: str) -> list[float]:
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
     epochs: int = typer.Option(30, "--epochs", "-E", min=1),
-    seeds: int = typer.Option(30, "--seeds", "-N", min=1),
+    seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS),
     fractions: str = typer.Option("1", "--fractions", help="data fractions, e.g. 1,0.5,0.25"),
     version: Optional[List[str]] = typer.Option(None, "--version", help="profile only these versions (repeatable)"),
     switch: Optional[List[str]] = typer.Option(None, "--switch", help="FROM:TO:K1 switch experiment (repeatable)"),
@@ -286,7 +306,7 @@ def profile(
     seed_list = list(range(seeds))
     total = len(jobs) * seeds * epochs
     done = sum(min(st.done_epochs(rid, sd), epochs) for _, _, rid in jobs for sd in seed_list)
-    console.print(f"profiling {s.name}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {st.path}"
+    console.print(f"profiling {escape(s.name)}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {escape(st.path)}"
                   + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
     t0 = time.perf_counter()
     with _progress() as bar:
@@ -336,7 +356,7 @@ def runs_show(
     if not str(path).startswith("sqlite:") and not Path(path).is_file():
         _fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
-        st = Store(path)
+        st = Store(path, readonly=True)  # it only reads: no write access needed, no writer locked out
     except _user_errors() as e:
         _fail(str(e))
     runs = st.runs(kind)
@@ -348,16 +368,16 @@ def runs_show(
                 _fail("no finished epochs to draw")
             plot_bands(bs, str(png))
         return
-    t = Table(title=f"runs in {st.path}")
+    t = Table(title=f"runs in {escape(st.path)}")
     for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
     for r in runs:
         b = band(st, r)
         if b is None:
-            t.add_row(r["run_id"], r["kind"], run_label(r), "0", "0", "", "", "")
+            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
             continue
         secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
-        t.add_row(r["run_id"], r["kind"], run_label(r), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
                   f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
@@ -365,7 +385,7 @@ def runs_show(
         if not bs:
             _fail("no finished epochs to draw")
         plot_bands(bs, str(png))
-        console.print(f"wrote {png}")
+        console.print(f"wrote {png}", markup=False)
     del np
 
 

@@ -79,16 +79,31 @@ _CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)[:, None, None
 _CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32)[:, None, None]
 
 
+class _ArraysOnly(pickle.Unpickler):
+    """Unpickles CIFAR-10's batches and nothing else: a pickle names the callables it runs,
+    and a batch needs only numpy's array reconstruction (dicts, lists, bytes need none)."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+               ("numpy._core.multiarray", "scalar")}
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refused to load {module}.{name}: a CIFAR-10 batch holds only "
+                                         "arrays, lists, dicts and bytes")
+        return super().find_class(module, name)
+
+
 def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as f:
-            d = pickle.load(f, encoding="bytes")
+            d = _ArraysOnly(f, encoding="bytes").load()
         data = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
         labels = np.asarray(d[b"labels"], dtype=np.int64)
     except FileNotFoundError:
         raise DataError(f"{path}: missing; a CIFAR-10 folder holds data_batch_1 … data_batch_5 and test_batch "
                         "(the 'python version' of CIFAR-10)") from None
-    except (pickle.UnpicklingError, KeyError, ValueError, EOFError) as e:
+    except (pickle.UnpicklingError, KeyError, ValueError, EOFError, TypeError, AttributeError, IndexError) as e:
         raise DataError(f"{path}: not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
     if len(data) != len(labels):
         raise DataError(f"{path}: {len(data)} images but {len(labels)} labels")

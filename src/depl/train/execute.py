@@ -55,12 +55,7 @@ def run_seed(store: Store, run_id: str, job: Job, seed: int, train_round: RoundF
     done = store.done_epochs(run_id, seed)
     if done >= len(job.epochs):
         return
-    start = None
-    if done > 0:
-        ck = store.checkpoint(run_id, seed)
-        if ck is None or ck[0] != done:
-            raise RuntimeError(f"run {run_id} seed {seed}: {done} epochs recorded but no matching checkpoint")
-        start = ck
+    start = store.resume_point(run_id, seed)  # checked: epochs 1..done, checkpoint of epoch done
     walk_plan(job, seed, train_round, recorder(store, run_id, seed, len(job.epochs), progress), start)
 
 

@@ -1,0 +1,128 @@
+"""Fuzzing the input boundary: hostile scenario and plan documents are refused with a user
+error (exit 2) or an infeasible target (exit 3), never a traceback, and nothing is written."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import tomllib
+from importlib import resources
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from depl.plan import Plan, PlanError
+from depl.scenario import ScenarioError, parse_scenario
+
+SCEN = tomllib.loads(resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text())
+
+HOSTILE = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -1e308, 0.0, -1.0, 1e-308, 10**20, -(10**20),
+                     True, "", "[/]", "[/bold]", "[nan, 0.5]", "../../etc", None]),
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.text(max_size=8),
+    st.lists(st.floats(), max_size=3), st.dictionaries(st.text(max_size=3), st.floats(), max_size=2),
+)
+
+
+def _paths(d, path=()):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield path + (k,)
+            yield from _paths(v, path + (k,))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            yield path + (i,)
+            yield from _paths(v, path + (i,))
+
+
+SCEN_PATHS = list(_paths(SCEN))
+
+
+def _set(d, path, v):
+    for p in path[:-1]:
+        d = d[p]
+    d[path[-1]] = v
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(SCEN_PATHS), value=HOSTILE)
+def test_a_hostile_value_anywhere_in_a_scenario_is_accepted_or_refused_with_a_scenario_error(path, value):
+    d = copy.deepcopy(SCEN)
+    _set(d, path, value)
+    try:
+        s = parse_scenario(d, "fuzz.toml")
+    except ScenarioError as e:
+        assert "\n" not in str(e) and str(e).startswith("fuzz.toml")
+        return
+    # what is accepted is usable: finite and within range
+    for m in s.models:
+        assert math.isfinite(m.noise.frozen.mean()) and math.isfinite(m.noise.frozen.var())
+    assert 0 < s.target.loss < s.initial_loss <= 1e12
+
+
+@pytest.fixture(scope="module")
+def plan_doc(tmp_path_factory):
+    from depl.planners import Options, make_plan
+    from depl.scenario import load_scenario
+
+    return json.loads(json.dumps(make_plan(load_scenario("mnist1d-small"), "depl", Options(eta=40)).to_json()))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_hostile_value_anywhere_in_a_plan_is_refused_before_any_work(plan_doc, data):
+    doc = copy.deepcopy(plan_doc)
+    paths = [p for p in _paths(doc) if p[0] != "info"]
+    path = data.draw(st.sampled_from(paths))
+    value = data.draw(HOSTILE)
+    _set(doc, path, value)
+    try:
+        p = Plan.from_json(doc, "fuzz.json")
+        p.scenario_object()
+    except (PlanError, ScenarioError) as e:
+        assert "\n" not in str(e)
+        return
+    # accepted: the plan still agrees with its scenario
+    s = p.scenario_object()
+    assert [e.epoch for e in p.epochs] == list(range(1, len(p.epochs) + 1))
+    assert len(set(p.datasets)) == len(p.datasets) > 0 and isinstance(p.feasible, bool)
+    assert all(0 < e.compute <= s.clusters[s.cluster_index[e.cluster]].capacity * (1 + 1e-9) for e in p.epochs)
+
+
+CORPUS = {
+    "binary.toml": b"\x00\xff\xfe" * 100,
+    "huge-number.toml": b"name = \"x\"\ninitial_loss = 1e308\n",
+    "nan-target.toml": None,  # filled below
+    "plan-not-object.json": b"[1, 2, 3]",
+    "plan-nan.json": b'{"format": "depl.plan/1", "cost": NaN}',
+    "plan-deep.json": b"[" * 100000 + b"]" * 100000,
+    "plan-utf16.json": "{}".encode("utf-16"),
+}
+
+
+def _corpus(tmp_path):
+    src = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
+    files = dict(CORPUS)
+    files["nan-target.toml"] = src.replace("loss = 1.5", "loss = nan").encode()
+    for name, blob in files.items():
+        (tmp_path / name).write_bytes(blob)
+    return sorted(files)
+
+
+def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(tmp_path):
+    names = _corpus(tmp_path)
+    before = set(os.listdir(tmp_path))
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    for name in names:
+        cmd = ["plan", name, "--out", "out.json"] if name.endswith(".toml") else ["simulate", name, "--png", "b.png"]
+        r = subprocess.run([sys.executable, "-m", "depl.cli", *cmd], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode in (2, 3), (name, r.returncode, r.stderr[-500:])
+        assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, (name, r.stderr[-500:])
+    assert set(os.listdir(tmp_path)) == before  # nothing written on failure
