@@ -65,3 +65,44 @@ def test_error_messages_keep_square_brackets(tmp_path):
     # a file name like "[run]scenario.toml" used to lose its "[run]" in the error line
     line = _one_line_error(_depl("plan", "[run]scenario.toml", cwd=tmp_path))
     assert "[run]scenario.toml" in line
+
+
+def _invoke(*args):
+    """In-process run (cheap); an escaped exception is a traceback the user would have seen."""
+    cli._register_training()
+    r = CliRunner().invoke(cli.app, list(map(str, args)), env={"COLUMNS": "250"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r
+
+
+def _bad_input(r) -> str:
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("schedule, why", [
+    ("", "VERSION:EPOCHS"),
+    (",,", "VERSION:EPOCHS"),
+    ("full:0", "at least one epoch"),
+    ("full:-3", "whole number"),
+    ("full:1e9", "whole number"),
+    ("full:10**9", "whole number"),
+    ("full:3_000", "whole number"),          # int() takes it: 3000 epochs, minutes of CPU
+    ("full:٣", "whole number"),              # int() takes Arabic-Indic digits too
+    ("full:1000000000", "K ≤ 1000"),         # used to build a list of 10⁹ names, then the law epoch by epoch
+    ("full:600,pruned-0.5:600", "K = 1200"),
+    ("nope:3", "not a model"),
+])
+def test_predict_bad_schedule_is_one_line(schedule, why):
+    assert why in _bad_input(_invoke("predict", "mnist1d-small", schedule))
+
+
+@pytest.mark.parametrize("q", ["nan", "inf", "-inf", "1.5", "0", "1", "-0.1"])
+def test_predict_bad_quantile_is_one_line(q):
+    assert "quantile" in _bad_input(_invoke("predict", "mnist1d-small", "full:3", "--quantile", q))
+
+
+def test_predict_missing_scenario_is_one_line(tmp_path):
+    assert "nope.toml" in _bad_input(_invoke("predict", tmp_path / "nope.toml", "full:3"))
