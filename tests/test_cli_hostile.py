@@ -106,3 +106,45 @@ def test_predict_bad_quantile_is_one_line(q):
 
 def test_predict_missing_scenario_is_one_line(tmp_path):
     assert "nope.toml" in _bad_input(_invoke("predict", tmp_path / "nope.toml", "full:3"))
+
+
+def _log_rows(spread: bool = True) -> list[str]:
+    """A valid log: run a of model full, 6 seeds, epochs 0..6."""
+    rows = ["run,seed,epoch,model,test_loss"]
+    for s in range(6):
+        for e in range(7):
+            rows.append(f"a,{s},{e},full,{2.3 * 0.85 ** e * (1 + (0.01 * ((s * 7 + e) % 5) if spread else 0)):.6f}")
+    return rows
+
+
+@pytest.mark.parametrize("case, content, why", [
+    ("empty", b"", "column 'run' is missing"),
+    ("header only", b"run,seed,epoch,model,test_loss\n", "no rows"),
+    ("binary", bytes(range(256)) * 8, "cannot be read as CSV"),
+    ("inf", "\n".join(_log_rows()).replace(",2.300000", ",inf", 1).encode(), "not a finite number"),
+    # every loss at 1e300 or equal across seeds: the noise fit was 0/0 = NaN, then a pydantic line and warnings
+    ("same loss on every seed", "\n".join(_log_rows(spread=False)).encode(), "every seed has the same test_loss"),
+    ("huge losses", "\n".join(r if i == 0 else r.rsplit(",", 1)[0] + f",{float(r.rsplit(',', 1)[1]) * 1e200!r}"
+                              for i, r in enumerate(_log_rows())).encode(), "cannot be fitted"),
+])
+def test_fit_bad_log_file_is_one_line(tmp_path, case, content, why):
+    logs = tmp_path / "logs.csv"
+    logs.write_bytes(content)
+    line = _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0"))
+    assert why in line and "logs.csv" in line, (case, line)
+
+
+@pytest.mark.parametrize("make", ["missing", "directory"])
+def test_fit_log_path_that_is_no_file_is_one_line(tmp_path, make):
+    logs = tmp_path / "logs.csv"
+    if make == "directory":
+        logs.mkdir()
+    assert "no such log file" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5"))
+
+
+def test_fit_good_log_still_fits(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n")
+    r = _invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0", "--out", tmp_path / "fitted.toml")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "fitted.toml").is_file()

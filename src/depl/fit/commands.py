@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -69,20 +70,29 @@ def fit(
     if not Path(path).is_file():
         _fail(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
     t0 = time.perf_counter()
+    import numpy as np
+
+    from .runs import FitError
+
     try:
-        if logs:
-            base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
-        else:
-            st = Store(store)
-            if scenario is None:
-                names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
-                if len(names) != 1:
-                    raise ValueError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
-                scenario = names.pop()
-            base = load_scenario(scenario)
-            r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
-    except (*_user_errors(), ValueError) as e:
+        with warnings.catch_warnings():
+            # a degenerate fit is reported below, once; numpy's RuntimeWarnings would only add noise to stderr
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if logs:
+                base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
+            else:
+                st = Store(store)
+                if scenario is None:
+                    names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
+                    if len(names) != 1:
+                        raise FitError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
+                    scenario = names.pop()
+                base = load_scenario(scenario)
+                r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
+    except _user_errors() as e:
         _fail(str(e))
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as e:  # from scipy/numpy inside a fit
+        _fail(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane scale?")
     for line in report_lines(r):
         console.print(line, markup=False)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
