@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -148,3 +149,62 @@ def test_fit_good_log_still_fits(tmp_path):
     r = _invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0", "--out", tmp_path / "fitted.toml")
     assert r.exit_code == 0, r.output
     assert (tmp_path / "fitted.toml").is_file()
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    assert _invoke("plan", "mnist1d-small", "--out", out).exit_code == 0
+    return out
+
+
+def _files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("case", ["missing plan", "invalid JSON", "binary plan", "plan is a folder"])
+def test_export_app_bad_plan_is_one_line(tmp_path, case):
+    plan = tmp_path / "plan.json"
+    if case == "invalid JSON":
+        plan.write_text('{"method":')
+    elif case == "binary plan":
+        plan.write_bytes(b"\x00\xff\xfe" * 10)
+    elif case == "plan is a folder":
+        plan.mkdir()
+    line = _bad_input(_invoke("export-app", plan, tmp_path / "app"))
+    assert "plan.json" in line
+    assert not (tmp_path / "app").exists()
+
+
+def test_export_app_dir_that_is_a_file_is_one_line(tmp_path, plan_file):
+    (tmp_path / "app").write_text("mine")
+    assert "exists and is not a folder" in _bad_input(_invoke("export-app", plan_file, tmp_path / "app"))
+    assert (tmp_path / "app").read_text() == "mine"
+    assert "Not a directory" in _bad_input(_invoke("export-app", plan_file, tmp_path / "app" / "sub"))
+
+
+def test_export_app_failure_leaves_nothing_behind(tmp_path, plan_file):
+    # new/deeper are made, then the last name is too long for the file system: both must be gone again
+    line = _bad_input(_invoke("export-app", plan_file, tmp_path / "new" / "deeper" / ("x" * 300)))
+    assert "too long" in line
+    assert _files(tmp_path) == []
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes through directory permissions")
+def test_export_app_unwritable_dir_is_one_line(tmp_path, plan_file):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert "ro" in _bad_input(_invoke("export-app", plan_file, ro / "app"))
+        assert "Permission denied" in _bad_input(_invoke("export-app", plan_file, ro))
+        assert _files(ro) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def test_export_app_writes_a_whole_pyproject(tmp_path, plan_file):
+    r = _invoke("export-app", plan_file, tmp_path / "app")
+    assert r.exit_code == 0, r.output
+    assert _files(tmp_path / "app") == ["pyproject.toml"]  # no temporary file left
+    assert "[tool.flwr.app.config]" in (tmp_path / "app" / "pyproject.toml").read_text()

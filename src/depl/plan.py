@@ -94,7 +94,7 @@ class Plan:
             d = json.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise PlanError(f"{p}: no such plan file") from None
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise PlanError(f"{p}: not valid JSON: {e}") from None
         return cls.from_json(d, str(p))
 

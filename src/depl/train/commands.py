@@ -211,6 +211,8 @@ def export_app_command(
         app = export_app(plan, folder, seeds, first_seed, store, device)
     except _user_errors() as e:
         _fail(str(e))
+    except OSError as e:  # DIR is a file, or cannot be created or written; nothing is left behind
+        _fail(f"{e.filename or folder}: {e.strerror or e}")
     console.print(f"Flower app written to {app}/pyproject.toml (the plan is embedded in its run config)\n"
                   f"  flwr run {app}                      # Flower's local simulation engine\n"
                   f"  flwr run {app} CONNECTION --stream  # a deployment (docs/flower-deployment.md)\n"
