@@ -208,3 +208,31 @@ def test_export_app_writes_a_whole_pyproject(tmp_path, plan_file):
     assert r.exit_code == 0, r.output
     assert _files(tmp_path / "app") == ["pyproject.toml"]  # no temporary file left
     assert "[tool.flwr.app.config]" in (tmp_path / "app" / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("store", ["missing.sqlite", "sqlite:///missing.sqlite", "folder.sqlite", "text.sqlite"])
+def test_runs_show_json_bad_store_is_one_line_and_creates_nothing(tmp_path, monkeypatch, store):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder.sqlite").mkdir()
+    (tmp_path / "text.sqlite").write_text("not a database\n")
+    r = _invoke("runs", "show", "--store", store, "--json")
+    _bad_input(r)
+    assert r.stdout == ""
+    assert not (tmp_path / "missing.sqlite").exists()  # a sqlite:/// URL used to create the store it could not find
+
+
+def test_runs_show_json_empty_store_is_valid_json(tmp_path):
+    import json
+
+    (tmp_path / "runs.sqlite").write_bytes(b"")
+    r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["runs"] == []
+
+
+def test_runs_show_refuses_unknown_kind_and_json_then_error(tmp_path):
+    (tmp_path / "runs.sqlite").write_bytes(b"")
+    assert "--kind" in _bad_input(_invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--kind", "plans"))
+    r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json", "--png", tmp_path / "b.png")
+    assert "no finished epochs" in _bad_input(r)
+    assert r.stdout == ""  # no JSON result printed for a command that failed

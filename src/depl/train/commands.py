@@ -334,8 +334,10 @@ def runs_show(
     from ..store import Store
     from .plots import band, bands, plot_bands, run_label
 
+    if kind not in (None, "plan", "profile"):
+        _fail(f"--kind {kind!r}: choose plan or profile")
     path = store or str(out / "runs.sqlite")
-    if not str(path).startswith("sqlite:") and not Path(path).is_file():
+    if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
         _fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
         st = Store(path)
@@ -343,12 +345,12 @@ def runs_show(
         _fail(str(e))
     runs = st.runs(kind)
     if as_json:
-        _runs_json(st, runs)
-        if png is not None:
+        if png is not None:  # refused before stdout gets its JSON: a failed command prints no result
             bs = bands(st, kind)
             if not bs:
                 _fail("no finished epochs to draw")
             plot_bands(bs, str(png))
+        _runs_json(st, runs)
         return
     t = Table(title=f"runs in {st.path}")
     for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
