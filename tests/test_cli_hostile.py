@@ -236,3 +236,7 @@ def test_runs_show_refuses_unknown_kind_and_json_then_error(tmp_path):
     r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json", "--png", tmp_path / "b.png")
     assert "no finished epochs" in _bad_input(r)
     assert r.stdout == ""  # no JSON result printed for a command that failed
+
+
+def test_plan_time_limit_nan_is_one_line():
+    assert "--time-limit nan" in _bad_input(_invoke("plan", "mnist1d-small", "--method", "optimal", "--time-limit", "nan"))

@@ -131,6 +131,8 @@ def plan(
 
     if time_limit is None:
         from .planners.optimal import DEFAULT_TIME_LIMIT as time_limit
+    elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
+        fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
