@@ -240,3 +240,12 @@ def test_runs_show_refuses_unknown_kind_and_json_then_error(tmp_path):
 
 def test_plan_time_limit_nan_is_one_line():
     assert "--time-limit nan" in _bad_input(_invoke("plan", "mnist1d-small", "--method", "optimal", "--time-limit", "nan"))
+
+
+def test_fit_messages_keep_brackets_and_bad_outputs_are_refused_first(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n")
+    assert "--scenario with a [target]" in _bad_input(_invoke("fit", logs))
+    assert "--png" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--png", logs))
+    (tmp_path / "dir.toml").mkdir()
+    assert "is a folder" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--out", tmp_path / "dir.toml"))

@@ -20,8 +20,9 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True)
-    raise typer.Exit(code)
+    from ..cli import fail
+
+    fail(message, code)  # one way to print an error: literal text (a "[target]" in it stays)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -59,6 +60,11 @@ def fit(
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
     if model not in ("auto", "level", "increments"):
         _fail(f"--model {model!r}: choose auto, level or increments")
+    # refused before the fit, not after minutes of it
+    if png is not None and png.exists() and not png.is_dir():
+        _fail(f"--png {png}: exists and is not a folder (the plots are written into a folder)")
+    if out is not None and out.is_dir():
+        _fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
     from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps

@@ -24,8 +24,9 @@ runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store."
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
+    from ..cli import fail
+
+    fail(message, code)  # one way to print an error: literal text (a "[target]" in it stays)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
