@@ -133,6 +133,8 @@ def plan(
 
     if time_limit is None:
         from .planners.optimal import DEFAULT_TIME_LIMIT as time_limit
+    elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
+        fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
 
     if method not in METHODS:
         fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
@@ -331,6 +333,44 @@ def _register_training() -> None:
         return
     commands.register(app)
     __import__("depl.fit.commands", fromlist=["register"]).register(app)  # depl fit, depl validate
+    _escape_help_markup(app)
+
+
+def _escape_help_markup(typer_app: typer.Typer) -> None:
+    """Escape rich markup in every help text, once.
+
+    Typer renders help through rich, which takes `[target]`, `[tool.flwr.app]` or
+    `[default: OUT/runs.sqlite]` for style tags and silently drops them; our help
+    texts mean those brackets literally (TOML tables, defaults).
+    """
+    import inspect
+
+    from rich.markup import escape
+
+    if getattr(typer_app, "_depl_help_escaped", False):
+        return
+    typer_app._depl_help_escaped = True
+    if isinstance(typer_app.info.help, str):
+        typer_app.info.help = escape(typer_app.info.help)
+    for info in typer_app.registered_commands:
+        if info.callback is None:
+            continue
+        if info.help is None and info.callback.__doc__:
+            info.help = inspect.getdoc(info.callback)
+        if isinstance(info.help, str):
+            info.help = escape(info.help)
+        for param in inspect.signature(info.callback).parameters.values():
+            # a ParameterInfo (typer.Option/Argument) shared by two commands is escaped once
+            default = param.default
+            if isinstance(default, typer.models.ParameterInfo) and isinstance(default.help, str) \
+                    and not getattr(default, "_depl_help_escaped", False):
+                default.help = escape(default.help)
+                default._depl_help_escaped = True
+    for group in typer_app.registered_groups:
+        if isinstance(group.help, str):
+            group.help = escape(group.help)
+        if group.typer_instance is not None:
+            _escape_help_markup(group.typer_instance)
 
 
 def main() -> None:

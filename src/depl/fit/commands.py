@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -20,8 +21,9 @@ EXIT_BAD_INPUT = 2
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True)  # user names are not markup
-    raise typer.Exit(code)
+    from ..cli import fail
+
+    fail(message, code)  # one way to print an error: literal text (a "[target]" in it stays)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -64,6 +66,11 @@ def fit(
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
         if v is not None and not ok(v):  # also refuses nan (every comparison is false)
             _fail(f"{flag} {v}: must be {rule}")
+    # refused before the fit, not after minutes of it
+    if png is not None and png.exists() and not png.is_dir():
+        _fail(f"--png {png}: exists and is not a folder (the plots are written into a folder)")
+    if out is not None and out.is_dir():
+        _fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
     from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
@@ -75,20 +82,29 @@ def fit(
     if not Path(path).is_file():
         _fail(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
     t0 = time.perf_counter()
+    import numpy as np
+
+    from .runs import FitError
+
     try:
-        if logs:
-            base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
-        else:
-            st = Store(store, readonly=True)  # fit only reads the profiles
-            if scenario is None:
-                names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
-                if len(names) != 1:
-                    raise ValueError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
-                scenario = names.pop()
-            base = load_scenario(scenario)
-            r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
-    except (*_user_errors(), ValueError) as e:
+        with warnings.catch_warnings():
+            # a degenerate fit is reported below, once; numpy's RuntimeWarnings would only add noise to stderr
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if logs:
+                base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
+            else:
+                st = Store(store, readonly=True)  # fit only reads the profiles
+                if scenario is None:
+                    names = {r["spec"].get("scenario") for r in st.runs("profile")} - {None}
+                    if len(names) != 1:
+                        raise FitError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
+                    scenario = names.pop()
+                base = load_scenario(scenario)
+                r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
+    except _user_errors() as e:
         _fail(str(e))
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as e:  # from scipy/numpy inside a fit
+        _fail(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane scale?")
     for line in report_lines(r):
         console.print(line, markup=False)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)

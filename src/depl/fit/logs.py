@@ -204,6 +204,10 @@ def _assemble(p: Path, by_seed: dict, fraction: dict[str, float], nodes: int, mi
             raise FitError(f"{p}: run {run!r} has {len(r['seeds'])} seed(s); at least {min_seeds} are needed "
                            "(a third of the seeds are held out to score the fit)")
         r["losses"] = np.array(r["losses"], dtype=float)
+        if np.all(r["losses"][:, 1:] == r["losses"][0, 1:]):
+            # the noise laws are fitted on the seed-to-seed spread: none leaves them 0/0 (NaN)
+            raise FitError(f"{p}: run {run!r}: every seed has the same test_loss at every epoch; the loss law's "
+                           "noise is fitted on how seeds differ (log each seed's own run)")
         del r["first"]
     scratch = {r["schedule"][0] for r in runs.values() if len(set(r["schedule"])) == 1}
     full = {r["schedule"][0] for r in runs.values() if len(set(r["schedule"])) == 1 and r["fraction"] == 1.0}

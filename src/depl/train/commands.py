@@ -27,8 +27,9 @@ runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store."
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)  # user names are not markup
-    raise typer.Exit(code)
+    from ..cli import fail
+
+    fail(message, code)  # one way to print an error: literal text (a "[target]" in it stays)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -229,6 +230,8 @@ def export_app_command(
         app = export_app(plan, folder, seeds, first_seed, store, device)
     except _user_errors() as e:
         _fail(str(e))
+    except OSError as e:  # DIR is a file, or cannot be created or written; nothing is left behind
+        _fail(f"{e.filename or folder}: {e.strerror or e}")
     console.print(f"Flower app written to {app}/pyproject.toml (the plan is embedded in its run config)\n"
                   f"  flwr run {app}                      # Flower's local simulation engine\n"
                   f"  flwr run {app} CONNECTION --stream  # a deployment (docs/flower-deployment.md)\n"
@@ -352,8 +355,10 @@ def runs_show(
     from ..store import Store
     from .plots import band, bands, plot_bands, run_label
 
+    if kind not in (None, "plan", "profile"):
+        _fail(f"--kind {kind!r}: choose plan or profile")
     path = store or str(out / "runs.sqlite")
-    if not str(path).startswith("sqlite:") and not Path(path).is_file():
+    if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
         _fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
         st = Store(path, readonly=True)  # it only reads: no write access needed, no writer locked out
@@ -361,12 +366,12 @@ def runs_show(
         _fail(str(e))
     runs = st.runs(kind)
     if as_json:
-        _runs_json(st, runs)
-        if png is not None:
+        if png is not None:  # refused before stdout gets its JSON: a failed command prints no result
             bs = bands(st, kind)
             if not bs:
                 _fail("no finished epochs to draw")
             plot_bands(bs, str(png))
+        _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
     for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):

@@ -25,6 +25,7 @@ export-app``) that ``flwr run`` runs — Flower's current way of running an app:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -247,10 +248,30 @@ clientapp = "depl.train.flower_app:client_app"
 
 def write_app(folder: Path, config: dict) -> Path:
     """The app folder for `flwr run`: a pyproject.toml pointing at this module's apps, the run config given."""
+    import shutil
+    import tempfile
+
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(folder))
+    created = next((d for d in reversed([folder, *folder.parents]) if not d.exists()), None)
     lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]  # JSON strings and numbers are TOML ones
-    (folder / "pyproject.toml").write_text(APP_PYPROJECT.format(config="\n".join(lines)), encoding="utf-8")
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # written whole or not at all: flwr must never find a truncated pyproject.toml
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=folder, prefix=".pyproject.", suffix=".tmp",
+                                         delete=False) as f:
+            tmp = Path(f.name)
+            f.write(APP_PYPROJECT.format(config="\n".join(lines)))
+        tmp.chmod(0o644)  # NamedTemporaryFile makes it 0600; a SuperLink under another user reads it
+        os.replace(tmp, folder / "pyproject.toml")
+    except BaseException:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        if created is not None:  # only the folders this call made
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     return folder
 
 

@@ -1,0 +1,251 @@
+"""The CLI as a hostile new user meets it: every --help shows its brackets, bad input gets one line and exit 2."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+
+import click
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import depl.cli as cli
+
+BRACKET = re.compile(r"\[[^\[\]]+\]")
+
+
+def _depl(*args, cwd=None):
+    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def _one_line_error(r) -> str:
+    """Exit 2, one plain line on stderr, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def _commands(command: click.Command, path=()):
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+
+
+def _flat(text: str) -> str:
+    """Help text without rich's box drawing and wrapping."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def test_every_help_keeps_its_square_brackets():
+    # rich markup ate "[tool.flwr.app]", "[target]" and "[default: OUT/runs.sqlite]" from the help texts
+    cli._register_training()
+    root = typer.main.get_command(cli.app)
+    runner = CliRunner()
+    checked = 0
+    for path, command in _commands(root):
+        r = runner.invoke(cli.app, [*path, "--help"], env={"COLUMNS": "250"})
+        assert r.exit_code == 0, (path, r.output)
+        shown = _flat(r.output)
+        texts = [command.help or ""] + [getattr(p, "help", None) or "" for p in command.params]
+        for text in texts:
+            for bracket in BRACKET.findall(inspect.cleandoc(text)):
+                assert _flat(bracket) in shown, (path, bracket)
+                checked += 1
+    assert checked >= 10  # the scan did see the bracketed help texts it is about
+
+
+def test_error_messages_keep_square_brackets(tmp_path):
+    # a file name like "[run]scenario.toml" used to lose its "[run]" in the error line
+    line = _one_line_error(_depl("plan", "[run]scenario.toml", cwd=tmp_path))
+    assert "[run]scenario.toml" in line
+
+
+def _invoke(*args):
+    """In-process run (cheap); an escaped exception is a traceback the user would have seen."""
+    cli._register_training()
+    r = CliRunner().invoke(cli.app, list(map(str, args)), env={"COLUMNS": "250"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r
+
+
+def _bad_input(r) -> str:
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("schedule, why", [
+    ("", "VERSION:EPOCHS"),
+    (",,", "VERSION:EPOCHS"),
+    ("full:0", "at least one epoch"),
+    ("full:-3", "whole number"),
+    ("full:1e9", "whole number"),
+    ("full:10**9", "whole number"),
+    ("full:3_000", "whole number"),          # int() takes it: 3000 epochs, minutes of CPU
+    ("full:٣", "whole number"),              # int() takes Arabic-Indic digits too
+    ("full:1000000000", "K ≤ 1000"),         # used to build a list of 10⁹ names, then the law epoch by epoch
+    ("full:600,pruned-0.5:600", "K = 1200"),
+    ("nope:3", "not a model"),
+])
+def test_predict_bad_schedule_is_one_line(schedule, why):
+    assert why in _bad_input(_invoke("predict", "mnist1d-small", schedule))
+
+
+@pytest.mark.parametrize("q", ["nan", "inf", "-inf", "1.5", "0", "1", "-0.1"])
+def test_predict_bad_quantile_is_one_line(q):
+    assert "quantile" in _bad_input(_invoke("predict", "mnist1d-small", "full:3", "--quantile", q))
+
+
+def test_predict_missing_scenario_is_one_line(tmp_path):
+    assert "nope.toml" in _bad_input(_invoke("predict", tmp_path / "nope.toml", "full:3"))
+
+
+def _log_rows(spread: bool = True) -> list[str]:
+    """A valid log: run a of model full, 6 seeds, epochs 0..6."""
+    rows = ["run,seed,epoch,model,test_loss"]
+    for s in range(6):
+        for e in range(7):
+            rows.append(f"a,{s},{e},full,{2.3 * 0.85 ** e * (1 + (0.01 * ((s * 7 + e) % 5) if spread else 0)):.6f}")
+    return rows
+
+
+@pytest.mark.parametrize("case, content, why", [
+    ("empty", b"", "column 'run' is missing"),
+    ("header only", b"run,seed,epoch,model,test_loss\n", "no rows"),
+    ("binary", bytes(range(256)) * 8, "cannot be read as CSV"),
+    ("inf", "\n".join(_log_rows()).replace(",2.300000", ",inf", 1).encode(), "not a finite number"),
+    # every loss at 1e300 or equal across seeds: the noise fit was 0/0 = NaN, then a pydantic line and warnings
+    ("same loss on every seed", "\n".join(_log_rows(spread=False)).encode(), "every seed has the same test_loss"),
+    ("huge losses", "\n".join(r if i == 0 else r.rsplit(",", 1)[0] + f",{float(r.rsplit(',', 1)[1]) * 1e200!r}"
+                              for i, r in enumerate(_log_rows())).encode(), "cannot be fitted"),
+])
+def test_fit_bad_log_file_is_one_line(tmp_path, case, content, why):
+    logs = tmp_path / "logs.csv"
+    logs.write_bytes(content)
+    line = _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0"))
+    assert why in line and "logs.csv" in line, (case, line)
+
+
+@pytest.mark.parametrize("make", ["missing", "directory"])
+def test_fit_log_path_that_is_no_file_is_one_line(tmp_path, make):
+    logs = tmp_path / "logs.csv"
+    if make == "directory":
+        logs.mkdir()
+    assert "no such log file" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5"))
+
+
+def test_fit_good_log_still_fits(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n")
+    r = _invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0", "--out", tmp_path / "fitted.toml")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "fitted.toml").is_file()
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    assert _invoke("plan", "mnist1d-small", "--out", out).exit_code == 0
+    return out
+
+
+def _files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("case", ["missing plan", "invalid JSON", "binary plan", "plan is a folder"])
+def test_export_app_bad_plan_is_one_line(tmp_path, case):
+    plan = tmp_path / "plan.json"
+    if case == "invalid JSON":
+        plan.write_text('{"method":')
+    elif case == "binary plan":
+        plan.write_bytes(b"\x00\xff\xfe" * 10)
+    elif case == "plan is a folder":
+        plan.mkdir()
+    line = _bad_input(_invoke("export-app", plan, tmp_path / "app"))
+    assert "plan.json" in line
+    assert not (tmp_path / "app").exists()
+
+
+def test_export_app_dir_that_is_a_file_is_one_line(tmp_path, plan_file):
+    (tmp_path / "app").write_text("mine")
+    assert "exists and is not a folder" in _bad_input(_invoke("export-app", plan_file, tmp_path / "app"))
+    assert (tmp_path / "app").read_text() == "mine"
+    assert "Not a directory" in _bad_input(_invoke("export-app", plan_file, tmp_path / "app" / "sub"))
+
+
+def test_export_app_failure_leaves_nothing_behind(tmp_path, plan_file):
+    # new/deeper are made, then the last name is too long for the file system: both must be gone again
+    line = _bad_input(_invoke("export-app", plan_file, tmp_path / "new" / "deeper" / ("x" * 300)))
+    assert "too long" in line
+    assert _files(tmp_path) == []
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes through directory permissions")
+def test_export_app_unwritable_dir_is_one_line(tmp_path, plan_file):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert "ro" in _bad_input(_invoke("export-app", plan_file, ro / "app"))
+        assert "Permission denied" in _bad_input(_invoke("export-app", plan_file, ro))
+        assert _files(ro) == []
+    finally:
+        ro.chmod(0o755)
+
+
+def test_export_app_writes_a_whole_pyproject(tmp_path, plan_file):
+    r = _invoke("export-app", plan_file, tmp_path / "app")
+    assert r.exit_code == 0, r.output
+    assert _files(tmp_path / "app") == ["pyproject.toml"]  # no temporary file left
+    assert "[tool.flwr.app.config]" in (tmp_path / "app" / "pyproject.toml").read_text()
+
+
+@pytest.mark.parametrize("store", ["missing.sqlite", "sqlite:///missing.sqlite", "folder.sqlite", "text.sqlite"])
+def test_runs_show_json_bad_store_is_one_line_and_creates_nothing(tmp_path, monkeypatch, store):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder.sqlite").mkdir()
+    (tmp_path / "text.sqlite").write_text("not a database\n")
+    r = _invoke("runs", "show", "--store", store, "--json")
+    _bad_input(r)
+    assert r.stdout == ""
+    assert not (tmp_path / "missing.sqlite").exists()  # a sqlite:/// URL used to create the store it could not find
+
+
+def test_runs_show_json_empty_store_is_valid_json(tmp_path):
+    import json
+
+    (tmp_path / "runs.sqlite").write_bytes(b"")
+    r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["runs"] == []
+
+
+def test_runs_show_refuses_unknown_kind_and_json_then_error(tmp_path):
+    (tmp_path / "runs.sqlite").write_bytes(b"")
+    assert "--kind" in _bad_input(_invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--kind", "plans"))
+    r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json", "--png", tmp_path / "b.png")
+    assert "no finished epochs" in _bad_input(r)
+    assert r.stdout == ""  # no JSON result printed for a command that failed
+
+
+def test_plan_time_limit_nan_is_one_line():
+    assert "--time-limit nan" in _bad_input(_invoke("plan", "mnist1d-small", "--method", "optimal", "--time-limit", "nan"))
+
+
+def test_fit_messages_keep_brackets_and_bad_outputs_are_refused_first(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n")
+    assert "--scenario with a [target]" in _bad_input(_invoke("fit", logs))
+    assert "--png" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--png", logs))
+    (tmp_path / "dir.toml").mkdir()
+    assert "is a folder" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--out", tmp_path / "dir.toml"))
