@@ -14,6 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 import depl.cli as cli
+from depl.store import Store
 
 BRACKET = re.compile(r"\[[^\[\]]+\]")
 
@@ -126,7 +127,7 @@ def _log_rows(spread: bool = True) -> list[str]:
     # every loss at 1e300 or equal across seeds: the noise fit was 0/0 = NaN, then a pydantic line and warnings
     ("same loss on every seed", "\n".join(_log_rows(spread=False)).encode(), "every seed has the same test_loss"),
     ("huge losses", "\n".join(r if i == 0 else r.rsplit(",", 1)[0] + f",{float(r.rsplit(',', 1)[1]) * 1e200!r}"
-                              for i, r in enumerate(_log_rows())).encode(), "cannot be fitted"),
+                              for i, r in enumerate(_log_rows())).encode(), "is beyond ±1e+12"),
 ])
 def test_fit_bad_log_file_is_one_line(tmp_path, case, content, why):
     logs = tmp_path / "logs.csv"
@@ -224,14 +225,14 @@ def test_runs_show_json_bad_store_is_one_line_and_creates_nothing(tmp_path, monk
 def test_runs_show_json_empty_store_is_valid_json(tmp_path):
     import json
 
-    (tmp_path / "runs.sqlite").write_bytes(b"")
+    Store(tmp_path / "runs.sqlite").close()  # a depl store with no runs yet
     r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["runs"] == []
 
 
 def test_runs_show_refuses_unknown_kind_and_json_then_error(tmp_path):
-    (tmp_path / "runs.sqlite").write_bytes(b"")
+    Store(tmp_path / "runs.sqlite").close()  # a depl store with no runs yet
     assert "--kind" in _bad_input(_invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--kind", "plans"))
     r = _invoke("runs", "show", "--store", tmp_path / "runs.sqlite", "--json", "--png", tmp_path / "b.png")
     assert "no finished epochs" in _bad_input(r)

@@ -56,7 +56,7 @@ def test_simulate_json_and_exit_4_when_refuted(tmp_path):
     assert s["not_refuted"] and s["p_meet_ci"][1] >= s["omega"] and len(s["band"]["mean"]) == s["epochs"] + 1
     # the same plan promising a lower loss than its schedule reaches: the Monte Carlo refutes it
     d = json.loads(plan.read_text())
-    d["loss_target"] = d["loss_mean"]
+    d["loss_target"] = d["scenario_spec"]["target"]["loss"] = d["loss_mean"]  # plan and its scenario agree
     plan.write_text(json.dumps(d))
     r = run("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
     assert r.returncode == 4 and one_object(r.stdout)["not_refuted"] is False
