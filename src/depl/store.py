@@ -129,6 +129,18 @@ def _unlock(path: str) -> None:
         del _locks[key]
 
 
+def drop_inherited_locks() -> None:
+    """In a forked child: let go of the parent's store locks without releasing them.
+
+    A forked worker shares its parent's lock files; if it kept them, a parent killed
+    with -9 would leave its store locked until every orphaned worker noticed.  Closing
+    the child's copy drops only its reference (flock is released when the last one goes).
+    """
+    for f, _ in _locks.values():
+        f.close()
+    _locks.clear()
+
+
 class Store:
     """Runs and their per-epoch trajectories in one SQLite file.
 

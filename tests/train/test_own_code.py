@@ -193,7 +193,8 @@ def test_a_plan_of_your_own_network_runs_the_same_job_from_any_folder(project, t
     from depl.plan import Epoch, with_scenario
 
     s = load_scenario(project / "my-digits.toml")
-    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
+    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0,
+                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
     p.save(tmp_path / "plan.json")
     monkeypatch.chdir(tmp_path)
     job = job_from_plan(Plan.load(tmp_path / "plan.json"))

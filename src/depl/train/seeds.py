@@ -160,6 +160,10 @@ def run_all(store: Store, runs: Iterable[tuple[str, object, list[int]]], *, seed
 def _worker(tasks, results, threads: int, parent: int) -> None:
     import torch
 
+    from ..store import drop_inherited_locks
+
+    drop_inherited_locks()  # the parent is the store's one writer; a kill -9 of it must free the store
+
     torch.set_num_threads(threads)
 
     def emit(item: Item) -> None:
