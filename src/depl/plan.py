@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .plan_check import check_plan, check_types
 from .scenario import Scenario, ScenarioError, parse_scenario, scenario_dict
 
 FORMAT = "depl.plan/1"
@@ -80,7 +81,7 @@ class Plan:
         if d.get("format") != FORMAT:
             raise PlanError(f"{source}: format = {d.get('format')!r}: expected {FORMAT!r}")
         try:
-            _check_types(d, source)
+            check_types(d, source)
             epochs = [Epoch(int(e["epoch"]), str(e["model"]), str(e["cluster"]), float(e["compute"])) for e in d["epochs"]]
             b = d.get("loss_quantile_bounds")
             return cls(
@@ -123,7 +124,6 @@ class Plan:
             raise PlanError(f"{self.source}: scenario_spec: not a table of the scenario")
         else:
             s = parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
-        from .plan_check import check_plan
         check_plan(self, s, self.source)
         return s
 
@@ -145,12 +145,6 @@ def _non_finite(d, where: str = "") -> str:
         if found:
             return found
     return ""
-
-
-def _check_types(d: dict[str, Any], source: str) -> None:
-    """The JSON types of a plan file's fields (no coercion: "false" is not a boolean)."""
-    from .plan_check import check_types
-    check_types(d, source)
 
 
 # --------------------------------------------------------------------------- #
