@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runspec import RunSpec
 from ..store import Store
 
 
@@ -25,13 +26,13 @@ class Band:
 
 
 def run_label(run: dict) -> str:
-    spec = run["spec"]
-    exp = spec.get("experiment")
+    spec = RunSpec.from_json(run["spec"])
+    exp = spec.experiment
     if exp:
-        if exp["kind"] == "switch":
-            return f"{exp['version']} → {exp['to']} after {exp['switch_after']}"
-        return exp["version"] if exp["fraction"] == 1.0 else f"{exp['version']} @ {exp['fraction']:g} data"
-    return f"{run['run_id']} ({spec.get('backend', '?')})"
+        if exp.kind == "switch":
+            return f"{exp.version} → {exp.to} after {exp.switch_after}"
+        return exp.version if exp.fraction == 1.0 else f"{exp.version} @ {exp.fraction:g} data"
+    return f"{run['run_id']} ({spec.backend or '?'})"
 
 
 def band(store: Store, run: dict, q: tuple[float, float] = (1.0, 99.0)) -> Band | None:
@@ -52,11 +53,11 @@ def bands(store: Store, kind: str | None = None, experiment: str | None = "versi
     """Bands of the store's runs; for profiles, by default the versions at the full data."""
     out = []
     for run in store.runs(kind):
-        exp = run["spec"].get("experiment")
+        exp = RunSpec.from_json(run["spec"]).experiment
         if exp is not None:
-            if experiment is not None and exp["kind"] != experiment:
+            if experiment is not None and exp.kind != experiment:
                 continue
-            if fraction is not None and exp["kind"] == "version" and exp["fraction"] != fraction:
+            if fraction is not None and exp.kind == "version" and exp.fraction != fraction:
                 continue
         b = band(store, run)
         if b is not None:
