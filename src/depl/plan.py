@@ -170,10 +170,15 @@ def plan_time(s: Scenario, datasets: list[str], epochs: list[Epoch]) -> float:
     return float(sum(epoch_time(s, e.model, e.cluster, e.compute, S) for e in epochs))
 
 
+def epoch_cost(s: Scenario, e: Epoch) -> float:
+    """The compute term of eq. (2) for one epoch: κ(n_k)·x(k)·nodes(n_k)."""
+    n = s.clusters[s.cluster_index[e.cluster]]
+    return n.unit_cost * e.compute * n.nodes
+
+
 def plan_cost(s: Scenario, datasets: list[str], epochs: list[Epoch]) -> float:
     """Eq. (2): compute cost of every epoch plus β once per (dataset, cluster used)."""
-    compute = sum(s.clusters[s.cluster_index[e.cluster]].unit_cost * e.compute
-                  * s.clusters[s.cluster_index[e.cluster]].nodes for e in epochs)
+    compute = sum(epoch_cost(s, e) for e in epochs)
     used = sorted({e.cluster for e in epochs})
     return float(compute + sum(s.transfer_cost(datasets, n) for n in used))
 
@@ -184,4 +189,4 @@ def with_scenario(plan: Plan, s: Scenario) -> Plan:
 
 
 __all__ = ["Plan", "Epoch", "PlanError", "FORMAT", "epoch_time", "plan_time", "plan_cost",
-           "compute_needed", "with_scenario", "ScenarioError"]
+           "epoch_cost", "compute_needed", "with_scenario", "ScenarioError"]

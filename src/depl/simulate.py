@@ -19,22 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .band import Band
 from .loss import LossModel, loss_model_for
 from .plan import Plan
-
-
-@dataclass(frozen=True)
-class Band:
-    """Per epoch 0..K: mean and the 1st/99th percentiles of the loss."""
-
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-    @classmethod
-    def of(cls, trajectories: np.ndarray, lo: float = 0.01, hi: float = 0.99) -> "Band":
-        q = np.quantile(trajectories, [lo, hi], axis=0)
-        return cls(trajectories.mean(axis=0), q[0], q[1])
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,8 @@ def fit(
         _fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
-    from .report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
+    from ..report.plots import plot_fit, plot_multipliers
+    from .report import report_lines, run_fit, toml_dumps
 
     from .logs import is_log_file
 
@@ -170,7 +171,8 @@ def validate(
     from ..plan import Plan
     from ..scenario import load_scenario
     from ..store import Store
-    from ..validate import plot_validation, validate as judge
+    from ..report.plots import plot_validation
+    from ..validate import validate as judge
 
     try:
         import torch

@@ -353,7 +353,8 @@ def runs_show(
     from rich.table import Table
 
     from ..store import Store
-    from .plots import band, bands, plot_bands, run_label
+    from ..report.plots import plot_measured_bands
+    from .plots import band, bands, run_label
 
     if kind not in (None, "plan", "profile"):
         _fail(f"--kind {kind!r}: choose plan or profile")
@@ -370,7 +371,7 @@ def runs_show(
             bs = bands(st, kind)
             if not bs:
                 _fail("no finished epochs to draw")
-            plot_bands(bs, str(png))
+            plot_measured_bands(bs, png)
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
@@ -382,14 +383,14 @@ def runs_show(
             t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
             continue
         secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
-        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
-                  f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
+                  f"{b.low[-1]:.4f} – {b.high[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
         bs = bands(st, kind)
         if not bs:
             _fail("no finished epochs to draw")
-        plot_bands(bs, str(png))
+        plot_measured_bands(bs, png)
         console.print(f"wrote {png}", markup=False)
     del np
 
@@ -404,11 +405,11 @@ def _runs_json(st, runs: list[dict]) -> None:
         b = band(st, r)
         secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
         out.append({"run": r["run_id"], "kind": r["kind"], "what": run_label(r), "created": r["created"],
-                    "seeds": 0 if b is None else b.seeds, "epochs": 0 if b is None else len(b.epochs),
+                    "seeds": 0 if b is None else b.runs, "epochs": 0 if b is None else len(b.epochs),
                     "final_loss_mean": None if b is None else b.mean[-1],
-                    "final_loss_low": None if b is None else b.lo[-1], "final_loss_high": None if b is None else b.hi[-1],
+                    "final_loss_low": None if b is None else b.low[-1], "final_loss_high": None if b is None else b.high[-1],
                     "seconds_per_epoch": secs, "spec": r["spec"],
-                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.lo, "high": b.hi}})
+                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 
 
