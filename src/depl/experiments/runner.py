@@ -14,7 +14,7 @@ import time
 import zlib
 from typing import Callable
 
-from ..plan import Plan, epoch_cost
+from ..plan import Plan, epoch_costs
 from ..planners import Infeasible, Options, make_plan
 from ..scenario import Scenario, load_scenario
 from ..simulate import simulate_plan
@@ -29,12 +29,12 @@ def mc_seed(seed: int, *parts) -> int:
 
 
 def per_version(plan: Plan, s: Scenario) -> tuple[dict, dict]:
-    """Epochs and cost (Σ κ·x·nodes over the version's epochs, eq. 2) per model version."""
+    """Epochs and compute cost (eq. (2) without β, under the scenario's cost model) per model version."""
     epochs = {m.name: 0 for m in s.models}
     cost = {m.name: 0.0 for m in s.models}
-    for e in plan.epochs:
+    for e, c in zip(plan.epochs, epoch_costs(s, plan.datasets, plan.epochs)):
         epochs[e.model] += 1
-        cost[e.model] += epoch_cost(s, e)
+        cost[e.model] += c
     return epochs, cost
 
 
