@@ -357,11 +357,16 @@ class TrainingOptions(_Strict):
     iid: bool = True
 
 
+COST_MODELS = (None, "per-epoch", "resource-time")
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
     loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default) or level")
+    cost_model: str | None = Field(default=None, description="per-epoch (eq. 2 as printed: κ·x per epoch, the default) "
+                                   "or resource-time (κ·x·T(k) per epoch)")
     target: Target
     data_law: DataLaw | None = None
     max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
@@ -404,6 +409,9 @@ class Scenario(_Strict):
             known = law_names()
             raise _FieldError("loss_model", self.loss_model, "choose " + ", ".join(f"'{n}'" for n in known[:-1])
                               + f" or '{known[-1]}'" + " ('increments' is the paper's model)")
+        if self.cost_model not in COST_MODELS:
+            raise _FieldError("cost_model", self.cost_model, "choose 'per-epoch' (eq. 2 as printed: κ·x·nodes per "
+                              "epoch, the default) or 'resource-time' (κ·x·nodes·T(k) per epoch)")
         law = get_law(self.loss_model)
         for table in law.tables:  # the tables the law reads, for every model and switch
             for i, m in enumerate(self.models):
@@ -415,6 +423,11 @@ class Scenario(_Strict):
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self
+
+    @property
+    def resource_time(self) -> bool:
+        """Whether an epoch costs κ·x·nodes·T(k) (resource-time) rather than κ·x·nodes (eq. 2 as printed)."""
+        return self.cost_model == "resource-time"
 
     def _switches_followable(self) -> None:
         """A switch prunes the trained model further (paper Sec. III): versions are ordered, so

@@ -66,7 +66,8 @@ def fit(
         fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
-    from ..fit.report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
+    from ..fit.report import report_lines, run_fit, toml_dumps
+    from ..report.plots import plot_fit, plot_multipliers
 
     from ..fit.logs import is_log_file
 

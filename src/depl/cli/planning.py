@@ -72,7 +72,8 @@ def _summary(plan) -> None:
     console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()),
                   markup=False)
     lo, hi = plan.loss_quantile_bounds or (plan.loss_quantile, plan.loss_quantile)
-    console.print(f"  cost            {plan.cost:.6g}")
+    model = (plan.scenario_spec or {}).get("cost_model") or "per-epoch"
+    console.print(f"  cost            {plan.cost:.6g}  ({model}: {COST_WORDS[model]})")
     console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
     console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
                   f" target {plan.loss_target:g})")
@@ -80,9 +81,13 @@ def _summary(plan) -> None:
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
 
+COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
+
+
 def plan(
     scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
-    method: str = typer.Option("depl", "--method", "-m", help="a planner: depl, optimal, best-exp (depl.planners.registry)"),
+    method: str = typer.Option("depl", "--method", "-m",
+                               help="a planner: depl, optimal, best-exp, best-exp-loss (depl.planners.registry)"),
     eta: int = typer.Option(200, "--eta", min=2, max=1000,
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
@@ -207,6 +212,7 @@ def simulate(
                     "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
                     "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
                     "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
+                    "cost": sim.cost, "cost_model": sim.cost_model,
                     "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
                              "high": sim.band.high.tolist()}, "png": str(png)})
     else:
@@ -216,6 +222,7 @@ def simulate(
         console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
                       f"   (plan's certified bound {p.loss_quantile:.5g})")
         console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
+        console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
         console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
         console.print(f"  loss band written to {png}", markup=False)
     if not verdict:

@@ -361,7 +361,8 @@ def runs_show(
     from rich.table import Table
 
     from ..store import Store
-    from ..train.plots import band, bands, plot_bands, run_label
+    from ..report.plots import plot_measured_bands
+    from ..train.plots import band, bands, run_label
 
     kind = None if kind is None else kind.value
     path = store or str(out / "runs.sqlite")
@@ -377,7 +378,7 @@ def runs_show(
             bs = bands(st, kind)
             if not bs:
                 fail("no finished epochs to draw")
-            plot_bands(bs, str(png))
+            plot_measured_bands(bs, png)
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
@@ -389,14 +390,14 @@ def runs_show(
             t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
             continue
         secs = st.seconds_per_epoch(r["run_id"])
-        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
-                  f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
+                  f"{b.low[-1]:.4f} – {b.high[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
         bs = bands(st, kind)
         if not bs:
             fail("no finished epochs to draw")
-        plot_bands(bs, str(png))
+        plot_measured_bands(bs, png)
         console.print(f"wrote {png}", markup=False)
 
 
@@ -410,9 +411,9 @@ def _runs_json(st, runs: list[dict]) -> None:
         b = band(st, r)
         secs = st.seconds_per_epoch(r["run_id"])
         out.append({"run": r["run_id"], "kind": r["kind"], "what": run_label(r), "created": r["created"],
-                    "seeds": 0 if b is None else b.seeds, "epochs": 0 if b is None else len(b.epochs),
+                    "seeds": 0 if b is None else b.runs, "epochs": 0 if b is None else len(b.epochs),
                     "final_loss_mean": None if b is None else b.mean[-1],
-                    "final_loss_low": None if b is None else b.lo[-1], "final_loss_high": None if b is None else b.hi[-1],
+                    "final_loss_low": None if b is None else b.low[-1], "final_loss_high": None if b is None else b.high[-1],
                     "seconds_per_epoch": secs, "spec": r["spec"],
-                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.lo, "high": b.hi}})
+                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")

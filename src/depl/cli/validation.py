@@ -32,6 +32,7 @@ def validate(
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
     dev = start_training(threads, device)
+    from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
 
     seed_list = list(range(first_seed, first_seed + seeds))
@@ -67,7 +68,8 @@ def validate(
                                  else "[red]refuted[/] (the interval lies below ω)"), markup=True)
     png = png or out / f"{plan_file.stem}-validate.png"
     report = out / f"{plan_file.stem}-validate.json"
-    write_report(v, report, png)
+    write_report(v, report)
+    plot_validation(v, png)
     if as_json:
         print_json({**v.to_json(), "report": str(report), "png": str(png)})
     con.print(f"  band written to {png}; report to {report}", markup=False)

@@ -139,15 +139,19 @@ def missed_by_mean(problem: Problem, lowest: Candidate | None, method: str) -> I
     """Why a planner reasoning with the expected loss found no plan."""
     s = problem.scenario
     e = infeasible(problem, method=method)
-    if e.witness is None or lowest is None:
+    if e.witness is None:
         return Infeasible(str(e), best_quantile=e.best_quantile, shortest_time=e.shortest_time)
-    # Plans meeting the target exist, but not among those best-exp can reach by
-    # tightening the mean: say both, with the numbers, and do not pass off a
-    # quantile-aware plan as best-exp's.
+    # Plans meeting the target exist, but not among those this planner reaches by
+    # reasoning with the mean: say both, with the numbers, and do not pass off a
+    # quantile-aware plan as its own.
     w = f"{s.target.quantile:g}-quantile"
+    if lowest is None:
+        why = f"no schedule it plans for the expected loss has a certified {w} ≤ {s.target.loss:g} by the deadline"
+    else:
+        why = (f"tightening the expected loss down to the lowest it can plan for, E[ℓ(K)] = {lowest.dist.mean():.4g}, "
+               f"gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}")
     return Infeasible(
-        f"{method} finds no plan: tightening the expected loss down to the lowest it can plan for, "
-        f"E[ℓ(K)] = {lowest.dist.mean():.4g}, gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}. "
+        f"{method} finds no plan: {why}. "
         f"Plans meeting the target exist (the lowest reachable {w} is {e.best_quantile:.4g}; use --method depl): "
         f"{method}, which reasons with the expected loss only, does not find them.",
         best_quantile=e.best_quantile, shortest_time=e.shortest_time)

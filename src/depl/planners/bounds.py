@@ -68,7 +68,7 @@ class CostBound:
             fixed = [float(beta[g].sum()) for g in groups]
         else:  # some cluster is used: at least the smallest β, on any clusters
             groups, fixed = [np.arange(N)], [float(beta.min())]
-        top = float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))  # every epoch at full speed
+        top = t.full_speed_price()  # every epoch at full speed
         self.lam = top * np.logspace(-10, 1, GRID)
         val = np.stack([t.lagrangian(lam, np.arange(N))[0] for lam in self.lam], axis=-1)  # (M, N, G)
         self.W = np.stack([val[:, g, :].min(axis=1) for g in groups])  # (U, M, G)
@@ -162,7 +162,7 @@ def proxy_cost(ctx: Context) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         budget = T - K * t.tau
         x = K * t.c / budget
-        cost = t.a[None, :] * K * x + beta[None, :]
+        cost = t.a * K * x + K * t.f + beta[None, :]
         ok = np.isfinite(K) & (budget > 0) & (x <= t.r[None, :])
     if ok.any():
         return float(cost[ok].min())

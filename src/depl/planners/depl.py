@@ -40,8 +40,7 @@ from .schedule import Surrogate, lowest_cost_path
 
 def full_speed_price(ctx: Context) -> float:
     """A time price at which every version runs at full speed on its best cluster."""
-    t = ctx.table
-    return float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))
+    return ctx.table.full_speed_price()
 
 
 @dataclass(frozen=True)

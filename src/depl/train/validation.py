@@ -17,7 +17,7 @@ import numpy as np
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store
-from ..validate import Validation, plot_validation, validate
+from ..validate import Validation, validate
 from . import execute
 from .federation import Job, job_from_plan
 
@@ -78,7 +78,6 @@ def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path,
     return HeldOutRun(s, p, Path(plan_file), job, st, run_id, list(seeds))
 
 
-def write_report(v: Validation, report: Path, png: Path) -> None:
-    """The validation as JSON (`report`) and its band plot (`png`)."""
-    plot_validation(v, png)
+def write_report(v: Validation, report: Path) -> None:
+    """The validation as JSON (`report`); its band plot is drawn by depl.report.plots.plot_validation."""
     report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")
