@@ -14,7 +14,6 @@ from depl.plan import plan_cost, plan_time
 from depl.planners import Options, make_plan, planner_names, register
 from depl.planners.registry import unregister
 from depl.scenario import load_scenario
-from depl.simulate import simulate_plan
 from depl.state import RunState
 
 sys.path.insert(0, str(Path(__file__).parent))
