@@ -27,7 +27,6 @@ from typing import Iterator
 
 import numpy as np
 
-from ..loss import IncrementsModel
 from ..plan import Plan
 from .best_exp import missed_by_mean
 from .bounds import cantelli_factor
@@ -64,7 +63,7 @@ def lowest_mean_schedules(ctx: Context) -> Iterator[list[str]]:
 def lowest_mean_plan(ctx: Context) -> Candidate | None:
     """The fewest-epoch lowest-mean schedule whose certified ω-quantile meets ℓmax within
     the deadline, at its cheapest placement; None if there is none within the horizon."""
-    moments = isinstance(ctx.loss, IncrementsModel)  # exact mean and variance: Cantelli rules out cheaply
+    moments = ctx.moments_exact  # exact mean and variance: Cantelli rules out cheaply
     factor = cantelli_factor(ctx.omega)
     idx = {m: i for i, m in enumerate(ctx.loss.model_names)}
     for sched in lowest_mean_schedules(ctx):
