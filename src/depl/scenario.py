@@ -403,15 +403,15 @@ class Scenario(_Strict):
                 raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
             pairs.add((s.from_, s.to))
         self._switches_followable()
+        if self.cost_model not in COST_MODELS:
+            raise _FieldError("cost_model", self.cost_model, "choose 'per-epoch' (eq. 2 as printed: κ·x·nodes per "
+                              "epoch, the default) or 'resource-time' (κ·x·nodes·T(k) per epoch)")
         from .laws import get_law, law_names
 
         if self.loss_model is not None and self.loss_model not in law_names():
             known = law_names()
             raise _FieldError("loss_model", self.loss_model, "choose " + ", ".join(f"'{n}'" for n in known[:-1])
                               + f" or '{known[-1]}'" + " ('increments' is the paper's model)")
-        if self.cost_model not in COST_MODELS:
-            raise _FieldError("cost_model", self.cost_model, "choose 'per-epoch' (eq. 2 as printed: κ·x·nodes per "
-                              "epoch, the default) or 'resource-time' (κ·x·nodes·T(k) per epoch)")
         law = get_law(self.loss_model)
         for table in law.tables:  # the tables the law reads, for every model and switch
             for i, m in enumerate(self.models):

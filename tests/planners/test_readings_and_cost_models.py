@@ -18,14 +18,14 @@ from depl.loss import loss_model_for
 from depl.planners import Infeasible, Options, make_plan
 from depl.planners.common import Context
 from depl.planners.datasets import ranked_subsets
-from depl.planners.placement import ClusterTable, PlacementInfeasible, place
+from depl.planners.placement import PlacementInfeasible, place
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.simulate import simulate_plan
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 sys.path.insert(0, str(Path(__file__).parent))
 from random_scenarios import random_instance  # noqa: E402
-from test_cheapest import brute_force  # noqa: E402
+from test_cheapest import all_schedules, brute_force  # noqa: E402
 
 OPTS = Options(eta=40, time_limit=120)
 MODELS = ["per-epoch", "resource-time"]
@@ -33,6 +33,14 @@ MODELS = ["per-epoch", "resource-time"]
 
 def under(s, cost_model):
     return parse_scenario({**scenario_dict(s), "cost_model": cost_model}, s.name)
+
+
+def planned(s, method):
+    """The plan of `method`, or None where it finds none."""
+    try:
+        return make_plan(s, method, OPTS)
+    except Infeasible:
+        return None
 
 
 def independent_cost(s, plan) -> float:
@@ -108,13 +116,9 @@ def test_resource_time_placement_is_the_convex_optimum_found_by_a_generic_solver
 @pytest.mark.parametrize("seed", INCREMENTS[:3])
 def test_optimal_equals_brute_force_under_both_cost_models(seed, cost_model):
     s = under(random_instance(seed, max_epochs=4), cost_model)
-    best = brute_force(s, 4)
-    try:
-        opt = make_plan(s, "optimal", OPTS)
-    except Infeasible:
-        assert best == math.inf
-        return
-    assert opt.cost == pytest.approx(best, rel=1e-9) and opt.optimal_proven
+    best, opt = brute_force(s, 4), planned(s, "optimal")
+    assert (opt is None) == (best == math.inf)
+    assert opt is None or (opt.cost == pytest.approx(best, rel=1e-9) and opt.optimal_proven)
 
 
 def brute_best_exp_loss(s) -> tuple[float, list[str]] | None:
@@ -124,11 +128,8 @@ def brute_best_exp_loss(s) -> tuple[float, list[str]] | None:
     loss = loss_model_for(s)
     for data in ranked_subsets(s):
         ctx = Context(s, list(data), options=OPTS)
-        names = loss.model_names
         for K in range(1, ctx.max_epochs + 1):
-            scheds = [[names[i] for i in seq] for seq in itertools.product(range(len(names)), repeat=K)
-                      if all(ctx.allowed[a, b] for a, b in zip(seq, seq[1:]))]
-            low = min(scheds, key=lambda sc: loss.mean_path(sc, ctx.phi)[-1])
+            low = min(all_schedules(ctx, K), key=lambda sc: loss.mean_path(sc, ctx.phi)[-1])
             q = loss.distribution(low, ctx.phi).quantile_bounds(s.target.quantile)[1]
             if q > s.target.loss:
                 continue
@@ -145,13 +146,9 @@ def brute_best_exp(s) -> float | None:
     loss = loss_model_for(s)
     for data in ranked_subsets(s):
         ctx = Context(s, list(data), options=OPTS)
-        names = loss.model_names
         plans = []  # (mean, cost, meets)
         for K in range(1, ctx.max_epochs + 1):
-            for seq in itertools.product(range(len(names)), repeat=K):
-                if not all(ctx.allowed[a, b] for a, b in zip(seq, seq[1:])):
-                    continue
-                sc = [names[i] for i in seq]
+            for sc in all_schedules(ctx, K):
                 p = ctx.place(sc)
                 if p is not None:
                     d = loss.distribution(sc, ctx.phi)
@@ -170,13 +167,10 @@ def brute_best_exp(s) -> float | None:
 @pytest.mark.parametrize("seed", INCREMENTS)
 def test_best_exp_loss_is_the_papers_reading_by_brute_force(seed, cost_model):
     s = under(random_instance(seed, max_epochs=4), cost_model)
-    want = brute_best_exp_loss(s)
-    try:
-        plan = make_plan(s, "best-exp-loss", OPTS)
-    except Infeasible:
-        assert want is None
+    want, plan = brute_best_exp_loss(s), planned(s, "best-exp-loss")
+    assert (plan is None) == (want is None)
+    if plan is None:
         return
-    assert want is not None
     assert plan.schedule == want[1]
     assert plan.cost == pytest.approx(want[0], rel=1e-9)
     assert plan.cost == pytest.approx(independent_cost(s, plan), rel=1e-9)
@@ -187,13 +181,9 @@ def test_best_exp_loss_is_the_papers_reading_by_brute_force(seed, cost_model):
                                                for k, why in BEST_EXP_MISSES.items()])
 def test_best_exp_is_specs_reading_by_brute_force(seed, cost_model):
     s = under(random_instance(seed, max_epochs=4), cost_model)
-    want = brute_best_exp(s)
-    try:
-        plan = make_plan(s, "best-exp", OPTS)
-    except Infeasible:
-        assert want is None
-        return
-    assert want is not None and plan.cost == pytest.approx(want, rel=1e-6)
+    want, plan = brute_best_exp(s), planned(s, "best-exp")
+    assert (plan is None) == (want is None)
+    assert plan is None or plan.cost == pytest.approx(want, rel=1e-6)
 
 
 def test_an_unknown_cost_model_exits_2_naming_file_field_and_value(tmp_path):

@@ -23,19 +23,15 @@ planning against a tightened expected-loss target.
 from __future__ import annotations
 
 import math
-import time
 from typing import Iterator
 
 import numpy as np
 
-from ..loss import IncrementsModel, LossModel
 from ..plan import Plan
-from ..scenario import Scenario
-from ..state import START, RunState
 from .best_exp import missed_by_mean
 from .bounds import cantelli_factor
-from .choices import Problem, Walk
-from .common import Candidate, Context, Options, to_plan
+from .choices import ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, to_plan
 
 
 def lowest_mean_schedules(ctx: Context) -> Iterator[list[str]]:
@@ -67,7 +63,7 @@ def lowest_mean_schedules(ctx: Context) -> Iterator[list[str]]:
 def lowest_mean_plan(ctx: Context) -> Candidate | None:
     """The fewest-epoch lowest-mean schedule whose certified ω-quantile meets ℓmax within
     the deadline, at its cheapest placement; None if there is none within the horizon."""
-    moments = isinstance(ctx.loss, IncrementsModel)  # exact mean and variance: Cantelli rules out cheaply
+    moments = ctx.moments_exact  # exact mean and variance: Cantelli rules out cheaply
     factor = cantelli_factor(ctx.omega)
     idx = {m: i for i, m in enumerate(ctx.loss.model_names)}
     for sched in lowest_mean_schedules(ctx):
@@ -86,16 +82,12 @@ def lowest_mean_plan(ctx: Context) -> Candidate | None:
     return None
 
 
-class BestExpLossPlanner:
+class BestExpLossPlanner(ChoicePlanner):
     """best-exp in the paper's words (module docstring)."""
 
     name = "best-exp-loss"
 
-    def plan(self, scenario: Scenario, options: Options | None = None, start: RunState = START,
-             loss: LossModel | None = None) -> Plan:
-        options = options or Options()
-        t0 = time.perf_counter()
-        problem = Problem(scenario, options, loss, start)
+    def solve(self, problem: Problem, t0: float) -> Plan:
         walk = Walk(problem.by_time).run(lambda ctx, incumbent: lowest_mean_plan(ctx))
         if walk.best is None:
             raise missed_by_mean(problem, None, self.name)

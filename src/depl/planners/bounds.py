@@ -110,6 +110,8 @@ def epochs_lower_bound(ctx: Context) -> float:
         med = np.min([median_curve(loss._law[m], loss.initial_loss, ctx.phi * k, ctx.phi)
                       for m in loss.model_names], axis=0)
     elif isinstance(loss, IncrementsModel):
+        if not ctx.moments_exact:
+            return 1.0  # ℓ(start) not observed: its own spread is not in the cumulants
         cum = ctx.epoch_cumulants[:, :K]
         mu = ctx.initial_loss + np.cumsum(cum[:, :, 0].min(axis=0))
         var = np.cumsum(cum[:, :, 1].max(axis=0))

@@ -64,6 +64,8 @@ class ClusterTable:
     r: np.ndarray  # (N,)
     tau: np.ndarray  # (M, N)
     f: np.ndarray  # (M, N) cost of one epoch whatever x (0 under eq. 2 as printed)
+    fixed: bool = False  # f ≠ 0 somewhere (resource-time); the hot paths skip it otherwise
+    free: bool = False  # some a = 0: x costs nothing there (resource-time, s = 0)
 
     @classmethod
     def build(cls, s: Scenario, samples: float) -> "ClusterTable":
@@ -76,12 +78,15 @@ class ClusterTable:
         if s.resource_time:  # κ·nodes·x·(c/x + τ) = κ·nodes·c + κ·nodes·τ·x
             a, f = kappa[None, :] * tau, kappa[None, :] * c
         else:
-            a, f = np.broadcast_to(kappa, c.shape), np.zeros_like(c)
+            a, f = np.ascontiguousarray(np.broadcast_to(kappa, c.shape)), np.zeros_like(c)
         return cls(models=[m.name for m in s.models], clusters=[n.name for n in s.clusters], c=c, a=a,
-                   r=np.array([n.capacity for n in s.clusters]), tau=tau, f=f)
+                   r=np.array([n.capacity for n in s.clusters]), tau=tau, f=f,
+                   fixed=bool(f.any()), free=bool((a <= 0).any()))
 
     def speed(self, lam: float, c: np.ndarray, a: np.ndarray, r: np.ndarray) -> np.ndarray:
         """x minimising a·x + λ·c/x within (0, r]: full speed where x costs nothing (a = 0)."""
+        if not self.free:
+            return np.minimum(r, np.sqrt(lam * c / a))
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(a > 0, np.minimum(r, np.sqrt(lam * c / a)), r)
 
@@ -103,7 +108,8 @@ class ClusterTable:
         a, r = self.a[:, cols], self.r[cols]
         x = self.speed(lam, c, a, r)
         t = c / x + tau
-        return self.f[:, cols] + a * x + lam * t, t, x
+        value = a * x + lam * t
+        return (value + self.f[:, cols] if self.fixed else value), t, x
 
     def epoch_weight(self, lam: float, cols: np.ndarray | None = None) -> np.ndarray:
         """Per version: the least Lagrangian cost a·x + λ·T of one epoch."""
@@ -145,7 +151,7 @@ def _solve_assignment(table: ClusterTable, counts: dict[tuple[int, int], int], d
         return None
     x, mu = sol
     cost = float(np.sum(q * a * x))
-    if table.f.any():
+    if table.fixed:
         cost += float(np.sum(q * table.f[mi, ni]))
     return cost, dict(zip(keys, x)), mu, float(np.sum(q * (c / x + tau)))
 
@@ -194,7 +200,7 @@ def _place_on(table: ClusterTable, model_counts: np.ndarray, cols: np.ndarray, d
             best_sol, best_counts = sol, cnt
     if best_sol is None:  # pragma: no cover - min_time ≤ deadline makes base feasible
         raise PlacementInfeasible(min_time)
-    if table.f.any():
+    if table.fixed:
         best_sol, best_counts = _move_epochs(table, best_sol, best_counts, cols, deadline)
     cost, xs, mu, time = best_sol
     dual = max(choice(lam)[2] for lam in (lo, hi, mu))  # the Lagrangian dual bounds the optimum
