@@ -107,6 +107,9 @@ def fit(
         _fail(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane scale?")
     for line in report_lines(r):
         console.print(line, markup=False)
+    if r.profile.diverged:
+        console.print(f"skipped {r.profile.diverged} diverged seeds (non-finite loss; `depl runs show` lists them)",
+                      markup=False)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
     if png is not None:
         png.mkdir(parents=True, exist_ok=True)
@@ -217,17 +220,22 @@ def validate(
             bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
         run_seeds(st, [(run_id, job, seed_list)], seed_options(seed_batch, workers, ray_address, threads), progress)
-    losses = st.losses(run_id)
+    losses, gone = st.losses(run_id), st.diverged(run_id)
     import numpy as np
 
-    traj = np.array([[s.initial_loss] + losses[x][:n] for x in seed_list])
-    v = judge(p, s, traj, seed_list, str(plan_file))
+    ok = [x for x in seed_list if x not in gone]
+    traj = np.array([[s.initial_loss] + losses[x][:n] for x in ok]).reshape(len(ok), n + 1)
+    v = judge(p, s, traj, seed_list, str(plan_file), diverged=[x for x in seed_list if x in gone])
     c = v.coverage
     con.print(f"[bold]validation[/] of {escape(str(plan_file))}: {escape(p.method)} plan with the {v.loss_model} "
               f"loss model of {escape(s.name)}, "
                   f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
     con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
                   f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
+    if v.diverged:
+        con.print(f"  {len(v.diverged)} seeds diverged (non-finite loss), counted as ℓ(K) = +inf: seeds "
+                  f"{v.diverged[:10]}{' …' if len(v.diverged) > 10 else ''} at epochs "
+                  f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
     con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
                   f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
     con.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted

@@ -111,8 +111,12 @@ def _summary(store, run_id: str, title: str) -> None:
     import numpy as np
     from rich.table import Table
 
-    losses = store.losses(run_id)
-    finals = np.array([v[-1] for v in losses.values() if v])
+    losses, gone = store.losses(run_id), store.diverged(run_id)
+    finals = np.array([v[-1] for s, v in losses.items() if v and s not in gone])
+    if gone:
+        console.print(f"{len(gone)} seeds diverged (non-finite loss; not resumed, final loss +inf): "
+                      + ", ".join(f"seed {s} at epoch {k}" for s, k in list(gone.items())[:10])
+                      + (" …" if len(gone) > 10 else ""), markup=False)
     if finals.size == 0:
         return
     t = Table(title=escape(title))
@@ -166,7 +170,8 @@ def run(
     if superlink:
         _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p, dev)
         return
-    already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
+    gone = st.diverged(run_id)  # a diverged seed is done: it trains no further epoch
+    already = sum(n if s in gone else min(st.done_epochs(run_id, s), n) for s in seed_list)
     console.print(f"run [bold]{run_id}[/] · plan {escape(str(plan))} · {n} epochs × {seeds} seeds · back end {backend} · "
                   f"store {escape(st.path)}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
     t0 = time.perf_counter()
@@ -374,16 +379,17 @@ def runs_show(
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
-    for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
+    for c in ("run", "kind", "what", "seeds", "diverged", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
     for r in runs:
         b = band(st, r)
+        gone = _diverged_text(st.diverged(r["run_id"]))
         if b is None:
-            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
+            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", gone, "0", "", "", "")
             continue
         secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
-        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
-                  f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), gone, str(len(b.epochs)),
+                  f"{b.mean[-1]:.4f}", f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
         bs = bands(st, kind)
@@ -392,6 +398,14 @@ def runs_show(
         plot_bands(bs, str(png))
         console.print(f"wrote {png}", markup=False)
     del np
+
+
+def _diverged_text(gone: dict[int, int]) -> str:
+    """'2 (seed 3 @1, seed 5 @4)': how many seeds diverged, and where."""
+    if not gone:
+        return "0"
+    where = ", ".join(f"seed {s} @{k}" for s, k in list(gone.items())[:3])
+    return f"{len(gone)} ({where}{', …' if len(gone) > 3 else ''})"
 
 
 def _runs_json(st, runs: list[dict]) -> None:
@@ -408,6 +422,7 @@ def _runs_json(st, runs: list[dict]) -> None:
                     "final_loss_mean": None if b is None else b.mean[-1],
                     "final_loss_low": None if b is None else b.lo[-1], "final_loss_high": None if b is None else b.hi[-1],
                     "seconds_per_epoch": secs, "spec": r["spec"],
+                    "diverged": [{"seed": s, "epoch": k} for s, k in st.diverged(r["run_id"]).items()],
                     "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.lo, "high": b.hi}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 

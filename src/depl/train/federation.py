@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..store import EpochRow
+from ..store import EpochRow, diverges
 from . import data as data_mod
 from .prune import VersionSpec, build_version, switch
 
@@ -278,7 +278,10 @@ def initial_model(job: Job, seed: int) -> nn.Module:
 
 def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | None = None,
               start: tuple[int, bytes] | None = None) -> list[EpochResult]:
-    """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes."""
+    """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes.
+
+    Stops after an epoch whose loss is not finite (`depl.store.diverges`): that
+    epoch is the last result."""
     device = job.options.device
     x_test, y_test = on_device(test_data(job.data), device)
     done = 0
@@ -301,7 +304,9 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
         r = EpochResult(epoch, version, cluster, loss, acc, train_loss, time.perf_counter() - t0, switched)
         results.append(r)
         if on_epoch is not None:
-            on_epoch(r, model)
+            on_epoch(r, model)  # the store records a non-finite loss as the seed's divergence
+        if diverges(r):  # NaN weights only stay NaN: the seed is over
+            break
     return results
 
 
