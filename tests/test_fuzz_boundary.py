@@ -126,3 +126,30 @@ def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(
         assert r.returncode in (2, 3), (name, r.returncode, r.stderr[-500:])
         assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, (name, r.stderr[-500:])
     assert set(os.listdir(tmp_path)) == before  # nothing written on failure
+
+
+def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anything_is_read(plan_doc, tmp_path):
+    """The plan carries its scenario: a dataset `path` of `..`s, an absolute path or a symlink out of
+    the data folder (the current one; $DEPL_DATA) stops `depl run` with the field and the value."""
+    pytest.importorskip("torch")
+    (tmp_path / "out-link").symlink_to("/etc")
+    hostile = ["../../../../etc", "/etc", "out-link"]
+    for i, path in enumerate(hostile):
+        doc = copy.deepcopy(plan_doc)
+        for d in doc["scenario_spec"]["datasets"]:
+            d["path"] = path
+        (tmp_path / f"p{i}.json").write_text(json.dumps(doc))
+    before = set(os.listdir(tmp_path))
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    env.pop("DEPL_DATA", None)
+    # one process for the three: each must fail alone, as the CLI would
+    code = ("import sys\nfrom depl.cli import main\nfor f in sys.argv[1:]:\n    sys.argv = ['depl', 'run', f, '--out', 'o']\n"
+            "    try:\n        main()\n    except SystemExit as e:\n        print('EXIT', e.code, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code, *[f"p{i}.json" for i in range(len(hostile))]], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert [x for x in lines if x.startswith("EXIT")] == ["EXIT 2"] * len(hostile), r.stderr[-2000:]
+    for path in hostile:
+        assert any(f"datasets[0].path = {path!r}" in x and "outside the data folder" in x for x in lines), (path, lines)
+    assert set(os.listdir(tmp_path)) == before  # nothing written: no run folder, no store
