@@ -142,6 +142,8 @@ def run(
     seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
+    insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
+                                  "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     if backend not in ("local", "flower"):
@@ -150,6 +152,15 @@ def run(
         _fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
         _fail("--superlink needs --backend flower")
+    if insecure and not superlink:
+        _fail("--insecure applies to --superlink only (the simulation's SuperLink is on 127.0.0.1, for this run)")
+    if superlink:  # before any work: a connection we will not use stops the command now
+        from .fleet_gateway import DeploymentError, check_connection
+
+        try:
+            check_connection(superlink, insecure)
+        except DeploymentError as e:
+            _fail(str(e))
     _need_training_extra()
     _setup_torch(threads)
     dev = resolve_device(device)
@@ -427,9 +438,39 @@ def _runs_json(st, runs: list[dict]) -> None:
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 
 
+def fleet_gateway(
+    listen: str = typer.Option(..., "--listen", help="HOST:PORT the SuperNodes dial (the network address)"),
+    superlink: str = typer.Option("127.0.0.1:9093", "--superlink", help="the SuperLink, listening on loopback"),
+    certfile: Path = typer.Option(..., "--ssl-certfile", help="the server certificate (the SuperLink's)"),
+    keyfile: Path = typer.Option(..., "--ssl-keyfile", help="its private key"),
+    ca: Optional[Path] = typer.Option(None, "--ssl-ca-certfile", help="the CA that signed the SuperLink's "
+                                      "certificate [default: the system's]"),
+) -> None:
+    """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
+    from .fleet_gateway import check_tls, is_loopback, serve, split_address
+
+    for flag, v in (("--listen", listen), ("--superlink", superlink)):
+        try:
+            split_address(v)
+        except ValueError as e:
+            _fail(f"{flag} {e}")
+    if not is_loopback(split_address(superlink)[0]):
+        _fail(f"--superlink {superlink}: the SuperLink must listen on loopback (--host 127.0.0.1), "
+              "the gateway is its only network face")
+    for flag, f in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certfile", ca)):
+        if f is not None and not f.is_file():
+            _fail(f"{flag} {f}: no such file")
+    try:
+        check_tls(str(certfile), str(keyfile), str(ca) if ca else None)
+    except ValueError as e:
+        _fail(str(e))
+    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None)
+
+
 def register(app: typer.Typer) -> None:
     """Add `run`, `profile` and `runs` to the depl CLI."""
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    app.command("fleet-gateway")(fleet_gateway)
     app.command("run")(run)
     app.command("profile")(profile)
     app.command("export-app")(export_app_command)
