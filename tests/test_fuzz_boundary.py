@@ -153,3 +153,29 @@ def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anythi
     for path in hostile:
         assert any(f"datasets[0].path = {path!r}" in x and "outside the data folder" in x for x in lines), (path, lines)
     assert set(os.listdir(tmp_path)) == before  # nothing written: no run folder, no store
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--listen", "9092"], "--listen '9092' is not HOST:PORT"),
+    (["--listen", "0.0.0.0:99999"], "is not HOST:PORT"),
+    (["--listen", "0.0.0.0:9092", "--superlink", "192.0.2.7:9093"], "must listen on loopback"),
+    (["--listen", "0.0.0.0:9092", "--ssl-certfile", "nosuch.pem"], "--ssl-certfile nosuch.pem: no such file"),
+    (["--listen", "0.0.0.0:9092", "--ssl-certfile", "junk", "--ssl-keyfile", "junk"], "not a certificate and its key"),
+    (["--listen", "0.0.0.0:9092", "--ssl-ca-certfile", "junk"], "--ssl-ca-certfile"),
+])
+def test_the_fleet_gateway_refuses_bad_arguments_in_one_line_before_listening(tmp_path, monkeypatch, args, why):
+    from typer.testing import CliRunner
+
+    from depl import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "junk").write_bytes(b"\x00not a PEM")
+    full = ["fleet-gateway", *args]
+    for flag in ("--ssl-certfile", "--ssl-keyfile"):  # required: default to junk files unless given
+        if flag not in full:
+            full += [flag, "junk"]
+    cli._register_training()
+    r = CliRunner().invoke(cli.app, full, env={"COLUMNS": "250"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and why in lines[0], (r.exit_code, r.stderr)

@@ -130,18 +130,18 @@ def check_tls(certfile: str, keyfile: str, ca_file: str | None) -> None:
     """ValueError (the reason) unless the certificate and key form a pair and the CA file loads."""
     import ssl
 
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    try:
-        ctx.load_cert_chain(certfile, keyfile)
-    except (ssl.SSLError, OSError) as e:
-        raise ValueError(f"--ssl-certfile {certfile} / --ssl-keyfile {keyfile}: not a certificate and its key "
-                         f"({getattr(e, 'reason', None) or e})") from None
     if ca_file:
         try:
             ssl.create_default_context(cafile=ca_file)
         except (ssl.SSLError, OSError) as e:
             raise ValueError(f"--ssl-ca-certfile {ca_file}: not a CA certificate ({getattr(e, 'reason', None) or e})") \
                 from None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(certfile, keyfile)
+    except (ssl.SSLError, OSError) as e:
+        raise ValueError(f"--ssl-certfile {certfile} / --ssl-keyfile {keyfile}: not a certificate and its key "
+                         f"({getattr(e, 'reason', None) or e})") from None
 
 
 def serve(listen: str, superlink: str, certfile: str, keyfile: str, ca_file: str | None) -> None:
