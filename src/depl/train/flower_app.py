@@ -296,11 +296,16 @@ def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 
 # --------------------------------------------------------------------------- #
 
 def flower_environment(out: Path) -> dict[str, str]:
-    """Telemetry off; Flower's and Ray's state inside the run folder."""
+    """Telemetry off; Flower's and Ray's state inside the run folder; Ray on loopback only."""
     out = Path(out).resolve()
     env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(out / "flower"), "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_DEDUP_LOGS": "0", "RAY_TMPDIR": str(out / "ray"),
-           "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"}
+           "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
+           # Ray's single-machine mode (its default on macOS and Windows): the node's address is
+           # 127.0.0.1, so GCS, raylets and workers listen on loopback, not on every interface.
+           # Flower's federation config cannot pass ray.init(_node_ip_address=...), and Ray 2.55
+           # turns a loopback node address into the routable one unless this mode is on.
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     for d in ("flower", "ray"):
         (out / d).mkdir(parents=True, exist_ok=True)
     return env
