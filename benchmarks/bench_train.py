@@ -42,9 +42,8 @@ def make_plan(epochs: int, cluster: str = "solo") -> Plan:
 
     s = parse_scenario(d, "bench")
     eps = [Epoch(k + 1, "full", cluster, 1.0) for k in range(epochs)]
-    # the scenario's target recorded, as `depl plan` writes it: a plan is checked against its scenario
     return with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
-                              omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+                          omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
 
 
 def plain_loop(job, epochs: int, seed: int) -> float:
@@ -95,20 +94,21 @@ def bench_local(epochs: int, repeats: int) -> None:
 
 
 def bench_flower(epochs: int) -> None:
-    """The path of `depl run --backend flower`: the exported app, `flwr run` on a simulation SuperLink of ours."""
-    from depl.train.flower_app import export_app, simulate_app
+    from depl.store import Store
+    from depl.train import execute
+    from depl.train.flower_app import run_simulation
 
-    plan = make_plan(epochs)
-    job = job_from_plan(plan)
+    job = job_from_plan(make_plan(epochs))
     torch.set_num_threads(1)
     per_epoch_local = depl_local(job, epochs, 0)
     print(f"flower simulation engine ({epochs} epochs per seed; local back end: {per_epoch_local * 1000:.1f} ms/epoch)")
     results = {}
     for seeds in (1, 3):
-        out = Path(tempfile.mkdtemp(prefix="depl-bench-", dir="/tmp"))  # short: Ray's socket paths live under it
-        plan.save(out / "plan.json")
-        app = export_app(out / "plan.json", out / "flower-app", seeds, 0, str(out / "runs.sqlite"))
-        t = simulate_app(app, out, max(job.nodes.values()))
+        out = Path(tempfile.mkdtemp(prefix="depl-bench-", dir="/tmp"))
+        store = Store(out / "runs.sqlite")
+        rid = execute.run_id_for(job, "flower")
+        execute.register(store, rid, "plan", job, {"backend": "flower"})
+        t = run_simulation(store, rid, job, list(range(seeds)), out)
         results[seeds] = t
         per_epoch = (t["total"] - t["first_epoch_done"]) / max(1, seeds * epochs - 1)
         startup = t["first_epoch_done"] - per_epoch

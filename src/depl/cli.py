@@ -115,7 +115,7 @@ def _summary(plan) -> None:
 @app.command()
 def plan(
     scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
-    method: str = typer.Option("depl", "--method", "-m", help="depl, optimal or best-exp"),
+    method: str = typer.Option("depl", "--method", "-m", help="a planner: depl, optimal, best-exp (depl.planners.registry)"),
     eta: int = typer.Option(200, "--eta", min=2, max=1000,
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
@@ -128,16 +128,16 @@ def plan(
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
-    from .planners import METHODS, Infeasible, Options, make_plan
-    from .planners.progress import status_line
+    from .planners import Infeasible, Options, make_plan, planner_names
+    from .planners.status import status_line
 
     if time_limit is None:
         from .planners.optimal import DEFAULT_TIME_LIMIT as time_limit
     elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
         fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
 
-    if method not in METHODS:
-        fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
+    if method not in planner_names():
+        fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")
     if out is not None:  # checked before solving, so a long solve is never lost
         if not out.parent.is_dir():
             fail(f"--out {out}: the folder {out.parent} does not exist")
@@ -150,7 +150,7 @@ def plan(
     try:
         if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
             with status_line(sys.stderr) as say:
-                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, progress=say))
+                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
         else:
             with (err_console if as_json else console).status(f"planning {escape(s.name)} with {method} (η = {eta}) …",
                                                               spinner="dots"):

@@ -276,8 +276,14 @@ class Dataset(_Strict):
         return v
 
 
+def expected_progress(k, A: float, B: float, phi: float = 1.0):
+    """g_m(k) = A·φ(S)/√(k + B): the expected progress of epoch k (1-based, counted from the start of the run,
+    whatever version trained the epochs before).  The one definition: the law, its fit and its cumulants use it."""
+    return A * phi / np.sqrt(np.asarray(k, dtype=float) + B)
+
+
 class Progress(_Strict):
-    """g_m(k) = A·φ(S)/√(k + B), k the global epoch index."""
+    """g_m(k) = A·φ(S)/√(k + B), k the global epoch index (`expected_progress`)."""
 
     A: float = Field(gt=0.0)
     B: float = Field(ge=0.0)
@@ -332,7 +338,7 @@ class ModelVersion(_Strict):
 
     def g(self, k: np.ndarray | int, phi: float = 1.0):
         """Expected progress of epoch k (1-based, global): A·φ/√(k+B)."""
-        return self.progress.A * phi / np.sqrt(np.asarray(k, dtype=float) + self.progress.B)
+        return expected_progress(k, self.progress.A, self.progress.B, phi)
 
 
 class Switch(_Strict):
@@ -392,15 +398,20 @@ class Scenario(_Strict):
                 raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
             pairs.add((s.from_, s.to))
         self._switches_followable()
-        if self.loss_model not in (None, "increments", "level"):
-            raise _FieldError("loss_model", self.loss_model, "choose 'increments' (the paper's model) or 'level'")
-        if self.loss_model == "level":
+        from .laws import get_law, law_names
+
+        if self.loss_model is not None and self.loss_model not in law_names():
+            known = law_names()
+            raise _FieldError("loss_model", self.loss_model, "choose " + ", ".join(f"'{n}'" for n in known[:-1])
+                              + f" or '{known[-1]}'" + " ('increments' is the paper's model)")
+        law = get_law(self.loss_model)
+        for table in law.tables:  # the tables the law reads, for every model and switch
             for i, m in enumerate(self.models):
-                if m.level is None:
-                    raise _FieldError(f"models[{i}].level", None, f'loss_model = "level" needs a `level` table for every model ("{m.name}" has none)')
+                if getattr(m, table, None) is None:
+                    raise _FieldError(f"models[{i}].{table}", None, f'loss_model = "{law.name}" needs a `{table}` table for every model ("{m.name}" has none)')
             for i, sw in enumerate(self.switches):
-                if sw.level is None:
-                    raise _FieldError(f"switches[{i}].level", None, f'loss_model = "level" needs a `level` table for every switch ({sw.from_} -> {sw.to} has none)')
+                if getattr(sw, table, None) is None:
+                    raise _FieldError(f"switches[{i}].{table}", None, f'loss_model = "{law.name}" needs a `{table}` table for every switch ({sw.from_} -> {sw.to} has none)')
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self

@@ -1,5 +1,6 @@
-"""`depl fit` end to end: fit both models, score them on held-out seeds,
-choose, report, plot, and write the scenario sections `depl plan` reads."""
+"""`depl fit` end to end: fit every registered law (depl.laws), score them on
+held-out seeds, choose, report, plot, and write the scenario sections
+`depl plan` reads."""
 
 from __future__ import annotations
 
@@ -7,29 +8,37 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from ..scenario import Scenario, scenario_dict
 from ..store import Store
-from .compare import Score, build, score
-from .increments import IncrementsFit, fit_increments
-from .level import LevelFit, fit_level
+from .compare import Score, build, scenario_data, score
+from .gof import pvalue_text
+from .laws import fitters
 from .runs import Profile, load_profile
 
 
 @dataclass
 class FitResult:
     profile: Profile
-    increments: IncrementsFit          # on the fitting seeds (scored, reported)
-    level: LevelFit
+    fits: dict[str, Any]               # law → fitted on the fitting seeds (scored, reported)
     scores: dict[str, Score]
     level_ks: dict[str, tuple[float, float | None]]   # experiment → (plain KS p, bootstrap p) of log ℓ(E) ~ normal
     chosen: str
     why: str
     scenarios: dict[str, Scenario]     # refitted on all seeds, ready for `depl plan`
     data: dict[str, dict]              # the same as plain dicts (for the TOML files)
+
+    @property
+    def increments(self):
+        return self.fits.get("increments")
+
+    @property
+    def level(self):
+        return self.fits.get("level")
 
 
 def _level_ks(profile: Profile, bootstrap: int, rng) -> dict[str, tuple[float, float | None]]:
@@ -54,44 +63,37 @@ def run_fit(store: Store, base: Scenario, *, bootstrap: int = 200, seed: int = 0
 
 
 def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
-    """Fit both models to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections."""
+    """Fit every registered law to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections."""
     rng = np.random.default_rng(seed)
     l0 = base.initial_loss
     fit_part, held = prof.split(False), prof.split(True)
-    inc = fit_increments(fit_part, held, l0, bootstrap=bootstrap, rng=rng)
-    lev = fit_level(fit_part, l0)
+    laws = fitters()
+    fits = {n: f.fit(fit_part, held, l0, bootstrap=bootstrap, rng=rng) for n, f in laws.items()}
     epochs = max(e.epochs for e in prof.experiments)
     base_data = scenario_dict(base)
-    trial = build(base_data, inc, lev, epochs, base.name)
+    trial = build(base_data, fits, epochs, base.name)
     scores = {m: score(s, held, m) for m, s in trial.items()}
-    a, b = scores["increments"], scores["level"]
-    chosen = "level" if b.loglik_late > a.loglik_late else "increments"
+    chosen = max(scores, key=lambda m: scores[m].loglik_late)   # ties: the first registered
+    n = next(iter(scores.values())).n
+
+    def listing(attr):
+        return ", ".join(f"{m} {getattr(s, attr):.3f}" for m, s in scores.items())
     why = (f"mean held-out log-likelihood of ℓ(k) per observation over the second half of the epochs, where plans end: "
-           f"level {b.loglik_late:.3f}, increments {a.loglik_late:.3f}; the higher wins. Over every epoch: level "
-           f"{b.loglik:.3f}, increments {a.loglik:.3f}; at the last epoch: level {b.loglik_final:.3f}, "
-           f"increments {a.loglik_final:.3f} ({b.n} held-out losses of {len(held.experiments)} experiments)")
-    if (b.loglik > a.loglik) != (chosen == "level"):
-        why += ("; NOTE: over every epoch the other model scores higher — the chosen one fits the early epochs "
+           f"{listing('loglik_late')}; the higher wins. Over every epoch: {listing('loglik')}; at the last epoch: "
+           f"{listing('loglik_final')} ({n} held-out losses of {len(held.experiments)} experiments)")
+    if max(scores, key=lambda m: scores[m].loglik) != chosen:
+        why += ("; NOTE: over every epoch another model scores higher — the chosen one fits the early epochs "
                 "(the initial plateau) worse")
     # the files are written from fits on every seed (no bootstrap: the p-values above are the report's)
-    inc_all = fit_increments(prof, Profile(prof.scenario, []), l0)
-    gamma = next(iter(lev.versions.values())).curve.floor_exponent
-    lev_all = fit_level(prof, l0, data_law=(lev.s0, gamma))
-    from .compare import scenario_data
-    data = {m: scenario_data(base_data, inc_all, lev_all, m, epochs) for m in ("increments", "level")}
-    final = build(base_data, inc_all, lev_all, epochs, base.name)
-    return FitResult(prof, inc, lev, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
+    fits_all = {n: f.refit(prof, fits[n], l0) for n, f in laws.items()}
+    data = {m: scenario_data(base_data, fits_all, m, epochs) for m in fits_all}
+    final = build(base_data, fits_all, epochs, base.name)
+    return FitResult(prof, fits, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
 
 
 # --------------------------------------------------------------------------- #
 # The printed report
 # --------------------------------------------------------------------------- #
-
-def _p(x) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.2g}" if x >= 1e-3 else f"{x:.1e}"
-
 
 def report_lines(r: FitResult) -> list[str]:
     L = []
@@ -100,47 +102,20 @@ def report_lines(r: FitResult) -> list[str]:
              f"{p.experiments[0].nodes} node(s), {sum(e.seeds.size for e in p.experiments)} seed-runs; "
              f"fitting seeds = 2/3, held-out = every third seed")
     L.append("")
-    L.append("## The paper's model (eq. 8), fitted on the fitting seeds")
-    for v in r.increments.versions.values():
-        L.append(f"{v.name}: A = {v.A:.4g}, B = {v.B:.4g}; x ≤ 0 in {100 * v.negative_share:.0f}% of epochs; "
-                 f"Spearman(x, epoch) = {v.spearman_epoch:+.2f}; lag-1 autocorrelation of x = {v.lag1:+.2f}")
-        for f in v.families:
-            params = ", ".join(f"{k}={val:.3g}" for k, val in f.params.items())
-            mark = " ← used" if v.chosen is f else ""
-            usable = "" if f.usable else " (infinite mean/variance: unusable)"
-            L.append(f"    X ~ {f.family:<8} {params:<42} KS p naive {_p(f.p_naive):>7}, bootstrap {_p(f.p_boot):>7}; "
-                     f"held-out loglik {f.heldout:8.3f} ({f.impossible}/{f.heldout_n} impossible){usable}{mark}")
-    for sw in r.increments.switches.values():
-        L.append(f"switch {sw.a} → {sw.b}: {sw.jumps.size} jumps, mean {sw.jumps.mean():+.3f}, sd {sw.jumps.std():.3f}")
-        for f in sw.families:
-            params = ", ".join(f"{k}={val:.3g}" for k, val in f.params.items())
-            mark = " ← used" if sw.chosen is f else ""
-            L.append(f"    jump ~ {f.family:<8} {params:<42} KS p naive {_p(f.p_naive):>7}, bootstrap {_p(f.p_boot):>7}; "
-                     f"held-out loglik {f.heldout:8.3f}{mark}")
-    if r.increments.s0 is not None:
-        L.append(f"data law: S0 = {r.increments.s0:.4g} (A at each data size / A at {r.increments.reference_samples:g}: "
-                 + ", ".join(f"{s:g}: {v:.3f}" for s, v in sorted(r.increments.phi_measured.items())) + ")")
-    L.append("")
-    L.append("## The level model, fitted on the fitting seeds")
-    lev = r.level
-    for v in lev.versions.values():
-        c = v.curve
-        alt = ", ".join(f"{k} {sse:.3g}" for k, sse in v.alternatives.items())
-        L.append(f"{v.name}: {c.kind} curve, floor {c.floor:.3f}·φ^-{c.floor_exponent:g}, scale {c.scale:.3g}, shape {c.shape:.3g} "
-                 f"(SSE of log mean: {alt}); log-sd {v.sigma0:.3f} + {v.sigma1:.3f}·ln(ℓ0/μ) + {v.sigma2:.3f}·|dlnμ/dlnt|; "
-                 f"per-seed share {v.seed_share:.2f}")
-    for sw in lev.switches.values():
-        L.append(f"switch {sw.a} → {sw.b}: offset {sw.offset:+.3f} × {sw.b}'s curve, recovery {sw.recovery:.2f}/epoch, "
-                 f"extra log-sd {sw.sigma:.3f}")
-    if lev.s0 is not None:
-        L.append(f"data law (time scaled by φ): S0 = {lev.s0:.4g}, reference {lev.reference_samples:g} samples")
+    titles = {"increments": "The paper's model (eq. 8)", "level": "The level model"}
+    for n, f in fitters().items():
+        if n in r.fits:
+            L.append(f"## {titles.get(n, f'The {n} law')}, fitted on the fitting seeds")
+            L += f.describe(r.fits[n])
+            L.append("")
+    L.pop()
     L.append("log ℓ(E) normal? KS p naive / bootstrap: " + "; ".join(
-        f"{k} {_p(a)}/{_p(b)}" for k, (a, b) in r.level_ks.items()))
+        f"{k} {pvalue_text(a)}/{pvalue_text(b)}" for k, (a, b) in r.level_ks.items()))
     L.append("")
     L.append("## Held-out comparison (seeds the fits never saw): mean log-density of the measured ℓ(k)")
     L.append(f"{'model':<11} {'all epochs':>10} {'2nd half':>10} {'last epoch':>10} {'impossible':>10}   KS p of held-out ℓ(E) (no refit); var ratio predicted/measured of ℓ(E)")
     for m, s in r.scores.items():
-        ks = ", ".join(f"{k} {_p(v)}" for k, v in s.ks_final.items())
+        ks = ", ".join(f"{k} {pvalue_text(v)}" for k, v in s.ks_final.items())
         vr = ", ".join(f"{k} {v:.3g}" for k, v in s.var_ratio.items())
         L.append(f"{m:<11} {s.loglik:10.3f} {s.loglik_late:10.3f} {s.loglik_final:10.3f} {s.impossible:>10}   KS: {ks}")
         L.append(f"{'':<56}   var ratio: {vr}")
@@ -167,10 +142,10 @@ def plot_fit(r: FitResult, path: Path, runs: int = 4000, seed: int = 0) -> None:
     cols = min(3, len(exps))
     rows = math.ceil(len(exps) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
-    colors = {"increments": "tab:red", "level": "tab:blue"}
+    colors = dict(zip(r.scenarios, ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:brown"]))
     for ax, e in zip(axes.ravel(), exps):
         k = np.arange(0, e.epochs + 1)
-        meas = np.concatenate([np.full((e.losses.shape[0], 1), r.scenarios["level"].initial_loss), e.losses], axis=1)
+        meas = np.concatenate([np.full((e.losses.shape[0], 1), next(iter(r.scenarios.values())).initial_loss), e.losses], axis=1)
         for m, s in r.scenarios.items():
             model = loss_model_for(s)
             if not set(e.schedule) <= set(model.model_names):

@@ -276,8 +276,8 @@ POOL = 4  # clusters per version the local search may add or swap in
 
 
 def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float | None = None,
-          table: ClusterTable | None = None) -> Placement:
-    """Clusters and compute for `schedule`; raises PlacementInfeasible."""
+          table: ClusterTable | None = None, first_epoch: int = 1) -> Placement:
+    """Clusters and compute for `schedule` (its epochs numbered from `first_epoch`); raises PlacementInfeasible."""
     deadline = s.target.deadline if deadline is None else deadline
     table = table or ClusterTable.build(s, s.samples(datasets))
     idx = {m: i for i, m in enumerate(table.models)}
@@ -307,7 +307,7 @@ def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float
         if q > 0:
             queue[m].extend([(n, xs[(m, n)])] * q)
     epochs = []
-    for k, m in enumerate(schedule, start=1):
+    for k, m in enumerate(schedule, start=first_epoch):
         n, x = queue[idx[m]].pop(0)
         epochs.append(Epoch(k, m, table.clusters[n], float(x)))
     return Placement(epochs, total, time, gap, mu)
