@@ -102,6 +102,9 @@ def fit(
         fail(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane scale?")
     for line in report_lines(r):
         console.print(line, markup=False)
+    if r.profile.diverged:
+        console.print(f"skipped {r.profile.diverged} diverged seeds (non-finite loss; `depl runs show` lists them)",
+                      markup=False)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
     if png is not None:
         png.mkdir(parents=True, exist_ok=True)

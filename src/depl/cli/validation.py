@@ -62,6 +62,11 @@ def validate(
               f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
     con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
               f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
+    if v.diverged:
+        gone = h.store.diverged(h.run_id)
+        con.print(f"  {len(v.diverged)} seeds diverged (non-finite loss), counted as ℓ(K) = +inf: seeds "
+                  f"{v.diverged[:10]}{' …' if len(v.diverged) > 10 else ''} at epochs "
+                  f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
     con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
               f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
     con.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted

@@ -61,6 +61,7 @@ class Experiment:
 class Profile:
     scenario: str
     experiments: list[Experiment] = field(default_factory=list)
+    diverged: int = 0       # seeds left out because their loss became non-finite (`depl.store`)
 
     @property
     def reference_samples(self) -> float:
@@ -98,7 +99,9 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
             continue
         E = spec.epochs
         losses = store.losses(run["run_id"])
-        done = sorted(s for s, v in losses.items() if len(v) == E)
+        gone = store.diverged(run["run_id"])  # a law of finite losses cannot be fitted to them: counted, skipped
+        out.diverged += len(gone)
+        done = sorted(s for s, v in losses.items() if len(v) == E and s not in gone)
         if len(done) < min_seeds:
             continue
         out.experiments.append(Experiment(

@@ -38,7 +38,7 @@ from torch import nn
 
 from ..scenario import TrainingOptions
 from ..state import RunState
-from ..store import EpochRow
+from ..store import EpochRow, diverges
 from . import data as data_mod
 from .prune import VersionSpec, build_version, switch
 
@@ -282,6 +282,9 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
               start: tuple[int, bytes] | None = None, decide: DecideHook | None = None) -> list[EpochResult]:
     """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes.
 
+    Stops after an epoch whose loss is not finite (`depl.store.diverges`): that
+    epoch is the last result.
+
     `decide(state, results)`, if given, is asked after every epoch where the run
     stands (a `depl.state.RunState`: epochs done, the version trained last, the
     test losses seen by this call, the seconds spent) and may replace the
@@ -314,7 +317,9 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
         r = EpochResult(epoch, version, cluster, loss, acc, train_loss, time.perf_counter() - t0, switched)
         results.append(r)
         if on_epoch is not None:
-            on_epoch(r, model)
+            on_epoch(r, model)  # the store records a non-finite loss as the seed's divergence
+        if diverges(r):  # NaN weights only stay NaN: the seed is over, nothing to decide
+            break
         done += 1
         if decide is not None:
             state = state.after(version, loss, r.seconds, 0.0)

@@ -24,8 +24,9 @@ def run_label(run: dict) -> str:
 
 
 def band(store: Store, run: dict, q: tuple[float, float] = (1.0, 99.0)) -> Band | None:
-    """The band of one run over its seeds, for the epochs every seed has reached."""
-    losses = store.losses(run["run_id"])
+    """The band of one run over its seeds, for the epochs every seed has reached (diverged seeds left out)."""
+    gone = store.diverged(run["run_id"])
+    losses = {s: v for s, v in store.losses(run["run_id"]).items() if s not in gone}
     if not losses:
         return None
     k = min(len(v) for v in losses.values())

@@ -53,9 +53,11 @@ class HeldOutRun:
 
     def judge(self) -> Validation:
         """The plan judged by the trajectories in the store (every seed trained to the end)."""
-        losses = self.store.losses(self.run_id)
-        traj = np.array([[self.scenario.initial_loss] + losses[s][:self.epochs] for s in self.seeds])
-        return validate(self.plan, self.scenario, traj, self.seeds, str(self.plan_file))
+        losses, gone = self.store.losses(self.run_id), self.store.diverged(self.run_id)
+        ok = [x for x in self.seeds if x not in gone]
+        traj = np.array([[self.scenario.initial_loss] + losses[x][:self.epochs] for x in ok]).reshape(len(ok), self.epochs + 1)
+        return validate(self.plan, self.scenario, traj, self.seeds, str(self.plan_file),
+                        diverged=[x for x in self.seeds if x in gone])
 
 
 def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu") -> HeldOutRun:
