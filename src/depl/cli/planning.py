@@ -98,6 +98,8 @@ def plan(
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
+    uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
+                                      "recalibrated on held-out runs (the scenario's [calibration])"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
     from ..planners import Infeasible, Options, make_plan, planner_names
@@ -118,7 +120,10 @@ def plan(
         import os
         if not os.access(out.parent, os.W_OK):
             fail(f"--out {out}: the folder {out.parent} is not writable")
-    s = _with_target(_load(scenario), loss, quantile, deadline)
+    s = _load(scenario)
+    if uncalibrated and s.calibration is not None:
+        s = s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
+    s = _with_target(s, loss, quantile, deadline)
     try:
         if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
             with status_line(sys.stderr) as say:

@@ -4,7 +4,8 @@ A profile run (`depl profile`) is one experiment: a version trained from
 scratch at a fraction of the data, or a switch experiment (K1 epochs of one
 version, then the next).  Seeds are split once into a fitting set and a
 held-out set (every third seed held out), so that every goodness-of-fit
-figure can be measured on runs the fit never saw.
+figure can be measured on runs the fit never saw; before that, the last
+seeds of each experiment can be set apart for calibration (no fit sees them).
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ class Experiment:
 
     def split(self, held_out: bool) -> "Experiment":
         """The fitting seeds (held_out=False) or the held-out ones (every third seed)."""
-        mask = (np.arange(self.seeds.size) % 3 == 2) == held_out
+        return self.subset((np.arange(self.seeds.size) % 3 == 2) == held_out)
+
+    def subset(self, mask: np.ndarray) -> "Experiment":
         return Experiment(self.kind, self.version, self.fraction, self.to, self.switch_after, self.samples,
                           self.nodes, self.seeds[mask], self.losses[mask])
 
@@ -75,6 +78,16 @@ class Profile:
 
     def split(self, held_out: bool) -> "Profile":
         return Profile(self.scenario, [e.split(held_out) for e in self.experiments])
+
+    def set_apart(self, seeds: int) -> tuple["Profile", "Profile"]:
+        """(the runs to fit, the runs kept apart for calibration): the last `seeds` seeds of every experiment
+        (by seed number, so that resuming a profile with more seeds keeps the same runs apart)."""
+        keep, apart = [], []
+        for e in self.experiments:
+            mask = np.arange(e.seeds.size) >= e.seeds.size - seeds
+            keep.append(e.subset(~mask))
+            apart.append(e.subset(mask))
+        return Profile(self.scenario, keep), Profile(self.scenario, apart)
 
 
 def _samples(scenario: Scenario, data: dict) -> float:

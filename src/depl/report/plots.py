@@ -125,6 +125,39 @@ def plot_multipliers(r: "FitResult", path: Path) -> None:
     save(fig, path, dpi=110)
 
 
+def plot_calibration(r: "FitResult", path: Path) -> None:
+    """Per law: the reliability on the runs set apart (nominal level p vs observed P(ℓ(E) ≤ the p-quantile),
+    before and after calibration, the latter cross-fitted so that no run judges its own calibration) and
+    the PIT histograms of ℓ(k) per version and for the switches (flat when the law is right)."""
+    from ..fit.calibrate import LEVELS, reliability
+
+    laws = list(r.calibration)
+    groups = sorted({g for m in laws for g in r.pit[m].groups()}, key=lambda g: (g == "switches", g))
+    cols = 1 + len(groups)
+    fig, axes = pyplot().subplots(len(laws), cols, figsize=(3.4 * cols, 3.0 * len(laws)), squeeze=False)
+    for row, m in zip(axes, laws):
+        u = r.calibration[m].scores
+        ax = row[0]
+        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
+        ax.plot(LEVELS, reliability(u, LEVELS, "none"), "o-", color="tab:red", ms=3, label="as fitted")
+        ax.plot(LEVELS, reliability(u, LEVELS, "conformal"), "s-", color="tab:blue", ms=3,
+                label="calibrated (cross-fitted)")
+        ax.set_xlabel("nominal level p")
+        ax.set_ylabel("observed P(ℓ(E) ≤ p-quantile)")
+        ax.set_title(f"{m}: reliability, {u.size} runs set apart", fontsize=9)
+        ax.legend(fontsize=7)
+        pits = r.pit[m].groups()
+        for ax, g in zip(row[1:], groups):
+            if g in pits:
+                ax.hist(pits[g], bins=10, range=(0, 1), density=True, color="0.6")
+                ax.axhline(1.0, color="k", lw=0.8)
+                ax.set_title(f"{m}: PIT of ℓ(k), {g} ({pits[g].size})", fontsize=9)
+            else:
+                ax.axis("off")
+    fig.tight_layout()
+    save(fig, path, dpi=110)
+
+
 def plot_validation(v: "Validation", path: Path, title: str = "") -> None:
     """The measured band (mean, 1–99%) over the planned one."""
     k = np.arange(v.measured.mean.size)
