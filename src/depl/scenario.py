@@ -390,6 +390,9 @@ class TrainingOptions(_Strict):
     momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
     batch_size: int = Field(default=64, ge=1, le=1_000_000)
     iid: bool = True
+    dirichlet_alpha: float | None = Field(default=None, gt=0.0, le=1e6, description="with iid = false: each class "
+                                          "split over a cluster's nodes by shares drawn from Dirichlet(α) "
+                                          "(small α: few classes per node); unset: label-sorted shards")
 
 
 COST_MODELS = (None, "per-epoch", "resource-time")
@@ -464,6 +467,8 @@ class Scenario(_Strict):
                               f"split conformal needs at least {need} held-out runs to certify ω = "
                               f"{self.target.quantile:g} ({need - len(c.scores)} more); refit with more calibration "
                               "seeds, or set calibration.use = false to plan with the uncalibrated law")
+        if self.training.dirichlet_alpha is not None and self.training.iid:
+            raise _FieldError("training.iid", True, "dirichlet_alpha partitions the data non-IID: set iid = false")
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self

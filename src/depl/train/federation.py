@@ -230,7 +230,7 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 20
 def node_data(spec: data_mod.DataSpec, nodes: int, iid: bool, node: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The training samples node `node` of a `nodes`-node cluster holds."""
     x, y = data_mod.select(spec)
-    idx = data_mod.node_shares(y, nodes, iid)[node]
+    idx = data_mod.node_shares(y, nodes, iid, spec.alpha)[node]
     return torch.from_numpy(np.ascontiguousarray(x[idx])), torch.from_numpy(np.ascontiguousarray(y[idx]))
 
 
