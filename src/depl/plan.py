@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .plan_check import check_plan, check_types
+from .plan_check import PlanError, check_plan, check_types
 from .scenario import Scenario, ScenarioError, parse_scenario, scenario_dict
 
 FORMAT = "depl.plan/1"
@@ -129,10 +129,6 @@ class Plan:
             s = parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
         check_plan(self, s, self.source)
         return s
-
-
-class PlanError(ValueError):
-    """A plan file that cannot be used; the message is meant for the user."""
 
 
 def _non_finite(d, where: str = "") -> str:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from ..plan import Plan
 from .choices import ChoicePlanner, Problem, Walk
 from .common import Candidate, Context, Infeasible, to_plan
-from .depl import Criterion, search
-from .reach import infeasible
+from .depl import Criterion, infeasible, search
 from .schedule import Surrogate
 
 MEAN = Criterion(

@@ -28,9 +28,9 @@ import numpy as np
 from ..plan import Plan
 from .bounds import subset_lower_bound
 from .choices import ChoicePlanner, Problem, Walk
-from .common import Candidate, Context, evaluate, segments, to_plan
+from .common import Candidate, Context, Infeasible, evaluate, segments, to_plan
 from .exhaustive import Exhaustive
-from .reach import infeasible
+from . import reach
 from .schedule import Surrogate, lowest_cost_path
 
 
@@ -257,3 +257,8 @@ def depl_walk(problem: Problem) -> Walk:
 
 
 DEPL = DeplPlanner()
+
+
+def infeasible(problem: Problem, *, method: str = "depl") -> Infeasible:
+    """Why no plan was found (reach.infeasible with this planner's own search)."""
+    return reach.infeasible(problem, search, method=method)

@@ -53,9 +53,8 @@ def time_horizon(ctx: Context) -> int:
     return min(LONGEST, max(400, 4 * int(hit[0] + 1))) if hit.size else LONGEST
 
 
-def reachable(problem: Problem) -> Reach:
-    from .depl import search  # the planner's own search (depl imports this module)
-
+def reachable(problem: Problem, search) -> Reach:
+    """`search(ctx, limit=...)`: the planner's own search (depl.planners.depl.search, passed in: depl imports this module)."""
     out = Reach()
     quick = Options(eta=min(problem.options.eta, 100), polish=False)  # coarser than the planner's own
     for choice in problem.by_time:
@@ -101,9 +100,9 @@ def reachable(problem: Problem) -> Reach:
     return out
 
 
-def infeasible(problem: Problem, *, method: str = "depl") -> Infeasible:
+def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
     """The Infeasible to raise; it carries a witness plan if the target turns out to be reachable."""
-    r = reachable(problem)
+    r = reachable(problem, search)
     s = problem.scenario
     tgt = s.target
     w = f"{tgt.quantile:g}-quantile"

@@ -24,12 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .source import DataError, Source  # noqa: F401  (re-exported: their home is below data and custom)
+
 SOURCES = ("mnist1d", "digits", "cifar10")
 PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed
-
-
-class DataError(ValueError):
-    """Data that cannot be used; the message is meant for the user."""
 
 
 DATA_ENV = "DEPL_DATA"
@@ -55,19 +53,6 @@ def confined(path: str) -> Path:
         raise DataError(f"path = {path!r} resolves to {real}, outside the data folder{'s' if len(roots) > 1 else ''} "
                         f"{shown}; data is read only from there (set {DATA_ENV} to the folder holding your data)")
     return real
-
-
-@dataclass(frozen=True)
-class Source:
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    n_classes: int = 10
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.x_train.shape[1:])
 
 
 @lru_cache(maxsize=2)

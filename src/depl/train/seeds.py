@@ -148,7 +148,7 @@ def run_all(store: Store, runs: Iterable[tuple[str, object, list[int]]], *, seed
     if ray is not None:
         from .ray_pool import run_on_ray
 
-        run_on_ray(ray, store, tasks, workers, threads, write_item)
+        run_on_ray(ray, store, tasks, workers, threads, write_item, load, run_task)
     elif workers <= 1 or len(tasks) <= 1:
         for t in tasks:
             run_task(load(store, t), write_item)
