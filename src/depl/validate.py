@@ -6,6 +6,11 @@ the Clopper–Pearson interval of p (exact) either reaches ω — the guarantee 
 not refuted — or lies below it — refuted.  The measured band (mean and 1–99%
 per epoch) is drawn over the band the loss model plans (Monte Carlo).
 
+Everything "planned" — the band, its mean, the certified quantile — comes
+from one law, the one the plan was made with: a scenario whose law predicts
+another ℓ(K) for the plan is refused (`law_mismatch`), so the report's text
+and its plot cannot disagree.
+
 >>> import numpy as np
 >>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
 >>> v.hits, v.not_refuted
@@ -67,11 +72,16 @@ class Validation:
     measured: Band
     planned: Band
 
+    @property
+    def guarantee(self) -> str:
+        """The verdict: "refuted" when the interval's upper end lies below ω, else "not refuted"."""
+        return "not refuted" if self.coverage.not_refuted else "refuted"
+
     def to_json(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
         c = self.coverage
         d.update(runs=c.runs, hits=c.hits, omega=c.omega, target=c.target, coverage=c.rate,
-                 ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted,
+                 ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted, guarantee=self.guarantee,
                  measured_band={"mean": self.measured.mean.tolist(), "low": self.measured.low.tolist(),
                                 "high": self.measured.high.tolist()},
                  planned_band={"mean": self.planned.mean.tolist(), "low": self.planned.low.tolist(),
@@ -79,9 +89,29 @@ class Validation:
         return d
 
 
+def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) -> str | None:
+    """Why judging `plan` (made with `own`) by `other`'s loss law would mix two laws; None when they agree.
+
+    The laws are compared by what they predict for this plan's schedule (mean
+    and certified ω-quantile of ℓ(K)), so any two spellings of one law agree.
+    """
+    from .predict import predict
+
+    a = predict(own, plan.schedule, plan.omega, plan.datasets)
+    b = predict(other, plan.schedule, plan.omega, plan.datasets)
+    if np.allclose([a.loss_mean, a.loss_quantile], [b.loss_mean, b.loss_quantile], rtol=1e-9, atol=0.0):
+        return None
+    return (f"{plan.source} was planned with the loss law of scenario {own.name!r} (mean ℓ(K) {a.loss_mean:.4g}, "
+            f"certified {plan.omega:g}-quantile {a.loss_quantile:.4g}), but {other_source} ({other.name!r}) gives its "
+            f"schedule mean {b.loss_mean:.4g}, {plan.omega:g}-quantile {b.loss_quantile:.4g}: validate with the plan's "
+            f"own scenario, or plan with {other_source} first (depl plan {other_source} --out PLAN.json)")
+
+
 def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: list[int], plan_file: str = "",
              loss: LossModel | None = None, mc_runs: int = 20_000, mc_seed: int = 0) -> Validation:
-    """Judge `plan` by measured `trajectories` (runs × K+1, column 0 = ℓ(0)) of its schedule."""
+    """Judge `plan` by measured `trajectories` (runs × K+1, column 0 = ℓ(0)) of its schedule.
+
+    `scenario` is the plan's own (the planned band is drawn from its law; see `law_mismatch`)."""
     loss = loss or loss_model_for(scenario)
     phi = scenario.phi(scenario.samples(plan.datasets))
     planned = loss.simulate(list(plan.schedule), phi, mc_runs, np.random.default_rng(mc_seed))
@@ -102,7 +132,8 @@ def plot_validation(v: Validation, path: Path, title: str = "") -> None:
     k = np.arange(v.measured.mean.size)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
-    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label="planned mean")
+    # the legend quotes the plan's own mean ℓ(K), the number the text reports, beside the band of the same law
+    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label=f"planned mean (ℓ(K) = {v.planned_mean:.4g})")
     ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
     ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
     ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")
