@@ -59,6 +59,11 @@ def fit(
     deadline: Optional[float] = typer.Option(None, "--deadline", help="set [target] deadline in the files written"),
     name: Optional[str] = typer.Option(None, "--name", help="the scenario name in the files written "
                                        "[default: BASE-fitted, BASE the base scenario's name]"),
+    calibration_seeds: Optional[int] = typer.Option(
+        None, "--calibration-seeds", min=0, max=100_000,
+        help="seeds per experiment (the last ones) set apart: no law is fitted on them, and each law is recalibrated "
+             "on them (split conformal on PIT scores, written as [calibration]; docs/fitting.md); 0: no calibration "
+             "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
     model = model.value
@@ -74,7 +79,8 @@ def fit(
         fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
-    from ..fit.report import plot_fit, plot_multipliers, report_lines, run_fit, toml_dumps
+    from ..fit.report import report_lines, run_fit, toml_dumps
+    from ..report.plots import plot_calibration, plot_fit, plot_multipliers
 
     from ..fit.logs import is_log_file
 
@@ -93,7 +99,7 @@ def fit(
             # a degenerate fit is reported below, once; numpy's RuntimeWarnings would only add noise to stderr
             warnings.simplefilter("ignore", RuntimeWarning)
             if logs:
-                base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline)
+                base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline, calibration_seeds)
             else:
                 st = Store(store, readonly=True)  # fit only reads the profiles
                 if scenario is None:
@@ -102,19 +108,25 @@ def fit(
                         raise FitError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
                     scenario = names.pop()
                 base = load_scenario(scenario)
-                r = run_fit(st, base, bootstrap=bootstrap, seed=seed)
+                r = run_fit(st, base, bootstrap=bootstrap, seed=seed, calibration_seeds=calibration_seeds, omega=omega)
     except fitting_errors() as e:
         fail(str(e))
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as e:  # from scipy/numpy inside a fit
         fail(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane scale?")
     for line in report_lines(r):
         console.print(line, markup=False)
+    if r.profile.diverged:
+        console.print(f"skipped {r.profile.diverged} diverged seeds (non-finite loss; `depl runs show` lists them)",
+                      markup=False)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
     if png is not None:
         png.mkdir(parents=True, exist_ok=True)
         plot_fit(r, png / "fit-bands.png")
         plot_multipliers(r, png / "fit-multipliers.png")
         console.print(f"plots written to {png}/fit-bands.png, {png}/fit-multipliers.png", markup=False)
+        if r.calibration:
+            plot_calibration(r, png / "fit-calibration.png")
+            console.print(f"reliability and PIT histograms written to {png}/fit-calibration.png", markup=False)
     if out is not None:
         chosen = r.chosen if model == "auto" else model
         fitted = fitted_name(base.name, name)
@@ -126,7 +138,10 @@ def fit(
                       f"loss_model, max_epochs = fitted_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
                       f"{'logged runs' if logs else 'profiling experiments'}."
                       + ("\nThe clusters and datasets are a template of the logs' setting (an epoch at full compute = one time\n"
-                         "unit): edit them, and the versions' size and work, to plan for your system." if logs and scenario is None else ""))
+                         "unit): edit them, and the versions' size and work, to plan for your system." if logs and scenario is None else "")
+                      + (f"\n[calibration]: {r.calibration[tag].message()}.\n"
+                         "`depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
+                         "(or use = false) with the law as fitted." if tag in r.calibration else ""))
             text = toml_dumps(data, header)
             try:
                 parse_scenario(tomllib.loads(text), str(out))  # what we write must load
@@ -142,7 +157,8 @@ def fit(
                           "edit them, and the versions' size and work, to plan for your system", markup=False)
 
 
-def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline):
+def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline,
+              calibration_seeds: Optional[int] = None):
     """Fit logs (CSV/Parquet); the base scenario is --scenario's system or a template of the logs' setting."""
     from ..scenario import load_scenario
     from ..fit.logs import base_scenario, read_logs
@@ -151,4 +167,5 @@ def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, nam
     logs = read_logs(path)
     base, reference = base_scenario(logs, load_scenario(scenario) if scenario else None, name=name,
                                     target_loss=target_loss, omega=omega, deadline=deadline)
-    return base, fit_profile(logs.profile(reference), base, bootstrap=bootstrap, seed=seed)
+    return base, fit_profile(logs.profile(reference), base, bootstrap=bootstrap, seed=seed,
+                             calibration_seeds=calibration_seeds)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
@@ -15,14 +14,6 @@ from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, choice, console,
 
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
 MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
-
-
-class Method(str, Enum):
-    """The planners of `depl.planners.METHODS` (spelled out: importing the planners costs seconds)."""
-
-    depl = "depl"
-    optimal = "optimal"
-    best_exp = "best-exp"
 
 
 def scenarios() -> None:
@@ -81,7 +72,8 @@ def _summary(plan) -> None:
     console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()),
                   markup=False)
     lo, hi = plan.loss_quantile_bounds or (plan.loss_quantile, plan.loss_quantile)
-    console.print(f"  cost            {plan.cost:.6g}")
+    model = (plan.scenario_spec or {}).get("cost_model") or "per-epoch"
+    console.print(f"  cost            {plan.cost:.6g}  ({model}: {COST_WORDS[model]})")
     console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
     console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
                   f" target {plan.loss_target:g})")
@@ -89,10 +81,13 @@ def _summary(plan) -> None:
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
 
+COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
+
+
 def plan(
     scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
-    method: Method = typer.Option(Method.depl, "--method", "-m", click_type=choice(Method),
-                                  help="depl, optimal or best-exp"),
+    method: str = typer.Option("depl", "--method", "-m",
+                               help="a planner: depl, optimal, best-exp, best-exp-loss (depl.planners.registry)"),
     eta: int = typer.Option(200, "--eta", min=2, max=1000,
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
@@ -103,16 +98,20 @@ def plan(
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
+    uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
+                                      "recalibrated on held-out runs (the scenario's [calibration])"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
-    from ..planners import Infeasible, Options, make_plan
-    from ..planners.progress import status_line
+    from ..planners import Infeasible, Options, make_plan, planner_names
+    from ..planners.status import status_line
 
     if time_limit is None:
         from ..planners.optimal import DEFAULT_TIME_LIMIT as time_limit
     elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
         fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
-    method = method.value
+
+    if method not in planner_names():
+        fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")
     if out is not None:  # checked before solving, so a long solve is never lost
         if not out.parent.is_dir():
             fail(f"--out {out}: the folder {out.parent} does not exist")
@@ -121,11 +120,14 @@ def plan(
         import os
         if not os.access(out.parent, os.W_OK):
             fail(f"--out {out}: the folder {out.parent} is not writable")
-    s = _with_target(_load(scenario), loss, quantile, deadline)
+    s = _load(scenario)
+    if uncalibrated and s.calibration is not None:
+        s = s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
+    s = _with_target(s, loss, quantile, deadline)
     try:
         if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
             with status_line(sys.stderr) as say:
-                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, progress=say))
+                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
         else:
             with (err_console if as_json else console).status(f"planning {escape(s.name)} with {method} (η = {eta}) …",
                                                               spinner="dots"):
@@ -223,6 +225,7 @@ def simulate(
                     "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
                     "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
                     "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
+                    "cost": sim.cost, "cost_model": sim.cost_model,
                     "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
                              "high": sim.band.high.tolist()}, "png": str(png)})
     else:
@@ -232,6 +235,7 @@ def simulate(
         console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
                       f"   (plan's certified bound {p.loss_quantile:.5g})")
         console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
+        console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
         console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
         console.print(f"  loss band written to {png}", markup=False)
     if not verdict:

@@ -17,7 +17,8 @@ def reproduce(
     """Reproduce the paper's Sec. VI-B evaluation (Figs. 5–9, headline numbers, planner speed)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from ..report.reproduce import Config, run
+    from ..experiments import Config, run
+    from ..report.results_md import write
 
     if out.exists() and not out.is_dir():
         fail(f"--out {out}: exists and is not a folder")
@@ -31,7 +32,7 @@ def reproduce(
             bar.update(task, description=label, completed=done, total=total)
 
         try:
-            results = run(cfg, out, progress)
+            results = run(cfg, progress, finish=lambda r: write(r, out))
         except OSError as e:
             fail(f"--out {out}: {e}")
     console.print(f"results.md and {len(list(out.glob('*.png')))} figures written to {out}/ "

@@ -123,8 +123,12 @@ def _summary(store, run_id: str, title: str) -> None:
     import numpy as np
     from rich.table import Table
 
-    losses = store.losses(run_id)
-    finals = np.array([v[-1] for v in losses.values() if v])
+    losses, gone = store.losses(run_id), store.diverged(run_id)
+    finals = np.array([v[-1] for s, v in losses.items() if v and s not in gone])
+    if gone:
+        console.print(f"{len(gone)} seeds diverged (non-finite loss; not resumed, final loss +inf): "
+                      + ", ".join(f"seed {s} at epoch {k}" for s, k in list(gone.items())[:10])
+                      + (" …" if len(gone) > 10 else ""), markup=False)
     if finals.size == 0:
         return
     t = Table(title=escape(title))
@@ -151,6 +155,8 @@ def run(
     seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
+    insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
+                                  "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     backend = backend.value
@@ -158,6 +164,15 @@ def run(
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
         fail("--superlink needs --backend flower")
+    if insecure and not superlink:
+        fail("--insecure applies to --superlink only (the simulation's SuperLink is on 127.0.0.1, for this run)")
+    if superlink:  # before any work: a connection we will not use stops the command now
+        from ..train.fleet_gateway import DeploymentError, check_connection
+
+        try:
+            check_connection(superlink, insecure)
+        except DeploymentError as e:
+            fail(str(e))
     dev = start_training(threads, device)
     from ..plan import Plan
     from ..train import execute
@@ -176,7 +191,8 @@ def run(
     if superlink:
         _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p, dev)
         return
-    already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
+    gone = st.diverged(run_id)  # a diverged seed is done: it trains no further epoch
+    already = sum(n if s in gone else min(st.done_epochs(run_id, s), n) for s in seed_list)
     console.print(f"run [bold]{run_id}[/] · plan {escape(str(plan))} · {n} epochs × {seeds} seeds · back end {backend} · "
                   f"store {escape(st.path)}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
     t0 = time.perf_counter()
@@ -361,7 +377,8 @@ def runs_show(
     from rich.table import Table
 
     from ..store import Store
-    from ..train.plots import band, bands, plot_bands, run_label
+    from ..report.plots import plot_measured_bands
+    from ..train.plots import band, bands, run_label
 
     kind = None if kind is None else kind.value
     path = store or str(out / "runs.sqlite")
@@ -377,27 +394,36 @@ def runs_show(
             bs = bands(st, kind)
             if not bs:
                 fail("no finished epochs to draw")
-            plot_bands(bs, str(png))
+            plot_measured_bands(bs, png)
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
-    for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
+    for c in ("run", "kind", "what", "seeds", "diverged", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
     for r in runs:
         b = band(st, r)
+        gone = _diverged_text(st.diverged(r["run_id"]))
         if b is None:
-            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
+            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", gone, "0", "", "", "")
             continue
         secs = st.seconds_per_epoch(r["run_id"])
-        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
-                  f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), gone, str(len(b.epochs)),
+                  f"{b.mean[-1]:.4f}", f"{b.low[-1]:.4f} – {b.high[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
         bs = bands(st, kind)
         if not bs:
             fail("no finished epochs to draw")
-        plot_bands(bs, str(png))
+        plot_measured_bands(bs, png)
         console.print(f"wrote {png}", markup=False)
+
+
+def _diverged_text(gone: dict[int, int]) -> str:
+    """'2 (seed 3 @1, seed 5 @4)': how many seeds diverged, and where."""
+    if not gone:
+        return "0"
+    where = ", ".join(f"seed {s} @{k}" for s, k in list(gone.items())[:3])
+    return f"{len(gone)} ({where}{', …' if len(gone) > 3 else ''})"
 
 
 def _runs_json(st, runs: list[dict]) -> None:
@@ -410,9 +436,39 @@ def _runs_json(st, runs: list[dict]) -> None:
         b = band(st, r)
         secs = st.seconds_per_epoch(r["run_id"])
         out.append({"run": r["run_id"], "kind": r["kind"], "what": run_label(r), "created": r["created"],
-                    "seeds": 0 if b is None else b.seeds, "epochs": 0 if b is None else len(b.epochs),
+                    "seeds": 0 if b is None else b.runs, "epochs": 0 if b is None else len(b.epochs),
                     "final_loss_mean": None if b is None else b.mean[-1],
-                    "final_loss_low": None if b is None else b.lo[-1], "final_loss_high": None if b is None else b.hi[-1],
+                    "final_loss_low": None if b is None else b.low[-1], "final_loss_high": None if b is None else b.high[-1],
                     "seconds_per_epoch": secs, "spec": r["spec"],
-                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.lo, "high": b.hi}})
+                    "diverged": [{"seed": s, "epoch": k} for s, k in st.diverged(r["run_id"]).items()],
+                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
+
+
+def fleet_gateway(
+    listen: str = typer.Option(..., "--listen", help="HOST:PORT the SuperNodes dial (the network address)"),
+    superlink: str = typer.Option("127.0.0.1:9093", "--superlink", help="the SuperLink, listening on loopback"),
+    certfile: Path = typer.Option(..., "--ssl-certfile", help="the server certificate (the SuperLink's)"),
+    keyfile: Path = typer.Option(..., "--ssl-keyfile", help="its private key"),
+    ca: Optional[Path] = typer.Option(None, "--ssl-ca-certfile", help="the CA that signed the SuperLink's "
+                                      "certificate [default: the system's]"),
+) -> None:
+    """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
+    from ..train.fleet_gateway import check_tls, is_loopback, serve, split_address
+
+    for flag, v in (("--listen", listen), ("--superlink", superlink)):
+        try:
+            split_address(v)
+        except ValueError as e:
+            fail(f"{flag} {e}")
+    if not is_loopback(split_address(superlink)[0]):
+        fail(f"--superlink {superlink}: the SuperLink must listen on loopback (--host 127.0.0.1), "
+              "the gateway is its only network face")
+    for flag, f in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certfile", ca)):
+        if f is not None and not f.is_file():
+            fail(f"{flag} {f}: no such file")
+    try:
+        check_tls(str(certfile), str(keyfile), str(ca) if ca else None)
+    except ValueError as e:
+        fail(str(e))
+    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None)

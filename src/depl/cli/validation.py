@@ -35,6 +35,7 @@ def validate(
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
     dev = start_training(threads, device)
+    from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
 
     seed_list = list(range(first_seed, first_seed + seeds))
@@ -66,11 +67,17 @@ def validate(
               f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
     con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
               f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
+    if v.diverged:
+        gone = h.store.diverged(h.run_id)
+        con.print(f"  {len(v.diverged)} seeds diverged (non-finite loss), counted as ℓ(K) = +inf: seeds "
+                  f"{v.diverged[:10]}{' …' if len(v.diverged) > 10 else ''} at epochs "
+                  f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
     con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
               f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
     png = png or out / f"{plan_file.stem}-validate.png"
     report = out / f"{plan_file.stem}-validate.json"
-    write_report(v, report, png)
+    write_report(v, report)
+    plot_validation(v, png)
     con.print(f"  band written to {png}; report to {report}", markup=False)
     code = EXIT_OK if c.not_refuted else EXIT_REFUTED
     if as_json:

@@ -17,7 +17,7 @@ import numpy as np
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store
-from ..validate import Validation, law_mismatch, plot_validation, validate
+from ..validate import Validation, law_mismatch, validate
 from . import execute
 from .federation import Job, job_from_plan
 
@@ -54,9 +54,11 @@ class HeldOutRun:
 
     def judge(self) -> Validation:
         """The plan judged by the trajectories in the store (every seed trained to the end)."""
-        losses = self.store.losses(self.run_id)
-        traj = np.array([[self.scenario.initial_loss] + losses[s][:self.epochs] for s in self.seeds])
-        return validate(self.plan, self.scenario, traj, self.seeds, str(self.plan_file))
+        losses, gone = self.store.losses(self.run_id), self.store.diverged(self.run_id)
+        ok = [x for x in self.seeds if x not in gone]
+        traj = np.array([[self.scenario.initial_loss] + losses[x][:self.epochs] for x in ok]).reshape(len(ok), self.epochs + 1)
+        return validate(self.plan, self.scenario, traj, self.seeds, str(self.plan_file),
+                        diverged=[x for x in self.seeds if x in gone])
 
 
 def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu") -> HeldOutRun:
@@ -86,7 +88,6 @@ def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path,
                       given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)))
 
 
-def write_report(v: Validation, report: Path, png: Path) -> None:
-    """The validation as JSON (`report`) and its band plot (`png`)."""
-    plot_validation(v, png)
+def write_report(v: Validation, report: Path) -> None:
+    """The validation as JSON (`report`); its band plot is drawn by depl.report.plots.plot_validation."""
     report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")
