@@ -45,6 +45,7 @@ TAMPER = [
     (lambda d: d["epochs"][0].__setitem__("compute", 1e9), "epochs[0].compute = 1000000000.0: must be in (0,"),
     (lambda d: d["epochs"][-1].__setitem__("model", "full"), "no switch"),
     (lambda d: d.__setitem__("loss_target", 9.0), "loss_target = 9.0: the plan's scenario says 1.5"),
+    (lambda d: d.__setitem__("deadline", 7.0), "deadline = 7.0: the plan's scenario says 120"),
     (lambda d: d.__setitem__("cost", "cheap"), "cost = 'cheap': must be a finite number"),
     (lambda d: d.__setitem__("epochs", {"1": "full"}), "epochs = {'1': 'full'}: must be a list"),
     (lambda d: d["epochs"].__setitem__(0, 7), "epochs[0] = 7: must be an object"),

@@ -89,7 +89,7 @@ CASES = [
     # (mutation, expected fragments of the message)
     (lambda d: d.pop("initial_loss"), ["initial_loss", "required"]),
     (lambda d: d["target"].pop("deadline"), ["target.deadline", "required"]),
-    (lambda d: d["target"].__setitem__("quantile", 1.5), ["target.quantile = 1.5", "less than 1"]),
+    (lambda d: d["target"].__setitem__("quantile", 1.5), ["target.quantile = 1.5", "less than or equal to 0.999999"]),
     (lambda d: d["target"].__setitem__("deadline", -3.0), ["target.deadline = -3.0", "greater than 0"]),
     (lambda d: d["target"].__setitem__("loss", 25.0), ["target.loss = 25.0", "below initial_loss"]),
     (lambda d: d.__setitem__("initial_loss", "high"), ["initial_loss = 'high'", "number"]),

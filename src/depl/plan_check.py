@@ -116,7 +116,8 @@ def check_plan(plan, s, source: str) -> None:
             raise _error(source, f"{where}.model", e.model, f"the scenario allows no switch {prev} -> {e.model}")
         prev = e.model
     for field, recorded, actual in (("loss_target", plan.loss_target, s.target.loss),
-                                    ("omega", plan.omega, s.target.quantile)):
+                                    ("omega", plan.omega, s.target.quantile),
+                                    ("deadline", plan.deadline, s.target.deadline)):
         if not math.isclose(recorded, actual, rel_tol=1e-9, abs_tol=0.0):
             raise _error(source, field, recorded, f"the plan's scenario says {actual:g}; a plan is judged "
                          "against the target it was made for")

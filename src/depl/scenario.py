@@ -190,7 +190,9 @@ class DistSpec(_Strict):
 
 class Target(_Strict):
     loss: float = Field(gt=0.0, description="ℓmax: the bound on the ω-quantile of the final test loss")
-    quantile: float = Field(gt=0.0, lt=1.0, description="ω")
+    # ω within [1e-6, 1 − 1e-6]: the loss laws' numeric distributions certify quantiles there; a quantile
+    # further in a tail has an unbounded bracket, and a plan holding ±inf cannot be written
+    quantile: float = Field(ge=1e-6, le=1 - 1e-6, description="ω")
     deadline: float = Field(gt=0.0, description="Tmax")
 
 
@@ -408,6 +410,9 @@ class Scenario(_Strict):
     target: Target
     data_law: DataLaw | None = None
     max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
+    fitted_epochs: int | None = Field(default=None, ge=1, le=10_000,
+                                      description="the last epoch the loss law was fitted on (written by `depl fit`); "
+                                      "a plan longer than it extrapolates the law, and the commands warn")
     clusters: list[Cluster] = Field(min_length=1)
     datasets: list[Dataset] = Field(min_length=1)
     models: list[ModelVersion] = Field(min_length=1)
@@ -472,6 +477,13 @@ class Scenario(_Strict):
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self
+
+    def extrapolated(self, epochs: int) -> str | None:
+        """Why a K-epoch schedule runs the loss law past the epochs it was fitted on; None when it does not."""
+        if self.fitted_epochs is not None and epochs > self.fitted_epochs:
+            return (f"K = {epochs} epochs runs the loss law of {self.name!r} beyond the {self.fitted_epochs} epochs it "
+                    "was fitted on (fitted_epochs): past them the law is extrapolated, not measured")
+        return None
 
     @property
     def resource_time(self) -> bool:

@@ -7,6 +7,11 @@ not refuted — or lies below it — refuted.  The measured band (mean and 1–9
 per epoch) is drawn over the band the loss model plans (Monte Carlo) by
 `depl.report.plots.plot_validation`.
 
+Everything "planned" — the band, its mean, the certified quantile — comes
+from one law, the one the plan was made with: a scenario whose law predicts
+another ℓ(K) for the plan is refused (`law_mismatch`), so the report's text
+and its plot cannot disagree.
+
 >>> import numpy as np
 >>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
 >>> v.hits, v.not_refuted
@@ -71,16 +76,39 @@ class Validation:
     """Seeds whose loss became non-finite: in the coverage as ℓ(K) = +inf (misses) and in the
     ω-quantile; not in the band, the mean or the sd (of the seeds that did not diverge)."""
 
+    @property
+    def guarantee(self) -> str:
+        """The verdict: "refuted" when the interval's upper end lies below ω, else "not refuted"."""
+        return "not refuted" if self.coverage.not_refuted else "refuted"
+
     def to_json(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
         c = self.coverage
         d.update(runs=c.runs, hits=c.hits, omega=c.omega, target=c.target, coverage=c.rate,
-                 ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted,
+                 ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted, guarantee=self.guarantee,
                  measured_band={"mean": self.measured.mean.tolist(), "low": self.measured.low.tolist(),
                                 "high": self.measured.high.tolist()},
                  planned_band={"mean": self.planned.mean.tolist(), "low": self.planned.low.tolist(),
                                "high": self.planned.high.tolist()})
         return _clean(d)  # strict JSON: an infinite quantile or an empty band is null
+
+
+def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) -> str | None:
+    """Why judging `plan` (made with `own`) by `other`'s loss law would mix two laws; None when they agree.
+
+    The laws are compared by what they predict for this plan's schedule (mean
+    and certified ω-quantile of ℓ(K)), so any two spellings of one law agree.
+    """
+    from .predict import predict
+
+    a = predict(own, plan.schedule, plan.omega, plan.datasets)
+    b = predict(other, plan.schedule, plan.omega, plan.datasets)
+    if np.allclose([a.loss_mean, a.loss_quantile], [b.loss_mean, b.loss_quantile], rtol=1e-9, atol=0.0):
+        return None
+    return (f"{plan.source} was planned with the loss law of scenario {own.name!r} (mean ℓ(K) {a.loss_mean:.4g}, "
+            f"certified {plan.omega:g}-quantile {a.loss_quantile:.4g}), but {other_source} ({other.name!r}) gives its "
+            f"schedule mean {b.loss_mean:.4g}, {plan.omega:g}-quantile {b.loss_quantile:.4g}: validate with the plan's "
+            f"own scenario, or plan with {other_source} first (depl plan {other_source} --out PLAN.json)")
 
 
 def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: list[int], plan_file: str = "",
@@ -89,7 +117,8 @@ def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: li
     """Judge `plan` by measured `trajectories` (runs × K+1, column 0 = ℓ(0)) of its schedule.
 
     `diverged`: the seeds of `seeds` whose loss became non-finite (they have no row in
-    `trajectories`); each is a run that missed the target."""
+    `trajectories`); each is a run that missed the target.  `scenario` is the plan's own
+    (the planned band is drawn from its law; see `law_mismatch`)."""
     loss = loss or loss_model_for(scenario)
     phi = scenario.phi(scenario.samples(plan.datasets))
     planned = loss.simulate(list(plan.schedule), phi, mc_runs, np.random.default_rng(mc_seed))
@@ -117,4 +146,3 @@ def _quantile(x: np.ndarray, q: float) -> float:
     i = int(np.floor(h))
     a, b, t = x[i], x[min(i + 1, x.size - 1)], h - i
     return float(a if t == 0 or a == b else a + (b - a) * t)
-

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(tmp_path):
     s = load_scenario(out)
     assert [m.name for m in s.models] == ["big", "small"]       # the log's model names are the versions
     assert s.initial_loss == pytest.approx(L0) and s.max_epochs == 12 and s.clusters[0].nodes == 2
+    assert s.name == "logs-fitted" and s.fitted_epochs == 12     # its own name; the epochs the law was fitted on
     assert s.loss_model == "level"                               # the law that generated the logs
     assert {(w.from_, w.to) for w in s.switches} == {("big", "small")}
     fitted = LevelModel(s)
@@ -49,6 +51,13 @@ def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(tmp_path):
     assert r.returncode == 0, r.stderr
     p = Plan.load(plan)
     assert p.feasible and p.loss_quantile <= 0.7 and set(p.schedule) <= {"big", "small"}
+    assert "warning" not in r.stderr
+    # max_epochs raised past the fitted epochs: allowed, but every use of the law beyond them is said on stderr
+    longer = tmp_path / "longer.toml"
+    longer.write_text(out.read_text().replace("max_epochs = 12", "max_epochs = 20"))
+    r = depl("predict", longer, "big:16", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["beyond_fitted_epochs"] is True
+    assert "warning: K = 16 epochs runs the loss law of 'logs-fitted' beyond the 12 epochs it was fitted on" in r.stderr
 
 
 def test_parquet_reads_as_the_csv(tmp_path):

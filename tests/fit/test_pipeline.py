@@ -35,7 +35,7 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
     assert "chosen:" in r.stdout and "held-out" in r.stdout
     for f in (out, tmp_path / "fitted.level.toml", tmp_path / "fitted.increments.toml"):
         s = load_scenario(f)
-        assert s.name == "tiny" and s.target.quantile == 0.9 and s.max_epochs == 4
+        assert s.name == "tiny" and s.target.quantile == 0.9 and s.max_epochs == 4 and s.fitted_epochs == 4
         assert {m.name for m in s.models} == {"pruned-0.5", "pruned-0.75"}
         assert s.clusters == load_scenario("mnist1d-small").clusters
     assert load_scenario(tmp_path / "fitted.level.toml").loss_model == "level"
@@ -47,17 +47,57 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
     assert p.feasible and len(p.epochs) <= 4
     r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
              "--out", str(tmp_path / "val"))
-    assert r.returncode == 0, r.stderr
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
+    # a gate: exit 4 exactly when the interval lies below ω, and the last line says which
+    assert r.returncode == (0 if rep["not_refuted"] else 4), r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith(f"guarantee: {rep['guarantee']} ")
     assert rep["runs"] == 3 and rep["seeds"] == [100, 101, 102] and 0 <= rep["ci_low"] <= rep["ci_high"] <= 1
     assert (tmp_path / "val" / "plan-validate.png").is_file()
+    # the text's planned mean and the plot's planned band come from one law, the plan's (the report holds both)
+    assert rep["planned_mean"] == pytest.approx(p.loss_mean)
+    assert rep["planned_band"]["mean"][-1] == pytest.approx(rep["planned_mean"], rel=0.02)
     # validating again resumes: nothing is trained twice; --json prints the report alone on stdout
     r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
              "--out", str(tmp_path / "val"), "--json")
-    assert r.returncode == 0 and "3 seeds already done" in r.stderr
+    assert r.returncode == (0 if rep["not_refuted"] else 4) and "3 seeds already done" in r.stderr
     again = json.loads(r.stdout)
     assert again["coverage"] == rep["coverage"] and again["final_mean"] == rep["final_mean"]
     assert again["report"] == str(tmp_path / "val" / "plan-validate.json")
+    assert again["exit_code"] == r.returncode and again["guarantee"] == rep["guarantee"]
+    _validate_gates(tmp_path, plan)
+
+
+def _validate_gates(tmp_path, plan):
+    """The same runs (resumed, nothing trained) judged against other targets and laws."""
+    level = tomllib.loads((tmp_path / "fitted.level.toml").read_text())
+    # a scenario with another loss law than the plan's is refused: its band and the plan's numbers would disagree
+    r = depl("validate", str(tmp_path / "fitted.increments.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
+             "--out", str(tmp_path / "val"))
+    assert r.returncode == 2 and "planned with the loss law of scenario 'tiny'" in r.stderr, r.stderr
+    assert "fitted.increments.toml" in r.stderr and "Traceback" not in r.stderr
+    # the law fitted on 4 epochs, said to be fitted on 1: the plan runs it past its fitted epochs (a warning)
+    short = tmp_path / "short.toml"
+    short.write_text(_toml({**level, "fitted_epochs": 1}))
+    r = depl("validate", str(short), str(plan), "--seeds", "3", "--first-seed", "100", "--out", str(tmp_path / "val"))
+    assert r.returncode in (0, 4) and "warning: K = " in r.stderr and "beyond the 1 epochs it was fitted on" in r.stderr
+    # a target no run meets refutes the plan (Clopper–Pearson upper end of 0/3 is 0.71 < 0.9); another store, since
+    # a run's spec holds its plan
+    d = json.loads(plan.read_text())
+    d["loss_target"] = d["scenario_spec"]["target"]["loss"] = 0.01
+    low_plan = tmp_path / "low.json"
+    low_plan.write_text(json.dumps(d))
+    low = tmp_path / "low.toml"
+    low.write_text(_toml({**level, "target": {**level["target"], "loss": 0.01}}))
+    r = depl("validate", str(low), str(low_plan), "--seeds", "3", "--first-seed", "100", "--out", str(tmp_path / "low"),
+             "--json")
+    assert r.returncode == 4, r.stderr
+    assert json.loads(r.stdout)["guarantee"] == "refuted" and "guarantee: refuted" in r.stderr.splitlines()[-1]
+
+
+def _toml(d: dict) -> str:
+    from depl.fit.report import toml_dumps
+
+    return toml_dumps(d, "test scenario")
 
 
 def test_bad_input_exits_2(tmp_path):

@@ -28,6 +28,13 @@ def fitting_errors() -> tuple[type[Exception], ...]:
     return (*user_errors(), FitError)
 
 
+def fitted_name(base: str, name: str | None = None) -> str:
+    """The fitted scenario's name: --name, else BASE-fitted (a plan of it never passes for one of the base)."""
+    if name is not None:
+        return name
+    return base if base.endswith("-fitted") else f"{base}-fitted"
+
+
 def _sibling(out: Path, tag: str) -> Path:
     return out.with_name(f"{out.stem}.{tag}{out.suffix or '.toml'}")
 
@@ -50,7 +57,8 @@ def fit(
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
     omega: Optional[float] = typer.Option(None, "--omega", help="set [target] quantile in the files written"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="set [target] deadline in the files written"),
-    name: Optional[str] = typer.Option(None, "--name", help="the scenario name in the files written"),
+    name: Optional[str] = typer.Option(None, "--name", help="the scenario name in the files written "
+                                       "[default: BASE-fitted, BASE the base scenario's name]"),
     calibration_seeds: Optional[int] = typer.Option(
         None, "--calibration-seeds", min=0, max=100_000,
         help="seeds per experiment (the last ones) set apart: no law is fitted on them, and each law is recalibrated "
@@ -59,7 +67,7 @@ def fit(
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
     model = model.value
-    for flag, v, ok, rule in (("--omega", omega, lambda x: 0 < x < 1, "in (0, 1)"),
+    for flag, v, ok, rule in (("--omega", omega, lambda x: 1e-6 <= x <= 1 - 1e-6, "in [1e-6, 1 - 1e-6] (as [target] quantile)"),
                               ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
         if v is not None and not ok(v):  # also refuses nan (every comparison is false)
@@ -121,11 +129,13 @@ def fit(
             console.print(f"reliability and PIT histograms written to {png}/fit-calibration.png", markup=False)
     if out is not None:
         chosen = r.chosen if model == "auto" else model
+        fitted = fitted_name(base.name, name)
+        epochs = max(e.epochs for e in r.profile.experiments)
         for tag, data in r.data.items():
-            data = with_target(data, target_loss, omega, deadline, name)
+            data = {**with_target(data, target_loss, omega, deadline, fitted), "fitted_epochs": epochs}
             header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
                       f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
-                      f"loss_model, max_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
+                      f"loss_model, max_epochs = fitted_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
                       f"{'logged runs' if logs else 'profiling experiments'}."
                       + ("\nThe clusters and datasets are a template of the logs' setting (an epoch at full compute = one time\n"
                          "unit): edit them, and the versions' size and work, to plan for your system." if logs and scenario is None else "")
@@ -140,8 +150,8 @@ def fit(
             for p in ([out] if tag == chosen else []) + [_sibling(out, tag)]:
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(text, encoding="utf-8")
-        console.print(f"scenario written to {out} ({chosen} model); both models: {_sibling(out, 'increments')}, "
-                      f"{_sibling(out, 'level')}", markup=False)
+        console.print(f"scenario {fitted!r} written to {out} ({chosen} model); both models: "
+                      f"{_sibling(out, 'increments')}, {_sibling(out, 'level')}", markup=False)
         if logs and scenario is None:
             console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
                           "edit them, and the versions' size and work, to plan for your system", markup=False)

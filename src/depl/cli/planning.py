@@ -134,6 +134,7 @@ def plan(
                 p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
+    _warn_extrapolated(s, len(p.epochs))
     if out is not None:
         from ..plan import PlanError
 
@@ -165,6 +166,13 @@ def _proof(p, time_limit: Optional[float]) -> None:
     console.print(f"  [yellow]not proven optimal[/]: {why}; certified lower bound {lb}{gap}")
 
 
+def _warn_extrapolated(s, epochs: int) -> None:
+    """A plan longer than the epochs its law was fitted on is allowed (max_epochs says so), but said."""
+    why = s.extrapolated(epochs)
+    if why:
+        warn(why)
+
+
 def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: Optional[float]):
     """The scenario with --loss/--quantile/--deadline in its [target], validated like the file."""
     if loss is None and quantile is None and deadline is None:
@@ -172,7 +180,7 @@ def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: 
     from ..scenario import ScenarioError, parse_scenario, scenario_dict, with_target
 
     given = {"loss": loss, "quantile": quantile, "deadline": deadline}
-    flags = " ".join(f"--{k} {v:g}" for k, v in given.items() if v is not None)
+    flags = " ".join(f"--{k} {v!r}" for k, v in given.items() if v is not None)
     try:
         return parse_scenario(with_target(scenario_dict(s), **given), f"{s.name} with {flags}")
     except ScenarioError as e:
@@ -196,7 +204,7 @@ def simulate(
 
     try:
         p = Plan.load(plan_file)
-        p.scenario_object()  # checks the plan against its scenario before any work
+        _warn_extrapolated(p.scenario_object(), len(p.epochs))  # checks the plan against its scenario first
         if runs * (len(p.epochs) + 1) > MAX_CELLS:
             raise PlanError(f"--runs {runs}: {runs} trajectories of {len(p.epochs) + 1} points need "
                             f"{runs * (len(p.epochs) + 1) * 8 / 2**30:.1f} GiB; use at most "
@@ -255,8 +263,11 @@ def predict(
     if beyond:
         warn(f"K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
              "the law is extrapolated past the epochs it was fitted on")
+    else:
+        _warn_extrapolated(s, r.epochs)
     if as_json:
-        print_json({**r.to_json(), "beyond_max_epochs": beyond})
+        print_json({**r.to_json(), "beyond_max_epochs": beyond,
+                    "beyond_fitted_epochs": s.extrapolated(r.epochs) is not None})
         return
     lo, hi = r.loss_quantile_bounds
     segs = ", ".join(f"{m} ×{n}" for m, n in r.schedule)

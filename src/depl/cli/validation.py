@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .console import console, epoch_progress, err_console, fail, print_json
+from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, print_json, warn
 from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, Device, run_seeds, seed_options,
                        start_training, training_errors)
 
@@ -30,7 +30,10 @@ def validate(
     workers: Optional[int] = WORKERS,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
+    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
+
+    SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
+    upper end lies below ω), 0 when it is not; the last line says which."""
     dev = start_training(threads, device)
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
@@ -42,6 +45,8 @@ def validate(
     except (*training_errors(), ValueError, OSError) as e:
         fail(str(e))
     p, n = h.plan, h.epochs
+    if h.extrapolated:
+        warn(h.extrapolated)
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     todo = h.pending()
     con.print(f"validating {plan_file} ({p.method}, {n} epochs) on seeds {first_seed}..{first_seed + seeds - 1} · "
@@ -69,12 +74,16 @@ def validate(
                   f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
     con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
               f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
-    con.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted
-                                 else "[red]refuted[/] (the interval lies below ω)"), markup=True)
     png = png or out / f"{plan_file.stem}-validate.png"
     report = out / f"{plan_file.stem}-validate.json"
     write_report(v, report)
     plot_validation(v, png)
-    if as_json:
-        print_json({**v.to_json(), "report": str(report), "png": str(png)})
     con.print(f"  band written to {png}; report to {report}", markup=False)
+    code = EXIT_OK if c.not_refuted else EXIT_REFUTED
+    if as_json:
+        print_json({**v.to_json(), "exit_code": code, "report": str(report), "png": str(png)})
+    # the last line: what a script gating on the exit code is told
+    con.print("guarantee: " + (f"[green]not refuted[/] (the interval reaches ω = {c.omega:g}); exit 0" if c.not_refuted
+                               else f"[red]refuted[/] (the interval [{c.ci[0]:.3f}, {c.ci[1]:.3f}] lies below "
+                               f"ω = {c.omega:g}); exit {EXIT_REFUTED}"), markup=True)
+    raise typer.Exit(code)

@@ -163,7 +163,8 @@ def plot_validation(v: "Validation", path: Path, title: str = "") -> None:
     k = np.arange(v.measured.mean.size)
     fig, ax = pyplot().subplots(figsize=(6.4, 4.0))
     ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
-    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label="planned mean")
+    # the legend quotes the plan's own mean ℓ(K), the number the text reports, beside the band of the same law
+    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label=f"planned mean (ℓ(K) = {v.planned_mean:.4g})")
     ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
     ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
     ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")

@@ -17,14 +17,14 @@ import numpy as np
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store
-from ..validate import Validation, validate
+from ..validate import Validation, law_mismatch, validate
 from . import execute
 from .federation import Job, job_from_plan
 
 
 @dataclass
 class HeldOutRun:
-    """A plan's run on held-out seeds, registered in its store."""
+    """A plan's run on held-out seeds, registered in its store; `scenario` is the plan's own."""
 
     scenario: Scenario
     plan: Plan
@@ -33,6 +33,7 @@ class HeldOutRun:
     store: Store
     run_id: str
     seeds: list[int]
+    extrapolated: str | None = None     # why the plan runs its law past the fitted epochs (a warning)
 
     @property
     def epochs(self) -> int:
@@ -63,21 +64,28 @@ class HeldOutRun:
 def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu") -> HeldOutRun:
     """Load and check the scenario and plan, and register the run in `store`.
 
+    `scenario` must have the loss law the plan was made with (`depl.validate.law_mismatch`).
+
     Raises ValueError (or one of its subclasses: PlanError, ScenarioError,
     StoreError, DataError, JobError) with a message for the user.
     """
-    s = load_scenario(scenario)
+    given = load_scenario(scenario)
     p = Plan.load(plan_file)
     if not p.feasible or not p.epochs:
         raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to validate")
-    unknown = set(p.schedule) - {m.name for m in s.models}
+    unknown = set(p.schedule) - {m.name for m in given.models}
     if unknown:
-        raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {s.name!r}")
+        raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {given.name!r}")
+    own = p.scenario_object()
+    why = law_mismatch(p, own, given, str(scenario))
+    if why:
+        raise ValueError(why)
     job = job_from_plan(p, device)
     st = Store(store)
     run_id = execute.run_id_for(job, "local")
     execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()})
-    return HeldOutRun(s, p, Path(plan_file), job, st, run_id, list(seeds))
+    return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(seeds),
+                      given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)))
 
 
 def write_report(v: Validation, report: Path) -> None:
