@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import METHODS, PAPER_SAVING, VERSIONS
+from .config import PAPER_SAVING, VERSIONS
 from .results import Outcome, Results
 
 
@@ -27,62 +27,75 @@ def _share(o: Outcome, version: str) -> float:
     return o.epochs_per_version.get(version, 0) / o.K if o.feasible and o.K else math.nan
 
 
-def findings(r: Results, network: str) -> list[Finding]:
+def findings(r: Results, network: str, reading: str = "best-exp", cost_model: str = "per-epoch") -> list[Finding]:
+    """The paper's claims about DepL against best-exp, checked with `reading` of best-exp under `cost_model`."""
     cfg = r.config
-    ts = [t for t in cfg.targets if all(r.outcome(network, t, m).feasible for m in METHODS)]
+    refs = tuple(m for m in ("optimal", "depl") if (network, cfg.targets[0], m, cost_model) in r.sweep)
+    ms = refs + (reading,)
+    ts = [t for t in cfg.targets if all(r.outcome(network, t, m, cost_model).feasible for m in ms)]
     out: list[Finding] = []
     if not ts:
         return out
     loose, tight = max(ts), min(ts)
+    who = " and ".join(refs)
+
+    def get(t, m):
+        return r.outcome(network, t, m, cost_model)
 
     def used(t, m):
-        return r.outcome(network, t, m).versions_used
+        return get(t, m).versions_used
 
-    only_int = [m for m in ("optimal", "depl") if used(loose, m) == ["intermediate"]]
-    out.append(Finding(network, f"loose target (ℓmax = {loose:g}): optimal and depl use only \"intermediate\"",
-                       _verdict(len(only_int), 2),
-                       "; ".join(f"{m}: {', '.join(used(loose, m))}" for m in ("optimal", "depl"))))
-    all3 = [m for m in ("optimal", "depl") if len(used(tight, m)) == len(VERSIONS)]
-    out.append(Finding(network, f"tight target (ℓmax = {tight:g}): optimal and depl use all three versions",
-                       _verdict(len(all3), 2),
-                       "; ".join(f"{m}: {', '.join(used(tight, m))}" for m in ("optimal", "depl"))))
-    lean = [t for t in ts if _share(r.outcome(network, t, "best-exp"), "fast-unsteady")
-            > max(_share(r.outcome(network, t, m), "fast-unsteady") for m in ("optimal", "depl")) + 1e-12]
-    shares = ", ".join(f"{t:g}: {_share(r.outcome(network, t, 'best-exp'), 'fast-unsteady'):.0%} vs "
-                       f"{_share(r.outcome(network, t, 'optimal'), 'fast-unsteady'):.0%}" for t in ts)
-    out.append(Finding(network, "best-exp leans on \"fast-unsteady\" more than optimal and depl",
+    only_int = [m for m in refs if used(loose, m) == ["intermediate"]]
+    out.append(Finding(network, f"loose target (ℓmax = {loose:g}): {who} use only \"intermediate\"",
+                       _verdict(len(only_int), len(refs)),
+                       "; ".join(f"{m}: {', '.join(used(loose, m))}" for m in refs)))
+    all3 = [m for m in refs if len(used(tight, m)) == len(VERSIONS)]
+    out.append(Finding(network, f"tight target (ℓmax = {tight:g}): {who} use all three versions",
+                       _verdict(len(all3), len(refs)),
+                       "; ".join(f"{m}: {', '.join(used(tight, m))}" for m in refs)))
+    lean = [t for t in ts if _share(get(t, reading), "fast-unsteady")
+            > max(_share(get(t, m), "fast-unsteady") for m in refs) + 1e-12]
+    shares = ", ".join(f"{t:g}: {_share(get(t, reading), 'fast-unsteady'):.0%} vs "
+                       f"{_share(get(t, refs[0]), 'fast-unsteady'):.0%}" for t in ts)
+    out.append(Finding(network, f"{reading} leans on \"fast-unsteady\" more than {who}",
                        _verdict(len(lean), len(ts)),
-                       f"more at {len(lean)} of {len(ts)} targets (share of fast-unsteady epochs, best-exp vs "
-                       f"optimal, per ℓmax: {shares})"))
-    more = [t for t in ts if r.outcome(network, t, "best-exp").K > r.outcome(network, t, "depl").K]
-    out.append(Finding(network, "best-exp runs more epochs than depl", _verdict(len(more), len(ts)),
-                       f"more at {len(more)} of {len(ts)} targets (K per ℓmax, best-exp/depl: "
-                       + ", ".join(f"{t:g}: {r.outcome(network, t, 'best-exp').K}/{r.outcome(network, t, 'depl').K}"
-                                   for t in ts) + ")"))
-    saving = [saving_over_best_exp(r, network, t) for t in ts]
+                       f"more at {len(lean)} of {len(ts)} targets (share of fast-unsteady epochs, {reading} vs "
+                       f"{refs[0]}, per ℓmax: {shares})"))
+    more = [t for t in ts if get(t, reading).K > get(t, "depl").K]
+    out.append(Finding(network, f"{reading} runs more epochs than depl", _verdict(len(more), len(ts)),
+                       f"more at {len(more)} of {len(ts)} targets (K per ℓmax, {reading}/depl: "
+                       + ", ".join(f"{t:g}: {get(t, reading).K}/{get(t, 'depl').K}" for t in ts) + ")"))
+    saving = [saving_over_best_exp(r, network, t, reading=reading, cost_model=cost_model) for t in ts]
     big = [s for s in saving if s > PAPER_SAVING]
-    out.append(Finding(network, "depl saves over 27% of best-exp's cost", _verdict(len(big), len(ts)),
+    out.append(Finding(network, f"depl saves over 27% of {reading}'s cost", _verdict(len(big), len(ts)),
                        f"saving above 27% at {len(big)} of {len(ts)} targets; largest {max(saving):.2%}"))
     bt = [t for t in cfg.band_targets if t in ts]
-    wider = [t for t in bt if r.outcome(network, t, "best-exp").band_width
-             > r.outcome(network, t, "depl").band_width * (1 + 1e-9)]
-    out.append(Finding(network, "best-exp's 1st–99th percentile band is wider (Fig. 9)", _verdict(len(wider), len(bt)),
-                       f"wider at {len(wider)} of {len(bt)} band targets (width of ℓ(K), best-exp/depl: "
-                       + ", ".join(f"{t:g}: {r.outcome(network, t, 'best-exp').band_width:.3f}/"
-                                   f"{r.outcome(network, t, 'depl').band_width:.3f}" for t in bt) + ")"))
+    wider = [t for t in bt if get(t, reading).band_width > get(t, "depl").band_width * (1 + 1e-9)]
+    out.append(Finding(network, f"{reading}'s 1st–99th percentile band is wider (Fig. 9)",
+                       _verdict(len(wider), len(bt)),
+                       f"wider at {len(wider)} of {len(bt)} band targets (width of ℓ(K), {reading}/depl: "
+                       + ", ".join(f"{t:g}: {get(t, reading).band_width:.3f}/{get(t, 'depl').band_width:.3f}"
+                                   for t in bt) + ")"))
     return out
 
 
-def saving_over_best_exp(r: Results, network: str, target: float, table: str = "sweep") -> float:
-    """(cost of best-exp − cost of depl) / cost of best-exp."""
-    get = (lambda m: r.sweep[(network, target, m)]) if table == "sweep" else (lambda m: r.sensitivity[(network, target, m)])
-    b, d = get("best-exp"), get("depl")
+def _getter(r: Results, network: str, target: float, table: str, cost_model: str):
+    if table == "sweep":
+        return lambda m: r.sweep[(network, target, m, cost_model)]
+    return lambda m: r.sensitivity[(network, target, m)]
+
+
+def saving_over_best_exp(r: Results, network: str, target: float, table: str = "sweep", *,
+                         reading: str = "best-exp", cost_model: str = "per-epoch") -> float:
+    """(cost of best-exp − cost of depl) / cost of best-exp, for `reading` of best-exp."""
+    get = _getter(r, network, target, table, cost_model)
+    b, d = get(reading), get("depl")
     return (b.cost - d.cost) / b.cost if b.feasible and d.feasible else math.nan
 
 
 def gap_to_optimal(r: Results, network: str, target: float, table: str = "sweep") -> float:
-    """(cost of depl − cost of optimal) / cost of optimal."""
-    get = (lambda m: r.sweep[(network, target, m)]) if table == "sweep" else (lambda m: r.sensitivity[(network, target, m)])
+    """(cost of depl − cost of optimal) / cost of optimal (eq. (2) as printed)."""
+    get = _getter(r, network, target, table, "per-epoch")
     o, d = get("optimal"), get("depl")
     return (d.cost - o.cost) / o.cost if o.feasible and d.feasible else math.nan
 
@@ -103,7 +116,7 @@ def perf_series(r: Results) -> dict[tuple[str, str], list[tuple[float, float]]]:
     for m in ("depl", "optimal"):
         pts = {}
         for t in r.config.targets:
-            o = r.sweep.get((net, t, m))
+            o = r.sweep.get((net, t, m, "per-epoch"))
             if o is not None and o.feasible:
                 pts[o.K] = min(pts.get(o.K, math.inf), o.solve_seconds)
         series[("K", m)] = sorted(pts.items())

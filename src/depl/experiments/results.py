@@ -33,6 +33,7 @@ class Outcome:
     omega: float = 0.99
     band: Band | None = None
     message: str = ""
+    cost_model: str = "per-epoch"
 
     @property
     def K(self) -> int:
@@ -89,15 +90,16 @@ class SingleVersion:
 @dataclass
 class Results:
     config: Config
-    sweep: dict = field(default_factory=dict)  # (scenario, target, method) -> Outcome
+    sweep: dict = field(default_factory=dict)  # (scenario, target, method, cost model) -> Outcome
     eta: list = field(default_factory=list)
     perf: list = field(default_factory=list)
     single: list = field(default_factory=list)
     sensitivity: dict = field(default_factory=dict)  # (variant, target, method) -> Outcome
+    map: list = field(default_factory=list)  # depl.experiments.map records (dicts), loaded and new
     seconds: float = 0.0
 
-    def outcome(self, scenario: str, target: float, method: str) -> Outcome:
-        return self.sweep[(scenario, float(target), method)]
+    def outcome(self, scenario: str, target: float, method: str, cost_model: str = "per-epoch") -> Outcome:
+        return self.sweep[(scenario, float(target), method, cost_model)]
 
 
 @dataclass(frozen=True)

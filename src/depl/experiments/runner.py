@@ -12,15 +12,17 @@ from __future__ import annotations
 import math
 import time
 import zlib
+from pathlib import Path
 from typing import Callable
 
 from ..plan import Plan, epoch_costs
 from ..planners import Infeasible, Options, make_plan
 from ..scenario import Scenario, load_scenario
 from ..simulate import simulate_plan
-from .config import METHODS, Config
+from .config import COST_MODELS, METHODS, Config, sweep_methods
+from .map import GRIDS, map_jobs
 from .results import EtaPoint, Job, Outcome, PerfPoint, Results, SingleVersion
-from .variants import VARIANTS, with_extra_clusters, with_extra_versions, with_target
+from .variants import VARIANTS, with_cost_model, with_extra_clusters, with_extra_versions, with_target
 
 
 def mc_seed(seed: int, *parts) -> int:
@@ -39,12 +41,13 @@ def per_version(plan: Plan, s: Scenario) -> tuple[dict, dict]:
 
 
 def plan_and_check(s: Scenario, method: str, target: float, cfg: Config, *, tag: str,
-                   keep_band: bool, eta: int | None = None) -> Outcome:
-    st = with_target(s, target)
+                   keep_band: bool, eta: int | None = None, cost_model: str = "per-epoch") -> Outcome:
+    st = with_cost_model(with_target(s, target), cost_model)
     try:
         plan = make_plan(st, method, Options(eta=eta or cfg.eta))
     except Infeasible as e:
-        return Outcome(s.name, target, method, False, message=str(e), omega=st.target.quantile)
+        return Outcome(s.name, target, method, False, message=str(e), omega=st.target.quantile,
+                       cost_model=cost_model)
     epochs, cost = per_version(plan, st)
     # Common random numbers: the three methods' plans for one target share a seed, so equal
     # schedules get equal trajectories and differences between bands are the plans', not noise.
@@ -55,7 +58,7 @@ def plan_and_check(s: Scenario, method: str, target: float, cfg: Config, *, tag:
         segments=[tuple(x) for x in plan.info["segments"]], epochs_per_version=epochs,
         cost_per_version=cost, p_meet=sim.p_meet, p_meet_ci=sim.p_meet_ci, mc_quantile=sim.quantile,
         mc_quantile_ci=sim.quantile_ci, mc_runs=sim.runs, omega=plan.omega,
-        band=sim.band if keep_band else None,
+        band=sim.band if keep_band else None, cost_model=cost_model,
     )
 
 
@@ -101,23 +104,26 @@ def single_version_rows(s: Scenario, target: float) -> list[SingleVersion]:
 def _guess_seconds(method: str, target: float, scale: float = 1.0) -> float:
     """Rough solve times measured on the paper scenarios (only for the progress bar's ETA)."""
     d = max(0.0, 13.0 - target)
-    return scale * {"depl": 0.15 + 0.08 * d, "optimal": 0.35 * math.exp(0.4 * d),
-                    "best-exp": 2.0 * math.exp(0.19 * d)}[method]
+    guess = {"depl": 0.15 + 0.08 * d, "optimal": 0.35 * math.exp(0.4 * d), "best-exp": 2.0 * math.exp(0.19 * d)}
+    return scale * guess.get(method, guess["depl"])
 
 
-def jobs(cfg: Config) -> list[Job]:
-    """Everything `run` does, in order, as jobs with a guessed weight."""
+def jobs(cfg: Config, map_file: Path | None = None) -> list[Job]:
+    """Everything `run` does, in order, as jobs with a guessed weight (the map's finished plans skipped)."""
     out: list[Job] = []
     scen = {n: load_scenario(n) for n in cfg.networks}
     band_targets = set(cfg.band_targets)
 
-    for name in cfg.networks:
-        for t in cfg.targets:
-            for method in METHODS:
-                def job(r: Results, name=name, t=t, method=method):
-                    r.sweep[(name, t, method)] = plan_and_check(
-                        scen[name], method, t, cfg, tag="sweep", keep_band=t in band_targets)
-                out.append(Job(f"{name} ℓmax={t:g} {method}", _guess_seconds(method, t), job))
+    for cost_model in COST_MODELS:
+        for name in cfg.networks:
+            for t in cfg.targets:
+                for method in sweep_methods(cost_model):
+                    def job(r: Results, name=name, t=t, method=method, cost_model=cost_model):
+                        r.sweep[(name, t, method, cost_model)] = plan_and_check(
+                            scen[name], method, t, cfg, tag="sweep", keep_band=t in band_targets,
+                            cost_model=cost_model)
+                    label = f"{name} ℓmax={t:g} {method}" + ("" if cost_model == "per-epoch" else f" {cost_model}")
+                    out.append(Job(label, _guess_seconds(method, t), job))
 
     for name in cfg.networks:
         for t in cfg.eta_targets:
@@ -156,17 +162,22 @@ def jobs(cfg: Config) -> list[Job]:
                     r.sensitivity[(key, t, method)] = plan_and_check(
                         variant, method, t, cfg, tag=f"variant:{key}", keep_band=True)
                 out.append(Job(f"variant {key} ℓmax={t:g} {method}", 3 * _guess_seconds(method, t), job))
+
+    if cfg.map_grid != "none":
+        out += map_jobs(GRIDS[cfg.map_grid], cfg.eta, map_file)
     return out
 
 
 def run(cfg: Config, progress: Callable[[str, float, float], None] | None = None,
-        finish: Callable[[Results], None] | None = None) -> Results:
+        finish: Callable[[Results], None] | None = None, map_file: Path | None = None) -> Results:
     """Run every job, then `finish(results)` (the caller's writing of figures and results.md).
 
     `progress(label, done, total)` is called before each job, before `finish`
-    and once at the end; `results.seconds` covers the whole of it.
+    and once at the end; `results.seconds` covers the whole of it.  The map's
+    plans are appended to `map_file` (JSON lines) and those already there are
+    not planned again.
     """
-    todo = jobs(cfg)
+    todo = jobs(cfg, map_file)
     total = sum(j.weight for j in todo) + 1.0
     results = Results(cfg)
     t0 = time.perf_counter()

@@ -15,6 +15,15 @@ def with_target(s: Scenario, loss: float) -> Scenario:
     return s.model_copy(update={"target": s.target.model_copy(update={"loss": float(loss)})})
 
 
+def with_cost_model(s: Scenario, cost_model: str) -> Scenario:
+    """The scenario charged by `cost_model` ("per-epoch": eq. (2) as printed; "resource-time": κ·x·T(k))."""
+    if "cost_model" not in type(s).model_fields:
+        if cost_model == "per-epoch":
+            return s  # the only cost model a scenario without the key knows
+        raise ValueError(f"cost model {cost_model!r}: this depl's scenarios have no cost_model key")
+    return s.model_copy(update={"cost_model": cost_model})
+
+
 def with_extra_versions(s: Scenario, total: int) -> Scenario:
     """|M| = `total`: synthetic versions interpolated between the first and last.
 
@@ -101,4 +110,4 @@ VARIANTS: dict[str, tuple[str, Callable[[Scenario], Scenario]]] = {
 }
 
 
-__all__ = ["with_target", "with_extra_versions", "with_extra_clusters", "VARIANTS"]
+__all__ = ["with_target", "with_cost_model", "with_extra_versions", "with_extra_clusters", "VARIANTS"]

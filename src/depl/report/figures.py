@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiments.config import METHODS, VERSIONS
+from ..experiments.config import COMBINATIONS, METHODS, PAPER_SAVING, VERSIONS
 from ..experiments.findings import growth_exponent, perf_series
+from ..experiments.map import GRIDS, LABELS, cells, verdicts
 from ..experiments.results import Results
 from ..experiments.variants import VARIANTS
 from .mpl import pyplot, save
@@ -65,7 +66,7 @@ def plot_performance(r: Results, network: str):
         pts = sorted((e.eta, e.cost, e.solve_seconds) for e in r.eta if e.scenario == network and e.target == t)
         if not pts:
             continue
-        opt = r.outcome(network, t, "optimal") if (network, t, "optimal") in r.sweep else None
+        opt = r.outcome(network, t, "optimal") if (network, t, "optimal", "per-epoch") in r.sweep else None
         ref = opt.cost if opt is not None and opt.feasible else pts[-1][1]
         eta, cost, secs = map(np.array, zip(*pts))
         c = pyplot().cm.viridis(i / max(1, len(r.config.eta_targets) - 1) * 0.8)
@@ -229,6 +230,70 @@ def plot_perf(r: Results):
     return fig
 
 
+def _heat(ax, xs, ys, value, text, title: str, xlabel: str, ylabel: str, vmax: float):
+    """A heat map of value(x, y) over the grid xs × ys, each cell written with text(x, y)."""
+    z = np.array([[value(x, y) for x in xs] for y in ys], float)
+    im = ax.imshow(np.ma.masked_invalid(z), origin="lower", cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
+    for i, y in enumerate(ys):
+        for j, x in enumerate(xs):
+            ax.text(j, i, text(x, y), ha="center", va="center", fontsize=8,
+                    color="k" if not math.isnan(z[i, j]) and z[i, j] > 0.6 * vmax else "w")
+    ax.set_xticks(range(len(xs)), [f"{x:.3g}" for x in xs])
+    ax.set_yticks(range(len(ys)), [f"{y:.3g}" for y in ys])
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    return im
+
+
+def plot_map(records: list[dict], grid, reading: str, cost_model: str):
+    """Where DepL's saving over `reading` reaches 27%, and where Fig. 7's patterns appear, under `cost_model`.
+
+    Top: the largest saving over the parameters not on the axes (cell text: that
+    largest saving and the share of cells at ≥ 27%).  Bottom, over the A ratios:
+    the share of points where the loose target trains "intermediate" only, where
+    the tight one trains all three versions, and where both and the 27% hold.
+    """
+    cs = [c for c in cells(records, reading, cost_model)]
+    vs = verdicts(records, reading, cost_model)
+
+    def axis(name):
+        return list(grid.targets) if name == "target" else list(getattr(grid, name))
+
+    def at(c, name, v):
+        return math.isclose(c.target if name == "target" else c.point[name], v)
+
+    fig, axes = pyplot().subplots(2, 3, figsize=(14, 8), dpi=DPI, layout="constrained")
+    for ax, (xn, yn) in zip(axes[0], (("a_fu", "a_ss"), ("b", "jump"), ("tmax", "target"))):
+        def mine(x, y, xn=xn, yn=yn):
+            return [c.saving for c in cs if at(c, xn, x) and at(c, yn, y) and not math.isnan(c.saving)]
+
+        def value(x, y):
+            s = mine(x, y)
+            return max(s) if s else math.nan
+
+        def text(x, y):
+            s = mine(x, y)
+            return f"{max(s):.0%}\n{sum(v >= PAPER_SAVING - 1e-12 for v in s)}/{len(s)}" if s else "—"
+        im = _heat(ax, axis(xn), axis(yn), value, text, "DepL's largest saving (≥ 27% at n of the cells)",
+                   LABELS[xn], LABELS[yn], 0.6)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="saving over " + reading)
+    for ax, (field, title) in zip(axes[1], (("loose_intermediate_only", "loose → \"intermediate\" only"),
+                                            ("tight_all_three", "tight → all three versions"),
+                                            ("story", "27% and both patterns at once"))):
+        def share(x, y, field=field):
+            here = [getattr(v, field) for v in vs if math.isclose(v.point["a_fu"], x) and math.isclose(v.point["a_ss"], y)]
+            return sum(here) / len(here) if here else math.nan
+
+        def text(x, y, share=share):
+            v = share(x, y)
+            return "—" if math.isnan(v) else f"{v:.0%}"
+        im = _heat(ax, axis("a_fu"), axis("a_ss"), share, text, f"{title} (share of points)",
+                   LABELS["a_fu"], LABELS["a_ss"], 1.0)
+    fig.colorbar(im, ax=axes[1].tolist(), shrink=0.8, label="share of points")
+    fig.suptitle(f"map ({grid.name} grid, {grid.network}): DepL vs {reading}, {cost_model} cost; targets "
+                 + ", ".join(f"{t:g}" for t in grid.targets), fontsize=11)
+    return fig
+
+
 def _plain_log_y(ax) -> None:
     """Log axis labelled 0.2, 0.5, 1, 2 rather than 2×10⁻¹."""
     from matplotlib import ticker
@@ -258,5 +323,8 @@ def write_all(r: Results, out: Path) -> dict[str, str]:
         if any(k == "noisy-fast" for k, _, _ in r.sensitivity):
             put("sensitivity-noisy-fast-loss-bands", plot_bands(r, "noisy-fast", table="sensitivity"))
     put("planner-solve-time", plot_perf(r))
+    if r.map:
+        for reading, cost_model in COMBINATIONS:
+            put(f"map-{reading}-{cost_model}", plot_map(r.map, GRIDS[r.config.map_grid], reading, cost_model))
     return names
 

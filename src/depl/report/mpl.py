@@ -25,7 +25,8 @@ def save(fig, path: str | Path, dpi: float | None = None) -> Path:
     """Lay out, write (creating the folder) and close `fig`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a figure made with layout="constrained" lays itself out
+        fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
     return path

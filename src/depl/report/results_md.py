@@ -11,45 +11,23 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiments.config import METHODS, PAPER_SAVING
+from ..experiments.config import COMBINATIONS, METHODS, PAPER_SAVING
 from ..experiments.findings import findings, gap_to_optimal, growth_exponent, perf_series, saving_over_best_exp
-from ..experiments.results import Outcome, Results
+from ..experiments.results import Results
 from ..experiments.variants import VARIANTS
 from ..scenario import load_scenario
 
+from .md import cost_cell, pct, segs, table, tick
+from .readings_md import claims_section, map_section, map_timing, readings_headline, readings_section
+
 TIMING_MARKER = "<!-- timing: everything below varies from run to run -->"
-
-
-def _pct(x: float) -> str:
-    return "—" if math.isnan(x) else f"{100 * x:+.2f}%"
-
-
-def _c(o: Outcome) -> str:
-    return f"{o.cost:.1f}" if o.feasible else "infeasible"
-
-
-def _segs(o: Outcome) -> str:
-    return " → ".join(f"{m}×{n}" for m, n in o.segments) if o.feasible else "—"
-
-
-def _tick(o: Outcome) -> str:
-    return "—" if not o.feasible else ("yes" if o.meets else "**NO**")
-
-
-def _cell(x: str) -> str:
-    return x.replace("|", "\\|")  # |M| inside a table
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(map(_cell, header)) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(map(_cell, r)) + " |" for r in rows]
-    return out + [""]
 
 
 def _headline(r: Results) -> tuple[list[str], dict]:
     cfg = r.config
     L: list[str] = []
-    stats: dict = {"gap": [], "saving": [], "meets": 0, "plans": 0}
+    every = list(r.sweep.values())  # both cost models, every method
+    stats: dict = {"gap": [], "saving": [], "meets": sum(o.meets for o in every), "plans": sum(o.feasible for o in every)}
     for net in cfg.networks:
         rows = []
         for t in cfg.targets:
@@ -57,14 +35,11 @@ def _headline(r: Results) -> tuple[list[str], dict]:
             g, s = gap_to_optimal(r, net, t), saving_over_best_exp(r, net, t)
             stats["gap"].append(g)
             stats["saving"].append(s)
-            for o in os_:
-                stats["plans"] += o.feasible
-                stats["meets"] += o.meets
-            rows.append([f"{t:g}", *[_c(o) for o in os_], _pct(s), _pct(g),
+            rows.append([f"{t:g}", *[cost_cell(o) for o in os_], pct(s), pct(g),
                          " / ".join(str(o.K) if o.feasible else "—" for o in os_),
-                         " / ".join(_segs(o) for o in os_), " / ".join(_tick(o) for o in os_)])
-        L += [f"### {net}", ""]
-        L += _table(["ℓmax", "cost optimal", "cost depl", "cost best-exp", "depl saving vs best-exp",
+                         " / ".join(segs(o) for o in os_), " / ".join(tick(o) for o in os_)])
+        L += [f"### {net} — SPEC's best-exp, eq. (2) as printed", ""]
+        L += table(["ℓmax", "cost optimal", "cost depl", "cost best-exp", "depl saving vs best-exp",
                      "depl gap to optimal", "K (opt / depl / best)", "schedule (opt / depl / best-exp)",
                      "MC: 99th pct ≤ ℓmax (opt / depl / best)"], rows)
     return L, stats
@@ -95,7 +70,7 @@ def _why(r: Results) -> list[str]:
             mean = m.noise.frozen.mean()
             rows.append([net, m.name, f"{m.work:g}", f"{m.progress.A:g}", f"{m.progress.B:g}", f"{mean:.2f}",
                          f"{m.noise.frozen.var():.3f}", f"{m.work / (m.progress.A * mean) ** 4:.3f}"])
-    L += _table(["scenario", "version", "work w", "A", "B", "E[x]", "Var[x]", "w/(A·E[x])⁴"], rows)
+    L += table(["scenario", "version", "work w", "A", "B", "E[x]", "Var[x]", "w/(A·E[x])⁴"], rows)
     L += [
         "Its larger Var[x] (0.031 against 0.010) does cost something at the 99th percentile: the margin",
         "between the 99th percentile and the mean of ℓ(K) (column *margin* below) is about twice",
@@ -110,7 +85,7 @@ def _why(r: Results) -> list[str]:
         full = f"{sv.K_quantile * fa.unit_cost * fa.capacity:.0f}" if sv.K_quantile else "—"
         rows.append([sv.scenario, f"{sv.target:g}", sv.version, str(sv.K_quantile or "—"), f"{sv.cost_quantile:.1f}",
                      f"{sv.margin:.3f}", str(sv.K_mean or "—"), f"{sv.cost_mean:.1f}", full])
-    L += _table(["scenario", "ℓmax", "version alone", "K for 99th pct ≤ ℓmax", "its cost", "margin q99 − E",
+    L += table(["scenario", "ℓmax", "version alone", "K for 99th pct ≤ ℓmax", "its cost", "margin q99 − E",
                  "K for E[ℓ] ≤ ℓmax", "its cost", "cost if x = r (κ·r·K)"], rows)
     wins = []
     for net in cfg.networks:
@@ -147,9 +122,10 @@ def _why(r: Results) -> list[str]:
 
 
 def _findings_section(r: Results) -> list[str]:
-    L = ["## The paper's qualitative findings (Figs. 5–9), checked on this run", ""]
-    rows = [[f.network, f.claim, f"**{f.holds}**", f.detail] for net in r.config.networks for f in findings(r, net)]
-    return L + _table(["scenario", "paper's finding", "here", "measured"], rows)
+    L = ["## The paper's qualitative findings (Figs. 5–9), checked on this run: the details", ""]
+    rows = [[f.network, f"{b} × {c}", f.claim, f"**{f.holds}**", f.detail]
+            for b, c in COMBINATIONS for net in r.config.networks for f in findings(r, net, b, c)]
+    return L + table(["scenario", "reading × cost model", "paper's finding", "here", "measured"], rows)
 
 
 def _figures_section(r: Results, names: dict) -> list[str]:
@@ -166,6 +142,8 @@ def _figures_section(r: Results, names: dict) -> list[str]:
         "planner-solve-time": "solve time vs K, |M|, |N|, η (timing: varies from run to run)",
     }
     for key, name in names.items():
+        if key.startswith("map-"):
+            continue  # shown in the map's section
         cap = next((v for k, v in captions.items() if key.endswith(k)), key)
         L += [f"**{key}** — {cap}", "", f"![{key}]({name})", ""]
     return L
@@ -178,18 +156,15 @@ def _mc_section(r: Results) -> list[str]:
          f"{cfg.seed}` and the plan's name). *meets* = the 95% Clopper–Pearson interval of P(ℓ(K) ≤ ℓmax) "
          f"reaches ω = 0.99, i.e. the Monte Carlo does not refute the plan's guarantee.", ""]
     rows = []
-    for net in cfg.networks:
-        for t in cfg.targets:
-            for m in METHODS:
-                o = r.outcome(net, t, m)
-                if not o.feasible:
-                    rows.append([net, f"{t:g}", m, "infeasible", "", "", "", "—"])
-                    continue
-                rows.append([net, f"{t:g}", m, f"{o.loss_quantile:.4f}",
-                             f"{o.p_meet:.4f} [{o.p_meet_ci[0]:.4f}, {o.p_meet_ci[1]:.4f}]",
-                             f"{o.mc_quantile:.4f} [{o.mc_quantile_ci[0]:.4f}, {o.mc_quantile_ci[1]:.4f}]",
-                             f"{o.loss_mean:.4f}", _tick(o)])
-    return L + _table(["scenario", "ℓmax", "method", "certified 99th pct", "MC P(ℓ(K) ≤ ℓmax) [95% CI]",
+    for (net, t, m, cm), o in sorted(r.sweep.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][1])):
+        if not o.feasible:
+            rows.append([net, cm, f"{t:g}", m, "infeasible", "", "", "", "—"])
+            continue
+        rows.append([net, cm, f"{t:g}", m, f"{o.loss_quantile:.4f}",
+                     f"{o.p_meet:.4f} [{o.p_meet_ci[0]:.4f}, {o.p_meet_ci[1]:.4f}]",
+                     f"{o.mc_quantile:.4f} [{o.mc_quantile_ci[0]:.4f}, {o.mc_quantile_ci[1]:.4f}]",
+                     f"{o.loss_mean:.4f}", tick(o)])
+    return L + table(["scenario", "cost model", "ℓmax", "method", "certified 99th pct", "MC P(ℓ(K) ≤ ℓmax) [95% CI]",
                        "MC 99th pct [95% CI]", "E[ℓ(K)]", "meets"], rows)
 
 
@@ -202,13 +177,13 @@ def _eta_section(r: Results) -> list[str]:
     rows = []
     for net in r.config.networks:
         for t in r.config.eta_targets:
-            opt = r.sweep.get((net, t, "optimal"))
+            opt = r.sweep.get((net, t, "optimal", "per-epoch"))
             row = [net, f"{t:g}"]
             for eta in etas:
                 e = next((e for e in r.eta if (e.scenario, e.target, e.eta) == (net, t, eta)), None)
                 row.append("—" if e is None or opt is None or not opt.feasible else f"{e.cost / opt.cost:.4f}")
             rows.append(row)
-    return L + _table(["scenario", "ℓmax", *[f"η={e}" for e in etas]], rows)
+    return L + table(["scenario", "ℓmax", *[f"η={e}" for e in etas]], rows)
 
 
 def _sensitivity_section(r: Results) -> list[str]:
@@ -226,12 +201,12 @@ def _sensitivity_section(r: Results) -> list[str]:
         rows = []
         for t in ts:
             os_ = [r.sensitivity[(key, t, m)] for m in METHODS]
-            rows.append([f"{t:g}", *[_c(o) for o in os_], _pct(saving_over_best_exp(r, key, t, "sensitivity")),
-                         _pct(gap_to_optimal(r, key, t, "sensitivity")), " / ".join(_segs(o) for o in os_),
+            rows.append([f"{t:g}", *[cost_cell(o) for o in os_], pct(saving_over_best_exp(r, key, t, "sensitivity")),
+                         pct(gap_to_optimal(r, key, t, "sensitivity")), " / ".join(segs(o) for o in os_),
                          " / ".join(f"{o.loss_mean:.2f}" if o.feasible else "—" for o in os_),
                          " / ".join(f"{o.band_width:.2f}" if o.feasible else "—" for o in os_),
-                         " / ".join(_tick(o) for o in os_)])
-        L += _table(["ℓmax", "cost optimal", "cost depl", "cost best-exp", "depl saving vs best-exp",
+                         " / ".join(tick(o) for o in os_)])
+        L += table(["ℓmax", "cost optimal", "cost depl", "cost best-exp", "depl saving vs best-exp",
                      "depl gap to optimal", "schedule (opt / depl / best-exp)", "E[ℓ(K)] (opt / depl / best)",
                      "ℓ(K) 1st–99th pct width (opt / depl / best)", "MC meets (opt / depl / best)"], rows)
         L += _variant_notes(r, key, ts)
@@ -276,13 +251,14 @@ def _timing_section(r: Results) -> list[str]:
         for t in cfg.targets:
             rows.append([net, f"{t:g}", *[f"{r.outcome(net, t, m).solve_seconds:.2f}"
                                           if r.outcome(net, t, m).feasible else "—" for m in METHODS]])
-    L += _table(["scenario", "ℓmax", *METHODS], rows)
+    L += table(["scenario", "ℓmax", *METHODS], rows)
+    L += map_timing(r)
     if r.eta:
         etas = sorted({e.eta for e in r.eta})
         rows = [[net, f"{t:g}", *[f"{e.solve_seconds:.3f}" for eta in etas for e in r.eta
                                    if (e.scenario, e.target, e.eta) == (net, t, eta)]]
                 for net in cfg.networks for t in cfg.eta_targets]
-        L += ["### DepL solve time vs η (s)", ""] + _table(["scenario", "ℓmax", *[f"η={e}" for e in etas]], rows)
+        L += ["### DepL solve time vs η (s)", ""] + table(["scenario", "ℓmax", *[f"η={e}" for e in etas]], rows)
     L += ["### Planner performance: solve time as the instance grows", "",
           f"K grows through the target (the {cfg.networks[0]} sweep: tighter ℓmax, more epochs); |M| by synthetic "
           f"versions interpolated between the first and the last (every forward switch allowed); |N| by extra "
@@ -304,7 +280,7 @@ def _timing_section(r: Results) -> list[str]:
             last = growth_exponent(x[-2:], y[-2:]) if len(x) > 2 else math.nan
             rows.append([axis, m, ", ".join(f"{v:g}" for v in x), ", ".join(f"{s:.3g}" for s in y),
                          "—" if math.isnan(p) else f"{p:.2f}", "—" if math.isnan(last) else f"{last:.2f}"])
-    L += _table(["grows", "method", "sizes", "solve time (s)", "fitted exponent p (all sizes)",
+    L += table(["grows", "method", "sizes", "solve time (s)", "fitted exponent p (all sizes)",
                  "local exponent (last two sizes)"], rows)
     return L
 
@@ -349,9 +325,13 @@ def render(r: Results, figure_names: dict) -> str:
               if max(savings) < 1e-9 else "see *Why* below.")),
         f"* **Monte Carlo check** — {st['meets']} of {st['plans']} plans meet the 99th-percentile target "
         "(95% interval of P(ℓ(K) ≤ ℓmax) reaches 0.99).",
+        *readings_headline(r),
         *_variant_headline(r), "",
     ]
     L += head
+    L += readings_section(r)
+    L += claims_section(r)
+    L += map_section(r, figure_names)
     L += _why(r)
     L += _findings_section(r)
     L += _sensitivity_section(r)
