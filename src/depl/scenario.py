@@ -396,7 +396,8 @@ class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
-    loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default) or level")
+    loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default), level, "
+                                   "level-memory, or a law registered in depl.laws")
     target: Target
     data_law: DataLaw | None = None
     max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")

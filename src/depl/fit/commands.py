@@ -48,9 +48,10 @@ def fit(
                                            "(default: the one named in the store; for logs, a one-cluster template); "
                                            "its other sections are kept"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
-                                       "(and both models' next to it: NAME.increments.toml, NAME.level.toml)"),
+                                       "(and every law's next to it: NAME.increments.toml, NAME.level.toml, NAME.level-memory.toml)"),
     png: Optional[Path] = typer.Option(None, "--png", help="folder for the plots: measured vs fitted bands, x histograms"),
-    model: str = typer.Option("auto", "--model", help="auto (chosen by held-out fit), level or increments: the model of --out"),
+    model: str = typer.Option("auto", "--model", help="auto (chosen by held-out fit), or a law: increments, level, "
+                              "level-memory: the model of --out"),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="parametric-bootstrap samples per KS test (0: none)"),
     seed: int = typer.Option(0, "--seed", min=0),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
@@ -64,8 +65,10 @@ def fit(
              "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
-    if model not in ("auto", "level", "increments"):
-        _fail(f"--model {model!r}: choose auto, level or increments")
+    from ..laws import law_names
+
+    if model != "auto" and model not in law_names():
+        _fail(f"--model {model!r}: choose auto, {', '.join(law_names())}")
     for flag, v, ok, rule in (("--omega", omega, lambda x: 0 < x < 1, "in (0, 1)"),
                               ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
@@ -142,8 +145,8 @@ def fit(
             for p in ([out] if tag == chosen else []) + [_sibling(out, tag)]:
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(text, encoding="utf-8")
-        console.print(f"scenario written to {out} ({chosen} model); both models: {_sibling(out, 'increments')}, "
-                      f"{_sibling(out, 'level')}", markup=False)
+        console.print(f"scenario written to {out} ({chosen} model); every law: "
+                      + ", ".join(str(_sibling(out, t)) for t in r.data), markup=False)
         if logs and scenario is None:
             console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
                           "edit them, and the versions' size and work, to plan for your system", markup=False)
