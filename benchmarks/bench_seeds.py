@@ -19,6 +19,15 @@ of seeds S, measured one after the other in this run:
   SQLite store by the parent, as `depl profile` does (worker start-up
   included; skipped when S < W).
 
+Then the **ceiling** this machine sets: the floating-point work of one
+seed-epoch (forward and backward of every mini-batch, then the test pass,
+counted by `torch.utils.flop_counter.FlopCounterMode`) divided by the rate
+of a batched single-thread matrix product (`torch.bmm`, 32 seeds, the
+shape of the net's widest layer) — the seed-epochs per second one core
+could reach if training were nothing but perfectly efficient matrix
+products.  Its ratio to the loop bounds what any vectorisation can gain per
+core; times the cores, what workers can.
+
 Each measurement runs in a fresh process so its peak resident memory
 (ru_maxrss) is its own; data generation is done before the clock starts.
 Rates are seed-epochs per second of wall time; ratios are against the loop.
@@ -47,7 +56,8 @@ def _job(epochs: int, samples: int):
     d["datasets"] = [{"name": "bench", "samples": samples, "source": "mnist1d", "share": [0.0, samples / 4000]}]
     s = parse_scenario(d, "bench")
     eps = [Epoch(k + 1, "full", "solo", 1.0) for k in range(epochs)]
-    return job_from_plan(with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0), s))
+    return job_from_plan(with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
+                          omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s))
 
 
 def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out) -> None:
@@ -83,10 +93,40 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
     out.put({"rate": seeds * epochs / dt, "seconds": dt, "peak_mb": peak / 1024})
 
 
+def _ceiling(samples: int, out) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.set_num_threads(1)
+    from depl.train.federation import initial_model, node_data, test_data
+
+    job = _job(1, samples)
+    (x, y), (xt, yt) = node_data(job.data, 1, True, 0), test_data(job.data)
+    model = initial_model(job, 0)
+    bs = job.options.batch_size
+    with FlopCounterMode(display=False) as fc:
+        F.cross_entropy(model(x[:bs]), y[:bs]).backward()
+    step = fc.get_total_flops()
+    with FlopCounterMode(display=False) as fc, torch.no_grad():
+        model(xt)
+    flops = step * (len(y) / bs) + fc.get_total_flops()
+    # the widest convolution as a batched GEMM: (batch·positions) × (channels·kernel) × channels
+    a, b = torch.randn(32, 640, 192), torch.randn(32, 192, 64)
+    for _ in range(3):
+        torch.bmm(a, b)
+    n, t0 = 30, time.perf_counter()
+    for _ in range(n):
+        torch.bmm(a, b)
+    gemm = n * 2 * 32 * 640 * 192 * 64 / (time.perf_counter() - t0)
+    out.put({"flops": flops, "gemm": gemm, "rate": gemm / flops})
+
+
 def measure(kind: str, seeds: int, epochs: int, samples: int, workers: int = 1) -> dict:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_measure, args=(kind, seeds, epochs, samples, workers, q))
+    p = ctx.Process(target=_ceiling if kind == "ceiling" else _measure,
+                    args=(samples, q) if kind == "ceiling" else (kind, seeds, epochs, samples, workers, q))
     p.start()
     r = q.get()
     p.join()
@@ -122,6 +162,12 @@ def main() -> None:
             line += f" | {w['rate']:>10.2f} {w['peak_mb']:>5.0f} {w['rate'] / loop['rate']:>5.2f}×"
         print(line, flush=True)
         rows.append(row)
+    c = measure("ceiling", 0, 0, a.samples)
+    loop_rate = rows[0]["loop"]["rate"] if rows else float("nan")
+    print(f"ceiling: {c['flops'] / 1e9:.3f} GFLOP per seed-epoch; batched GEMM {c['gemm'] / 1e9:.1f} GFLOP/s on one "
+          f"thread → at most {c['rate']:.2f} seed-epochs/s per core = {c['rate'] / loop_rate:.1f}× the loop per core, "
+          f"{(os.cpu_count() or 1) * c['rate'] / loop_rate:.1f}× on {os.cpu_count()} cores")
+    rows.append({"ceiling": c})
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     if a.json:
         with open(a.json, "w") as f:

@@ -42,7 +42,8 @@ def make_plan(epochs: int, cluster: str = "solo") -> Plan:
 
     s = parse_scenario(d, "bench")
     eps = [Epoch(k + 1, "full", cluster, 1.0) for k in range(epochs)]
-    return with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0), s)
+    return with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
+                          omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
 
 
 def plain_loop(job, epochs: int, seed: int) -> float:

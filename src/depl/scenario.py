@@ -390,6 +390,12 @@ class TrainingOptions(_Strict):
     momentum: float = Field(default=0.9, ge=0.0, lt=1.0)
     batch_size: int = Field(default=64, ge=1, le=1_000_000)
     iid: bool = True
+    dirichlet_alpha: float | None = Field(default=None, gt=0.0, le=1e6, description="with iid = false: each class "
+                                          "split over a cluster's nodes by shares drawn from Dirichlet(α) "
+                                          "(small α: few classes per node); unset: label-sorted shards")
+
+
+COST_MODELS = (None, "per-epoch", "resource-time")
 
 
 class Scenario(_Strict):
@@ -398,6 +404,8 @@ class Scenario(_Strict):
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
     loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default), level, "
                                    "level-memory, or a law registered in depl.laws")
+    cost_model: str | None = Field(default=None, description="per-epoch (eq. 2 as printed: κ·x per epoch, the default) "
+                                   "or resource-time (κ·x·T(k) per epoch)")
     target: Target
     data_law: DataLaw | None = None
     max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
@@ -436,6 +444,9 @@ class Scenario(_Strict):
                 raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
             pairs.add((s.from_, s.to))
         self._switches_followable()
+        if self.cost_model not in COST_MODELS:
+            raise _FieldError("cost_model", self.cost_model, "choose 'per-epoch' (eq. 2 as printed: κ·x·nodes per "
+                              "epoch, the default) or 'resource-time' (κ·x·nodes·T(k) per epoch)")
         from .laws import get_law, law_names
 
         if self.loss_model is not None and self.loss_model not in law_names():
@@ -457,9 +468,16 @@ class Scenario(_Strict):
                               f"split conformal needs at least {need} held-out runs to certify ω = "
                               f"{self.target.quantile:g} ({need - len(c.scores)} more); refit with more calibration "
                               "seeds, or set calibration.use = false to plan with the uncalibrated law")
+        if self.training.dirichlet_alpha is not None and self.training.iid:
+            raise _FieldError("training.iid", True, "dirichlet_alpha partitions the data non-IID: set iid = false")
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self
+
+    @property
+    def resource_time(self) -> bool:
+        """Whether an epoch costs κ·x·nodes·T(k) (resource-time) rather than κ·x·nodes (eq. 2 as printed)."""
+        return self.cost_model == "resource-time"
 
     def _switches_followable(self) -> None:
         """A switch prunes the trained model further (paper Sec. III): versions are ordered, so

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -173,113 +172,8 @@ def report_lines(r: FitResult) -> list[str]:
 
 
 # --------------------------------------------------------------------------- #
-# Plots and files
+# Files (the plots are depl.report.plots.plot_fit, plot_multipliers and plot_calibration)
 # --------------------------------------------------------------------------- #
-
-def plot_fit(r: FitResult, path: Path, runs: int = 4000, seed: int = 0) -> None:
-    """Per experiment: the measured band (mean, 1–99%) over each model's band (Monte Carlo)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..loss import loss_model_for
-
-    exps = r.profile.experiments
-    cols = min(3, len(exps))
-    rows = math.ceil(len(exps) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
-    colors = dict(zip(r.scenarios, ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:brown"]))
-    for ax, e in zip(axes.ravel(), exps):
-        k = np.arange(0, e.epochs + 1)
-        meas = np.concatenate([np.full((e.losses.shape[0], 1), next(iter(r.scenarios.values())).initial_loss), e.losses], axis=1)
-        for m, s in r.scenarios.items():
-            model = loss_model_for(s)
-            if not set(e.schedule) <= set(model.model_names):
-                continue
-            tr = model.simulate(e.schedule, s.phi(e.samples), runs, np.random.default_rng(seed))
-            lo, hi = np.quantile(tr, [0.01, 0.99], axis=0)
-            ax.fill_between(k, lo, hi, color=colors[m], alpha=0.18, label=f"{m} 1–99%")
-            ax.plot(k, tr.mean(axis=0), color=colors[m], lw=1)
-        lo, hi = np.quantile(meas, [0.01, 0.99], axis=0)
-        ax.plot(k, meas.mean(axis=0), "k-", lw=1.5, label="measured mean")
-        ax.plot(k, lo, "k--", lw=0.8, label="measured 1–99%")
-        ax.plot(k, hi, "k--", lw=0.8)
-        ax.set_title(f"{e.label} ({e.samples:g} samples)", fontsize=9)
-        ax.set_xlabel("epoch")
-    for ax in axes.ravel()[len(exps):]:
-        ax.axis("off")
-    axes[0, 0].set_ylabel("test loss")
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("measured (black) vs fitted bands: paper's increments model (red), level model (blue)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_multipliers(r: FitResult, path: Path) -> None:
-    """Histograms of the paper's x per version with the fitted densities."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .increments import multipliers
-
-    vs = list(r.increments.versions.values())
-    fig, axes = plt.subplots(1, len(vs), figsize=(4.2 * len(vs), 3.0), squeeze=False)
-    for ax, v in zip(axes[0], vs):
-        e = next(x for x in r.profile.split(False).versions(1.0) if x.version == v.name)
-        x = multipliers(e.losses, r.level.initial_loss, v.A, v.B).ravel()
-        lo, hi = np.quantile(x, [0.01, 0.99])
-        ax.hist(x, bins=60, range=(lo, hi), density=True, color="0.7")
-        grid = np.linspace(lo, hi, 400)
-        for f in v.families:
-            ax.plot(grid, f.frozen.pdf(grid), lw=1, label=f.family)
-        ax.set_title(f"{v.name}: x = (ℓ(k−1)−ℓ(k))/g(k)", fontsize=9)
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_calibration(r: FitResult, path: Path) -> None:
-    """Per law: the reliability on the runs set apart (nominal level p vs observed P(ℓ(E) ≤ the p-quantile),
-    before and after calibration, the latter cross-fitted so that no run judges its own calibration) and
-    the PIT histograms of ℓ(k) per version and for the switches (flat when the law is right)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .calibrate import LEVELS, reliability
-
-    laws = list(r.calibration)
-    groups = sorted({g for m in laws for g in r.pit[m].groups()}, key=lambda g: (g == "switches", g))
-    cols = 1 + len(groups)
-    fig, axes = plt.subplots(len(laws), cols, figsize=(3.4 * cols, 3.0 * len(laws)), squeeze=False)
-    for row, m in zip(axes, laws):
-        u = r.calibration[m].scores
-        ax = row[0]
-        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
-        ax.plot(LEVELS, reliability(u, LEVELS, "none"), "o-", color="tab:red", ms=3, label="as fitted")
-        ax.plot(LEVELS, reliability(u, LEVELS, "conformal"), "s-", color="tab:blue", ms=3,
-                label="calibrated (cross-fitted)")
-        ax.set_xlabel("nominal level p")
-        ax.set_ylabel("observed P(ℓ(E) ≤ p-quantile)")
-        ax.set_title(f"{m}: reliability, {u.size} runs set apart", fontsize=9)
-        ax.legend(fontsize=7)
-        pits = r.pit[m].groups()
-        for ax, g in zip(row[1:], groups):
-            if g in pits:
-                ax.hist(pits[g], bins=10, range=(0, 1), density=True, color="0.6")
-                ax.axhline(1.0, color="k", lw=0.8)
-                ax.set_title(f"{m}: PIT of ℓ(k), {g} ({pits[g].size})", fontsize=9)
-            else:
-                ax.axis("off")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
 
 def _toml_value(v) -> str:
     if isinstance(v, bool):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runspec import RunSpec
 from ..scenario import Scenario
 from ..store import Store
 
@@ -63,6 +64,7 @@ class Experiment:
 class Profile:
     scenario: str
     experiments: list[Experiment] = field(default_factory=list)
+    diverged: int = 0       # seeds left out because their loss became non-finite (`depl.store`)
 
     @property
     def reference_samples(self) -> float:
@@ -104,19 +106,20 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
     """Every complete profiling experiment of `store` (seeds with all epochs)."""
     out = Profile(scenario.name)
     for run in store.runs("profile"):
-        spec = run["spec"]
-        exp, job = spec.get("experiment"), spec.get("job")
-        if not exp or not job:
+        spec = RunSpec.from_json(run["spec"])
+        exp = spec.experiment
+        if exp is None or not spec.epochs:
             continue
-        E = len(job["epochs"])
+        E = spec.epochs
         losses = store.losses(run["run_id"])
-        done = sorted(s for s, v in losses.items() if len(v) == E)
+        gone = store.diverged(run["run_id"])  # a law of finite losses cannot be fitted to them: counted, skipped
+        out.diverged += len(gone)
+        done = sorted(s for s, v in losses.items() if len(v) == E and s not in gone)
         if len(done) < min_seeds:
             continue
-        nodes = int(next(iter(job["nodes"].values())))
         out.experiments.append(Experiment(
-            exp["kind"], exp["version"], float(exp["fraction"]), exp.get("to"), int(exp.get("switch_after") or 0),
-            _samples(scenario, job["data"]), nodes, np.array(done), np.array([losses[s] for s in done])))
+            exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
+            _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done])))
     if not out.versions(None):
         raise FitError(f"{store.path}: no complete profiling experiment with at least {min_seeds} seeds "
                        "(run `depl profile` first)")

@@ -1,0 +1,38 @@
+"""Every benchmark script still runs, at its smallest size.
+
+The benchmarks are how speed claims in README/docs are checked; one that
+breaks silently (a changed API, a stricter plan check) would leave those
+claims unmeasurable.  The sizes here are far too small to mean anything as
+measurements: these tests check that each script runs end to end and prints
+its ratios, not what the ratios are.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = {
+    "bench_seeds.py": ["--seeds", "2", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
+    "bench_train.py": ["--epochs", "1", "--repeats", "1"],
+    "bench_simulate.py": ["--quick"],
+    "bench_planner.py": ["--quick", "--skip-scaling"],
+    "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
+    "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_benchmark_runs(script, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FLWR_TELEMETRY_ENABLED": "0", "MPLBACKEND": "Agg"}
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *CASES[script]], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert r.stdout.strip(), "a benchmark prints its table"
