@@ -85,3 +85,5 @@ register_law("increments", "depl.loss.increments:IncrementsModel", fit="depl.fit
              about="the paper's model (eq. 8)")
 register_law("level", "depl.loss.level:LevelModel", fit="depl.fit.level:FITTER", tables=("level",),
              about="the measured level: a median curve to a floor times log-normal noise")
+register_law("level-memory", "depl.loss.level:LevelMemoryModel", fit="depl.fit.level:MEMORY_FITTER", tables=("level",),
+             about="the level law with memory: after a switch, the new version resumes its curve at the level reached")

@@ -404,7 +404,8 @@ class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
-    loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default) or level")
+    loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default), level, "
+                                   "level-memory, or a law registered in depl.laws")
     cost_model: str | None = Field(default=None, description="per-epoch (eq. 2 as printed: κ·x per epoch, the default) "
                                    "or resource-time (κ·x·T(k) per epoch)")
     target: Target

@@ -51,5 +51,5 @@ def plan_samples(s, plan):
 def test_unknown_law_is_refused_naming_the_known_ones(toy):
     data = scenario_dict(load_scenario("paper-mobilenet"))
     data["loss_model"] = "cubic"
-    with pytest.raises(ScenarioError, match=r"loss_model = 'cubic'.*'increments', 'level' or 'toy'"):
+    with pytest.raises(ScenarioError, match=r"loss_model = 'cubic'.*'increments', 'level', 'level-memory' or 'toy'"):
         parse_scenario(data, "x")

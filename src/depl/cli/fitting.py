@@ -14,12 +14,14 @@ import typer
 from .console import choice, console, fail, user_errors
 
 
-class Model(str, Enum):
-    """The loss law `depl fit --out` writes."""
+def _models() -> type[Enum]:
+    """The loss law `depl fit --out` writes: auto or any registered law (depl.laws)."""
+    from ..laws import law_names
 
-    auto = "auto"
-    level = "level"
-    increments = "increments"
+    return Enum("Model", [("auto", "auto")] + [(n, n) for n in law_names()], type=str)
+
+
+Model = _models()
 
 
 def fitting_errors() -> tuple[type[Exception], ...]:
@@ -48,10 +50,11 @@ def fit(
                                            "(default: the one named in the store; for logs, a one-cluster template); "
                                            "its other sections are kept"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
-                                       "(and both models' next to it: NAME.increments.toml, NAME.level.toml)"),
+                                       "(and every law's next to it: NAME.increments.toml, NAME.level.toml, NAME.level-memory.toml)"),
     png: Optional[Path] = typer.Option(None, "--png", help="folder for the plots: measured vs fitted bands, x histograms"),
-    model: Model = typer.Option(Model.auto, "--model", click_type=choice(Model),
-                                help="auto (chosen by held-out fit), level or increments: the model of --out"),
+    model: Model = typer.Option("auto", "--model", click_type=choice(Model),
+                                help="auto (chosen by held-out fit) or a law (increments, level, level-memory): the "
+                                     "model of --out"),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="parametric-bootstrap samples per KS test (0: none)"),
     seed: int = typer.Option(0, "--seed", min=0),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
@@ -150,8 +153,8 @@ def fit(
             for p in ([out] if tag == chosen else []) + [_sibling(out, tag)]:
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(text, encoding="utf-8")
-        console.print(f"scenario {fitted!r} written to {out} ({chosen} model); both models: "
-                      f"{_sibling(out, 'increments')}, {_sibling(out, 'level')}", markup=False)
+        console.print(f"scenario {fitted!r} written to {out} ({chosen} model); every law: "
+                      + ", ".join(str(_sibling(out, t)) for t in r.data), markup=False)
         if logs and scenario is None:
             console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
                           "edit them, and the versions' size and work, to plan for your system", markup=False)

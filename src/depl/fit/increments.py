@@ -185,10 +185,10 @@ class IncrementsFitter(LawFitter):
     name = "increments"
     fields = ("progress", "noise")
 
-    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng) -> IncrementsFit:
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng, earlier=None) -> IncrementsFit:
         return fit_increments(fit, held, l0, bootstrap=bootstrap, rng=rng)
 
-    def refit(self, prof: Profile, first: IncrementsFit, l0: float) -> IncrementsFit:
+    def refit(self, prof: Profile, first: IncrementsFit, l0: float, earlier=None) -> IncrementsFit:
         return fit_increments(prof, Profile(prof.scenario, []), l0)
 
     def write(self, data: dict, inc: IncrementsFit, chosen: bool) -> None:

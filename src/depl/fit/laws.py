@@ -26,11 +26,13 @@ class LawFitter(ABC):
     """The keys of a version's table this law writes (a base scenario's own values of them are dropped)."""
 
     @abstractmethod
-    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng: np.random.Generator) -> Any:
-        """The law fitted on the fitting seeds (`held`: to score alternatives inside the fit, if it has some)."""
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng: np.random.Generator,
+            earlier: dict | None = None) -> Any:
+        """The law fitted on the fitting seeds (`held`: to score alternatives inside the fit, if it has some;
+        `earlier`: the laws registered before it, already fitted, to build on)."""
 
     @abstractmethod
-    def refit(self, prof: Profile, first: Any, l0: float) -> Any:
+    def refit(self, prof: Profile, first: Any, l0: float, earlier: dict | None = None) -> Any:
         """The law refitted on every seed, keeping what `first` chose (families, data law)."""
 
     @abstractmethod

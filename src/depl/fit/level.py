@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from ..loss.level import decay, elasticity, log_sd, median_curve
+from ..loss.level import decay, elasticity, log_sd, median_curve, time_at_level
 from ..scenario import LOG_SD_MAX, LevelLaw
 from .increments import phi_of, write_data_law
 from .laws import LawFitter
@@ -192,11 +192,16 @@ def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -
     return s0, s1, s2, rho
 
 
-def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
+def _fit_switch(e: Experiment, fit: LevelFit, l0: float, memory: bool = False) -> LevelSwitchFit:
+    """δ, r, τ of a switch against b's curve at the global epoch, or (memory) resumed at the level reached."""
     vb = fit.versions[e.to]
     k1, E = e.switch_after, e.epochs
+    ph = fit.phi(e.samples)
     k = np.arange(k1 + 1, E + 1)
-    mu_b = vb.curve(fit.phi(e.samples) * k, l0, fit.phi(e.samples))
+    t = ph * k
+    if memory:  # b resumes where its curve is at a's median after k1 epochs
+        t = time_at_level(vb.law(), l0, float(fit.versions[e.version].curve(ph * k1, l0, ph)), ph) + ph * (k - k1)
+    mu_b = vb.curve(t, l0, ph)
     R = np.log(e.losses[:, k1:]) - np.log(mu_b)
     m = R.mean(axis=0)
     j = np.arange(m.size)
@@ -211,7 +216,7 @@ def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
         if best is None or r.cost < best.cost:
             best = r
     d, r = math.exp(best.x[0]) - 1.0, 1.0 / (1.0 + math.exp(-best.x[1]))
-    extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(fit.phi(e.samples) * k[0], l0, fit.phi(e.samples)) ** 2)
+    extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(t[0], l0, ph) ** 2)
     return LevelSwitchFit(e.version, e.to, float(max(d, -0.99)), float(r), min(math.sqrt(max(extra, 0.0)), LOG_SD_MAX), m)
 
 
@@ -222,15 +227,18 @@ def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
 class LevelFitter(LawFitter):
     name = "level"
     fields = ("level",)
+    memory = False
 
-    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng) -> LevelFit:
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng, earlier=None) -> LevelFit:
         return fit_level(fit, l0)
 
-    def refit(self, prof: Profile, first: LevelFit, l0: float) -> LevelFit:
+    def refit(self, prof: Profile, first: LevelFit, l0: float, earlier=None) -> LevelFit:
         gamma = next(iter(first.versions.values())).curve.floor_exponent
         return fit_level(prof, l0, data_law=(first.s0, gamma))
 
     def write(self, data: dict, lev: LevelFit, chosen: bool) -> None:
+        if self.memory and not chosen:
+            return  # the level law's tables are the level fit's; its own file gets the memory fit's
         for entry in data["models"]:
             lv = lev.versions.get(entry["name"])
             if lv is not None:
@@ -261,4 +269,32 @@ class LevelFitter(LawFitter):
         return L
 
 
+class LevelMemoryFitter(LevelFitter):
+    """The level law with memory: the level law's versions, its switches refitted against the resumed curve."""
+
+    name = "level-memory"
+    memory = True
+
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng, earlier=None) -> LevelFit:
+        return self._switches(fit, (earlier or {}).get("level") or fit_level(fit, l0), l0)
+
+    def refit(self, prof: Profile, first: LevelFit, l0: float, earlier=None) -> LevelFit:
+        lev = (earlier or {}).get("level") or LevelFitter.refit(self, prof, first, l0)
+        return self._switches(prof, lev, l0)
+
+    @staticmethod
+    def _switches(prof: Profile, lev: LevelFit, l0: float) -> LevelFit:
+        out = LevelFit(lev.initial_loss, dict(lev.versions), {}, lev.s0, lev.reference_samples)
+        for e in prof.switches():
+            if e.version in out.versions and e.to in out.versions:
+                out.switches[(e.version, e.to)] = _fit_switch(e, out, l0, memory=True)
+        return out
+
+    def describe(self, lev: LevelFit) -> list[str]:
+        return [f"switch {sw.a} → {sw.b}: {sw.b} resumes its curve at the level reached; offset {sw.offset:+.3f}, "
+                f"recovery {sw.recovery:.2f}/epoch, extra log-sd {sw.sigma:.3f} (versions: the level law's)"
+                for sw in lev.switches.values()]
+
+
 FITTER = LevelFitter()
+MEMORY_FITTER = LevelMemoryFitter()

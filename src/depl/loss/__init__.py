@@ -4,9 +4,9 @@ A scenario names its law (`loss_model`); depl.laws maps the name to the class.""
 
 from .base import LossModel
 from .increments import IncrementsModel
-from .level import LevelModel
+from .level import LevelMemoryModel, LevelModel
 
-__all__ = ["LossModel", "IncrementsModel", "LevelModel", "loss_model_for"]
+__all__ = ["LossModel", "IncrementsModel", "LevelModel", "LevelMemoryModel", "loss_model_for"]
 
 
 def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:

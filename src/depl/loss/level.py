@@ -15,6 +15,15 @@ log-variance).  A switch a → b between epochs k1 and k1+1 puts the median at
 (1+δ)·μ_b, the offset decaying by a factor r per epoch, and adds log-variance
 τ²·r^(2j) j epochs after it.
 
+With memory (`loss_model = "level-memory"`, LevelMemoryModel), a switch
+a → b does not jump to b's curve at the global epoch: b continues from the
+level the run has reached, from the time t0 at which its own curve is at
+that level (μ_b(t0) = μ(k1)), so that the median after the switch is
+(1 + δ·r^j)·μ_b(t0 + φ·(j+1)) — what was trained before a switch matters (a
+run that trained the big version long switches from a lower level).  The
+noise is b's at that point of its curve.  Fitted like the level law, the
+switch's δ, r, τ against that baseline (depl.fit.level).
+
 Whatever the schedule, ℓ(K) is exactly log-normal: `distribution` is the
 grid law of one term μ(K)·LogNormal(σ(K)), certified like any other (depl.dist).
 
@@ -93,7 +102,29 @@ def lognormal_cumulants(mu, sigma) -> np.ndarray:
     return np.stack([m1, m2 - m1**2, m3 - 3 * m2 * m1 + 2 * m1**3], axis=-1)
 
 
-class LevelModel(LossModel):
+def time_at_level(law: LevelLaw, l0: float, level: float, phi: float = 1.0) -> float:
+    """t0 with μ(t0) = level on the version's median curve: 0 at or above ℓ(0); at or below the floor, the
+    time the curve is within 0.1% of it (a version cannot go below its floor)."""
+    f = min(law.floor * phi ** (-law.floor_exponent), l0)
+    if level >= l0 or l0 <= f:
+        return 0.0
+    frac = max((level - f) / (l0 - f), 1e-3)
+    u = 1.0 / frac - 1.0 if law.curve == "power" else -np.log(frac)
+    return float(law.scale * u ** (1.0 / law.shape))
+
+
+class LevelBase(LossModel):
+    """The level law's machinery; the two laws differ in where a version's curve resumes after a switch."""
+
+    memory = False
+    """True: a switch resumes the new version's curve at the median reached, which already holds what the
+    earlier switches did — their offsets stop applying."""
+
+    def clock_shift(self, m: str, reached: float, k: int, phi: float, shift: float) -> float:
+        """The shift of the time t = φ·k + shift on version m's curve, when m starts at epoch k
+        after the run has reached median `reached`.  The level law: none (the global epoch)."""
+        return shift
+
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.initial_loss = scenario.initial_loss
@@ -109,13 +140,18 @@ class LevelModel(LossModel):
         K, l0 = len(schedule), self.initial_loss
         mu, var, shared = np.full(K + 1, l0), np.zeros(K + 1), np.zeros(K + 1)
         switches: list[tuple[int, object]] = []  # (first epoch of the new version, LevelSwitch)
+        shift = 0.0
         for k in range(1, K + 1):
             m = schedule[k - 1]
             if k > 1 and schedule[k - 2] != m:
+                if self.memory:
+                    switches.clear()
                 switches.append((k, self._switch[(schedule[k - 2], m)]))
+                shift = self.clock_shift(m, float(mu[k - 1]), k, phi, shift)
             law = self._law[m]
-            base = float(median_curve(law, l0, phi * k, phi))
-            s = float(log_sd(law, l0, base, elasticity(law, l0, phi * k, phi)))
+            t = phi * k + shift
+            base = float(median_curve(law, l0, t, phi))
+            s = float(log_sd(law, l0, base, elasticity(law, l0, t, phi)))
             factor, extra = 1.0, 0.0
             for k1, sw in switches:
                 decay_j = sw.recovery ** (k - k1)
@@ -218,3 +254,16 @@ class LevelModel(LossModel):
 
     def progress_is_monotone(self) -> bool:
         return False
+
+
+class LevelModel(LevelBase):
+    """The level law: a version's curve at the global epoch (a switch forgets what was trained before)."""
+
+
+class LevelMemoryModel(LevelBase):
+    """The level law with memory: after a switch the new version resumes its curve at the level reached."""
+
+    memory = True
+
+    def clock_shift(self, m: str, reached: float, k: int, phi: float, shift: float) -> float:
+        return time_at_level(self._law[m], self.initial_loss, reached, phi) - phi * (k - 1)
