@@ -6,6 +6,9 @@ follow from the scenario alone:
 
     T(k) = c(k)/x(k) + s(m_k)/b(n_k),  c(k) = w(m_k)·S/nodes(n_k)      (eq. 1)
     cost = Σ_k κ(n_k)·x(k)·nodes(n_k) + Σ_{n used} Σ_{d ∈ D̂} β(d, n)   (eq. 2)
+
+or, with the scenario's `cost_model = "resource-time"`, κ(n_k)·x(k)·nodes(n_k)·T(k)
+per epoch (compute paid for as long as the epoch holds it), β unchanged.
 """
 
 from __future__ import annotations
@@ -171,8 +174,10 @@ def plan_time(s: Scenario, datasets: list[str], epochs: list[Epoch]) -> float:
 
 
 def epoch_cost(s: Scenario, model: str, cluster: str, compute: float, samples: float) -> float:
-    """The compute cost of one epoch in eq. (2): κ(n)·x(k)·nodes(n)."""
+    """The compute cost of one epoch: κ(n)·x(k)·nodes(n) (eq. 2), times T(k) under resource-time."""
     n = s.clusters[s.cluster_index[cluster]]
+    if s.resource_time:
+        return n.unit_cost * compute * n.nodes * epoch_time(s, model, cluster, compute, samples)
     return n.unit_cost * compute * n.nodes
 
 

@@ -377,6 +377,11 @@ class Store:
             out.setdefault(int(seed), []).append(float(loss))
         return out
 
+    def seconds_per_epoch(self, run_id: str) -> float | None:
+        """The mean wall time of the run's recorded epochs (None before its first epoch)."""
+        r = self._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (run_id,)).fetchone()[0]
+        return None if r is None else float(r)
+
     def count_epochs(self, run_id: str | None = None) -> int:
         if run_id is None:
             return int(self._db.execute("SELECT COUNT(*) FROM epochs").fetchone()[0])

@@ -4,7 +4,8 @@ A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω.  Run for real over n seeds that the
 model was not fitted on, the number of runs meeting ℓmax is Binomial(n, p);
 the Clopper–Pearson interval of p (exact) either reaches ω — the guarantee is
 not refuted — or lies below it — refuted.  The measured band (mean and 1–99%
-per epoch) is drawn over the band the loss model plans (Monte Carlo).
+per epoch) is drawn over the band the loss model plans (Monte Carlo) by
+`depl.report.plots.plot_validation`.
 
 >>> import numpy as np
 >>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
@@ -15,16 +16,15 @@ per epoch) is drawn over the band the loss model plans (Monte Carlo).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
+from .band import Band
 from .jsonout import _clean
 from .loss import LossModel, loss_model_for
 from .plan import Plan
 from .scenario import Scenario
-from .simulate import Band
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,8 @@ def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: li
     if trajectories.shape[0]:
         measured = Band.of(trajectories)
     else:  # every seed diverged: nothing to draw
-        measured = Band(*(np.full(trajectories.shape[1], np.nan) for _ in range(3)))
+        nan = np.full(trajectories.shape[1], np.nan)
+        measured = Band(nan, nan, nan, np.arange(trajectories.shape[1]), 0)
     return Validation(
         plan_file, plan.method, scenario.loss_model or "increments", len(plan.epochs), float(plan.cost),
         float(plan.loss_quantile), float(plan.loss_mean), list(map(int, seeds)),
@@ -117,27 +118,3 @@ def _quantile(x: np.ndarray, q: float) -> float:
     a, b, t = x[i], x[min(i + 1, x.size - 1)], h - i
     return float(a if t == 0 or a == b else a + (b - a) * t)
 
-
-def plot_validation(v: Validation, path: Path, title: str = "") -> None:
-    """The measured band (mean, 1–99%) over the planned one."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    k = np.arange(v.measured.mean.size)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
-    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label="planned mean")
-    ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
-    ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
-    ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")
-    c = v.coverage
-    ax.set_title(title or f"{v.loss_model} plan: coverage {c.rate:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}] vs ω = {c.omega:g}",
-                 fontsize=10)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("test loss")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

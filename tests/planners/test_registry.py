@@ -14,7 +14,6 @@ from depl.plan import plan_cost, plan_time
 from depl.planners import Options, make_plan, planner_names, register
 from depl.planners.registry import unregister
 from depl.scenario import load_scenario
-from depl.simulate import simulate_plan
 from depl.state import RunState
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -86,3 +85,27 @@ def test_a_plan_from_a_run_state_covers_the_rest_within_the_time_left(method):
     lucky = make_plan(s, method, OPTS, start=RunState(k0, start.model, start.losses[:-1] + (10.0,),
                                                        start.time_spent))
     assert len(lucky.epochs) <= len(plan.epochs) and lucky.cost <= plan.cost * (1 + 1e-9)
+
+
+def test_a_level_law_run_is_replanned_through_the_laws_own_conditioning():
+    """mnist1d-small (level law): after 3 epochs whose losses ran below the law's median,
+    the rest is planned from there; Monte Carlo of the law given the same state agrees."""
+    import numpy as np
+
+    from depl.loss import loss_model_for
+
+    s = load_scenario("mnist1d-small")
+    first = make_plan(s, "depl", OPTS)
+    k0, law = 3, loss_model_for(s)
+    past = tuple(e.model for e in first.epochs[:k0])
+    phi = s.phi(s.samples(first.datasets))
+    seen = tuple(0.95 * x for x in law.mean_path(list(past), phi)[1:])  # a lucky seed
+    start = RunState(k0, past[-1], seen, time_spent=plan_time(s, first.datasets, first.epochs[:k0]), schedule=past)
+    plan = make_plan(s, "depl", OPTS, start=start)
+    assert [e.epoch for e in plan.epochs] == list(range(k0 + 1, k0 + 1 + len(plan.epochs)))
+    assert plan.loss_quantile <= s.target.loss
+    assert plan.time <= s.target.deadline - start.time_spent + 1e-9
+    final = law.simulate(plan.schedule, s.phi(s.samples(plan.datasets)), 40_000, np.random.default_rng(0),
+                         start=start)[:, -1]
+    assert np.quantile(final, s.target.quantile) <= plan.loss_quantile + 0.01
+    assert len(plan.epochs) <= len(first.epochs) - k0 + 1

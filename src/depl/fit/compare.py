@@ -27,6 +27,7 @@ from .runs import Profile
 def scenario_data(base: dict, fits: dict, loss_model: str, epochs: int) -> dict:
     """The base scenario (a dict) with its loss sections replaced by the fits (law name → fitted law)."""
     out = copy.deepcopy(base)
+    out.pop("calibration", None)  # the base's calibration was of another law
     fs = fitters()
     drop = {k for n in fits for k in fs[n].fields}
     out["models"] = [{k: v for k, v in m.items() if k not in drop} for m in base["models"]]
@@ -82,4 +83,8 @@ def score(scenario: Scenario, held: Profile, name: str) -> Score:
 
 def build(base: dict, fits: dict, epochs: int, source: str) -> dict[str, Scenario]:
     """The fitted scenarios, one per law fitted, validated like any file."""
-    return {m: parse_scenario(scenario_data(base, fits, m, epochs), f"{source} ({m} fit)") for m in fits}
+    return parse_fitted({m: scenario_data(base, fits, m, epochs) for m in fits}, source)
+
+
+def parse_fitted(data: dict[str, dict], source: str) -> dict[str, Scenario]:
+    return {m: parse_scenario(d, f"{source} ({m} fit)") for m, d in data.items()}

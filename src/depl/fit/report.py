@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,10 +14,11 @@ from scipy import stats
 
 from ..scenario import Scenario, scenario_dict
 from ..store import Store
-from .compare import Score, build, scenario_data, score
+from .compare import Score, build, parse_fitted, scenario_data, score
 from .gof import pvalue_text
+from .calibrate import Calibration, Scores, calibrate, pit_scores
 from .laws import fitters
-from .runs import Profile, load_profile
+from .runs import FitError, Profile, load_profile
 
 
 @dataclass
@@ -31,6 +31,9 @@ class FitResult:
     why: str
     scenarios: dict[str, Scenario]     # refitted on all seeds, ready for `depl plan`
     data: dict[str, dict]              # the same as plain dicts (for the TOML files)
+    apart: Profile | None = None       # the runs set apart for calibration (no fit saw them)
+    calibration: dict[str, Calibration] = field(default_factory=dict)   # law → its calibration on `apart`
+    pit: dict[str, Scores] = field(default_factory=dict)                # law → PIT of ℓ(k), every epoch of `apart`
 
     @property
     def increments(self):
@@ -58,14 +61,33 @@ def _level_ks(profile: Profile, bootstrap: int, rng) -> dict[str, tuple[float, f
     return out
 
 
-def run_fit(store: Store, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
-    return fit_profile(load_profile(store, base), base, bootstrap=bootstrap, seed=seed)
+def run_fit(store: Store, base: Scenario, **kw) -> FitResult:
+    return fit_profile(load_profile(store, base), base, **kw)
 
 
-def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
-    """Fit every registered law to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections."""
+MIN_FIT_SEEDS = 3   # per experiment: two to fit, one held out to choose the law
+
+
+def default_calibration_seeds(seeds: int) -> int:
+    """A quarter of each experiment's seeds, leaving MIN_FIT_SEEDS to fit."""
+    return max(0, min(seeds // 4, seeds - MIN_FIT_SEEDS))
+
+
+def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0,
+                calibration_seeds: int | None = None, omega: float | None = None) -> FitResult:
+    """Fit every registered law to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections.
+
+    The last `calibration_seeds` seeds of every experiment (default: a quarter) are set apart: no law is
+    fitted on them; each fitted law is calibrated on them for ω = `omega` (default: the base's target)."""
     rng = np.random.default_rng(seed)
     l0 = base.initial_loss
+    fewest = min(e.seeds.size for e in prof.experiments)
+    n_cal = default_calibration_seeds(fewest) if calibration_seeds is None else calibration_seeds
+    if n_cal and fewest - n_cal < MIN_FIT_SEEDS:
+        small = min(prof.experiments, key=lambda e: e.seeds.size)
+        raise FitError(f"--calibration-seeds {n_cal}: experiment {small.label} has {small.seeds.size} seeds, which "
+                       f"leaves fewer than {MIN_FIT_SEEDS} to fit; give at most {max(fewest - MIN_FIT_SEEDS, 0)}")
+    prof, apart = prof.set_apart(n_cal)
     fit_part, held = prof.split(False), prof.split(True)
     laws = fitters()
     fits = {n: f.fit(fit_part, held, l0, bootstrap=bootstrap, rng=rng) for n, f in laws.items()}
@@ -87,8 +109,18 @@ def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: in
     # the files are written from fits on every seed (no bootstrap: the p-values above are the report's)
     fits_all = {n: f.refit(prof, fits[n], l0) for n, f in laws.items()}
     data = {m: scenario_data(base_data, fits_all, m, epochs) for m in fits_all}
-    final = build(base_data, fits_all, epochs, base.name)
-    return FitResult(prof, fits, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
+    final = parse_fitted(data, base.name)
+    r = FitResult(prof, fits, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
+    if n_cal:
+        omega = base.target.quantile if omega is None else omega
+        r.apart = apart
+        for m, s in final.items():
+            r.calibration[m] = calibrate(s, apart, omega)
+            r.pit[m] = pit_scores(s, apart, epochs="all")
+            data[m]["target"]["quantile"] = omega
+            data[m]["calibration"] = r.calibration[m].table()
+        r.scenarios = parse_fitted(data, base.name)
+    return r
 
 
 # --------------------------------------------------------------------------- #
@@ -100,7 +132,9 @@ def report_lines(r: FitResult) -> list[str]:
     p = r.profile
     L.append(f"profile of {p.scenario}: {len(p.experiments)} experiments, "
              f"{p.experiments[0].nodes} node(s), {sum(e.seeds.size for e in p.experiments)} seed-runs; "
-             f"fitting seeds = 2/3, held-out = every third seed")
+             f"fitting seeds = 2/3, held-out = every third seed"
+             + (f"; set apart for calibration (no fit sees them): the last {r.apart.experiments[0].seeds.size} "
+                f"seeds of each experiment, {sum(e.seeds.size for e in r.apart.experiments)} runs" if r.apart else ""))
     L.append("")
     titles = {"increments": "The paper's model (eq. 8)", "level": "The level model"}
     for n, f in fitters().items():
@@ -121,80 +155,21 @@ def report_lines(r: FitResult) -> list[str]:
         L.append(f"{'':<56}   var ratio: {vr}")
     L.append("")
     L.append(f"chosen: {r.chosen} — {r.why}")
+    if r.calibration:
+        L.append("")
+        L.append("## Calibration on the runs set apart (split conformal on the PIT of ℓ(E), one score per run)")
+        for m, c in r.calibration.items():
+            u = c.scores
+            share = ", ".join(f"{np.mean(u <= p):.2f}" for p in (0.1, 0.5, 0.9))
+            L.append(f"{m}: {c.message()}; observed P(PIT ≤ 0.1, 0.5, 0.9) = {share} (a calibrated law: 0.1, 0.5, 0.9)")
     L.append("the scenario files are written from a refit of both models on every seed (the level law with the "
              "data law S0, γ found above); the figures above are those of the fitting seeds")
     return L
 
 
 # --------------------------------------------------------------------------- #
-# Plots and files
+# Files (the plots are depl.report.plots.plot_fit, plot_multipliers and plot_calibration)
 # --------------------------------------------------------------------------- #
-
-def plot_fit(r: FitResult, path: Path, runs: int = 4000, seed: int = 0) -> None:
-    """Per experiment: the measured band (mean, 1–99%) over each model's band (Monte Carlo)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..loss import loss_model_for
-
-    exps = r.profile.experiments
-    cols = min(3, len(exps))
-    rows = math.ceil(len(exps) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
-    colors = dict(zip(r.scenarios, ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:brown"]))
-    for ax, e in zip(axes.ravel(), exps):
-        k = np.arange(0, e.epochs + 1)
-        meas = np.concatenate([np.full((e.losses.shape[0], 1), next(iter(r.scenarios.values())).initial_loss), e.losses], axis=1)
-        for m, s in r.scenarios.items():
-            model = loss_model_for(s)
-            if not set(e.schedule) <= set(model.model_names):
-                continue
-            tr = model.simulate(e.schedule, s.phi(e.samples), runs, np.random.default_rng(seed))
-            lo, hi = np.quantile(tr, [0.01, 0.99], axis=0)
-            ax.fill_between(k, lo, hi, color=colors[m], alpha=0.18, label=f"{m} 1–99%")
-            ax.plot(k, tr.mean(axis=0), color=colors[m], lw=1)
-        lo, hi = np.quantile(meas, [0.01, 0.99], axis=0)
-        ax.plot(k, meas.mean(axis=0), "k-", lw=1.5, label="measured mean")
-        ax.plot(k, lo, "k--", lw=0.8, label="measured 1–99%")
-        ax.plot(k, hi, "k--", lw=0.8)
-        ax.set_title(f"{e.label} ({e.samples:g} samples)", fontsize=9)
-        ax.set_xlabel("epoch")
-    for ax in axes.ravel()[len(exps):]:
-        ax.axis("off")
-    axes[0, 0].set_ylabel("test loss")
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("measured (black) vs fitted bands: paper's increments model (red), level model (blue)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_multipliers(r: FitResult, path: Path) -> None:
-    """Histograms of the paper's x per version with the fitted densities."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .increments import multipliers
-
-    vs = list(r.increments.versions.values())
-    fig, axes = plt.subplots(1, len(vs), figsize=(4.2 * len(vs), 3.0), squeeze=False)
-    for ax, v in zip(axes[0], vs):
-        e = next(x for x in r.profile.split(False).versions(1.0) if x.version == v.name)
-        x = multipliers(e.losses, r.level.initial_loss, v.A, v.B).ravel()
-        lo, hi = np.quantile(x, [0.01, 0.99])
-        ax.hist(x, bins=60, range=(lo, hi), density=True, color="0.7")
-        grid = np.linspace(lo, hi, 400)
-        for f in v.families:
-            ax.plot(grid, f.frozen.pdf(grid), lw=1, label=f.family)
-        ax.set_title(f"{v.name}: x = (ℓ(k−1)−ℓ(k))/g(k)", fontsize=9)
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
 
 def _toml_value(v) -> str:
     if isinstance(v, bool):

@@ -9,8 +9,15 @@ from .level import LevelModel
 __all__ = ["LossModel", "IncrementsModel", "LevelModel", "loss_model_for"]
 
 
-def loss_model_for(scenario) -> LossModel:
-    """The loss model a scenario describes: the registered law named by `loss_model` (default: the paper's increments)."""
+def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
+    """The loss model a scenario describes: the registered law named by `loss_model` (default: the paper's
+    increments), recalibrated by the scenario's [calibration] when it has one in use (unless `calibrated=False`)."""
     from ..laws import get_law
 
-    return get_law(getattr(scenario, "loss_model", None)).model_class(scenario)
+    law = get_law(getattr(scenario, "loss_model", None)).model_class(scenario)
+    c = getattr(scenario, "calibration", None)
+    if calibrated and c is not None and c.use:
+        from .calibrated import CalibratedModel
+
+        return CalibratedModel(law, c.scores, c.method)
+    return law

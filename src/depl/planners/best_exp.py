@@ -10,14 +10,10 @@ certified quantile is ≤ ℓmax is returned.
 
 from __future__ import annotations
 
-import time
 
-from ..loss import LossModel
 from ..plan import Plan
-from ..scenario import Scenario
-from ..state import START, RunState
-from .choices import Problem, Walk
-from .common import Candidate, Context, Infeasible, Options, to_plan
+from .choices import ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, Infeasible, to_plan
 from .depl import Criterion, search
 from .reach import infeasible
 from .schedule import Surrogate
@@ -107,18 +103,13 @@ def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None,
     return best[0], best[1]  # type: ignore[index]
 
 
-class BestExpPlanner:
+class BestExpPlanner(ChoicePlanner):
     """best-exp as SPEC reads it (module docstring): the first dataset choice by eq. (7)
     on which tightening the expected-loss target gives a plan meeting ℓmax."""
 
     name = "best-exp"
 
-    def plan(self, scenario: Scenario, options: Options | None = None, start: RunState = START,
-             loss: LossModel | None = None) -> Plan:
-        options = options or Options()
-        t0 = time.perf_counter()
-        problem = Problem(scenario, options, loss, start)
-
+    def solve(self, problem: Problem, t0: float) -> Plan:
         def tightened(ctx: Context, incumbent) -> Candidate | None:
             cand, mean_target = tightest_mean_plan(ctx)
             if cand is not None:
@@ -128,7 +119,7 @@ class BestExpPlanner:
         walk = Walk(problem.by_time).run(tightened)
         if walk.best is not None:
             ctx, cand = walk.best
-            return to_plan(self.name, ctx, cand, t0, eta=options.eta, blacklisted=walk.tried)
+            return to_plan(self.name, ctx, cand, t0, eta=problem.options.eta, blacklisted=walk.tried)
         lows = [c.ctx.__dict__.get("lowest_mean_plan") for c in problem.by_time]
         lows = [low for low in lows if low is not None]
         lowest = min(lows, key=lambda c: c.dist.mean()) if lows else None
@@ -139,15 +130,19 @@ def missed_by_mean(problem: Problem, lowest: Candidate | None, method: str) -> I
     """Why a planner reasoning with the expected loss found no plan."""
     s = problem.scenario
     e = infeasible(problem, method=method)
-    if e.witness is None or lowest is None:
+    if e.witness is None:
         return Infeasible(str(e), best_quantile=e.best_quantile, shortest_time=e.shortest_time)
-    # Plans meeting the target exist, but not among those best-exp can reach by
-    # tightening the mean: say both, with the numbers, and do not pass off a
-    # quantile-aware plan as best-exp's.
+    # Plans meeting the target exist, but not among those this planner reaches by
+    # reasoning with the mean: say both, with the numbers, and do not pass off a
+    # quantile-aware plan as its own.
     w = f"{s.target.quantile:g}-quantile"
+    if lowest is None:
+        why = f"no schedule it plans for the expected loss has a certified {w} ≤ {s.target.loss:g} by the deadline"
+    else:
+        why = (f"tightening the expected loss down to the lowest it can plan for, E[ℓ(K)] = {lowest.dist.mean():.4g}, "
+               f"gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}")
     return Infeasible(
-        f"{method} finds no plan: tightening the expected loss down to the lowest it can plan for, "
-        f"E[ℓ(K)] = {lowest.dist.mean():.4g}, gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}. "
+        f"{method} finds no plan: {why}. "
         f"Plans meeting the target exist (the lowest reachable {w} is {e.best_quantile:.4g}; use --method depl): "
         f"{method}, which reasons with the expected loss only, does not find them.",
         best_quantile=e.best_quantile, shortest_time=e.shortest_time)

@@ -16,11 +16,13 @@ admissible lower bound reaches the best plan found.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
 from ..loss import LossModel, loss_model_for
+from ..plan import Plan
 from ..scenario import Scenario
 from ..state import START, RunState
 from .common import Candidate, Context, Options
@@ -125,3 +127,17 @@ class Walk:
         else:
             self.position = len(self.choices)
         return self
+
+
+class ChoicePlanner:
+    """A planner (registry.Planner) written as `solve(problem, t0)` over one `Problem`."""
+
+    name: str
+
+    def plan(self, scenario: Scenario, options: Options | None = None, start: RunState = START,
+             loss: LossModel | None = None) -> Plan:
+        t0 = time.perf_counter()
+        return self.solve(Problem(scenario, options, loss, start), t0)
+
+    def solve(self, problem: Problem, t0: float) -> Plan:
+        raise NotImplementedError

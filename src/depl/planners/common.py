@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..loss import LossModel, loss_model_for
+from ..loss import IncrementsModel, LossModel, loss_model_for
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
 from ..state import START, RunState
@@ -68,16 +68,25 @@ class Context:
     def __post_init__(self):
         if self.loss is None:
             self.loss = loss_model_for(self.scenario)
-        if self.start.started:
-            if self.start.last_loss is None:
-                raise ValueError("planning from a started run needs its observed losses (RunState.losses)")
-            if self.start.model is not None and self.start.model not in self.loss.model_names:
-                raise ValueError(f"the run's last version {self.start.model!r} is not a version of the scenario")
+        if self.start.model is not None and self.start.model not in self.loss.model_names:
+            raise ValueError(f"the run's last version {self.start.model!r} is not a version of the scenario")
+
+    @cached_property
+    def initial_loss(self) -> float:
+        """The loss the graph starts from: ℓ(0), the run's last observed loss, or (nothing
+        observed) its expected loss so far.  The exact law (`distribution`) is the loss
+        law's own conditioning on the run."""
+        if not self.start.started:
+            return self.loss.initial_loss
+        if self.start.last_loss is not None:
+            return float(self.start.last_loss)
+        return float(self.loss.mean_path(list(self.start.past), self.phi)[-1])
 
     @property
-    def initial_loss(self) -> float:
-        """The loss the plan starts from: ℓ(0), or the run's last observed loss."""
-        return self.loss.initial_loss if not self.start.started else float(self.start.last_loss)
+    def moments_exact(self) -> bool:
+        """Whether the additive cumulants give ℓ(K)'s exact mean and variance (the increments
+        law, from ℓ(0) or an observed loss), so that Cantelli's bound may rule schedules out."""
+        return isinstance(self.loss, IncrementsModel) and (not self.start.started or self.start.last_loss is not None)
 
     @cached_property
     def first_allowed(self) -> np.ndarray | None:
@@ -192,7 +201,7 @@ class Context:
         """The law of ℓ(start.epoch + len(schedule)) given the run's state (`lattice`: h, cache)."""
         if not self.start.started:
             return self.loss.distribution(schedule, self.phi, tol=self.options.tol, **lattice)
-        return conditioned_distribution(self.loss, schedule, self.phi, self.start, tol=self.options.tol, **lattice)
+        return self.loss.distribution(schedule, self.phi, start=self.start, tol=self.options.tol, **lattice)
 
     def certify(self, schedule) -> tuple[float, object]:
         """(certified upper bound of the ω-quantile, the distribution); inf where the law
@@ -315,33 +324,3 @@ def to_plan(method: str, ctx: Context, cand: Candidate, t0: float, **info) -> Pl
     check_plan(plan)
     return with_scenario(plan, scenario)
 
-
-def conditioned_distribution(loss: LossModel, schedule, phi: float, start: RunState, **lattice):
-    """The law of ℓ(start.epoch + len(schedule)) given the run's state.
-
-    The loss law's own conditioning (`distribution(..., start=)`) where it has
-    one; else, for the increments law, the exact one: its increments are
-    independent of the past, so given ℓ(k0) the final loss is ℓ(k0) plus the
-    increments of epochs k0+1.. (at their own epoch numbers) and the jump out
-    of the run's last version.
-    """
-    import inspect
-
-    if "start" in inspect.signature(loss.distribution).parameters:
-        return loss.distribution(schedule, phi, start=start, **lattice)
-    from ..dist import Term, sum_distribution
-    from ..loss import IncrementsModel
-
-    if not isinstance(loss, IncrementsModel):
-        raise NotImplementedError(f"{type(loss).__name__} cannot be conditioned on a run's state yet")
-    # Until the laws' own conditioning lands (laws branch), built from the law's parts.
-    terms, prev = [Term(0.0, None, float(start.last_loss))], start.model
-    for k, m in enumerate(schedule, start=start.epoch + 1):
-        terms.append(Term(-float(loss._models[m].g(k, phi)), loss._noise[m]))
-        if prev is not None and prev != m:
-            terms.append(Term(1.0, loss._jump[(prev, m)]))
-        prev = m
-    cache = lattice.pop("cache", None)
-    if cache is None:
-        cache = loss.__dict__.setdefault("_lattice_cache", {})
-    return sum_distribution(terms, cache=cache, **lattice)

@@ -20,19 +20,15 @@ which constraint fails and what is reachable.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from ..loss import LossModel
 from ..plan import Plan
-from ..scenario import Scenario
-from ..state import START, RunState
 from .bounds import subset_lower_bound
-from .choices import Problem, Walk
-from .common import Candidate, Context, Options, evaluate, segments, to_plan
+from .choices import ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, evaluate, segments, to_plan
 from .exhaustive import Exhaustive
 from .reach import infeasible
 from .schedule import Surrogate, lowest_cost_path
@@ -40,8 +36,7 @@ from .schedule import Surrogate, lowest_cost_path
 
 def full_speed_price(ctx: Context) -> float:
     """A time price at which every version runs at full speed on its best cluster."""
-    t = ctx.table
-    return float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))
+    return ctx.table.full_speed_price()
 
 
 @dataclass(frozen=True)
@@ -227,7 +222,7 @@ def _one_epoch_moves(ctx: Context, best: Candidate, ok: Callable[[Candidate], bo
     return best
 
 
-class DeplPlanner:
+class DeplPlanner(ChoicePlanner):
     """DepL (Fig. 3): datasets → schedule → placement, with backtracking.
 
     The dataset choices are taken through stages 2–3 best-ranked first: by
@@ -243,17 +238,13 @@ class DeplPlanner:
 
     name = "depl"
 
-    def plan(self, scenario: Scenario, options: Options | None = None, start: RunState = START,
-             loss: LossModel | None = None) -> Plan:
-        options = options or Options()
-        t0 = time.perf_counter()
-        problem = Problem(scenario, options, loss, start)
+    def solve(self, problem: Problem, t0: float) -> Plan:
         walk = depl_walk(problem)
         if walk.best is None:
             raise infeasible(problem)
         ctx, cand = walk.best
-        return to_plan(self.name, ctx, cand, t0, eta=options.eta, blacklisted=walk.tried,
-                       dataset_rule=options.dataset_rule)
+        o = problem.options
+        return to_plan(self.name, ctx, cand, t0, eta=o.eta, blacklisted=walk.tried, dataset_rule=o.dataset_rule)
 
 
 def depl_walk(problem: Problem) -> Walk:

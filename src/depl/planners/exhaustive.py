@@ -30,7 +30,6 @@ from typing import Callable
 
 import numpy as np
 
-from ..loss import IncrementsModel
 from .common import Candidate, Context
 
 
@@ -89,7 +88,7 @@ class Exhaustive:
         self.evaluated = 0
         self.lower = cost_bound(ctx)
         self.stop_at, self.tick, self._next_tick = stop_at, tick, time.perf_counter() + 1.0
-        self.moments = _Moments(ctx) if isinstance(ctx.loss, IncrementsModel) else None
+        self.moments = _Moments(ctx) if ctx.moments_exact else None
 
     def _check(self) -> None:
         now = time.perf_counter()

@@ -33,28 +33,22 @@ from __future__ import annotations
 import math
 import time
 
-from ..loss import LossModel
 from ..plan import Plan
-from ..scenario import Scenario
-from ..state import START, RunState
 from .bounds import _acyclic, subset_lower_bound
-from .choices import Choice, Problem, Walk
-from .common import Candidate, Context, Infeasible, Options, to_plan
+from .choices import Choice, ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, Infeasible, to_plan
 from .depl import depl_walk, infeasible
 from .exhaustive import Exhaustive, TimeUp, simple_paths
 
 DEFAULT_TIME_LIMIT = 600.0
 
 
-class OptimalPlanner:
+class OptimalPlanner(ChoicePlanner):
     name = "optimal"
 
-    def plan(self, scenario: Scenario, options: Options | None = None, start: RunState = START,
-             loss: LossModel | None = None) -> Plan:
-        options = options or Options()
-        t0 = time.perf_counter()
+    def solve(self, problem: Problem, t0: float) -> Plan:
+        options, scenario = problem.options, problem.scenario
         stop_at = None if options.time_limit is None else t0 + options.time_limit
-        problem = Problem(scenario, options, loss, start)
         say = options.on_status or (lambda line: None)
         say("optimal: finding DepL's plan (the first incumbent) …")
         incumbent = depl_walk(problem).best

@@ -65,3 +65,4 @@ def get_planner(name: str) -> Planner:
 register("depl", "depl.planners.depl:DEPL")
 register("optimal", "depl.planners.optimal:OPTIMAL")
 register("best-exp", "depl.planners.best_exp:BEST_EXP")
+register("best-exp-loss", "depl.planners.best_exp_loss:BEST_EXP_LOSS")

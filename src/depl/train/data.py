@@ -4,7 +4,9 @@ bundled digits, CIFAR-10 from a local folder.
 A source gives a fixed train/test split as float32 arrays ``(N, C, ...)`` and
 int64 labels.  A scenario's dataset is a slice ``[from, to)`` of its source's
 training set; a plan's selected datasets are concatenated, and every node of
-the cluster that trains an epoch holds an equal share of them (`node_shares`).
+the cluster that trains an epoch holds a share of them (`node_shares`): an
+equal random one (IID), or a non-IID one — label shards, or a Dirichlet label
+partition of concentration `[training] dirichlet_alpha`.
 The test loss is measured on the source's whole test set.
 
 MNIST-1D is generated in memory by `mnist1d.data.make_dataset` with its
@@ -179,6 +181,7 @@ class DataSpec:
     path: str | None = None
     fraction: float = 1.0  # of the selected samples (the profiler's data fractions)
     code_dir: str | None = None  # where a MODULE:FUNCTION source is imported from first
+    alpha: float | None = None  # [training] dirichlet_alpha: how the data is split over a cluster's nodes
 
     def load(self) -> Source:
         return load_source(self.source, self.path, self.code_dir)
@@ -188,12 +191,14 @@ class DataSpec:
              "fraction": self.fraction}
         if self.code_dir is not None:  # only then: built-in runs keep their identity
             d["code_dir"] = self.code_dir
+        if self.alpha is not None:  # likewise
+            d["alpha"] = self.alpha
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataSpec":
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
-                   float(d.get("fraction", 1.0)), d.get("code_dir"))
+                   float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -223,7 +228,8 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
         except DataError as e:
             i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
             raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r}: {e}") from None
-    return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction, code_dir)
+    return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction, code_dir,
+                    scenario.training.dirichlet_alpha)
 
 
 def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -238,22 +244,61 @@ def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
     return src.x_train[idx], src.y_train[idx]
 
 
-def node_shares(labels: np.ndarray, nodes: int, iid: bool = True) -> list[np.ndarray]:
-    """Indices of the samples each of `nodes` nodes holds: equal shares.
+def node_shares(labels: np.ndarray, nodes: int, iid: bool = True, alpha: float | None = None,
+                seed: int = PARTITION_SEED) -> list[np.ndarray]:
+    """Indices of the samples each of `nodes` nodes holds; a function of (labels, nodes, iid, alpha, seed).
 
-    IID: a fixed random permutation cut in equal parts.  Non-IID: samples
-    sorted by label, cut in 2·nodes shards, each node taking two shards far
-    apart (McMahan et al.'s pathological split), so a node sees few classes.
+    IID: a fixed random permutation cut in equal parts.  Non-IID with
+    `alpha`: a Dirichlet label partition (`dirichlet_shares`).  Non-IID
+    without: samples sorted by label, cut in 2·nodes shards, each node taking
+    two shards far apart (McMahan et al.'s pathological split), so a node sees
+    few classes.
     """
     n = len(labels)
     if nodes > n:
         raise DataError(f"{nodes} nodes but only {n} training samples")
-    rng = np.random.default_rng(PARTITION_SEED)
+    rng = np.random.default_rng(seed)
     if iid or nodes == 1:
         return [np.sort(p) for p in np.array_split(rng.permutation(n), nodes)]
+    if alpha is not None:
+        return dirichlet_shares(labels, nodes, alpha, rng)
     order = np.argsort(labels, kind="stable")
     shards = np.array_split(order, 2 * nodes)
     return [np.sort(np.concatenate([shards[i], shards[2 * nodes - 1 - i]])) for i in range(nodes)]
+
+
+MIN_NODE_SAMPLES = 10  # a node must hold at least this many samples (Flower Datasets' default too)
+DIRICHLET_TRIES = 10
+
+
+def dirichlet_shares(labels: np.ndarray, nodes: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+    """The Dirichlet label partition (Hsu et al. 2019, "Measuring the effects of non-identical data
+    distribution"): for every class, the shares of its samples the nodes get are drawn from
+    Dir(α, …, α); small α gives each node few classes, large α tends to an IID split.
+
+    This is the algorithm of Flower Datasets' `DirichletPartitioner`, written here on numpy because
+    flwr-datasets partitions Hugging Face `datasets.Dataset` objects: for one partition of an array we
+    already hold it would add `datasets` (pyarrow, huggingface-hub, fsspec, …) to the `train` extra.
+    As there, a draw that leaves a node fewer than MIN_NODE_SAMPLES samples is drawn again (bounded);
+    unlike its default, there is no self-balancing (which zeroes a node's share of the later classes once
+    it holds the average: the split then no longer follows Dir(α) — its own comment says so).
+    """
+    if not alpha > 0:
+        raise DataError(f"dirichlet_alpha = {alpha}: the concentration of a Dirichlet partition must be > 0")
+    classes = [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    for _ in range(DIRICHLET_TRIES):
+        parts: list[list[np.ndarray]] = [[] for _ in range(nodes)]
+        for idx in classes:
+            idx = rng.permutation(idx)
+            cuts = (np.cumsum(rng.dirichlet(np.full(nodes, float(alpha))))[:-1] * len(idx)).astype(int)
+            for node, piece in enumerate(np.split(idx, cuts)):
+                parts[node].append(piece)
+        shares = [np.sort(np.concatenate(p)) for p in parts]
+        if min(map(len, shares)) >= MIN_NODE_SAMPLES:
+            return shares
+    raise DataError(f"a Dirichlet partition with dirichlet_alpha = {alpha} over {nodes} nodes left a node fewer "
+                    f"than {MIN_NODE_SAMPLES} of the {len(labels)} samples in {DIRICHLET_TRIES} draws; "
+                    "raise dirichlet_alpha or use fewer nodes")
 
 
 def cache_info() -> str:  # pragma: no cover - debugging aid

@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from ..runspec import RunSpec
 from ..store import EpochRow, Store
 from .federation import EpochResult, Job, LocalFederation, RoundFn, state_bytes, walk_plan
 
@@ -27,7 +28,8 @@ def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
 
 
 def register(store: Store, run_id: str, kind: str, job: Job, extra: dict | None = None) -> None:
-    store.start_run(run_id, kind, {"job": job.to_json(), **(extra or {})})
+    """Record the run with its spec (`depl.runspec.RunSpec`: the job and the `extra` keys)."""
+    store.start_run(run_id, kind, RunSpec.from_json({**(extra or {}), "job": job.to_json()}).to_json())
 
 
 def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..scenario import TrainingOptions
 from ..state import RunState
 from ..store import EpochRow, diverges
 from . import data as data_mod
@@ -46,17 +47,18 @@ class JobError(ValueError):
     """A plan or scenario that cannot be trained for real; the message is meant for the user."""
 
 
-@dataclass(frozen=True)
-class TrainOptions:
-    lr: float = 1e-2
-    momentum: float = 0.9
-    batch_size: int = 64
-    iid: bool = True
-    device: str = "cpu"  # where tensors live: cpu or cuda (`--device`; not part of a cpu run's identity)
+class TrainOptions(TrainingOptions):
+    """The scenario's [training] options and where the tensors live."""
+
+    device: str = "cpu"  # cpu or cuda (`--device`; not part of a cpu run's identity)
+
+    @classmethod
+    def of(cls, training: TrainingOptions, device: str = "cpu") -> "TrainOptions":
+        return cls(**training.model_dump(), device=device)
 
 
 def _options_json(o: TrainOptions) -> dict:
-    d = vars(o).copy()
+    d = o.model_dump()
     if d["device"] == "cpu":  # runs made before --device existed keep their identity
         del d["device"]
     return d
@@ -160,9 +162,8 @@ def job_from_plan(plan, device: str = "cpu") -> Job:
     check_switches(versions, schedule)
     clusters = {c.name: c.nodes for c in scenario.clusters}
     nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}
-    t = scenario.training
     return Job(spec, versions, nodes, [(e.epoch, e.model, e.cluster) for e in plan.epochs],
-               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid, device))
+               TrainOptions.of(scenario.training, device))
 
 
 # --------------------------------------------------------------------------- #
@@ -229,7 +230,7 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 20
 def node_data(spec: data_mod.DataSpec, nodes: int, iid: bool, node: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The training samples node `node` of a `nodes`-node cluster holds."""
     x, y = data_mod.select(spec)
-    idx = data_mod.node_shares(y, nodes, iid)[node]
+    idx = data_mod.node_shares(y, nodes, iid, spec.alpha)[node]
     return torch.from_numpy(np.ascontiguousarray(x[idx])), torch.from_numpy(np.ascontiguousarray(y[idx]))
 
 
