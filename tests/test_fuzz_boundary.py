@@ -174,7 +174,6 @@ def test_the_fleet_gateway_refuses_bad_arguments_in_one_line_before_listening(tm
     for flag in ("--ssl-certfile", "--ssl-keyfile"):  # required: default to junk files unless given
         if flag not in full:
             full += [flag, "junk"]
-    cli._register_training()
     r = CliRunner().invoke(cli.app, full, env={"COLUMNS": "250"})
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
