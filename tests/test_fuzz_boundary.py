@@ -178,3 +178,26 @@ def test_the_fleet_gateway_refuses_bad_arguments_in_one_line_before_listening(tm
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and why in lines[0], (r.exit_code, r.stderr)
+
+
+def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
+    """Hostile requests at the network face: Control and runtime API paths, other methods, dot segments
+    (encoded too) get 403 and are never forwarded; a Fleet request is forwarded (here to a SuperLink that
+    is down: 502, which a SuperNode retries)."""
+    import warnings
+
+    from depl.train.fleet_gateway import make_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Starlette's test client on httpx: a deprecation notice
+        from starlette.testclient import TestClient
+
+        client = TestClient(make_app("127.0.0.1:1", None))
+        refused = [("POST", "/v1/control/start-run"), ("POST", "/v1/control/register-node"),
+                   ("POST", "/v1/runtime/acquire-task"), ("GET", "/v1/fleet/pull-messages"),
+                   ("PUT", "/v1/fleet/push-messages"), ("POST", "/v1/fleet/../control/list-runs"),
+                   ("POST", "/v1/fleet/%2e%2e/control/list-runs"), ("POST", "/v1/fleetx/register-node"),
+                   ("POST", "/"), ("GET", "/docs")]
+        for method, path in refused:
+            assert client.request(method, path, content=b"x").status_code == 403, (method, path)
+        assert client.post("/v1/fleet/register-node", content=b"x").status_code == 502

@@ -105,7 +105,10 @@ def make_app(superlink: str, ca_file: str | None):
     from starlette.responses import PlainTextResponse, Response
     from starlette.routing import Route
 
-    client = httpx.AsyncClient(base_url=f"https://{superlink}", verify=ca_file or True, timeout=None)
+    import ssl
+
+    tls = ssl.create_default_context(cafile=ca_file)  # the SuperLink's certificate, checked against the CA
+    client = httpx.AsyncClient(base_url=f"https://{superlink}", verify=tls, timeout=None)
 
     async def forward(request: Request) -> Response:
         path = request.url.path
@@ -113,7 +116,11 @@ def make_app(superlink: str, ca_file: str | None):
             log.warning("refused %s %s from %s", request.method, path, request.client.host if request.client else "?")
             return PlainTextResponse("only the Flower Fleet API is served here\n", status_code=403)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
-        r = await client.post(path, content=await request.body(), headers=headers)
+        try:
+            r = await client.post(path, content=await request.body(), headers=headers)
+        except httpx.TransportError as e:  # SuperLink down or restarting: SuperNodes retry on 502
+            log.warning("SuperLink %s unreachable: %s", superlink, e)
+            return PlainTextResponse("the SuperLink is unreachable\n", status_code=502)
         out = {k: v for k, v in r.headers.items() if k.lower() not in _DROP | {"content-encoding"}}
         return Response(r.content, status_code=r.status_code, headers=out)
 
