@@ -6,10 +6,10 @@
 #
 #   scripts/example_digits.sh [WORK]        # WORK: the runs store (default /tmp/depl-example-digits)
 #
-# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 12 × 14, --workers 1).
+# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 20 × 14, --workers 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SEEDS=${SEEDS:-12} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-5}
+SEEDS=${SEEDS:-20} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-5}
 HEADER=$(mktemp)
 trap 'rm -f "$HEADER"' EXIT
 cat > "$HEADER" <<TEXT
