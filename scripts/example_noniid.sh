@@ -6,10 +6,10 @@
 #
 #   scripts/example_noniid.sh [WORK]        # WORK: the runs store (default /tmp/depl-example-noniid)
 #
-# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 8 × 14, --workers 1).
+# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 16 × 14, --workers 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SEEDS=${SEEDS:-8} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-6}
+SEEDS=${SEEDS:-16} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-6}
 HEADER=$(mktemp)
 trap 'rm -f "$HEADER"' EXIT
 cat > "$HEADER" <<TEXT
@@ -30,6 +30,6 @@ cat > "$HEADER" <<TEXT
 # docs/example-noniid/fit-report.txt). max_epochs = the profiled epochs.
 TEXT
 scripts/fit_builtin.sh mnist1d-noniid docs/example-noniid "${1:-/tmp/depl-example-noniid}" "$HEADER" \
-    "${TARGET:-1.7}" "${OMEGA:-0.9}" "${DEADLINE:-100}" -- \
+    "${TARGET:-1.75}" "${OMEGA:-0.9}" "${DEADLINE:-100}" -- \
     --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 4 --workers "$WORKERS" \
     --switch "full:pruned-0.5:$K1"
