@@ -10,9 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-16} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-6}
-HEADER=$(mktemp)
-trap 'rm -f "$HEADER"' EXIT
-cat > "$HEADER" <<TEXT
+scripts/fit_builtin.sh mnist1d-noniid docs/example-noniid "${1:-/tmp/depl-example-noniid}" \
+    "${TARGET:-1.75}" "${OMEGA:-0.9}" "${DEADLINE:-100}" -- \
+    --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 4 --workers "$WORKERS" \
+    --switch "full:pruned-0.5:$K1" <<TEXT
 # Federated non-IID: MNIST-1D (4,000 training samples, generated offline by the
 # \`mnist1d\` package) split over each cluster's 4 nodes by a Dirichlet label
 # partition — every class's samples shared among the nodes by proportions drawn
@@ -29,7 +30,3 @@ cat > "$HEADER" <<TEXT
 # $K1 epochs — by \`scripts/example_noniid.sh\` (docs/fitting.md,
 # docs/example-noniid/fit-report.txt). max_epochs = the profiled epochs.
 TEXT
-scripts/fit_builtin.sh mnist1d-noniid docs/example-noniid "${1:-/tmp/depl-example-noniid}" "$HEADER" \
-    "${TARGET:-1.75}" "${OMEGA:-0.9}" "${DEADLINE:-100}" -- \
-    --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 4 --workers "$WORKERS" \
-    --switch "full:pruned-0.5:$K1"
