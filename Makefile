@@ -28,7 +28,9 @@ demo: $(VENV)/.plan-installed
 	$(BIN)/depl plan paper-alexnet --out demo-plan.json
 	$(BIN)/depl simulate demo-plan.json --runs 20000 --png demo-plan.png
 
+# The layers of the house first (pyproject's [tool.importlinter]), then every test and doctest.
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest
 
 bench: $(VENV)/.plan-installed

@@ -47,7 +47,6 @@ def _flat(text: str) -> str:
 
 def test_every_help_keeps_its_square_brackets():
     # rich markup ate "[tool.flwr.app]", "[target]" and "[default: OUT/runs.sqlite]" from the help texts
-    cli._register_training()
     root = typer.main.get_command(cli.app)
     runner = CliRunner()
     checked = 0
@@ -71,7 +70,6 @@ def test_error_messages_keep_square_brackets(tmp_path):
 
 def _invoke(*args):
     """In-process run (cheap); an escaped exception is a traceback the user would have seen."""
-    cli._register_training()
     r = CliRunner().invoke(cli.app, list(map(str, args)), env={"COLUMNS": "250"})
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     return r
@@ -250,3 +248,22 @@ def test_fit_messages_keep_brackets_and_bad_outputs_are_refused_first(tmp_path):
     assert "--png" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--png", logs))
     (tmp_path / "dir.toml").mkdir()
     assert "is a folder" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--out", tmp_path / "dir.toml"))
+
+
+def test_the_method_choices_are_the_planners():
+    # the CLI spells the planners out (importing them costs seconds); a new planner must appear in --method
+    from depl.cli.planning import Method
+    from depl.planners import METHODS
+
+    assert [m.value for m in Method] == list(METHODS)
+
+
+@pytest.mark.parametrize("args, line", [
+    (("plan", "paper-alexnet", "--method", "magic"), "--method 'magic': choose depl, optimal or best-exp"),
+    (("fit", "x.sqlite", "--model", "cubic"), "--model 'cubic': choose auto, level or increments"),
+    (("run", "p.json", "--backend", "ray"), "--backend 'ray': choose local or flower"),
+    (("validate", "s", "p.json", "--device", "tpu"), "--device 'tpu': choose cpu, cuda or auto"),
+    (("export-app", "p.json", "app", "--device", "auto"), "--device 'auto': choose cpu or cuda"),
+])
+def test_a_wrong_choice_is_one_line_naming_every_choice(args, line):
+    assert _bad_input(_invoke(*args)) == f"error: {line}"

@@ -126,3 +126,56 @@ def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(
         assert r.returncode in (2, 3), (name, r.returncode, r.stderr[-500:])
         assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, (name, r.stderr[-500:])
     assert set(os.listdir(tmp_path)) == before  # nothing written on failure
+
+
+def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anything_is_read(plan_doc, tmp_path):
+    """The plan carries its scenario: a dataset `path` of `..`s, an absolute path or a symlink out of
+    the data folder (the current one; $DEPL_DATA) stops `depl run` with the field and the value."""
+    pytest.importorskip("torch")
+    (tmp_path / "out-link").symlink_to("/etc")
+    hostile = ["../../../../etc", "/etc", "out-link"]
+    for i, path in enumerate(hostile):
+        doc = copy.deepcopy(plan_doc)
+        for d in doc["scenario_spec"]["datasets"]:
+            d["path"] = path
+        (tmp_path / f"p{i}.json").write_text(json.dumps(doc))
+    before = set(os.listdir(tmp_path))
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    env.pop("DEPL_DATA", None)
+    # one process for the three: each must fail alone, as the CLI would
+    code = ("import sys\nfrom depl.cli import main\nfor f in sys.argv[1:]:\n    sys.argv = ['depl', 'run', f, '--out', 'o']\n"
+            "    try:\n        main()\n    except SystemExit as e:\n        print('EXIT', e.code, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code, *[f"p{i}.json" for i in range(len(hostile))]], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert [x for x in lines if x.startswith("EXIT")] == ["EXIT 2"] * len(hostile), r.stderr[-2000:]
+    for path in hostile:
+        assert any(f"datasets[0].path = {path!r}" in x and "outside the data folder" in x for x in lines), (path, lines)
+    assert set(os.listdir(tmp_path)) == before  # nothing written: no run folder, no store
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--listen", "9092"], "--listen '9092' is not HOST:PORT"),
+    (["--listen", "0.0.0.0:99999"], "is not HOST:PORT"),
+    (["--listen", "0.0.0.0:9092", "--superlink", "192.0.2.7:9093"], "must listen on loopback"),
+    (["--listen", "0.0.0.0:9092", "--ssl-certfile", "nosuch.pem"], "--ssl-certfile nosuch.pem: no such file"),
+    (["--listen", "0.0.0.0:9092", "--ssl-certfile", "junk", "--ssl-keyfile", "junk"], "not a certificate and its key"),
+    (["--listen", "0.0.0.0:9092", "--ssl-ca-certfile", "junk"], "--ssl-ca-certfile"),
+])
+def test_the_fleet_gateway_refuses_bad_arguments_in_one_line_before_listening(tmp_path, monkeypatch, args, why):
+    from typer.testing import CliRunner
+
+    from depl import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "junk").write_bytes(b"\x00not a PEM")
+    full = ["fleet-gateway", *args]
+    for flag in ("--ssl-certfile", "--ssl-keyfile"):  # required: default to junk files unless given
+        if flag not in full:
+            full += [flag, "junk"]
+    cli._register_training()
+    r = CliRunner().invoke(cli.app, full, env={"COLUMNS": "250"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and why in lines[0], (r.exit_code, r.stderr)

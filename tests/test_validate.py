@@ -8,7 +8,8 @@ from scipy import stats
 
 from depl.planners import make_plan
 from depl.scenario import load_scenario
-from depl.validate import coverage, plot_validation, validate
+from depl.report.plots import plot_validation
+from depl.validate import coverage, validate
 
 
 def test_coverage_is_clopper_pearson():

@@ -3,7 +3,9 @@
 The final test loss of a schedule is ℓ(0) plus a sum of independent terms
 (c·X with X a scipy.stats distribution).  Its law is a convolution; we
 compute it on a lattice with the FFT and answer the questions of a frozen
-scipy distribution: `quantile` (ppf), `cdf`, `mean`, `var`.
+scipy distribution: `cdf`, `sf`, `ppf` (= `quantile`), `pdf`, `logpdf`,
+`mean`, `var`, `std`, `rvs(size, random_state)` — so that fitting and
+goodness of fit use the law's own density and cdf, whatever the loss law.
 
 Error bound (tested in tests/test_dist.py).  Each term c·X is rounded *down*
 to the lattice h·ℤ; its mass outside [ppf(ε), isf(ε)] is dropped, and the
@@ -99,6 +101,9 @@ class GridDistribution:
     delta: float
     exact_mean: float
     exact_var: float
+    exact: Any = None
+    """The same law as a frozen scipy.stats distribution when it is known in closed form (one log-normal
+    term, say): then `pdf`, `logpdf` and `rvs` are exact; `cdf`/`ppf` stay the lattice's, which are certified."""
 
     # -- lattice helpers -------------------------------------------------- #
     @property
@@ -139,6 +144,43 @@ class GridDistribution:
     def cdf(self, x):
         """Estimate of P(S ≤ x)."""
         return self._C(np.asarray(x, dtype=float) - self.error_bound)
+
+    def sf(self, x):
+        """Estimate of P(S > x)."""
+        return 1.0 - self.cdf(x)
+
+    def pdf(self, x):
+        """Density at x: exact when the law is known in closed form, else the lattice's histogram with bins of
+        ≥ 1% of the sd (a lattice step alone is too fine to be a density: its pmf is rounded sums)."""
+        x = np.asarray(x, dtype=float)
+        if self.exact is not None:
+            return self.exact.pdf(x)
+        if self.n_terms == 0 or self.exact_var == 0:
+            return np.zeros(x.shape)  # a point mass has no density
+        step = max(1, int(round(max(self.h, 0.01 * self.std()) / self.h)))
+        cum = np.concatenate([[0.0], np.cumsum(self.pmf)])
+        j = np.floor((x - self.support[0]) / self.h).astype(np.int64)
+        a = np.clip((j // step) * step, 0, self.pmf.size)
+        b = np.clip(a + step, 0, self.pmf.size)
+        inside = (j >= 0) & (j < self.pmf.size)
+        return np.where(inside, (cum[b] - cum[a]) / (step * self.h), 0.0)
+
+    def logpdf(self, x):
+        if self.exact is not None:
+            return self.exact.logpdf(np.asarray(x, dtype=float))
+        with np.errstate(divide="ignore"):
+            return np.log(self.pdf(x))
+
+    def rvs(self, size=None, random_state=None):
+        """Samples (exact when the law is known in closed form; else a lattice point drawn by its pmf, plus a
+        uniform offset over the [point, point + N·h) the true sum lies in)."""
+        rng = np.random.default_rng(random_state)
+        if self.exact is not None:
+            return draw(self.exact, size, rng)
+        if self.n_terms == 0:
+            return np.full(() if size is None else size, self.offset)
+        j = rng.choice(self.pmf.size, size=size, p=self.pmf / self.pmf.sum())
+        return self.offset + self.h * (self.i0 + j) + self.n_terms * self.h * rng.random(size)
 
     def cdf_bounds(self, x) -> tuple[float, float]:
         """Certified bracket of P(S ≤ x)."""

@@ -6,6 +6,9 @@ follow from the scenario alone:
 
     T(k) = c(k)/x(k) + s(m_k)/b(n_k),  c(k) = w(m_k)·S/nodes(n_k)      (eq. 1)
     cost = Σ_k κ(n_k)·x(k)·nodes(n_k) + Σ_{n used} Σ_{d ∈ D̂} β(d, n)   (eq. 2)
+
+or, with the scenario's `cost_model = "resource-time"`, κ(n_k)·x(k)·nodes(n_k)·T(k)
+per epoch (compute paid for as long as the epoch holds it), β unchanged.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .plan_check import check_plan, check_types
+from .plan_check import PlanError, check_plan, check_types
 from .scenario import Scenario, ScenarioError, parse_scenario, scenario_dict
 
 FORMAT = "depl.plan/1"
@@ -128,10 +131,6 @@ class Plan:
         return s
 
 
-class PlanError(ValueError):
-    """A plan file that cannot be used; the message is meant for the user."""
-
-
 def _non_finite(d, where: str = "") -> str:
     """The first field of a JSON-like value holding NaN or ±inf, as a path (`epochs[3].compute`)."""
     if isinstance(d, dict):
@@ -170,10 +169,23 @@ def plan_time(s: Scenario, datasets: list[str], epochs: list[Epoch]) -> float:
     return float(sum(epoch_time(s, e.model, e.cluster, e.compute, S) for e in epochs))
 
 
+def epoch_cost(s: Scenario, model: str, cluster: str, compute: float, samples: float) -> float:
+    """The compute cost of one epoch: κ(n)·x(k)·nodes(n) (eq. 2), times T(k) under resource-time."""
+    n = s.clusters[s.cluster_index[cluster]]
+    if s.resource_time:
+        return n.unit_cost * compute * n.nodes * epoch_time(s, model, cluster, compute, samples)
+    return n.unit_cost * compute * n.nodes
+
+
+def epoch_costs(s: Scenario, datasets: list[str], epochs: list[Epoch]) -> list[float]:
+    """The compute cost of every epoch (eq. 2 without β), in order."""
+    S = s.samples(datasets)
+    return [epoch_cost(s, e.model, e.cluster, e.compute, S) for e in epochs]
+
+
 def plan_cost(s: Scenario, datasets: list[str], epochs: list[Epoch]) -> float:
     """Eq. (2): compute cost of every epoch plus β once per (dataset, cluster used)."""
-    compute = sum(s.clusters[s.cluster_index[e.cluster]].unit_cost * e.compute
-                  * s.clusters[s.cluster_index[e.cluster]].nodes for e in epochs)
+    compute = sum(epoch_costs(s, datasets, epochs))
     used = sorted({e.cluster for e in epochs})
     return float(compute + sum(s.transfer_cost(datasets, n) for n in used))
 
@@ -183,5 +195,5 @@ def with_scenario(plan: Plan, s: Scenario) -> Plan:
     return plan
 
 
-__all__ = ["Plan", "Epoch", "PlanError", "FORMAT", "epoch_time", "plan_time", "plan_cost",
+__all__ = ["Plan", "Epoch", "PlanError", "FORMAT", "epoch_time", "epoch_cost", "epoch_costs", "plan_time", "plan_cost",
            "compute_needed", "with_scenario", "ScenarioError"]

@@ -19,9 +19,11 @@ NUMBERS = ("cost", "time", "loss_quantile", "loss_mean", "solve_seconds", "omega
 HARD_MAX_EPOCHS = 10_000  # the scenario's own ceiling on max_epochs
 
 
-def _error(source: str, field: str, value: Any, why: str):
-    from .plan import PlanError
+class PlanError(ValueError):
+    """A plan file that cannot be used; the message is meant for the user."""
 
+
+def _error(source: str, field: str, value: Any, why: str):
     shown = repr(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."
@@ -34,8 +36,6 @@ def _is_number(v: Any) -> bool:
 
 def check_types(d: dict[str, Any], source: str) -> None:
     """Field types of a `depl.plan/1` document; raises PlanError."""
-    from .plan import PlanError
-
     for k in REQUIRED:
         if k not in d:
             raise PlanError(f"{source}: the key {k!r} is missing")
@@ -76,8 +76,6 @@ def check_types(d: dict[str, Any], source: str) -> None:
 
 def check_plan(plan, s, source: str) -> None:
     """`plan` against its scenario `s`: references, order, switches, compute, target, K; raises PlanError."""
-    from .plan import PlanError
-
     if not plan.datasets:
         raise _error(source, "datasets", plan.datasets, "a plan trains on at least one dataset")
     known = {d.name for d in s.datasets}

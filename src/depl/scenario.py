@@ -276,8 +276,14 @@ class Dataset(_Strict):
         return v
 
 
+def expected_progress(k, A: float, B: float, phi: float = 1.0):
+    """g_m(k) = A·φ(S)/√(k + B): the expected progress of epoch k (1-based, counted from the start of the run,
+    whatever version trained the epochs before).  The one definition: the law, its fit and its cumulants use it."""
+    return A * phi / np.sqrt(np.asarray(k, dtype=float) + B)
+
+
 class Progress(_Strict):
-    """g_m(k) = A·φ(S)/√(k + B), k the global epoch index."""
+    """g_m(k) = A·φ(S)/√(k + B), k the global epoch index (`expected_progress`)."""
 
     A: float = Field(gt=0.0)
     B: float = Field(ge=0.0)
@@ -332,7 +338,7 @@ class ModelVersion(_Strict):
 
     def g(self, k: np.ndarray | int, phi: float = 1.0):
         """Expected progress of epoch k (1-based, global): A·φ/√(k+B)."""
-        return self.progress.A * phi / np.sqrt(np.asarray(k, dtype=float) + self.progress.B)
+        return expected_progress(k, self.progress.A, self.progress.B, phi)
 
 
 class Switch(_Strict):
@@ -340,6 +346,41 @@ class Switch(_Strict):
     to: str = Field(min_length=1)
     jump: DistSpec
     level: LevelSwitch | None = Field(default=None, description="the switch under the level law")
+
+
+class Calibration(_Strict):
+    """The loss law recalibrated on runs it was not fitted on (depl.loss.calibrated; written by `depl fit`).
+
+    `scores` are the PIT values F(ℓ(E)) of the held-out runs under the law; the certified ω-quantile is the
+    law's quantile at the ⌈(n+1)·ω⌉-th smallest score (split conformal), which needs n ≥ ω/(1−ω) scores."""
+
+    method: str = Field(default="conformal-pit", description="conformal-pit: split conformal on PIT scores")
+    use: bool = Field(default=True, description="false: plan with the uncalibrated law (the scores stay for the record)")
+    omega: float | None = Field(default=None, gt=0.0, lt=1.0, description="the ω the fit calibrated for (a record)")
+    scores: list[float] = Field(min_length=1, description="PIT of each held-out (experiment, seed) at its last epoch")
+
+    @field_validator("method")
+    @classmethod
+    def _method(cls, v: str) -> str:
+        if v not in CALIBRATION_METHODS:
+            raise ValueError(f"method must be one of {', '.join(CALIBRATION_METHODS)}, got {v!r}")
+        return v
+
+    @field_validator("scores")
+    @classmethod
+    def _scores(cls, v: list[float]) -> list[float]:
+        bad = [x for x in v if not 0.0 <= x <= 1.0]
+        if bad:
+            raise ValueError(f"scores are probabilities in [0, 1], got {bad[0]!r}")
+        return sorted(v)
+
+    @staticmethod
+    def needed(omega: float) -> int:
+        """The fewest scores that reach ω: ⌈(n+1)ω⌉ ≤ n ⇔ n ≥ ω/(1−ω)."""
+        return max(1, math.ceil(omega / (1.0 - omega) - 1e-9))
+
+
+CALIBRATION_METHODS = ("conformal-pit",)
 
 
 class TrainingOptions(_Strict):
@@ -354,11 +395,16 @@ class TrainingOptions(_Strict):
                                           "(small α: few classes per node); unset: label-sorted shards")
 
 
+COST_MODELS = (None, "per-epoch", "resource-time")
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
     loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default) or level")
+    cost_model: str | None = Field(default=None, description="per-epoch (eq. 2 as printed: κ·x per epoch, the default) "
+                                   "or resource-time (κ·x·T(k) per epoch)")
     target: Target
     data_law: DataLaw | None = None
     max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
@@ -367,6 +413,8 @@ class Scenario(_Strict):
     models: list[ModelVersion] = Field(min_length=1)
     switches: list[Switch] = Field(default_factory=list)
     training: TrainingOptions = Field(default_factory=TrainingOptions)
+    calibration: Calibration | None = Field(default=None, description="the law recalibrated on held-out runs "
+                                            "(depl fit --calibration-seeds); depl plan uses it unless use = false")
     code_dir: str | None = Field(default=None, description="the folder MODULE:FUNCTION references are imported from "
                                  "first (default: the scenario file's folder)")
 
@@ -395,20 +443,40 @@ class Scenario(_Strict):
                 raise _FieldError(f"switches[{i}]", f"{s.from_} -> {s.to}", "this switch is listed twice")
             pairs.add((s.from_, s.to))
         self._switches_followable()
-        if self.loss_model not in (None, "increments", "level"):
-            raise _FieldError("loss_model", self.loss_model, "choose 'increments' (the paper's model) or 'level'")
-        if self.loss_model == "level":
+        if self.cost_model not in COST_MODELS:
+            raise _FieldError("cost_model", self.cost_model, "choose 'per-epoch' (eq. 2 as printed: κ·x·nodes per "
+                              "epoch, the default) or 'resource-time' (κ·x·nodes·T(k) per epoch)")
+        from .laws import get_law, law_names
+
+        if self.loss_model is not None and self.loss_model not in law_names():
+            known = law_names()
+            raise _FieldError("loss_model", self.loss_model, "choose " + ", ".join(f"'{n}'" for n in known[:-1])
+                              + f" or '{known[-1]}'" + " ('increments' is the paper's model)")
+        law = get_law(self.loss_model)
+        for table in law.tables:  # the tables the law reads, for every model and switch
             for i, m in enumerate(self.models):
-                if m.level is None:
-                    raise _FieldError(f"models[{i}].level", None, f'loss_model = "level" needs a `level` table for every model ("{m.name}" has none)')
+                if getattr(m, table, None) is None:
+                    raise _FieldError(f"models[{i}].{table}", None, f'loss_model = "{law.name}" needs a `{table}` table for every model ("{m.name}" has none)')
             for i, sw in enumerate(self.switches):
-                if sw.level is None:
-                    raise _FieldError(f"switches[{i}].level", None, f'loss_model = "level" needs a `level` table for every switch ({sw.from_} -> {sw.to} has none)')
+                if getattr(sw, table, None) is None:
+                    raise _FieldError(f"switches[{i}].{table}", None, f'loss_model = "{law.name}" needs a `{table}` table for every switch ({sw.from_} -> {sw.to} has none)')
+        c = self.calibration
+        if c is not None and c.use and len(c.scores) < c.needed(self.target.quantile):
+            need = c.needed(self.target.quantile)
+            raise _FieldError("calibration.scores", f"{len(c.scores)} scores",
+                              f"split conformal needs at least {need} held-out runs to certify ω = "
+                              f"{self.target.quantile:g} ({need - len(c.scores)} more); refit with more calibration "
+                              "seeds, or set calibration.use = false to plan with the uncalibrated law")
         if self.training.dirichlet_alpha is not None and self.training.iid:
             raise _FieldError("training.iid", True, "dirichlet_alpha partitions the data non-IID: set iid = false")
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self
+
+    @property
+    def resource_time(self) -> bool:
+        """Whether an epoch costs κ·x·nodes·T(k) (resource-time) rather than κ·x·nodes (eq. 2 as printed)."""
+        return self.cost_model == "resource-time"
 
     def _switches_followable(self) -> None:
         """A switch prunes the trained model further (paper Sec. III): versions are ordered, so

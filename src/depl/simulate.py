@@ -19,22 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from .band import Band
 from .loss import LossModel, loss_model_for
-from .plan import Plan
-
-
-@dataclass(frozen=True)
-class Band:
-    """Per epoch 0..K: mean and the 1st/99th percentiles of the loss."""
-
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-    @classmethod
-    def of(cls, trajectories: np.ndarray, lo: float = 0.01, hi: float = 0.99) -> "Band":
-        q = np.quantile(trajectories, [lo, hi], axis=0)
-        return cls(trajectories.mean(axis=0), q[0], q[1])
+from .plan import Plan, plan_cost
 
 
 @dataclass(frozen=True)
@@ -49,6 +36,8 @@ class Simulation:
     p_meet_ci: tuple[float, float]  # Clopper–Pearson, 95%
     quantile: float  # empirical ω-quantile of ℓ(K)
     quantile_ci: tuple[float, float]  # distribution-free (order statistics), 95%
+    cost: float = float("nan")  # the plan's cost from its epochs under the scenario's cost model (depl.plan.plan_cost)
+    cost_model: str = "per-epoch"
 
 
 def quantile_ci(x: np.ndarray, q: float, level: float = 0.95) -> tuple[float, float]:
@@ -78,4 +67,5 @@ def simulate_plan(plan: Plan, runs: int = 10_000, seed: int = 0, loss: LossModel
         runs=runs, seed=seed, omega=plan.omega, target=plan.loss_target, final=final, band=Band.of(traj),
         p_meet=hits / runs, p_meet_ci=(float(ci.low), float(ci.high)),
         quantile=float(np.quantile(final, plan.omega)), quantile_ci=quantile_ci(final, plan.omega),
+        cost=plan_cost(s, plan.datasets, plan.epochs), cost_model=s.cost_model or "per-epoch",
     )

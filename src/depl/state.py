@@ -36,6 +36,9 @@ class RunState:
     """Seconds of the deadline already used."""
     cost_spent: float = 0.0
     """Cost already paid (sunk: reported, never optimised)."""
+    schedule: tuple[str, ...] = field(default=())
+    """The versions trained in epochs 1..epoch, oldest first; empty = `model` all along.  A loss law whose
+    future depends on the past (the level law: curves at the global epoch, switch offsets that decay) reads it."""
 
     def __post_init__(self):
         if self.epoch < 0:
@@ -44,6 +47,9 @@ class RunState:
             raise ValueError(f"{len(self.losses)} observed losses for {self.epoch} epochs")
         if self.time_spent < 0 or self.cost_spent < 0:
             raise ValueError("time and cost spent must be >= 0")
+        if self.schedule and (len(self.schedule) != self.epoch or (self.model is not None and self.schedule[-1] != self.model)):
+            raise ValueError(f"a schedule of {len(self.schedule)} epochs ending with {self.schedule[-1]!r} for "
+                             f"{self.epoch} epochs of {self.model!r}")
 
     @property
     def started(self) -> bool:
@@ -53,10 +59,20 @@ class RunState:
     def last_loss(self) -> float | None:
         return self.losses[-1] if self.losses else None
 
+    @property
+    def past(self) -> tuple[str, ...]:
+        """The versions of epochs 1..epoch (`schedule`, or `model` repeated when it was not recorded)."""
+        if self.schedule or not self.epoch:
+            return self.schedule
+        if self.model is None:
+            raise ValueError(f"a run after {self.epoch} epochs with no version named (give model or schedule)")
+        return (self.model,) * self.epoch
+
     def after(self, model: str, loss: float | None, seconds: float, cost: float) -> "RunState":
         """The state one epoch later."""
         losses = self.losses + (loss,) if loss is not None and (self.losses or self.epoch == 0) else ()
-        return RunState(self.epoch + 1, model, losses, self.time_spent + seconds, self.cost_spent + cost)
+        schedule = self.schedule + (model,) if self.schedule or self.epoch == 0 else ()
+        return RunState(self.epoch + 1, model, losses, self.time_spent + seconds, self.cost_spent + cost, schedule)
 
 
 START = RunState()

@@ -10,6 +10,14 @@ Tables:
   its timing (seconds of wall time, finish time).
 * ``checkpoints``: the latest trained weights of every unfinished (run, seed),
   so that a run killed hard resumes at the epoch where it stopped.
+* ``diverged``: the (run, seed)s whose loss became non-finite, with the epoch
+  where it did and the losses as text ("nan", "inf"; SQLite stores NaN as
+  NULL).  A diverged seed is finished: it is not resumed, its epochs before
+  the divergence stay in ``epochs``, and its final loss counts as +inf.
+
+The schema version is SQLite's ``user_version``: 0 for stores written before
+``diverged`` existed (a writer adds the table and sets 1; a reader sees no
+diverged seed), 1 now; a larger one is a store of a newer depl and refused.
 
 An epoch's row and its checkpoint are written in one transaction: after a
 ``kill -9`` either both are there or neither, so a restarted run neither loses
@@ -25,6 +33,7 @@ an epoch nor counts one twice.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import time
 from dataclasses import astuple, dataclass
@@ -58,7 +67,17 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     state   BLOB NOT NULL,
     PRIMARY KEY (run_id, seed)
 );
+CREATE TABLE IF NOT EXISTS diverged (
+    run_id      TEXT NOT NULL REFERENCES runs(run_id),
+    seed        INTEGER NOT NULL,
+    epoch       INTEGER NOT NULL,
+    test_loss   TEXT NOT NULL,
+    train_loss  TEXT NOT NULL,
+    finished    REAL NOT NULL,
+    PRIMARY KEY (run_id, seed)
+);
 """
+SCHEMA_VERSION = 1
 
 
 class StoreError(ValueError):
@@ -74,6 +93,11 @@ class EpochRow:
     test_accuracy: float
     train_loss: float
     seconds: float
+
+
+def diverges(row: EpochRow) -> bool:
+    """A non-finite test or training loss: the seed has diverged (lr too large, say) and is over."""
+    return not (math.isfinite(row.test_loss) and math.isfinite(row.train_loss))
 
 
 def store_path(url: str | Path) -> str:
@@ -92,7 +116,8 @@ def store_path(url: str | Path) -> str:
 COLUMNS = {"runs": ["run_id", "kind", "spec", "created"],
            "epochs": ["run_id", "seed", "epoch", "model", "cluster", "test_loss", "test_accuracy", "train_loss",
                       "seconds", "finished"],
-           "checkpoints": ["run_id", "seed", "epoch", "state"]}
+           "checkpoints": ["run_id", "seed", "epoch", "state"],
+           "diverged": ["run_id", "seed", "epoch", "test_loss", "train_loss", "finished"]}
 
 # One writer per store file: a second `depl run` into the same folder would interleave
 # epochs with the first.  flock locks belong to an open file, so the lock is held once per
@@ -172,7 +197,9 @@ class Store:
                 self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a process kill
-                self._db.executescript(SCHEMA)
+                self._check_version()
+                self._db.executescript(SCHEMA)  # the migration from version 0 too: it adds `diverged`
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._check()
         except sqlite3.DatabaseError as e:
             self._release()
@@ -181,9 +208,20 @@ class Store:
             self._release()
             raise
 
+    def _check_version(self) -> int:
+        v = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if v > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: a store of schema version {v}, written by a newer depl "
+                             f"(this one reads versions up to {SCHEMA_VERSION}); upgrade depl")
+        return v
+
     def _check(self) -> None:
         """Schema and integrity, before anything is read or written."""
+        # a version-0 store opened read-only has no `diverged` table: none of its seeds diverged
+        self._has_diverged = self._check_version() >= 1 or not self.readonly
         for table, cols in COLUMNS.items():
+            if table == "diverged" and not self._has_diverged:
+                continue
             have = [r[1] for r in self._db.execute(f"PRAGMA table_info({table})")]
             if have != cols:
                 raise StoreError(f"{self.path}: table {table!r} has columns {have}, not depl's {cols}; "
@@ -247,6 +285,8 @@ class Store:
 
         The row's epoch must follow the last recorded one: an epoch is never
         counted twice, and none is skipped.  `final` drops the checkpoint.
+        A row whose test or training loss is not finite records the seed as
+        diverged at that epoch (and drops its checkpoint): the seed is over.
         """
         self.record_epochs(run_id, [(seed, row, checkpoint, final)])
 
@@ -259,15 +299,38 @@ class Store:
         with self._transaction():
             for seed, row, checkpoint, final in items:
                 last = self.done_epochs(run_id, seed)
+                gone = self.diverged_at(run_id, seed)
+                if gone is not None:
+                    raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after the seed "
+                                     f"diverged at epoch {gone}")
                 if row.epoch != last + 1:
                     raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after epoch {last}")
-                self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                 (run_id, seed, *astuple(row), time.time()))
-                if final:
+                if not diverges(row):
+                    self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                     (run_id, seed, *astuple(row), time.time()))
+                else:
+                    self._db.execute("INSERT INTO diverged VALUES (?, ?, ?, ?, ?, ?)",
+                                     (run_id, seed, row.epoch, repr(float(row.test_loss)), repr(float(row.train_loss)),
+                                      time.time()))
+                if final or diverges(row):
                     self._db.execute("DELETE FROM checkpoints WHERE run_id = ? AND seed = ?", (run_id, seed))
                 elif checkpoint is not None:
                     self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
                                      (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
+
+    def diverged(self, run_id: str) -> dict[int, int]:
+        """The seeds of a run that diverged, each with the epoch where its loss became non-finite."""
+        if not self._has_diverged:
+            return {}
+        return {int(s): int(k) for s, k in self._db.execute(
+            "SELECT seed, epoch FROM diverged WHERE run_id = ? ORDER BY seed", (run_id,))}
+
+    def diverged_at(self, run_id: str, seed: int) -> int | None:
+        """The epoch where (run, seed) diverged; None if it did not."""
+        if not self._has_diverged:
+            return None
+        r = self._db.execute("SELECT epoch FROM diverged WHERE run_id = ? AND seed = ?", (run_id, seed)).fetchone()
+        return None if r is None else int(r[0])
 
     def done_epochs(self, run_id: str, seed: int) -> int:
         """The last epoch recorded for (run, seed); 0 when none."""
@@ -296,8 +359,9 @@ class Store:
         return None if r is None else (int(r[0]), bytes(r[1]))
 
     def seeds(self, run_id: str) -> list[int]:
-        return [int(r[0]) for r in self._db.execute(
-            "SELECT DISTINCT seed FROM epochs WHERE run_id = ? ORDER BY seed", (run_id,))]
+        """Every seed with an epoch recorded, or diverged (possibly at its first epoch)."""
+        got = {int(r[0]) for r in self._db.execute("SELECT DISTINCT seed FROM epochs WHERE run_id = ?", (run_id,))}
+        return sorted(got | set(self.diverged(run_id)))
 
     def trajectory(self, run_id: str, seed: int) -> list[EpochRow]:
         rows = self._db.execute(
@@ -312,6 +376,11 @@ class Store:
                 "SELECT seed, test_loss FROM epochs WHERE run_id = ? ORDER BY seed, epoch", (run_id,)):
             out.setdefault(int(seed), []).append(float(loss))
         return out
+
+    def seconds_per_epoch(self, run_id: str) -> float | None:
+        """The mean wall time of the run's recorded epochs (None before its first epoch)."""
+        r = self._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (run_id,)).fetchone()[0]
+        return None if r is None else float(r)
 
     def count_epochs(self, run_id: str | None = None) -> int:
         if run_id is None:

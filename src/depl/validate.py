@@ -4,7 +4,8 @@ A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω.  Run for real over n seeds that the
 model was not fitted on, the number of runs meeting ℓmax is Binomial(n, p);
 the Clopper–Pearson interval of p (exact) either reaches ω — the guarantee is
 not refuted — or lies below it — refuted.  The measured band (mean and 1–99%
-per epoch) is drawn over the band the loss model plans (Monte Carlo).
+per epoch) is drawn over the band the loss model plans (Monte Carlo) by
+`depl.report.plots.plot_validation`.
 
 >>> import numpy as np
 >>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
@@ -14,16 +15,16 @@ per epoch) is drawn over the band the loss model plans (Monte Carlo).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
 
+from .band import Band
+from .jsonout import _clean
 from .loss import LossModel, loss_model_for
 from .plan import Plan
 from .scenario import Scenario
-from .simulate import Band
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class Validation:
     final_quantile: float        # empirical ω-quantile of the measured ℓ(K)
     measured: Band
     planned: Band
+    diverged: list[int] = field(default_factory=list)
+    """Seeds whose loss became non-finite: in the coverage as ℓ(K) = +inf (misses) and in the
+    ω-quantile; not in the band, the mean or the sd (of the seeds that did not diverge)."""
 
     def to_json(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
@@ -76,43 +80,41 @@ class Validation:
                                 "high": self.measured.high.tolist()},
                  planned_band={"mean": self.planned.mean.tolist(), "low": self.planned.low.tolist(),
                                "high": self.planned.high.tolist()})
-        return d
+        return _clean(d)  # strict JSON: an infinite quantile or an empty band is null
 
 
 def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: list[int], plan_file: str = "",
-             loss: LossModel | None = None, mc_runs: int = 20_000, mc_seed: int = 0) -> Validation:
-    """Judge `plan` by measured `trajectories` (runs × K+1, column 0 = ℓ(0)) of its schedule."""
+             loss: LossModel | None = None, mc_runs: int = 20_000, mc_seed: int = 0,
+             diverged: list[int] = ()) -> Validation:
+    """Judge `plan` by measured `trajectories` (runs × K+1, column 0 = ℓ(0)) of its schedule.
+
+    `diverged`: the seeds of `seeds` whose loss became non-finite (they have no row in
+    `trajectories`); each is a run that missed the target."""
     loss = loss or loss_model_for(scenario)
     phi = scenario.phi(scenario.samples(plan.datasets))
     planned = loss.simulate(list(plan.schedule), phi, mc_runs, np.random.default_rng(mc_seed))
     final = trajectories[:, -1]
+    every = np.concatenate([final, np.full(len(diverged), np.inf)])
+    if trajectories.shape[0]:
+        measured = Band.of(trajectories)
+    else:  # every seed diverged: nothing to draw
+        nan = np.full(trajectories.shape[1], np.nan)
+        measured = Band(nan, nan, nan, np.arange(trajectories.shape[1]), 0)
     return Validation(
         plan_file, plan.method, scenario.loss_model or "increments", len(plan.epochs), float(plan.cost),
         float(plan.loss_quantile), float(plan.loss_mean), list(map(int, seeds)),
-        coverage(final, plan.loss_target, plan.omega), float(final.mean()), float(final.std(ddof=1)) if final.size > 1 else 0.0,
-        float(np.quantile(final, plan.omega)), Band.of(trajectories), Band.of(planned))
+        coverage(every, plan.loss_target, plan.omega), float(final.mean()) if final.size else float("nan"),
+        float(final.std(ddof=1)) if final.size > 1 else 0.0,
+        _quantile(every, plan.omega), measured, Band.of(planned), list(map(int, diverged)))
 
 
-def plot_validation(v: Validation, path: Path, title: str = "") -> None:
-    """The measured band (mean, 1–99%) over the planned one."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _quantile(x: np.ndarray, q: float) -> float:
+    """numpy's (linear) quantile, also when +inf values are among `x` (numpy gives NaN there)."""
+    if np.all(np.isfinite(x)):
+        return float(np.quantile(x, q))
+    x = np.sort(x)
+    h = (x.size - 1) * q
+    i = int(np.floor(h))
+    a, b, t = x[i], x[min(i + 1, x.size - 1)], h - i
+    return float(a if t == 0 or a == b else a + (b - a) * t)
 
-    k = np.arange(v.measured.mean.size)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
-    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label="planned mean")
-    ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
-    ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
-    ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")
-    c = v.coverage
-    ax.set_title(title or f"{v.loss_model} plan: coverage {c.rate:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}] vs ω = {c.omega:g}",
-                 fontsize=10)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("test loss")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -99,6 +99,13 @@ def test_depl_within_one_percent_on_the_known_misses(seed):
     assert make_plan(s, "depl", OPTS).cost <= make_plan(s, "optimal", OPTS).cost * 1.01
 
 
+def all_schedules(ctx, K: int) -> list[list[str]]:
+    """Every schedule of K epochs the switches allow."""
+    names = ctx.loss.model_names
+    return [[names[i] for i in seq] for seq in itertools.product(range(len(names)), repeat=K)
+            if all(ctx.allowed[a, b] for a, b in zip(seq, seq[1:]))]
+
+
 def brute_force(s, K: int) -> float:
     """Every dataset subset, every schedule of ≤ K epochs the switches allow,
     each with its exact placement (clusters with β, compute) and certified quantile."""
@@ -107,10 +114,7 @@ def brute_force(s, K: int) -> float:
         ctx = Context(s, data)
         names = ctx.loss.model_names
         for n in range(1, K + 1):
-            for seq in itertools.product(range(len(names)), repeat=n):
-                if not all(ctx.allowed[a, b] for a, b in zip(seq, seq[1:])):
-                    continue
-                sched = [names[i] for i in seq]
+            for sched in all_schedules(ctx, n):
                 p = ctx.place(sched)
                 if p is not None and p.cost < best and ctx.certify(sched)[0] <= s.target.loss:
                     best = p.cost

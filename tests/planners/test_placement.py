@@ -51,11 +51,11 @@ def test_cluster_choice_is_within_its_gap_of_brute_force(seed):
     for assign in itertools.product(range(2), repeat=len(sched)):
         mi = np.array([idx[m] for m in sched])
         ni = np.array(assign)
-        sol = _allocate(np.ones(len(sched)), table.c[mi, ni], table.a[ni], table.r[ni],
+        sol = _allocate(np.ones(len(sched)), table.c[mi, ni], table.a[mi, ni], table.r[ni],
                         s.target.deadline - float(table.tau[mi, ni].sum()))
         if sol is not None:
             beta = sum(s.transfer_cost(datasets, table.clusters[n]) for n in set(assign))
-            best = min(best, float(np.sum(table.a[ni] * sol[0])) + beta)
+            best = min(best, float(np.sum(table.a[mi, ni] * sol[0])) + beta)
     assert p.cost >= best * (1 - 1e-9)
     assert p.cost <= best * (1 + max(p.gap, 1e-9)) + 1e-9
 

@@ -15,9 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from depl.report.reproduce import (
+from depl.experiments import (
     METHODS,
-    TIMING_MARKER,
     Config,
     findings,
     growth_exponent,
@@ -27,6 +26,7 @@ from depl.report.reproduce import (
     with_extra_clusters,
     with_extra_versions,
 )
+from depl.report.results_md import TIMING_MARKER, write
 from depl.scenario import load_scenario
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -35,7 +35,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce")
-    results = run(Config.quick(seed=0), out)
+    results = run(Config.quick(seed=0), finish=lambda r: write(r, out))
     return results, out
 
 

@@ -47,7 +47,8 @@ def _fake_cifar(folder, n=20, seed=0):
             pickle.dump(batch, f)
 
 
-def test_cifar10_is_read_from_a_local_folder_in_its_python_format(tmp_path):
+def test_cifar10_is_read_from_a_local_folder_in_its_python_format(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_DATA", str(tmp_path))
     _fake_cifar(tmp_path / "cifar-10-batches-py")
     src = data.load_source("cifar10", str(tmp_path))  # the parent folder works too
     assert src.x_train.shape == (100, 3, 32, 32) and src.x_test.shape == (20, 3, 32, 32)
@@ -55,7 +56,8 @@ def test_cifar10_is_read_from_a_local_folder_in_its_python_format(tmp_path):
     assert abs(float(src.x_train.mean())) < 0.5  # normalised with CIFAR's channel means
 
 
-def test_a_missing_or_broken_cifar_folder_is_a_clear_error(tmp_path):
+def test_a_missing_or_broken_cifar_folder_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_DATA", str(tmp_path))
     with pytest.raises(data.DataError, match="never downloaded"):
         data.load_source("cifar10", str(tmp_path / "nowhere"))
     (tmp_path / "c").mkdir()
@@ -107,7 +109,8 @@ class _Payload:
         return (open, (self.marker, "w"))
 
 
-def test_a_cifar_batch_that_runs_code_is_refused_and_runs_nothing(tmp_path):
+def test_a_cifar_batch_that_runs_code_is_refused_and_runs_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_DATA", str(tmp_path))
     _fake_cifar(tmp_path / "c")
     marker = tmp_path / "pwned"
     with open(tmp_path / "c" / "data_batch_1", "wb") as f:
@@ -116,3 +119,24 @@ def test_a_cifar_batch_that_runs_code_is_refused_and_runs_nothing(tmp_path):
     with pytest.raises(data.DataError, match="refused to load"):
         data.load_source("cifar10", str(tmp_path / "c"))
     assert not marker.exists()
+
+
+def test_data_is_read_only_inside_the_data_folder(tmp_path, monkeypatch):
+    """`..`, an absolute path or a symlink out of $DEPL_DATA (default: the current folder) is refused,
+    before any file is opened; inside it, a symlink is fine."""
+    data_dir, outside = tmp_path / "data", tmp_path / "elsewhere"
+    data_dir.mkdir()
+    _fake_cifar(outside)
+    _fake_cifar(data_dir / "cifar")
+    (data_dir / "link-out").symlink_to(outside)
+    (data_dir / "link-in").symlink_to(data_dir / "cifar")
+    monkeypatch.chdir(data_dir)
+    monkeypatch.delenv("DEPL_DATA", raising=False)
+    for path in ("../elsewhere", str(outside), "link-out", "cifar/../../elsewhere", "~"):
+        with pytest.raises(data.DataError, match=r"outside the data folder .*set DEPL_DATA"):
+            data.load_source("cifar10", path)
+    assert data.load_source("cifar10", "link-in").x_train.shape == (100, 3, 32, 32)
+    monkeypatch.setenv("DEPL_DATA", f"{tmp_path / 'nothing'}:{outside}")  # several folders
+    assert data.load_source("cifar10", str(outside)).x_test.shape == (20, 3, 32, 32)
+    with pytest.raises(data.DataError, match="outside the data folders"):
+        data.load_source("cifar10", str(data_dir / "cifar"))

@@ -26,11 +26,53 @@ def test_flower_simulation_follows_the_local_trajectory(tmp_path):
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _listeners(root: int, out: Path) -> set[tuple[str, str]]:
+    """(process name, local address) of every TCP listener of `root`'s process tree or of a process
+    whose command line names `out` (Ray's detached processes), from `ss -ltnp` and /proc."""
+    parent, named = {}, set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parent[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if str(out) in cmd:
+            named.add(int(proc.name))
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, pp in parent.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    got = set()
+    for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines():
+        for pid in tree | named:
+            if f"pid={pid}," in line:
+                got.add((line.split('"')[1], line.split()[3]))
+    return got
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+    return host.startswith("127.") or host == "::1"
+
+
 def _check(plan, tmp_path, out):
-    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "run", str(tmp_path / "plan.json"),
-                        "--seeds", "2", "--backend", "flower", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", "from depl.cli import main; main()", "run", str(tmp_path / "plan.json"),
+                          "--seeds", "2", "--backend", "flower", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[tuple[str, str]] = set()
+    while p.poll() is None:  # what listens while the simulation runs: SuperLink, Ray, Flower's processes
+        seen |= _listeners(p.pid, out) if shutil.which("ss") else set()
+        time.sleep(1.0)
+    stdout, stderr = p.communicate(timeout=600)
+    r = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
     assert r.returncode == 0, r.stderr[-3000:]
+    if shutil.which("ss"):  # nothing of the simulation is reachable from another machine
+        assert any(name in ("gcs_server", "raylet") for name, _ in seen), seen  # Ray was seen running
+        assert [x for x in seen if not _is_loopback(x[1])] == [], seen
     # Flower's current API (flwr run), not the deprecated run_simulation; Flower's and Ray's chatter stays in OUT
     for noise in ("deprecat", "FutureWarning", "run_simulation", "WARNING"):
         assert noise.lower() not in (r.stdout + r.stderr).lower(), noise

@@ -1,6 +1,12 @@
 """A real Flower deployment on loopback: SuperLink and SuperNodes as separate processes,
 TLS on every connection, SuperNode authentication on, the app submitted by `depl run
 --backend flower --superlink` (i.e. `flwr run`), the same trajectory as the local back end.
+
+As docs/flower-deployment.md deploys it: the SuperLink listens on 127.0.0.1 (its operator's
+side: Control API) and `depl fleet-gateway` is its network face, passing on the Fleet API only.
+Through that face a SuperNode whose key the operator did not register is refused by Flower, and
+a `flwr` client (holding the CA certificate, as every SuperNode does) can neither register a key
+nor start a run.
 """
 
 import os
@@ -79,6 +85,14 @@ class Processes:
             p.wait(timeout=10)
 
 
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
 def wait_for(predicate, timeout, what):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -95,9 +109,9 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
     procs = Processes(d, env)
     try:
         make_certificates(d, env)
-        for i in (0, 1):
+        for i in (0, 1, 2):
             run("ssh-keygen", "-q", "-t", "ecdsa", "-b", "384", "-N", "", "-C", "", "-f", f"node{i}", env=env, cwd=d)
-        port = free_port()
+        port, face = free_port(), free_port()  # the SuperLink (loopback) and its network face (the gateway)
         (d / "flwr").mkdir()
         (d / "flwr" / "config.toml").write_text(
             f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\naddress = "127.0.0.1:{port}"\n'
@@ -105,18 +119,37 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
         link = procs.start("superlink", BIN / "flower-superlink", "--ssl-ca-certfile", "ca.crt", "--ssl-certfile",
                            "server.pem", "--ssl-keyfile", "server.key", "--enable-supernode-auth",
                            "--disable-runtime-dependency-installation", "--database", "state.db",
-                           "--port", port)
+                           "--host", "127.0.0.1", "--port", port)
+        procs.start("gateway", sys.executable, "-m", "depl.cli", "fleet-gateway", "--listen", f"127.0.0.1:{face}",
+                    "--superlink", f"127.0.0.1:{port}", "--ssl-certfile", "server.pem", "--ssl-keyfile", "server.key",
+                    "--ssl-ca-certfile", "ca.crt")
         wait_for(lambda: "Uvicorn running on https" in (d / "superlink.log").read_text(), 60, "the SuperLink")
+        wait_for(lambda: listening(face), 60, "the gateway")
         assert link.poll() is None
         for i in (0, 1):
             run(BIN / "flwr", "supernode", "register", f"node{i}.pub", "loopback", env=env, cwd=d)
-        # node 0 is node 0 of both clusters, node 1 the second node of cluster A
-        for i, conf in ((0, "cluster='A,B' node=0"), (1, "cluster='A' node=1")):
-            procs.start(f"node{i}", BIN / "flower-supernode", "--root-certificates", "ca.crt", "--superlink",
-                        f"127.0.0.1:{port}", "--auth-supernode-private-key", f"node{i}", "--node-config", conf,
-                        "--port", free_port())
+        # node 0 is node 0 of both clusters, node 1 the second node of cluster A; node 2's key is not registered
+        nodes = {i: procs.start(f"node{i}", BIN / "flower-supernode", "--root-certificates", "ca.crt", "--superlink",
+                                f"127.0.0.1:{face}", "--auth-supernode-private-key", f"node{i}", "--node-config", conf,
+                                "--port", free_port(), *(["--max-retries", "0"] if i == 2 else []))
+                 for i, conf in ((0, "cluster='A,B' node=0"), (1, "cluster='A' node=1"), (2, "cluster='A' node=0"))}
         wait_for(lambda: run(BIN / "flwr", "supernode", "list", "loopback", env=env, cwd=d).count("online") >= 2,
                  60, "two SuperNodes online")
+        # refused: the unregistered SuperNode stops, and it is not among the SuperLink's nodes
+        wait_for(lambda: nodes[2].poll() is not None, 60, "the unregistered SuperNode to be refused")
+        assert nodes[2].returncode != 0 and nodes[0].poll() is None
+        assert run(BIN / "flwr", "supernode", "list", "loopback", env=env, cwd=d).count("online") == 2
+        # refused: a client that reaches only the network face (CA certificate in hand) has no Control API
+        outsider = {**env, "FLWR_HOME": str(d / "outsider")}
+        (d / "outsider").mkdir()
+        (d / "outsider" / "config.toml").write_text(
+            f'[superlink]\ndefault = "face"\n\n[superlink.face]\naddress = "127.0.0.1:{face}"\n'
+            f'root-certificates = "{d / "ca.crt"}"\n')
+        for cmd in (["supernode", "register", "node2.pub", "face"], ["supernode", "list", "face"]):
+            r = subprocess.run([BIN / "flwr", *cmd], env=outsider, cwd=d, capture_output=True, text=True, timeout=120)
+            assert r.returncode != 0, (cmd, r.stdout, r.stderr)
+        assert "refused POST /v1/control/register-node" in (d / "gateway.log").read_text()
+        assert run(BIN / "flwr", "supernode", "list", "loopback", env=env, cwd=d).count("registered") <= 2
 
         plan = make_plan([("full", "A"), ("half", "B")])  # FedAvg on 2 nodes, hand-off, switch
         plan.save(d / "plan.json")
@@ -138,3 +171,26 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
     finally:
         procs.stop()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_depl_run_refuses_a_connection_without_tls_or_to_a_control_api_on_the_network(tmp_path, plan_file):
+    (tmp_path / "flwr").mkdir()
+    (tmp_path / "flwr" / "config.toml").write_text(
+        '[superlink]\ndefault = "plain"\n\n[superlink.plain]\naddress = "127.0.0.1:9093"\ninsecure = true\n\n'
+        '[superlink.remote]\naddress = "192.0.2.7:9093"\nroot-certificates = "/nonexistent/ca.crt"\n')
+    env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr")}
+
+    def depl_run(*args):
+        return subprocess.run([sys.executable, "-m", "depl.cli", "run", str(plan_file), "--backend", "flower",
+                               "--out", str(tmp_path / "o"), *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    for conn, why in (("plain", "insecure = true"), ("remote", "reached over the network"),
+                      ("nosuch", "not found")):
+        r = depl_run("--superlink", conn)
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (conn, r.stderr)
+        assert r.stderr.count("\n") == 1 and not (tmp_path / "o").exists()  # one line, nothing written
+        if conn != "nosuch":
+            assert "--insecure" in r.stderr  # the line says how to go on anyway
+    r = depl_run("--insecure")
+    assert r.returncode == 2 and "--insecure applies to --superlink only" in r.stderr

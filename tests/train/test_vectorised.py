@@ -39,7 +39,7 @@ def test_a_stack_resumed_from_checkpoints_continues_exactly():
     job = job_from_plan(make_plan(SWITCH_PLAN))
     saved = {}
 
-    def keep(results, models):
+    def keep(seeds, results, models):
         saved[results[0].epoch] = [state_bytes(m) for m in models()]
 
     full = walk_plan_stack(job, [1, 2], on_epochs=keep)

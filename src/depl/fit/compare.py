@@ -1,11 +1,11 @@
-"""Both fitted models as scenarios, scored on the held-out seeds, and the choice.
+"""The fitted laws as scenarios, scored on the held-out seeds, and the choice.
 
 Each fit becomes the loss sections of a scenario (the base scenario's other
 sections kept), so it is scored through the very `LossModel` the planners
 use: for every held-out seed of every experiment and every epoch k, the
 log-density the model gives the measured ℓ(k) (the marginal law of ℓ(k) for
-the experiment's schedule).  The model with the higher mean held-out
-log-likelihood is chosen.
+the experiment's schedule, its own `logpdf`).  The law with the highest mean
+held-out log-likelihood is chosen.
 """
 
 from __future__ import annotations
@@ -17,56 +17,22 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from ..loss import IncrementsModel, LevelModel
+from ..loss import loss_model_for
 from ..scenario import Scenario, parse_scenario
-from .gof import grid_logpdf
-from .increments import IncrementsFit
-from .level import LevelFit
+from .gof import heldout_logpdf
+from .laws import fitters
 from .runs import Profile
 
-LOSS_SECTIONS = ("models", "switches", "data_law", "loss_model", "max_epochs")
 
-
-def _dist_spec(f, fallback: np.ndarray | None = None) -> dict:
-    if f is not None:
-        return {"family": f.family, "params": {k: float(v) for k, v in f.params.items()}}
-    m, v = (float(np.mean(fallback)), float(np.var(fallback))) if fallback is not None else (0.0, 1e-4)
-    return {"family": "norm", "params": {"loc": m, "scale": math.sqrt(max(v, 1e-8))}}
-
-
-def scenario_data(base: dict, inc: IncrementsFit, lev: LevelFit | None, loss_model: str, epochs: int) -> dict:
-    """The base scenario (a dict) with its loss sections replaced by the fits."""
+def scenario_data(base: dict, fits: dict, loss_model: str, epochs: int) -> dict:
+    """The base scenario (a dict) with its loss sections replaced by the fits (law name → fitted law)."""
     out = copy.deepcopy(base)
-    models = []
-    for m in base["models"]:
-        v = inc.versions.get(m["name"])
-        if v is None:
-            continue  # not profiled: no law to plan with
-        entry = {k: val for k, val in m.items() if k not in ("progress", "noise", "level")}
-        entry["progress"] = {"A": float(v.A), "B": float(v.B)}
-        entry["noise"] = _dist_spec(v.chosen)
-        if lev is not None and m["name"] in lev.versions:
-            lv = lev.versions[m["name"]]
-            entry["level"] = {"curve": lv.curve.kind, "floor": lv.curve.floor,
-                              "floor_exponent": lv.curve.floor_exponent, "scale": lv.curve.scale,
-                              "shape": lv.curve.shape, "sigma0": lv.sigma0, "sigma1": lv.sigma1, "sigma2": lv.sigma2,
-                              "seed_share": lv.seed_share}
-        models.append(entry)
-    out["models"] = models
-    switches = []
-    for (a, b), sw in inc.switches.items():
-        entry = {"from": a, "to": b, "jump": _dist_spec(sw.chosen, sw.jumps)}
-        if lev is not None and (a, b) in lev.switches:
-            ls = lev.switches[(a, b)]
-            entry["level"] = {"offset": ls.offset, "recovery": ls.recovery, "sigma": ls.sigma}
-        switches.append(entry)
-    out["switches"] = switches
-    s0 = lev.s0 if loss_model == "level" and lev is not None else inc.s0
-    ref = lev.reference_samples if loss_model == "level" and lev is not None else inc.reference_samples
-    if s0 is not None:
-        out["data_law"] = {"s0": float(s0), "reference_samples": float(ref)}
-    else:
-        out.pop("data_law", None)
+    out.pop("calibration", None)  # the base's calibration was of another law
+    fs = fitters()
+    drop = {k for n in fits for k in fs[n].fields}
+    out["models"] = [{k: v for k, v in m.items() if k not in drop} for m in base["models"]]
+    for n, fitted in fits.items():  # registration order: the first writes the versions and switches
+        fs[n].write(out, fitted, n == loss_model)
     out["loss_model"] = loss_model
     out["max_epochs"] = int(epochs)
     return out
@@ -84,13 +50,9 @@ class Score:
     var_ratio: dict[str, float] = field(default_factory=dict)     # experiment → predicted / measured var of ℓ(E)
 
 
-def _level_logpdf(model: LevelModel, schedule, phi, x: np.ndarray) -> np.ndarray:
-    mu, sd, _ = model.path(schedule, phi)
-    return stats.lognorm(s=max(sd[-1], 1e-6), scale=mu[-1]).logpdf(x)
-
-
 def score(scenario: Scenario, held: Profile, name: str) -> Score:
-    model = LevelModel(scenario) if scenario.loss_model == "level" else IncrementsModel(scenario)
+    """The scenario's law scored on the held-out seeds by its own density of ℓ(k)."""
+    model = loss_model_for(scenario)
     known = set(model.model_names)
     total, final, late, n, nf, nl, impossible = 0.0, 0.0, 0.0, 0, 0, 0, 0
     out = Score(name, 0.0, 0.0, 0, 0)
@@ -101,12 +63,7 @@ def score(scenario: Scenario, held: Profile, name: str) -> Score:
         sched = e.schedule
         for k in range(1, e.epochs + 1):
             x = e.losses[:, k - 1]
-            if isinstance(model, LevelModel):
-                lp = _level_logpdf(model, sched[:k], phi, x)
-                bad = int(np.sum(lp < math.log(1e-12)))
-                lp = np.maximum(lp, math.log(1e-12))
-            else:
-                lp, bad = grid_logpdf(model.distribution(sched[:k], phi), x)
+            lp, bad = heldout_logpdf(model.distribution(sched[:k], phi), x)
             total += float(lp.sum())
             n += x.size
             if k > e.epochs // 2:
@@ -124,7 +81,10 @@ def score(scenario: Scenario, held: Profile, name: str) -> Score:
     return out
 
 
-def build(base: dict, inc: IncrementsFit, lev: LevelFit, epochs: int, source: str) -> dict[str, Scenario]:
-    """The two fitted scenarios, validated like any file."""
-    return {m: parse_scenario(scenario_data(base, inc, lev, m, epochs), f"{source} ({m} fit)")
-            for m in ("increments", "level")}
+def build(base: dict, fits: dict, epochs: int, source: str) -> dict[str, Scenario]:
+    """The fitted scenarios, one per law fitted, validated like any file."""
+    return parse_fitted({m: scenario_data(base, fits, m, epochs) for m in fits}, source)
+
+
+def parse_fitted(data: dict[str, dict], source: str) -> dict[str, Scenario]:
+    return {m: parse_scenario(d, f"{source} ({m} fit)") for m, d in data.items()}

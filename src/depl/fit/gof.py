@@ -84,18 +84,16 @@ def best_usable(fits: list[FamilyFit | None]) -> FamilyFit | None:
     return max(ok, key=lambda f: f.heldout)
 
 
-def grid_logpdf(dist, x: np.ndarray, floor: float = 1e-12) -> tuple[np.ndarray, int]:
-    """Log-density of a depl.dist.GridDistribution at x (histogram of its lattice, bins of ≥ 1% of its sd)."""
-    x = np.asarray(x, dtype=float)
-    if dist.n_terms == 0 or dist.std() == 0:
-        return np.full(x.shape, math.log(floor)), int(x.size)
-    width = max(dist.h, 0.01 * dist.std())
-    lo = dist.support[0]
-    step = max(1, int(round(width / dist.h)))
-    cum = np.concatenate([[0.0], np.cumsum(dist.pmf)])
-    j = np.floor((x - lo) / dist.h).astype(np.int64)
-    a = np.clip((j // step) * step, 0, dist.pmf.size)
-    b = np.clip(a + step, 0, dist.pmf.size)
-    dens = (cum[b] - cum[a]) / (step * dist.h)
-    impossible = int(np.sum(dens <= floor))
-    return np.log(np.maximum(dens, floor)), impossible
+def heldout_logpdf(dist, x: np.ndarray, floor: float = 1e-12) -> tuple[np.ndarray, int]:
+    """The law's own log-density at the held-out x, floored at log(`floor`), and how many x it gives
+    (almost) no density: one impossible observation must not make a law's score −inf."""
+    lp = np.asarray(dist.logpdf(np.asarray(x, dtype=float)), dtype=float)
+    impossible = int(np.sum(~(lp >= math.log(floor))))
+    return np.maximum(np.nan_to_num(lp, nan=-np.inf), math.log(floor)), impossible
+
+
+def pvalue_text(x) -> str:
+    """A p-value as the reports print it (— when not computed)."""
+    if x is None:
+        return "—"
+    return f"{x:.2g}" if x >= 1e-3 else f"{x:.1e}"

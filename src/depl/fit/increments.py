@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
-from .gof import FamilyFit, best_usable, fit_family
+from ..scenario import expected_progress
+from .gof import FamilyFit, best_usable, fit_family, pvalue_text
+from .laws import LawFitter
 from .runs import Experiment, Profile
 
 NOISE_FAMILIES = ("invgamma", "gamma", "lognorm", "norm")
@@ -27,7 +29,8 @@ JUMP_FAMILIES = ("t", "norm", "lognorm", "skewnorm")
 
 
 def cumulative_g(k: np.ndarray, A: float, B: float) -> np.ndarray:
-    return A * np.cumsum(1.0 / np.sqrt(k + B))
+    """Σ_{j≤k} g(j) at φ = 1."""
+    return A * np.cumsum(expected_progress(k, 1.0, B))
 
 
 def fit_progress(losses: np.ndarray, l0: float, B: float | None = None) -> tuple[float, float]:
@@ -56,8 +59,7 @@ def multipliers(losses: np.ndarray, l0: float, A: float, B: float, phi: float = 
     """x_{s,k} = (ℓ(k−1) − ℓ(k))/g(k), shape (seeds, E)."""
     E = losses.shape[1]
     prev = np.concatenate([np.full((losses.shape[0], 1), l0), losses[:, :-1]], axis=1)
-    g = A * phi / np.sqrt(np.arange(1, E + 1) + B)
-    return (prev - losses) / g
+    return (prev - losses) / expected_progress(np.arange(1, E + 1), A, B, phi)
 
 
 @dataclass
@@ -125,7 +127,7 @@ def _jumps(e: Experiment, fit: IncrementsFit) -> np.ndarray:
     vb = fit.versions[e.to]
     mean_x = float(vb.chosen.frozen.mean()) if vb.chosen is not None else 1.0
     k1 = e.switch_after
-    g = vb.A / math.sqrt(k1 + 1 + vb.B)
+    g = expected_progress(k1 + 1, vb.A, vb.B)
     return e.losses[:, k1] - e.losses[:, k1 - 1] + g * mean_x
 
 
@@ -165,3 +167,76 @@ def _fit_data_law(fit: Profile, out: IncrementsFit, l0: float) -> None:
     for s in np.unique(S):
         out.phi_measured[float(s)] = float(np.mean(P[S == s]))
     out.s0 = fit_s0(S, P, ref)
+
+
+# --------------------------------------------------------------------------- #
+# The fitting side of the law (registered in depl.laws)
+# --------------------------------------------------------------------------- #
+
+def dist_spec(f: FamilyFit | None, fallback: np.ndarray | None = None) -> dict:
+    """A fitted family as a scenario's {family, params} (no usable fit: a normal of the data's moments)."""
+    if f is not None:
+        return {"family": f.family, "params": {k: float(v) for k, v in f.params.items()}}
+    m, v = (float(np.mean(fallback)), float(np.var(fallback))) if fallback is not None else (0.0, 1e-4)
+    return {"family": "norm", "params": {"loc": m, "scale": math.sqrt(max(v, 1e-8))}}
+
+
+class IncrementsFitter(LawFitter):
+    name = "increments"
+    fields = ("progress", "noise")
+
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng) -> IncrementsFit:
+        return fit_increments(fit, held, l0, bootstrap=bootstrap, rng=rng)
+
+    def refit(self, prof: Profile, first: IncrementsFit, l0: float) -> IncrementsFit:
+        return fit_increments(prof, Profile(prof.scenario, []), l0)
+
+    def write(self, data: dict, inc: IncrementsFit, chosen: bool) -> None:
+        """The versions profiled (the others have no law to plan with) and every switch, from this fit."""
+        models = []
+        for m in data["models"]:
+            v = inc.versions.get(m["name"])
+            if v is None:
+                continue
+            entry = dict(m)
+            entry["progress"] = {"A": float(v.A), "B": float(v.B)}
+            entry["noise"] = dist_spec(v.chosen)
+            models.append(entry)
+        data["models"] = models
+        data["switches"] = [{"from": a, "to": b, "jump": dist_spec(sw.chosen, sw.jumps)}
+                            for (a, b), sw in inc.switches.items()]
+        if chosen:
+            write_data_law(data, inc.s0, inc.reference_samples)
+
+    def describe(self, inc: IncrementsFit) -> list[str]:
+        L = []
+        for v in inc.versions.values():
+            L.append(f"{v.name}: A = {v.A:.4g}, B = {v.B:.4g}; x ≤ 0 in {100 * v.negative_share:.0f}% of epochs; "
+                     f"Spearman(x, epoch) = {v.spearman_epoch:+.2f}; lag-1 autocorrelation of x = {v.lag1:+.2f}")
+            for f in v.families:
+                params = ", ".join(f"{k}={val:.3g}" for k, val in f.params.items())
+                mark = " ← used" if v.chosen is f else ""
+                usable = "" if f.usable else " (infinite mean/variance: unusable)"
+                L.append(f"    X ~ {f.family:<8} {params:<42} KS p naive {pvalue_text(f.p_naive):>7}, bootstrap {pvalue_text(f.p_boot):>7}; "
+                         f"held-out loglik {f.heldout:8.3f} ({f.impossible}/{f.heldout_n} impossible){usable}{mark}")
+        for sw in inc.switches.values():
+            L.append(f"switch {sw.a} → {sw.b}: {sw.jumps.size} jumps, mean {sw.jumps.mean():+.3f}, sd {sw.jumps.std():.3f}")
+            for f in sw.families:
+                params = ", ".join(f"{k}={val:.3g}" for k, val in f.params.items())
+                mark = " ← used" if sw.chosen is f else ""
+                L.append(f"    jump ~ {f.family:<8} {params:<42} KS p naive {pvalue_text(f.p_naive):>7}, bootstrap {pvalue_text(f.p_boot):>7}; "
+                         f"held-out loglik {f.heldout:8.3f}{mark}")
+        if inc.s0 is not None:
+            L.append(f"data law: S0 = {inc.s0:.4g} (A at each data size / A at {inc.reference_samples:g}: "
+                     + ", ".join(f"{s:g}: {v:.3f}" for s, v in sorted(inc.phi_measured.items())) + ")")
+        return L
+
+
+def write_data_law(data: dict, s0: float | None, reference: float | None) -> None:
+    if s0 is not None:
+        data["data_law"] = {"s0": float(s0), "reference_samples": float(reference)}
+    else:
+        data.pop("data_law", None)
+
+
+FITTER = IncrementsFitter()

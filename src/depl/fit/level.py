@@ -22,7 +22,8 @@ from scipy import optimize
 
 from ..loss.level import decay, elasticity, log_sd, median_curve
 from ..scenario import LOG_SD_MAX, LevelLaw
-from .increments import phi_of
+from .increments import phi_of, write_data_law
+from .laws import LawFitter
 from .runs import Experiment, Profile
 
 CURVES = ("power", "exp")
@@ -212,3 +213,52 @@ def _fit_switch(e: Experiment, fit: LevelFit, l0: float) -> LevelSwitchFit:
     d, r = math.exp(best.x[0]) - 1.0, 1.0 / (1.0 + math.exp(-best.x[1]))
     extra = float(np.var(R[:, 0], ddof=1) - vb.sigma(fit.phi(e.samples) * k[0], l0, fit.phi(e.samples)) ** 2)
     return LevelSwitchFit(e.version, e.to, float(max(d, -0.99)), float(r), min(math.sqrt(max(extra, 0.0)), LOG_SD_MAX), m)
+
+
+# --------------------------------------------------------------------------- #
+# The fitting side of the law (registered in depl.laws)
+# --------------------------------------------------------------------------- #
+
+class LevelFitter(LawFitter):
+    name = "level"
+    fields = ("level",)
+
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng) -> LevelFit:
+        return fit_level(fit, l0)
+
+    def refit(self, prof: Profile, first: LevelFit, l0: float) -> LevelFit:
+        gamma = next(iter(first.versions.values())).curve.floor_exponent
+        return fit_level(prof, l0, data_law=(first.s0, gamma))
+
+    def write(self, data: dict, lev: LevelFit, chosen: bool) -> None:
+        for entry in data["models"]:
+            lv = lev.versions.get(entry["name"])
+            if lv is not None:
+                c = lv.curve
+                entry["level"] = {"curve": c.kind, "floor": c.floor, "floor_exponent": c.floor_exponent,
+                                  "scale": c.scale, "shape": c.shape, "sigma0": lv.sigma0, "sigma1": lv.sigma1,
+                                  "sigma2": lv.sigma2, "seed_share": lv.seed_share}
+        for entry in data["switches"]:
+            ls = lev.switches.get((entry["from"], entry["to"]))
+            if ls is not None:
+                entry["level"] = {"offset": ls.offset, "recovery": ls.recovery, "sigma": ls.sigma}
+        if chosen:
+            write_data_law(data, lev.s0, lev.reference_samples)
+
+    def describe(self, lev: LevelFit) -> list[str]:
+        L = []
+        for v in lev.versions.values():
+            c = v.curve
+            alt = ", ".join(f"{k} {sse:.3g}" for k, sse in v.alternatives.items())
+            L.append(f"{v.name}: {c.kind} curve, floor {c.floor:.3f}·φ^-{c.floor_exponent:g}, scale {c.scale:.3g}, shape {c.shape:.3g} "
+                     f"(SSE of log mean: {alt}); log-sd {v.sigma0:.3f} + {v.sigma1:.3f}·ln(ℓ0/μ) + {v.sigma2:.3f}·|dlnμ/dlnt|; "
+                     f"per-seed share {v.seed_share:.2f}")
+        for sw in lev.switches.values():
+            L.append(f"switch {sw.a} → {sw.b}: offset {sw.offset:+.3f} × {sw.b}'s curve, recovery {sw.recovery:.2f}/epoch, "
+                     f"extra log-sd {sw.sigma:.3f}")
+        if lev.s0 is not None:
+            L.append(f"data law (time scaled by φ): S0 = {lev.s0:.4g}, reference {lev.reference_samples:g} samples")
+        return L
+
+
+FITTER = LevelFitter()

@@ -1,35 +1,47 @@
-"""`depl fit` end to end: fit both models, score them on held-out seeds,
-choose, report, plot, and write the scenario sections `depl plan` reads."""
+"""`depl fit` end to end: fit every registered law (depl.laws), score them on
+held-out seeds, choose, report, plot, and write the scenario sections
+`depl plan` reads."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from ..scenario import Scenario, scenario_dict
 from ..store import Store
-from .compare import Score, build, score
-from .increments import IncrementsFit, fit_increments
-from .level import LevelFit, fit_level
-from .runs import Profile, load_profile
+from .compare import Score, build, parse_fitted, scenario_data, score
+from .gof import pvalue_text
+from .calibrate import Calibration, Scores, calibrate, pit_scores
+from .laws import fitters
+from .runs import FitError, Profile, load_profile
 
 
 @dataclass
 class FitResult:
     profile: Profile
-    increments: IncrementsFit          # on the fitting seeds (scored, reported)
-    level: LevelFit
+    fits: dict[str, Any]               # law → fitted on the fitting seeds (scored, reported)
     scores: dict[str, Score]
     level_ks: dict[str, tuple[float, float | None]]   # experiment → (plain KS p, bootstrap p) of log ℓ(E) ~ normal
     chosen: str
     why: str
     scenarios: dict[str, Scenario]     # refitted on all seeds, ready for `depl plan`
     data: dict[str, dict]              # the same as plain dicts (for the TOML files)
+    apart: Profile | None = None       # the runs set apart for calibration (no fit saw them)
+    calibration: dict[str, Calibration] = field(default_factory=dict)   # law → its calibration on `apart`
+    pit: dict[str, Scores] = field(default_factory=dict)                # law → PIT of ℓ(k), every epoch of `apart`
+
+    @property
+    def increments(self):
+        return self.fits.get("increments")
+
+    @property
+    def level(self):
+        return self.fits.get("level")
 
 
 def _level_ks(profile: Profile, bootstrap: int, rng) -> dict[str, tuple[float, float | None]]:
@@ -49,177 +61,115 @@ def _level_ks(profile: Profile, bootstrap: int, rng) -> dict[str, tuple[float, f
     return out
 
 
-def run_fit(store: Store, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
-    return fit_profile(load_profile(store, base), base, bootstrap=bootstrap, seed=seed)
+def run_fit(store: Store, base: Scenario, **kw) -> FitResult:
+    return fit_profile(load_profile(store, base), base, **kw)
 
 
-def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0) -> FitResult:
-    """Fit both models to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections."""
+MIN_FIT_SEEDS = 3   # per experiment: two to fit, one held out to choose the law
+
+
+def default_calibration_seeds(seeds: int) -> int:
+    """A quarter of each experiment's seeds, leaving MIN_FIT_SEEDS to fit."""
+    return max(0, min(seeds // 4, seeds - MIN_FIT_SEEDS))
+
+
+def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0,
+                calibration_seeds: int | None = None, omega: float | None = None) -> FitResult:
+    """Fit every registered law to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections.
+
+    The last `calibration_seeds` seeds of every experiment (default: a quarter) are set apart: no law is
+    fitted on them; each fitted law is calibrated on them for ω = `omega` (default: the base's target)."""
     rng = np.random.default_rng(seed)
     l0 = base.initial_loss
+    fewest = min(e.seeds.size for e in prof.experiments)
+    n_cal = default_calibration_seeds(fewest) if calibration_seeds is None else calibration_seeds
+    if n_cal and fewest - n_cal < MIN_FIT_SEEDS:
+        small = min(prof.experiments, key=lambda e: e.seeds.size)
+        raise FitError(f"--calibration-seeds {n_cal}: experiment {small.label} has {small.seeds.size} seeds, which "
+                       f"leaves fewer than {MIN_FIT_SEEDS} to fit; give at most {max(fewest - MIN_FIT_SEEDS, 0)}")
+    prof, apart = prof.set_apart(n_cal)
     fit_part, held = prof.split(False), prof.split(True)
-    inc = fit_increments(fit_part, held, l0, bootstrap=bootstrap, rng=rng)
-    lev = fit_level(fit_part, l0)
+    laws = fitters()
+    fits = {n: f.fit(fit_part, held, l0, bootstrap=bootstrap, rng=rng) for n, f in laws.items()}
     epochs = max(e.epochs for e in prof.experiments)
     base_data = scenario_dict(base)
-    trial = build(base_data, inc, lev, epochs, base.name)
+    trial = build(base_data, fits, epochs, base.name)
     scores = {m: score(s, held, m) for m, s in trial.items()}
-    a, b = scores["increments"], scores["level"]
-    chosen = "level" if b.loglik_late > a.loglik_late else "increments"
+    chosen = max(scores, key=lambda m: scores[m].loglik_late)   # ties: the first registered
+    n = next(iter(scores.values())).n
+
+    def listing(attr):
+        return ", ".join(f"{m} {getattr(s, attr):.3f}" for m, s in scores.items())
     why = (f"mean held-out log-likelihood of ℓ(k) per observation over the second half of the epochs, where plans end: "
-           f"level {b.loglik_late:.3f}, increments {a.loglik_late:.3f}; the higher wins. Over every epoch: level "
-           f"{b.loglik:.3f}, increments {a.loglik:.3f}; at the last epoch: level {b.loglik_final:.3f}, "
-           f"increments {a.loglik_final:.3f} ({b.n} held-out losses of {len(held.experiments)} experiments)")
-    if (b.loglik > a.loglik) != (chosen == "level"):
-        why += ("; NOTE: over every epoch the other model scores higher — the chosen one fits the early epochs "
+           f"{listing('loglik_late')}; the higher wins. Over every epoch: {listing('loglik')}; at the last epoch: "
+           f"{listing('loglik_final')} ({n} held-out losses of {len(held.experiments)} experiments)")
+    if max(scores, key=lambda m: scores[m].loglik) != chosen:
+        why += ("; NOTE: over every epoch another model scores higher — the chosen one fits the early epochs "
                 "(the initial plateau) worse")
     # the files are written from fits on every seed (no bootstrap: the p-values above are the report's)
-    inc_all = fit_increments(prof, Profile(prof.scenario, []), l0)
-    gamma = next(iter(lev.versions.values())).curve.floor_exponent
-    lev_all = fit_level(prof, l0, data_law=(lev.s0, gamma))
-    from .compare import scenario_data
-    data = {m: scenario_data(base_data, inc_all, lev_all, m, epochs) for m in ("increments", "level")}
-    final = build(base_data, inc_all, lev_all, epochs, base.name)
-    return FitResult(prof, inc, lev, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
+    fits_all = {n: f.refit(prof, fits[n], l0) for n, f in laws.items()}
+    data = {m: scenario_data(base_data, fits_all, m, epochs) for m in fits_all}
+    final = parse_fitted(data, base.name)
+    r = FitResult(prof, fits, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
+    if n_cal:
+        omega = base.target.quantile if omega is None else omega
+        r.apart = apart
+        for m, s in final.items():
+            r.calibration[m] = calibrate(s, apart, omega)
+            r.pit[m] = pit_scores(s, apart, epochs="all")
+            data[m]["target"]["quantile"] = omega
+            data[m]["calibration"] = r.calibration[m].table()
+        r.scenarios = parse_fitted(data, base.name)
+    return r
 
 
 # --------------------------------------------------------------------------- #
 # The printed report
 # --------------------------------------------------------------------------- #
 
-def _p(x) -> str:
-    if x is None:
-        return "—"
-    return f"{x:.2g}" if x >= 1e-3 else f"{x:.1e}"
-
-
 def report_lines(r: FitResult) -> list[str]:
     L = []
     p = r.profile
     L.append(f"profile of {p.scenario}: {len(p.experiments)} experiments, "
              f"{p.experiments[0].nodes} node(s), {sum(e.seeds.size for e in p.experiments)} seed-runs; "
-             f"fitting seeds = 2/3, held-out = every third seed")
+             f"fitting seeds = 2/3, held-out = every third seed"
+             + (f"; set apart for calibration (no fit sees them): the last {r.apart.experiments[0].seeds.size} "
+                f"seeds of each experiment, {sum(e.seeds.size for e in r.apart.experiments)} runs" if r.apart else ""))
     L.append("")
-    L.append("## The paper's model (eq. 8), fitted on the fitting seeds")
-    for v in r.increments.versions.values():
-        L.append(f"{v.name}: A = {v.A:.4g}, B = {v.B:.4g}; x ≤ 0 in {100 * v.negative_share:.0f}% of epochs; "
-                 f"Spearman(x, epoch) = {v.spearman_epoch:+.2f}; lag-1 autocorrelation of x = {v.lag1:+.2f}")
-        for f in v.families:
-            params = ", ".join(f"{k}={val:.3g}" for k, val in f.params.items())
-            mark = " ← used" if v.chosen is f else ""
-            usable = "" if f.usable else " (infinite mean/variance: unusable)"
-            L.append(f"    X ~ {f.family:<8} {params:<42} KS p naive {_p(f.p_naive):>7}, bootstrap {_p(f.p_boot):>7}; "
-                     f"held-out loglik {f.heldout:8.3f} ({f.impossible}/{f.heldout_n} impossible){usable}{mark}")
-    for sw in r.increments.switches.values():
-        L.append(f"switch {sw.a} → {sw.b}: {sw.jumps.size} jumps, mean {sw.jumps.mean():+.3f}, sd {sw.jumps.std():.3f}")
-        for f in sw.families:
-            params = ", ".join(f"{k}={val:.3g}" for k, val in f.params.items())
-            mark = " ← used" if sw.chosen is f else ""
-            L.append(f"    jump ~ {f.family:<8} {params:<42} KS p naive {_p(f.p_naive):>7}, bootstrap {_p(f.p_boot):>7}; "
-                     f"held-out loglik {f.heldout:8.3f}{mark}")
-    if r.increments.s0 is not None:
-        L.append(f"data law: S0 = {r.increments.s0:.4g} (A at each data size / A at {r.increments.reference_samples:g}: "
-                 + ", ".join(f"{s:g}: {v:.3f}" for s, v in sorted(r.increments.phi_measured.items())) + ")")
-    L.append("")
-    L.append("## The level model, fitted on the fitting seeds")
-    lev = r.level
-    for v in lev.versions.values():
-        c = v.curve
-        alt = ", ".join(f"{k} {sse:.3g}" for k, sse in v.alternatives.items())
-        L.append(f"{v.name}: {c.kind} curve, floor {c.floor:.3f}·φ^-{c.floor_exponent:g}, scale {c.scale:.3g}, shape {c.shape:.3g} "
-                 f"(SSE of log mean: {alt}); log-sd {v.sigma0:.3f} + {v.sigma1:.3f}·ln(ℓ0/μ) + {v.sigma2:.3f}·|dlnμ/dlnt|; "
-                 f"per-seed share {v.seed_share:.2f}")
-    for sw in lev.switches.values():
-        L.append(f"switch {sw.a} → {sw.b}: offset {sw.offset:+.3f} × {sw.b}'s curve, recovery {sw.recovery:.2f}/epoch, "
-                 f"extra log-sd {sw.sigma:.3f}")
-    if lev.s0 is not None:
-        L.append(f"data law (time scaled by φ): S0 = {lev.s0:.4g}, reference {lev.reference_samples:g} samples")
+    titles = {"increments": "The paper's model (eq. 8)", "level": "The level model"}
+    for n, f in fitters().items():
+        if n in r.fits:
+            L.append(f"## {titles.get(n, f'The {n} law')}, fitted on the fitting seeds")
+            L += f.describe(r.fits[n])
+            L.append("")
+    L.pop()
     L.append("log ℓ(E) normal? KS p naive / bootstrap: " + "; ".join(
-        f"{k} {_p(a)}/{_p(b)}" for k, (a, b) in r.level_ks.items()))
+        f"{k} {pvalue_text(a)}/{pvalue_text(b)}" for k, (a, b) in r.level_ks.items()))
     L.append("")
     L.append("## Held-out comparison (seeds the fits never saw): mean log-density of the measured ℓ(k)")
     L.append(f"{'model':<11} {'all epochs':>10} {'2nd half':>10} {'last epoch':>10} {'impossible':>10}   KS p of held-out ℓ(E) (no refit); var ratio predicted/measured of ℓ(E)")
     for m, s in r.scores.items():
-        ks = ", ".join(f"{k} {_p(v)}" for k, v in s.ks_final.items())
+        ks = ", ".join(f"{k} {pvalue_text(v)}" for k, v in s.ks_final.items())
         vr = ", ".join(f"{k} {v:.3g}" for k, v in s.var_ratio.items())
         L.append(f"{m:<11} {s.loglik:10.3f} {s.loglik_late:10.3f} {s.loglik_final:10.3f} {s.impossible:>10}   KS: {ks}")
         L.append(f"{'':<56}   var ratio: {vr}")
     L.append("")
     L.append(f"chosen: {r.chosen} — {r.why}")
+    if r.calibration:
+        L.append("")
+        L.append("## Calibration on the runs set apart (split conformal on the PIT of ℓ(E), one score per run)")
+        for m, c in r.calibration.items():
+            u = c.scores
+            share = ", ".join(f"{np.mean(u <= p):.2f}" for p in (0.1, 0.5, 0.9))
+            L.append(f"{m}: {c.message()}; observed P(PIT ≤ 0.1, 0.5, 0.9) = {share} (a calibrated law: 0.1, 0.5, 0.9)")
     L.append("the scenario files are written from a refit of both models on every seed (the level law with the "
              "data law S0, γ found above); the figures above are those of the fitting seeds")
     return L
 
 
 # --------------------------------------------------------------------------- #
-# Plots and files
+# Files (the plots are depl.report.plots.plot_fit, plot_multipliers and plot_calibration)
 # --------------------------------------------------------------------------- #
-
-def plot_fit(r: FitResult, path: Path, runs: int = 4000, seed: int = 0) -> None:
-    """Per experiment: the measured band (mean, 1–99%) over each model's band (Monte Carlo)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..loss import loss_model_for
-
-    exps = r.profile.experiments
-    cols = min(3, len(exps))
-    rows = math.ceil(len(exps) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
-    colors = {"increments": "tab:red", "level": "tab:blue"}
-    for ax, e in zip(axes.ravel(), exps):
-        k = np.arange(0, e.epochs + 1)
-        meas = np.concatenate([np.full((e.losses.shape[0], 1), r.scenarios["level"].initial_loss), e.losses], axis=1)
-        for m, s in r.scenarios.items():
-            model = loss_model_for(s)
-            if not set(e.schedule) <= set(model.model_names):
-                continue
-            tr = model.simulate(e.schedule, s.phi(e.samples), runs, np.random.default_rng(seed))
-            lo, hi = np.quantile(tr, [0.01, 0.99], axis=0)
-            ax.fill_between(k, lo, hi, color=colors[m], alpha=0.18, label=f"{m} 1–99%")
-            ax.plot(k, tr.mean(axis=0), color=colors[m], lw=1)
-        lo, hi = np.quantile(meas, [0.01, 0.99], axis=0)
-        ax.plot(k, meas.mean(axis=0), "k-", lw=1.5, label="measured mean")
-        ax.plot(k, lo, "k--", lw=0.8, label="measured 1–99%")
-        ax.plot(k, hi, "k--", lw=0.8)
-        ax.set_title(f"{e.label} ({e.samples:g} samples)", fontsize=9)
-        ax.set_xlabel("epoch")
-    for ax in axes.ravel()[len(exps):]:
-        ax.axis("off")
-    axes[0, 0].set_ylabel("test loss")
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("measured (black) vs fitted bands: paper's increments model (red), level model (blue)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_multipliers(r: FitResult, path: Path) -> None:
-    """Histograms of the paper's x per version with the fitted densities."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .increments import multipliers
-
-    vs = list(r.increments.versions.values())
-    fig, axes = plt.subplots(1, len(vs), figsize=(4.2 * len(vs), 3.0), squeeze=False)
-    for ax, v in zip(axes[0], vs):
-        e = next(x for x in r.profile.split(False).versions(1.0) if x.version == v.name)
-        x = multipliers(e.losses, r.level.initial_loss, v.A, v.B).ravel()
-        lo, hi = np.quantile(x, [0.01, 0.99])
-        ax.hist(x, bins=60, range=(lo, hi), density=True, color="0.7")
-        grid = np.linspace(lo, hi, 400)
-        for f in v.families:
-            ax.plot(grid, f.frozen.pdf(grid), lw=1, label=f.family)
-        ax.set_title(f"{v.name}: x = (ℓ(k−1)−ℓ(k))/g(k)", fontsize=9)
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
 
 def _toml_value(v) -> str:
     if isinstance(v, bool):

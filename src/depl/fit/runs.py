@@ -4,7 +4,8 @@ A profile run (`depl profile`) is one experiment: a version trained from
 scratch at a fraction of the data, or a switch experiment (K1 epochs of one
 version, then the next).  Seeds are split once into a fitting set and a
 held-out set (every third seed held out), so that every goodness-of-fit
-figure can be measured on runs the fit never saw.
+figure can be measured on runs the fit never saw; before that, the last
+seeds of each experiment can be set apart for calibration (no fit sees them).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runspec import RunSpec
 from ..scenario import Scenario
 from ..store import Store
 
@@ -51,7 +53,9 @@ class Experiment:
 
     def split(self, held_out: bool) -> "Experiment":
         """The fitting seeds (held_out=False) or the held-out ones (every third seed)."""
-        mask = (np.arange(self.seeds.size) % 3 == 2) == held_out
+        return self.subset((np.arange(self.seeds.size) % 3 == 2) == held_out)
+
+    def subset(self, mask: np.ndarray) -> "Experiment":
         return Experiment(self.kind, self.version, self.fraction, self.to, self.switch_after, self.samples,
                           self.nodes, self.seeds[mask], self.losses[mask])
 
@@ -60,6 +64,7 @@ class Experiment:
 class Profile:
     scenario: str
     experiments: list[Experiment] = field(default_factory=list)
+    diverged: int = 0       # seeds left out because their loss became non-finite (`depl.store`)
 
     @property
     def reference_samples(self) -> float:
@@ -73,6 +78,16 @@ class Profile:
 
     def split(self, held_out: bool) -> "Profile":
         return Profile(self.scenario, [e.split(held_out) for e in self.experiments])
+
+    def set_apart(self, seeds: int) -> tuple["Profile", "Profile"]:
+        """(the runs to fit, the runs kept apart for calibration): the last `seeds` seeds of every experiment
+        (by seed number, so that resuming a profile with more seeds keeps the same runs apart)."""
+        keep, apart = [], []
+        for e in self.experiments:
+            mask = np.arange(e.seeds.size) >= e.seeds.size - seeds
+            keep.append(e.subset(~mask))
+            apart.append(e.subset(mask))
+        return Profile(self.scenario, keep), Profile(self.scenario, apart)
 
 
 def _samples(scenario: Scenario, data: dict) -> float:
@@ -91,19 +106,20 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
     """Every complete profiling experiment of `store` (seeds with all epochs)."""
     out = Profile(scenario.name)
     for run in store.runs("profile"):
-        spec = run["spec"]
-        exp, job = spec.get("experiment"), spec.get("job")
-        if not exp or not job:
+        spec = RunSpec.from_json(run["spec"])
+        exp = spec.experiment
+        if exp is None or not spec.epochs:
             continue
-        E = len(job["epochs"])
+        E = spec.epochs
         losses = store.losses(run["run_id"])
-        done = sorted(s for s, v in losses.items() if len(v) == E)
+        gone = store.diverged(run["run_id"])  # a law of finite losses cannot be fitted to them: counted, skipped
+        out.diverged += len(gone)
+        done = sorted(s for s, v in losses.items() if len(v) == E and s not in gone)
         if len(done) < min_seeds:
             continue
-        nodes = int(next(iter(job["nodes"].values())))
         out.experiments.append(Experiment(
-            exp["kind"], exp["version"], float(exp["fraction"]), exp.get("to"), int(exp.get("switch_after") or 0),
-            _samples(scenario, job["data"]), nodes, np.array(done), np.array([losses[s] for s in done])))
+            exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
+            _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done])))
     if not out.versions(None):
         raise FitError(f"{store.path}: no complete profiling experiment with at least {min_seeds} seeds "
                        "(run `depl profile` first)")

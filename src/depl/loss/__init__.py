@@ -1,4 +1,6 @@
-"""Loss models: how the test loss evolves under a schedule of model versions."""
+"""Loss models: how the test loss evolves under a schedule of model versions.
+
+A scenario names its law (`loss_model`); depl.laws maps the name to the class."""
 
 from .base import LossModel
 from .increments import IncrementsModel
@@ -7,8 +9,15 @@ from .level import LevelModel
 __all__ = ["LossModel", "IncrementsModel", "LevelModel", "loss_model_for"]
 
 
-def loss_model_for(scenario) -> LossModel:
-    """The loss model a scenario describes: `loss_model = "level"` or the paper's increments model."""
-    if getattr(scenario, "loss_model", None) == "level":
-        return LevelModel(scenario)
-    return IncrementsModel(scenario)
+def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
+    """The loss model a scenario describes: the registered law named by `loss_model` (default: the paper's
+    increments), recalibrated by the scenario's [calibration] when it has one in use (unless `calibrated=False`)."""
+    from ..laws import get_law
+
+    law = get_law(getattr(scenario, "loss_model", None)).model_class(scenario)
+    c = getattr(scenario, "calibration", None)
+    if calibrated and c is not None and c.use:
+        from .calibrated import CalibratedModel
+
+        return CalibratedModel(law, c.scores, c.method)
+    return law

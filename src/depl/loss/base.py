@@ -4,10 +4,17 @@ A loss model answers, for a *schedule* (the model version of every epoch,
 in order) and a data factor φ:
 
 * `terms(schedule, phi)` — ℓ(K) as independent terms (depl.dist.Term), whose
-  law `distribution(schedule, phi)` computes by FFT: an object with
-  `quantile`, `quantile_bounds`, `cdf`, `mean`, `var` (depl.dist);
+  law `distribution(schedule, phi)` computes by FFT: a GridDistribution with
+  scipy.stats' face (`cdf`, `sf`, `ppf`/`quantile`, `pdf`, `logpdf`, `mean`,
+  `var`, `std`, `rvs`) and the certified `quantile_bounds`, `cdf_bounds`;
 * `simulate(schedule, phi, runs, rng)` — whole trajectories ℓ(0..K), by
   Monte Carlo, independent of the numeric distribution;
+* all three take `start=` a depl.state.RunState: the run has trained
+  `start.epoch` epochs (`start.past` versions, `start.losses` observed) and
+  `schedule` is what comes next, epochs start.epoch+1..start.epoch+K; the law
+  is then that of ℓ(start.epoch + K) given the state, and the trajectories
+  run from ℓ(start.epoch).  `start=None` (or a run not started) is the plan
+  made before training;
 * `epoch_cumulants(models, K, phi)` and `switch_cumulants(a, b, phi)` — the
   cumulants κ1..κ3 of each epoch's and each switch's contribution to ℓ(K).
   They are additive along a schedule (the log of the characteristic
@@ -15,17 +22,20 @@ in order) and a data factor φ:
   what the expanded graph of the planners needs.
 
 Another loss model (a fitted one) plugs into the planners by implementing
-`terms`, `simulate`, `epoch_cumulants`, `switch_cumulants` and `can_switch`.
+`terms`, `simulate`, `epoch_cumulants`, `switch_cumulants` and `can_switch`,
+and into scenarios by one line of depl.laws (`register_law`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 
 from ..dist import GridDistribution, Term, sum_distribution
+from ..state import RunState
 
 
 class LossModel(ABC):
@@ -33,12 +43,20 @@ class LossModel(ABC):
     model_names: list[str]
 
     @abstractmethod
-    def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
-        """ℓ(K) for `schedule` as a sum of independent terms (a constant one carries ℓ(0))."""
+    def terms(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None) -> list[Term]:
+        """ℓ(K) for `schedule` as a sum of independent terms (a constant one carries ℓ(0)); given `start`,
+        ℓ(start.epoch + K) given the run's state."""
 
-    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, tol: float | None = None,
-                     h: float | None = None, cache: dict | None = None) -> GridDistribution:
-        """The law of ℓ(K): FFT convolution of `terms` with its certified bracket.
+    def law_parts(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None):
+        """(`terms`, the same law as a frozen scipy.stats distribution or None): a law that knows ℓ(K) in
+        closed form returns it, and `distribution`'s density and samples are then exact."""
+        # a law written before the state seam (terms(schedule, phi)) still plans from the start
+        return (self.terms(schedule, phi) if start is None else self.terms(schedule, phi, start=start)), None
+
+    def distribution(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None,
+                     tol: float | None = None, h: float | None = None, cache: dict | None = None) -> GridDistribution:
+        """The law of ℓ(K) (given `start`: of ℓ(start.epoch + K) given the run's state): FFT convolution of
+        `terms` with its certified bracket.
 
         `tol`/`h` set the lattice (depl.dist.sum_distribution); `cache` reuses
         the lattice masses of terms seen before (default: one per model).
@@ -47,11 +65,14 @@ class LossModel(ABC):
             cache = self.__dict__.setdefault("_lattice_cache", {})
             if len(cache) > 20_000:
                 cache.clear()
-        return sum_distribution(self.terms(schedule, phi), tol=tol, h=h, cache=cache)
+        terms, exact = self.law_parts(schedule, phi, start=start)
+        d = sum_distribution(terms, tol=tol, h=h, cache=cache)
+        return d if exact is None else replace(d, exact=exact)
 
     @abstractmethod
-    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
-        """Trajectories, shape (runs, K+1); column 0 is ℓ(0)."""
+    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator, *,
+                 start: RunState | None = None) -> np.ndarray:
+        """Trajectories, shape (runs, K+1); column 0 is ℓ(0) (given `start`: ℓ(start.epoch), observed or drawn)."""
 
     @abstractmethod
     def epoch_cumulants(self, K: int, phi: float = 1.0) -> np.ndarray:
@@ -82,3 +103,8 @@ class LossModel(ABC):
                 step += self.switch_cumulants(schedule[k - 1], m, phi)[0]
             out[k + 1] = out[k] + step
         return out
+
+
+def started(start: RunState | None) -> bool:
+    """Whether a law must condition on `start` (None and a run not started are the plan before training)."""
+    return start is not None and start.epoch > 0

@@ -5,6 +5,13 @@
 x_k ~ X_m i.i.d., jump ~ l_sw(m→m') when the version changes between epoch
 k−1 and k; all draws independent, so ℓ(K) is ℓ(0) plus a sum of independent
 terms and its law is a convolution (depl.dist).
+
+Given a run's state after k0 epochs (depl.state.RunState) the law is Markov:
+ℓ(k0 + K) is the observed ℓ(k0) plus the remaining increments of epochs
+k0+1..k0+K — g_m at the global epoch, so a version that comes later makes the
+progress of a late epoch — and a jump if the next version is not the one
+trained last.  A state with no observed loss gives the law of the whole
+schedule, past and next, from ℓ(0).
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ import numpy as np
 
 from ..dist import Term, draw
 from ..scenario import Scenario
-from .base import LossModel
+from ..state import RunState
+from .base import LossModel, started
 
 
 class IncrementsModel(LossModel):
@@ -29,30 +37,48 @@ class IncrementsModel(LossModel):
         self._models = {m.name: m for m in scenario.models}
 
     # -- the terms of ℓ(K) -------------------------------------------------- #
-    def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
-        out = [Term(0.0, None, self.initial_loss)]
-        for k, m in enumerate(schedule, start=1):
+    def terms(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None) -> list[Term]:
+        if not started(start):
+            return self._terms(schedule, phi, 0, self.initial_loss, None)
+        if not start.losses:
+            return self.terms(start.past + tuple(schedule), phi)
+        return self._terms(schedule, phi, start.epoch, float(start.losses[-1]), start.past[-1])
+
+    def _terms(self, schedule, phi: float, k0: int, level: float, prev: str | None) -> list[Term]:
+        """ℓ(k0) = level, then the epochs k0+1.. of `schedule` (a jump first if `prev` is another version)."""
+        out = [Term(0.0, None, level)]
+        for k, m in enumerate(schedule, start=k0 + 1):
             out.append(Term(-float(self._models[m].g(k, phi)), self._noise[m]))
-            if k > 1 and schedule[k - 2] != m:
-                out.append(Term(1.0, self._jump[(schedule[k - 2], m)]))
+            if prev is not None and prev != m:
+                out.append(Term(1.0, self._jump[(prev, m)]))
+            prev = m
         return out
 
-    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
+    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator, *,
+                 start: RunState | None = None) -> np.ndarray:
+        if not started(start):
+            return self._simulate(schedule, phi, runs, rng, 0, self.initial_loss, None)
+        if not start.losses:
+            return self.simulate(start.past + tuple(schedule), phi, runs, rng)[:, start.epoch:]
+        return self._simulate(schedule, phi, runs, rng, start.epoch, float(start.losses[-1]), start.past[-1])
+
+    def _simulate(self, schedule, phi, runs, rng, k0: int, level: float, prev: str | None) -> np.ndarray:
         K = len(schedule)
         steps = np.empty((runs, K))
         sched = np.asarray(schedule)
         for m in set(schedule):
             cols = np.flatnonzero(sched == m)
-            g = self._models[m].g(cols + 1, phi)
+            g = self._models[m].g(cols + 1 + k0, phi)
             x = draw(self._noise[m], (runs, cols.size), rng)
             steps[:, cols] = -g * x
-        for k in range(1, K):
-            if schedule[k] != schedule[k - 1]:
-                steps[:, k] += draw(self._jump[(schedule[k - 1], schedule[k])], runs, rng)
+        for k in range(K):
+            before = schedule[k - 1] if k > 0 else prev
+            if before is not None and schedule[k] != before:
+                steps[:, k] += draw(self._jump[(before, schedule[k])], runs, rng)
         out = np.empty((runs, K + 1))
-        out[:, 0] = self.initial_loss
+        out[:, 0] = level
         np.cumsum(steps, axis=1, out=out[:, 1:])
-        out[:, 1:] += self.initial_loss
+        out[:, 1:] += level
         return out
 
     # -- cumulants for the expanded graph ----------------------------------- #

@@ -24,6 +24,23 @@ along a one-version schedule they sum to the exact cumulants of ℓ(K); a switch
 contributes the mean (over the epochs) of κ_i(ℓ_b(k)) − κ_i(ℓ_a(k)), an
 approximation used only to rank schedules — every plan is certified with the
 exact `distribution`.
+
+Given a run's state (depl.state.RunState: k0 epochs of the versions
+`start.past`, losses ℓ(1..k0) observed), the law conditions through the
+per-seed effect U, the only thing the epochs of one seed share.  Along the
+whole schedule (past, then next), ln ℓ(j) = ln μ(j) + a_j·U + b_j·E_j with
+a_j = √ρ·σ(j) (the shared part) and b_j² = σ_tot(j)² − a_j² (the epoch's own
+part, a switch's extra variance included).  With U ~ N(0, 1) a priori, the
+residuals r_j = ln ℓ(j) − ln μ(j) give the Gaussian posterior
+
+    U | r ~ N(m, v),   1/v = 1 + Σ a_j²/b_j²,   m = v·Σ a_j·r_j/b_j²,
+
+and ℓ(k0+K) is again log-normal: median μ(k0+K)·e^(a·m), log-sd
+√(a²·v + b²) at the last epoch.  Assumptions: the observed losses are draws of
+this law (the same test split, no drift of the law during the run), the
+epochs' own parts E_j are independent (so only U carries the past), and the
+data factor φ is the same before and after.  A state with no observed loss
+gives the unconditional law of ℓ(k0+K) along the whole schedule.
 """
 
 from __future__ import annotations
@@ -35,7 +52,8 @@ from scipy import stats
 
 from ..dist import Term
 from ..scenario import LevelLaw, Scenario
-from .base import LossModel
+from ..state import RunState
+from .base import LossModel, started
 
 
 def decay(curve: str, u):
@@ -108,11 +126,39 @@ class LevelModel(LossModel):
             shared[k] = law.seed_share * s**2
         return mu, np.sqrt(var), np.sqrt(shared)
 
-    def terms(self, schedule: Sequence[str], phi: float = 1.0) -> list[Term]:
-        mu, sd, _ = self.path(schedule, phi)
-        if sd[-1] <= 0:
-            return [Term(0.0, None, float(mu[-1]))]
-        return [Term(float(mu[-1]), self._lognorm(float(sd[-1])))]
+    def final(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None) -> tuple[float, float]:
+        """(median, log-sd) of the log-normal ℓ(K) (given `start`: of ℓ(start.epoch + K) given the run's state)."""
+        if not started(start):
+            mu, sd, _ = self.path(schedule, phi)
+            return float(mu[-1]), float(sd[-1])
+        mu, sd, shared = self.path(start.past + tuple(schedule), phi)
+        m, v = self.seed_posterior(mu, sd, shared, start)
+        if not schedule and start.losses:
+            return float(start.losses[-1]), 0.0   # ℓ(k0) is observed
+        own2 = max(sd[-1] ** 2 - shared[-1] ** 2, 0.0)
+        return float(mu[-1] * np.exp(shared[-1] * m)), float(np.sqrt(shared[-1] ** 2 * v + own2))
+
+    def seed_posterior(self, mu, sd, shared, start: RunState) -> tuple[float, float]:
+        """Mean and variance of the per-seed effect U given the losses observed (prior N(0, 1))."""
+        if not start.losses:
+            return 0.0, 1.0
+        j = np.arange(1, start.epoch + 1)
+        r = np.log(np.asarray(start.losses, dtype=float)) - np.log(mu[j])
+        a = shared[j]
+        # an epoch with no own noise pins U; 1e-18 keeps it finite
+        b2 = np.maximum(sd[j] ** 2 - a**2, 1e-18)
+        v = 1.0 / (1.0 + float(np.sum(a**2 / b2)))
+        return v * float(np.sum(a * r / b2)), v
+
+    def terms(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None) -> list[Term]:
+        return self.law_parts(schedule, phi, start=start)[0]
+
+    def law_parts(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None):
+        mu, sd = self.final(schedule, phi, start=start)
+        exact = stats.lognorm(s=max(sd, 1e-6), scale=mu)
+        if sd <= 0:
+            return [Term(0.0, None, mu)], exact
+        return [Term(mu, self._lognorm(sd))], exact
 
     def _lognorm(self, s: float):
         # one frozen object per σ so that depl.dist's lattice cache (keyed by the object) is reused
@@ -123,13 +169,21 @@ class LevelModel(LossModel):
             self._cache[key] = stats.lognorm(s=s)
         return self._cache[key]
 
-    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator) -> np.ndarray:
-        mu, sd, shared = self.path(schedule, phi)
+    def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator, *,
+                 start: RunState | None = None) -> np.ndarray:
+        k0 = start.epoch if started(start) else 0
+        full = start.past + tuple(schedule) if k0 else schedule
+        mu, sd, shared = self.path(full, phi)
         own = np.sqrt(np.maximum(sd**2 - shared**2, 0.0))
-        u = rng.standard_normal((runs, 1))
+        m, v = self.seed_posterior(mu, sd, shared, start) if k0 else (0.0, 1.0)
+        u = m + np.sqrt(v) * rng.standard_normal((runs, 1)) if k0 else rng.standard_normal((runs, 1))
         e = rng.standard_normal((runs, mu.size))
         out = mu * np.exp(shared * u + own * e)
         out[:, 0] = self.initial_loss
+        if k0:
+            out = out[:, k0:]
+            if start.losses:
+                out[:, 0] = start.losses[-1]
         return out
 
     def mean_path(self, schedule: Sequence[str], phi: float = 1.0) -> np.ndarray:

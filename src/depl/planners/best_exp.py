@@ -10,15 +10,11 @@ certified quantile is ≤ ℓmax is returned.
 
 from __future__ import annotations
 
-import time
 
-from ..loss import LossModel
 from ..plan import Plan
-from ..scenario import Scenario
-from .common import Candidate, Context, Infeasible, Options, make_plan
-from .datasets import ranked_subsets
-from .depl import Criterion, search
-from .reach import infeasible
+from .choices import ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, Infeasible, to_plan
+from .depl import Criterion, infeasible, search
 from .schedule import Surrogate
 
 MEAN = Criterion(
@@ -27,7 +23,7 @@ MEAN = Criterion(
     # What the graph adds up, not the exact mean: the search's bias correction is
     # exact − additive, which is 0 under the increments law but not under the level
     # law (its switch terms are averages), where the graph alone misjudges schedules.
-    estimate=lambda ctx, s: (ctx.loss.initial_loss + float(ctx.additive_cumulants(s)[0]), 0.0),
+    estimate=lambda ctx, s: (ctx.initial_loss + float(ctx.additive_cumulants(s)[0]), 0.0),
 )
 
 
@@ -39,7 +35,7 @@ def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None,
     target it cannot plan for is not taken to mean that no tighter one works:
     the lowest plannable mean is found by bisection instead.
     """
-    lmax, l0 = ctx.target, ctx.loss.initial_loss
+    lmax, l0 = ctx.target, ctx.initial_loss
     best: tuple[Candidate, float] | None = None
     lowest: list[Candidate] = []  # the plan with the lowest mean seen (for the infeasibility message)
 
@@ -106,30 +102,49 @@ def tightest_mean_plan(ctx: Context, steps: int = 40) -> tuple[Candidate | None,
     return best[0], best[1]  # type: ignore[index]
 
 
-def plan_best_exp(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
-    options = options or Options()
-    t0 = time.perf_counter()
-    tried, lowest = [], None
-    for datasets in ranked_subsets(s, loss):
-        ctx = Context(s, list(datasets), loss=loss, options=options)
-        cand, mean_target = tightest_mean_plan(ctx)
-        if cand is not None:
-            return make_plan("best-exp", s, ctx, cand, t0, eta=options.eta, mean_target=mean_target,
-                             blacklisted=tried)
-        tried.append(list(datasets))
-        low = ctx.__dict__.get("lowest_mean_plan")
-        if low is not None and (lowest is None or low.dist.mean() < lowest.dist.mean()):
-            lowest = low
-    e = infeasible(s, options, loss, method="best-exp")
-    if e.witness is None or lowest is None:
-        raise Infeasible(str(e), best_quantile=e.best_quantile, shortest_time=e.shortest_time)
-    # Plans meeting the target exist, but not among those best-exp can reach by
-    # tightening the mean: say both, with the numbers, and do not pass off a
-    # quantile-aware plan as best-exp's.
+class BestExpPlanner(ChoicePlanner):
+    """best-exp as SPEC reads it (module docstring): the first dataset choice by eq. (7)
+    on which tightening the expected-loss target gives a plan meeting ℓmax."""
+
+    name = "best-exp"
+
+    def solve(self, problem: Problem, t0: float) -> Plan:
+        def tightened(ctx: Context, incumbent) -> Candidate | None:
+            cand, mean_target = tightest_mean_plan(ctx)
+            if cand is not None:
+                cand.info["mean_target"] = mean_target
+            return cand
+
+        walk = Walk(problem.by_time).run(tightened)
+        if walk.best is not None:
+            ctx, cand = walk.best
+            return to_plan(self.name, ctx, cand, t0, eta=problem.options.eta, blacklisted=walk.tried)
+        lows = [c.ctx.__dict__.get("lowest_mean_plan") for c in problem.by_time]
+        lows = [low for low in lows if low is not None]
+        lowest = min(lows, key=lambda c: c.dist.mean()) if lows else None
+        raise missed_by_mean(problem, lowest, self.name)
+
+
+def missed_by_mean(problem: Problem, lowest: Candidate | None, method: str) -> Infeasible:
+    """Why a planner reasoning with the expected loss found no plan."""
+    s = problem.scenario
+    e = infeasible(problem, method=method)
+    if e.witness is None:
+        return Infeasible(str(e), best_quantile=e.best_quantile, shortest_time=e.shortest_time)
+    # Plans meeting the target exist, but not among those this planner reaches by
+    # reasoning with the mean: say both, with the numbers, and do not pass off a
+    # quantile-aware plan as its own.
     w = f"{s.target.quantile:g}-quantile"
-    raise Infeasible(
-        f"best-exp finds no plan: tightening the expected loss down to the lowest it can plan for, "
-        f"E[ℓ(K)] = {lowest.dist.mean():.4g}, gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}. "
+    if lowest is None:
+        why = f"no schedule it plans for the expected loss has a certified {w} ≤ {s.target.loss:g} by the deadline"
+    else:
+        why = (f"tightening the expected loss down to the lowest it can plan for, E[ℓ(K)] = {lowest.dist.mean():.4g}, "
+               f"gives a certified {w} of {lowest.quantile:.4g} > {s.target.loss:g}")
+    return Infeasible(
+        f"{method} finds no plan: {why}. "
         f"Plans meeting the target exist (the lowest reachable {w} is {e.best_quantile:.4g}; use --method depl): "
-        "best-exp, which reasons with the expected loss only, does not find them.",
+        f"{method}, which reasons with the expected loss only, does not find them.",
         best_quantile=e.best_quantile, shortest_time=e.shortest_time)
+
+
+BEST_EXP = BestExpPlanner()

@@ -68,7 +68,7 @@ class CostBound:
             fixed = [float(beta[g].sum()) for g in groups]
         else:  # some cluster is used: at least the smallest β, on any clusters
             groups, fixed = [np.arange(N)], [float(beta.min())]
-        top = float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))  # every epoch at full speed
+        top = t.full_speed_price()  # every epoch at full speed
         self.lam = top * np.logspace(-10, 1, GRID)
         val = np.stack([t.lagrangian(lam, np.arange(N))[0] for lam in self.lam], axis=-1)  # (M, N, G)
         self.W = np.stack([val[:, g, :].min(axis=1) for g in groups])  # (U, M, G)
@@ -100,6 +100,8 @@ def epochs_lower_bound(ctx: Context) -> float:
     K = ctx.max_epochs
     loss = ctx.loss
     if isinstance(loss, LevelModel):
+        if ctx.start.started:
+            return 1.0  # conditioned on a run, the law's median curve no longer bounds it
         # ℓ(K) = μ·exp(σZ) with μ ≥ the version's median curve when no switch
         # lowers it (offset ≥ 0), and for ω ≥ 1/2 the quantile is ≥ the median.
         if ctx.omega < 0.5 or any(sw.offset < 0 for sw in loss._switch.values()):
@@ -108,12 +110,15 @@ def epochs_lower_bound(ctx: Context) -> float:
         med = np.min([median_curve(loss._law[m], loss.initial_loss, ctx.phi * k, ctx.phi)
                       for m in loss.model_names], axis=0)
     elif isinstance(loss, IncrementsModel):
+        if not ctx.moments_exact:
+            return 1.0  # ℓ(start) not observed: its own spread is not in the cumulants
         cum = ctx.epoch_cumulants[:, :K]
-        mu = loss.initial_loss + np.cumsum(cum[:, :, 0].min(axis=0))
+        mu = ctx.initial_loss + np.cumsum(cum[:, :, 0].min(axis=0))
         var = np.cumsum(cum[:, :, 1].max(axis=0))
         off = ctx.allowed & ~np.eye(len(ctx.allowed), dtype=bool)
         if off.any():
-            k = np.arange(1, K + 1)
+            # a started run may also switch out of its last version before its first epoch
+            k = np.arange(1, K + 1) + (ctx.start.model is not None)
             n_sw = np.minimum(k - 1, len(off) - 1) if _acyclic(ctx.allowed) else k - 1
             sw = ctx.switch_cumulants[off]
             mu = mu + n_sw * min(0.0, float(sw[:, 0].min()))
@@ -135,7 +140,7 @@ def one_version_epochs(ctx: Context) -> np.ndarray:
     from .schedule import cornish_fisher
 
     cum = np.cumsum(ctx.epoch_cumulants, axis=1)
-    q, _ = cornish_fisher(ctx.loss.initial_loss, cum, ctx.omega)
+    q, _ = cornish_fisher(ctx.initial_loss, cum + ctx.first_switch[:, None, :], ctx.omega)
     out = np.full(len(ctx.loss.model_names), math.inf)
     for m in range(len(out)):
         ok = np.flatnonzero(q[m] <= ctx.target)
@@ -159,7 +164,7 @@ def proxy_cost(ctx: Context) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         budget = T - K * t.tau
         x = K * t.c / budget
-        cost = t.a[None, :] * K * x + beta[None, :]
+        cost = t.a * K * x + K * t.f + beta[None, :]
         ok = np.isfinite(K) & (budget > 0) & (x <= t.r[None, :])
     if ok.any():
         return float(cost[ok].min())

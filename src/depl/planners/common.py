@@ -1,4 +1,13 @@
-"""What the planners share: the context of one dataset choice, certification, the result."""
+"""What the planners share: the context of one dataset choice, certification, the result.
+
+A `Context` is a scenario with its datasets chosen *and* the state the plan
+starts from (`depl.state.RunState`): before training, epoch 0 at ℓ(0) with the
+whole deadline; during a run (closed loop), the epochs already trained, the
+last observed loss and the time already used.  Everything the searches read —
+the deadline, the horizon, the epoch cumulants, the starting loss, the switch
+out of the version last trained, the exact law of ℓ(K) — comes from here, so
+a planner that only talks to its Context plans the remaining epochs unchanged.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +19,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..loss import LossModel, loss_model_for
+from ..loss import IncrementsModel, LossModel, loss_model_for
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
+from ..state import START, RunState
 from .placement import ClusterTable, Placement, PlacementInfeasible, place
 from .schedule import GraphSpec, Surrogate, cornish_fisher
 
@@ -29,7 +39,7 @@ class Options:
     dataset_candidates: int = 6  # feasible dataset choices taken through stages 2–3 (the paper: 1)
     dataset_slack: float = 2.0  # ... among those whose ranking score is within this factor of the best
     time_limit: float | None = None  # optimal: seconds before it returns its incumbent and a lower bound
-    progress: Callable[[str], None] | None = field(default=None, compare=False)  # optimal's live status
+    on_status: Callable[[str], None] | None = field(default=None, compare=False)  # optimal's live status line
 
 
 class Infeasible(Exception):
@@ -53,10 +63,45 @@ class Context:
     datasets: list[str]
     loss: LossModel = field(default=None)  # type: ignore[assignment]
     options: Options = field(default_factory=Options)
+    start: RunState = START
 
     def __post_init__(self):
         if self.loss is None:
             self.loss = loss_model_for(self.scenario)
+        if self.start.model is not None and self.start.model not in self.loss.model_names:
+            raise ValueError(f"the run's last version {self.start.model!r} is not a version of the scenario")
+
+    @cached_property
+    def initial_loss(self) -> float:
+        """The loss the graph starts from: ℓ(0), the run's last observed loss, or (nothing
+        observed) its expected loss so far.  The exact law (`distribution`) is the loss
+        law's own conditioning on the run."""
+        if not self.start.started:
+            return self.loss.initial_loss
+        if self.start.last_loss is not None:
+            return float(self.start.last_loss)
+        return float(self.loss.mean_path(list(self.start.past), self.phi)[-1])
+
+    @property
+    def moments_exact(self) -> bool:
+        """Whether the additive cumulants give ℓ(K)'s exact mean and variance (the increments
+        law, from ℓ(0) or an observed loss), so that Cantelli's bound may rule schedules out."""
+        return isinstance(self.loss, IncrementsModel) and (not self.start.started or self.start.last_loss is not None)
+
+    @cached_property
+    def first_allowed(self) -> np.ndarray | None:
+        """(|M|,) bool: the versions the first planned epoch may use (None: any).  A started
+        run continues its last version or switches out of it along an allowed switch."""
+        if self.start.model is None:
+            return None
+        return self.allowed[self.loss.model_names.index(self.start.model)].copy()
+
+    @cached_property
+    def first_switch(self) -> np.ndarray:
+        """(|M|, 3): the cumulants the first planned epoch adds by switching out of the run's last version."""
+        if self.start.model is None:
+            return np.zeros((len(self.loss.model_names), 3))
+        return self.switch_cumulants[self.loss.model_names.index(self.start.model)]
 
     @cached_property
     def samples(self) -> float:
@@ -80,7 +125,8 @@ class Context:
 
     @property
     def deadline(self) -> float:
-        return self.scenario.target.deadline
+        """The time left: Tmax minus what the run has already used."""
+        return self.scenario.target.deadline - self.start.time_spent
 
     @cached_property
     def tmin(self) -> np.ndarray:
@@ -89,19 +135,25 @@ class Context:
     @cached_property
     def deadline_epochs(self) -> int:
         """The most epochs that fit in the deadline (the fastest version, full speed, best cluster)."""
-        return max(1, int(math.floor(self.deadline / float(self.tmin.min()) + 1e-9)))
+        return max(1, int(math.floor(max(self.deadline, 0.0) / float(self.tmin.min()) + 1e-9)))
 
     @cached_property
     def max_epochs(self) -> int:
         """The horizon: what the deadline allows, and at most the law's max_epochs (no other cap)."""
         k = self.deadline_epochs
         if self.scenario.max_epochs is not None:
-            k = min(k, self.scenario.max_epochs)
+            k = min(k, self.scenario.max_epochs - self.start.epoch)
         return max(1, k)
 
     @cached_property
     def epoch_cumulants(self) -> np.ndarray:
-        return self.loss.epoch_cumulants(self.max_epochs, self.phi)
+        return self.cumulants_ahead(self.max_epochs)
+
+    def cumulants_ahead(self, K: int) -> np.ndarray:
+        """(|M|, K, 3): the cumulants of the next K epochs, numbered from start.epoch + 1."""
+        k0 = self.start.epoch
+        cum = self.loss.epoch_cumulants(k0 + K, self.phi)
+        return cum[:, k0:] if k0 else cum
 
     @cached_property
     def switch_cumulants(self) -> np.ndarray:
@@ -122,22 +174,34 @@ class Context:
         """Epoch cumulants (|M|, K, 3), also beyond the deadline's horizon."""
         if K <= self.max_epochs:
             return self.epoch_cumulants[:, :K]
-        return self.loss.epoch_cumulants(K, self.phi)
+        return self.cumulants_ahead(K)
 
     def spec(self, surrogate: Surrogate, weight: np.ndarray, target: float, *,
              deadline: float | None = None, eta: int | None = None, horizon: int | None = None) -> GraphSpec:
+        du_epoch = surrogate(self.cumulants(horizon or self.max_epochs))
+        if self.start.model is not None:  # the first epoch carries the switch out of the run's last version
+            du_epoch = du_epoch.copy()
+            du_epoch[:, 0] += surrogate(self.first_switch)
         return GraphSpec(
-            models=list(self.loss.model_names), l0=self.loss.initial_loss,
-            du_epoch=surrogate(self.cumulants(horizon or self.max_epochs)),
+            models=list(self.loss.model_names), l0=self.initial_loss,
+            du_epoch=du_epoch,
             du_switch=surrogate(self.switch_cumulants),
             allowed=self.allowed, weight=np.asarray(weight, float), tmin=self.tmin,
             deadline=self.deadline if deadline is None else deadline,
-            target=target, eta=eta or self.options.eta,
+            target=target, eta=eta or self.options.eta, allowed_start=self.first_allowed,
         )
 
+    def can_begin(self, schedule) -> bool:
+        """Whether `schedule` may follow the run's last version."""
+        m = self.start.model
+        return m is None or not schedule or self.loss.can_switch(m, schedule[0])
+
     # -- exact answers for one schedule ------------------------------------ #
-    def distribution(self, schedule):
-        return self.loss.distribution(schedule, self.phi, tol=self.options.tol)
+    def distribution(self, schedule, **lattice):
+        """The law of ℓ(start.epoch + len(schedule)) given the run's state (`lattice`: h, cache)."""
+        if not self.start.started:
+            return self.loss.distribution(schedule, self.phi, tol=self.options.tol, **lattice)
+        return self.loss.distribution(schedule, self.phi, start=self.start, tol=self.options.tol, **lattice)
 
     def certify(self, schedule) -> tuple[float, object]:
         """(certified upper bound of the ω-quantile, the distribution); inf where the law
@@ -163,7 +227,8 @@ class Context:
 
     def place(self, schedule) -> Placement | None:
         try:
-            return place(self.scenario, list(schedule), self.datasets, table=self.table)
+            return place(self.scenario, list(schedule), self.datasets, deadline=self.deadline, table=self.table,
+                         first_epoch=self.start.epoch + 1)
         except PlacementInfeasible:
             return None
 
@@ -176,11 +241,13 @@ class Context:
         for a, b in zip(s, s[1:]):
             if a != b:
                 cum = cum + self.switch_cumulants[a, b]
+        if self.start.model is not None and len(s):
+            cum = cum + self.first_switch[s[0]]
         return cum
 
     def cornish_fisher(self, schedule) -> tuple[float, float]:
         """(Cornish–Fisher ω-quantile, σ) of ℓ(K) from the additive cumulants."""
-        q, sigma = cornish_fisher(self.loss.initial_loss, self.additive_cumulants(schedule), self.omega)
+        q, sigma = cornish_fisher(self.initial_loss, self.additive_cumulants(schedule), self.omega)
         return float(q), float(sigma)
 
 
@@ -192,6 +259,7 @@ class Candidate:
     quantile: float  # certified upper bound
     placement: Placement
     dist: object
+    info: dict = field(default_factory=dict)  # what the planner adds to the plan's info
 
     @property
     def cost(self) -> float:
@@ -237,8 +305,13 @@ def check_plan(plan: Plan) -> None:
         raise Infeasible(f"{plan.method} produced a plan with a non-positive compute allocation")
 
 
-def make_plan(method: str, scenario: Scenario, ctx: Context, cand: Candidate, t0: float, **info) -> Plan:
+def to_plan(method: str, ctx: Context, cand: Candidate, t0: float, **info) -> Plan:
+    """The `Plan` of a candidate found in `ctx` (its epochs numbered from the start state's)."""
+    scenario = ctx.scenario
     lo, hi = cand.dist.quantile_bounds(ctx.omega)
+    if ctx.start.started:
+        info = {"start_epoch": ctx.start.epoch, "time_spent": ctx.start.time_spent,
+                "cost_spent": ctx.start.cost_spent, **info}
     plan = Plan(
         method=method, scenario=scenario.name, feasible=True, datasets=list(ctx.datasets),
         epochs=cand.placement.epochs, cost=cand.placement.cost, time=cand.placement.time,
@@ -246,7 +319,8 @@ def make_plan(method: str, scenario: Scenario, ctx: Context, cand: Candidate, t0
         solve_seconds=time.perf_counter() - t0, omega=ctx.omega, loss_target=ctx.target,
         deadline=ctx.deadline, loss_quantile_bounds=(float(lo), float(hi)),
         info={"placement_gap": cand.placement.gap, "loss_std": cand.dist.std(),
-              "segments": [[m, n] for m, n in segments(cand.schedule)], **info},
+              "segments": [[m, n] for m, n in segments(cand.schedule)], **cand.info, **info},
     )
     check_plan(plan)
     return with_scenario(plan, scenario)
+

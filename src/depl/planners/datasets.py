@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from ..loss import LossModel, loss_model_for
+from ..plan import epoch_time
 from ..scenario import Scenario
 from .schedule import cornish_fisher
 
@@ -48,22 +49,33 @@ def objective(s: Scenario, loss: LossModel, names: tuple[str, ...]) -> float:
     samples = s.samples(names)
     full = max(s.models, key=lambda m: m.work)
     best = max(s.clusters, key=lambda n: (n.capacity, n.bandwidth))
-    T = full.work * samples / best.nodes / best.capacity + full.size / best.bandwidth
+    T = epoch_time(s, full.name, best.name, best.capacity, samples)  # eq. (1) at full speed
     K = epochs_needed(s, loss, full.name, samples)
     return K * T
 
 
-def ranked_subsets(s: Scenario, loss: LossModel | None = None) -> list[tuple[str, ...]]:
-    """Dataset choices, best (lowest K̂·T̂) first; ties go to fewer samples."""
+def scored_subsets(s: Scenario, loss: LossModel | None = None) -> list[tuple[float, tuple[str, ...]]]:
+    """(K̂·T̂, datasets) for the dataset choices, best (lowest K̂·T̂) first; ties go to fewer samples."""
     loss = loss or loss_model_for(s)
-    subsets = all_subsets(s, loss, lambda sub: objective(s, loss, sub))
+    memo: dict[tuple[str, ...], float] = {}
+
+    def score(sub):
+        if sub not in memo:
+            memo[sub] = objective(s, loss, sub)
+        return memo[sub]
+
     scored = []
-    for sub in subsets:
-        f, n = objective(s, loss, sub), s.samples(sub)
+    for sub in all_subsets(s, loss, score):
+        f, n = score(sub), s.samples(sub)
         # Where the full model cannot meet the target at all, more data first.
         scored.append((f, n if math.isfinite(f) else -n, sub))
     scored.sort(key=lambda t: (t[0], t[1]))
-    return [sub for _, _, sub in scored]
+    return [(f, sub) for f, _, sub in scored]
+
+
+def ranked_subsets(s: Scenario, loss: LossModel | None = None) -> list[tuple[str, ...]]:
+    """Dataset choices, best (lowest K̂·T̂) first; ties go to fewer samples."""
+    return [sub for _, sub in scored_subsets(s, loss)]
 
 
 def all_subsets(s: Scenario, loss: LossModel, score) -> list[tuple[str, ...]]:
@@ -79,28 +91,31 @@ def all_subsets(s: Scenario, loss: LossModel, score) -> list[tuple[str, ...]]:
     return [x for x in subsets if x]
 
 
-def ranked_by_cost(s: Scenario, loss: LossModel, options) -> list[tuple[float, tuple[str, ...], "Context"]]:
+def ranked_by_cost(s: Scenario, loss: LossModel, options, context=None
+                   ) -> list[tuple[float, tuple[str, ...], "Context"]]:
     """(proxy cost, datasets, context) for the dataset choices, cheapest proxy first.
 
     Ties (and choices no single version can make feasible, proxy inf) go to
-    more samples first: more data is what can still make them feasible."""
+    more samples first: more data is what can still make them feasible.
+    `context(datasets)` makes (or reuses) the context of a choice."""
     from .bounds import proxy_cost
     from .common import Context
 
-    ctxs: dict[tuple[str, ...], Context] = {}
+    if context is None:
+        ctxs: dict[tuple[str, ...], Context] = {}
 
-    def ctx_of(sub):
-        if sub not in ctxs:
-            ctxs[sub] = Context(s, list(sub), loss=loss, options=options)
-        return ctxs[sub]
+        def context(sub):
+            if sub not in ctxs:
+                ctxs[sub] = Context(s, list(sub), loss=loss, options=options)
+            return ctxs[sub]
 
     scores: dict[tuple[str, ...], float] = {}
 
     def score(sub):
         if sub not in scores:
-            scores[sub] = proxy_cost(ctx_of(sub)) if sub else math.inf
+            scores[sub] = proxy_cost(context(sub)) if sub else math.inf
         return scores[sub]
 
     subsets = all_subsets(s, loss, score)
     ranked = sorted(subsets, key=lambda sub: (score(sub), -s.samples(sub)))
-    return [(score(sub), sub, ctx_of(sub)) for sub in ranked]
+    return [(score(sub), sub, context(sub)) for sub in ranked]

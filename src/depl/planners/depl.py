@@ -20,27 +20,23 @@ which constraint fails and what is reachable.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from ..loss import LossModel, loss_model_for
 from ..plan import Plan
-from ..scenario import Scenario
-from .common import Candidate, Context, Infeasible, Options, evaluate, make_plan, segments
 from .bounds import subset_lower_bound
-from .datasets import objective, ranked_by_cost, ranked_subsets
+from .choices import ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, Infeasible, evaluate, segments, to_plan
 from .exhaustive import Exhaustive
-from .reach import infeasible, reachable  # noqa: F401 - where the no-plan message is built (planfast)
+from . import reach
 from .schedule import Surrogate, lowest_cost_path
 
 
 def full_speed_price(ctx: Context) -> float:
     """A time price at which every version runs at full speed on its best cluster."""
-    t = ctx.table
-    return float(np.max(t.a[None, :] * t.r[None, :] ** 2 / t.c))
+    return ctx.table.full_speed_price()
 
 
 @dataclass(frozen=True)
@@ -62,9 +58,11 @@ def _starts(ctx: Context, exact: bool) -> list[Start]:
     certified single-version plan is found exactly (bisection on its length)
     and is a candidate too.
     """
-    mean = ctx.epoch_cumulants[:, :, 0].cumsum(axis=1) + ctx.loss.initial_loss
+    mean = ctx.epoch_cumulants[:, :, 0].cumsum(axis=1) + ctx.initial_loss + ctx.first_switch[:, None, 0]
     starts = []
     for i, name in enumerate(ctx.loss.model_names):
+        if not ctx.can_begin([name]):
+            continue  # a started run cannot switch to it
         alone = Exhaustive(ctx, None, [[i]]).run() if exact else None
         if alone is not None:
             sched, p = alone.schedule, alone.placement
@@ -166,6 +164,8 @@ def _neighbours(ctx: Context, schedule: list[str]):
             continue
         if any(a == b or not ctx.loss.can_switch(a, b) for (a, _), (b, _) in zip(s2, s2[1:])):
             continue
+        if not ctx.can_begin([s2[0][0]]):
+            continue
         yield [m for m, n in s2 for _ in range(n)]
 
 
@@ -192,6 +192,8 @@ def _window_search(ctx: Context, best: Candidate) -> Candidate:
         kept = [sg for i, sg in enumerate(segs) if i != drop]
         path = [m for m, _ in kept]
         if not path or path in paths or any(not ctx.allowed[a, b] for a, b in zip(path, path[1:])):
+            continue
+        if ctx.first_allowed is not None and not ctx.first_allowed[path[0]]:
             continue
         windows[len(paths)] = [(n - WINDOW, n + WINDOW) for _, n in kept[:-1]]
         paths.append(path)
@@ -220,11 +222,11 @@ def _one_epoch_moves(ctx: Context, best: Candidate, ok: Callable[[Candidate], bo
     return best
 
 
-def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
+class DeplPlanner(ChoicePlanner):
     """DepL (Fig. 3): datasets → schedule → placement, with backtracking.
 
     The dataset choices are taken through stages 2–3 best-ranked first: by
-    default ranked by eq. (2) itself (`ranked_by_cost`: the cost of the
+    default ranked by eq. (2) itself (`Problem.by_cost`: the cost of the
     cheapest one-version, one-cluster plan), the paper's eq. (7) proxy with
     `options.dataset_rule = "paper"`.  The paper stops at the first choice
     that stages 2–3 make feasible; depl also takes the next-ranked choices
@@ -233,42 +235,30 @@ def plan_depl(s: Scenario, options: Options | None = None, loss: LossModel | Non
     with the cost ranking, a choice whose admissible lower bound
     (depl.planners.bounds) is above the best plan found is skipped.
     """
-    options = options or Options()
-    t0 = time.perf_counter()
-    found = depl_candidate(s, options, loss)
-    if found is None:
-        raise infeasible(s, options, loss)
-    ctx, cand, tried = found
-    return make_plan("depl", s, ctx, cand, t0, eta=options.eta, blacklisted=tried,
-                     dataset_rule=options.dataset_rule)
+
+    name = "depl"
+
+    def solve(self, problem: Problem, t0: float) -> Plan:
+        walk = depl_walk(problem)
+        if walk.best is None:
+            raise infeasible(problem)
+        ctx, cand = walk.best
+        o = problem.options
+        return to_plan(self.name, ctx, cand, t0, eta=o.eta, blacklisted=walk.tried, dataset_rule=o.dataset_rule)
 
 
-def depl_candidate(s: Scenario, options: Options, loss: LossModel | None = None
-                   ) -> tuple[Context, Candidate, list[list[str]]] | None:
-    """DepL's plan as (context, candidate, blacklisted dataset choices); None if none is found."""
-    model = loss or loss_model_for(s)
-    if options.dataset_rule == "paper":
-        ranked = [(objective(s, model, d), d, None) for d in ranked_subsets(s, model)]
-    elif options.dataset_rule == "cost":
-        ranked = ranked_by_cost(s, model, options)
-    else:
-        raise ValueError(f"dataset_rule {options.dataset_rule!r}: choose cost or paper")
-    tried, feasible, best, first = [], 0, None, None
-    for score, datasets, ctx in ranked:
-        if first is not None and not score <= first * options.dataset_slack:
-            break
-        ctx = ctx or Context(s, list(datasets), loss=model, options=options)
-        if best is not None and options.dataset_rule == "cost" and subset_lower_bound(ctx) >= best[1].cost:
-            continue  # no plan on these datasets can be cheaper
-        cand = search(ctx)
-        if cand is None:
-            tried.append(list(datasets))  # Fig. 3: blacklist and go back to stage 1
-            continue
-        if best is None or cand.cost < best[1].cost:
-            best = (ctx, cand)
-        # With the cost ranking, compare scores with the best plan's cost, which the score estimates.
-        first = best[1].cost if options.dataset_rule == "cost" else (score if first is None else first)
-        feasible += 1
-        if feasible >= options.dataset_candidates:
-            break
-    return None if best is None else (best[0], best[1], tried)
+def depl_walk(problem: Problem) -> Walk:
+    """DepL's walk over the dataset choices: its `best` is DepL's plan (None if none is found)."""
+    o = problem.options
+    by_cost = o.dataset_rule == "cost"
+    walk = Walk(problem.ranked(o.dataset_rule), take=o.dataset_candidates, slack=o.dataset_slack, by_cost=by_cost,
+                bound=(lambda choice: subset_lower_bound(choice.ctx)) if by_cost else None)
+    return walk.run(lambda ctx, incumbent: search(ctx))
+
+
+DEPL = DeplPlanner()
+
+
+def infeasible(problem: Problem, *, method: str = "depl") -> Infeasible:
+    """Why no plan was found (reach.infeasible with this planner's own search)."""
+    return reach.infeasible(problem, search, method=method)

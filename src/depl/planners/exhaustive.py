@@ -30,7 +30,6 @@ from typing import Callable
 
 import numpy as np
 
-from ..loss import IncrementsModel
 from .common import Candidate, Context
 
 
@@ -60,7 +59,8 @@ def simple_paths(ctx: Context) -> list[list[int]]:
                 grow(path + [m])
 
     for m in range(M):
-        grow([m])
+        if ctx.first_allowed is None or ctx.first_allowed[m]:  # a started run goes on from its last version
+            grow([m])
     return out
 
 
@@ -88,7 +88,7 @@ class Exhaustive:
         self.evaluated = 0
         self.lower = cost_bound(ctx)
         self.stop_at, self.tick, self._next_tick = stop_at, tick, time.perf_counter() + 1.0
-        self.moments = _Moments(ctx) if isinstance(ctx.loss, IncrementsModel) else None
+        self.moments = _Moments(ctx) if ctx.moments_exact else None
 
     def _check(self) -> None:
         now = time.perf_counter()
@@ -122,7 +122,7 @@ class Exhaustive:
             self.h = self._coarse_step(schedule)
         best = None
         for h in (10 * self.h, self.h):  # a 10× coarser lattice first: most schedules are far from ℓmax
-            d = self.ctx.loss.distribution(schedule, self.ctx.phi, h=h, cache=self._pmf_cache)
+            d = self.ctx.distribution(schedule, h=h, cache=self._pmf_cache)
             lo, hi = d.quantile_bounds(self.ctx.omega)
             if hi <= self.ctx.target or lo > self.ctx.target:
                 return hi, d
@@ -232,12 +232,13 @@ class _Moments:
         cum = ctx.epoch_cumulants
         self.c = np.concatenate([np.zeros((cum.shape[0], 1, 2)), np.cumsum(cum[:, :, :2], axis=1)], axis=1)
         self.sw = ctx.switch_cumulants[:, :, :2]
-        self.l0, self.target = ctx.loss.initial_loss, ctx.target
+        self.first = ctx.first_switch[:, :2]  # the switch out of a started run's last version
+        self.l0, self.target = ctx.initial_loss, ctx.target
         self.factor = cantelli_factor(ctx.omega)
 
     def possible(self, path, lengths, top: int) -> np.ndarray:
         """For last runs n = 1..top: False where the ω-quantile surely exceeds ℓmax."""
-        k, acc = 0, np.zeros(2)
+        k, acc = 0, self.first[path[0]].copy()
         for i, (m, n) in enumerate(zip(path, lengths)):
             acc += self.c[m, k + n] - self.c[m, k]
             if i > 0:

@@ -32,89 +32,84 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 
-from ..loss import LossModel, loss_model_for
 from ..plan import Plan
-from ..scenario import Scenario
 from .bounds import _acyclic, subset_lower_bound
-from .common import Candidate, Context, Infeasible, Options, make_plan
-from .datasets import ranked_by_cost
-from .depl import depl_candidate, infeasible
+from .choices import Choice, ChoicePlanner, Problem, Walk
+from .common import Candidate, Context, Infeasible, to_plan
+from .depl import depl_walk, infeasible
 from .exhaustive import Exhaustive, TimeUp, simple_paths
 
 DEFAULT_TIME_LIMIT = 600.0
 
 
-def plan_optimal(s: Scenario, options: Options | None = None, loss: LossModel | None = None) -> Plan:
-    options = options or Options()
-    t0 = time.perf_counter()
-    stop_at = None if options.time_limit is None else t0 + options.time_limit
-    model = loss or loss_model_for(s)
-    say = options.progress or (lambda line: None)
-    say("optimal: finding DepL's plan (the first incumbent) …")
-    found = depl_candidate(s, replace(options, progress=None), model)
-    best: tuple[Candidate, Context] | None = None if found is None else (found[1], found[0])
+class OptimalPlanner(ChoicePlanner):
+    name = "optimal"
 
-    ranked = ranked_by_cost(s, model, options)
-    if found is not None:  # DepL's context for its own choice: its caches are warm
-        ranked = [(p, d, found[0] if tuple(found[0].datasets) == d else c) for p, d, c in ranked]
-    open_ = sorted(((subset_lower_bound(ctx), i, ctx) for i, (_, _, ctx) in enumerate(ranked)),
-                   key=lambda t: t[:2])
-    evaluated, closed, total = 0, 0, len(open_)
+    def solve(self, problem: Problem, t0: float) -> Plan:
+        options, scenario = problem.options, problem.scenario
+        stop_at = None if options.time_limit is None else t0 + options.time_limit
+        say = options.on_status or (lambda line: None)
+        say("optimal: finding DepL's plan (the first incumbent) …")
+        incumbent = depl_walk(problem).best
+        # Every choice, by increasing admissible lower bound (its score here).
+        bounded = sorted(((subset_lower_bound(c.ctx), i, c) for i, c in enumerate(problem.by_cost)), key=lambda t: t[:2])
+        walk = Walk([Choice(c.datasets, lb, c.ctx) for lb, _, c in bounded], take=math.inf,
+                    bound=lambda choice: choice.score, bound_ordered=True, best=incumbent)
+        evaluated = 0
 
-    def bound() -> float:
-        lb = min((b for b, _, _ in open_), default=math.inf)
-        return lb if best is None else min(lb, best[0].cost)
+        def bound() -> float:
+            lb = min((c.score for c in walk.open), default=math.inf)
+            return lb if walk.best is None else min(lb, walk.best[1].cost)
 
-    def status() -> str:
-        inc = best[0].cost if best else math.inf
-        lb = bound()
-        gap = (inc - lb) / inc if math.isfinite(inc) and inc > 0 else math.inf
-        return (f"optimal: incumbent {inc:.6g}  bound {lb:.6g}  gap {gap:.2%}  "
-                f"dataset choices closed {closed}/{total}  {time.perf_counter() - t0:.0f} s")
+        def status() -> str:
+            inc = walk.best[1].cost if walk.best else math.inf
+            lb = bound()
+            gap = (inc - lb) / inc if math.isfinite(inc) and inc > 0 else math.inf
+            return (f"optimal: incumbent {inc:.6g}  bound {lb:.6g}  gap {gap:.2%}  "
+                    f"dataset choices closed {walk.position}/{len(walk.choices)}  {time.perf_counter() - t0:.0f} s")
 
-    timed_out = False
-    while open_:
-        lb, _, ctx = open_[0]
-        if best is not None and lb >= best[0].cost * (1 - 1e-12):
-            closed += len(open_)
-            open_.clear()  # every open choice is bounded above the incumbent
-            break
-        say(status())
-        ex = Exhaustive(ctx, None, stop_at=stop_at, tick=lambda _ex: say(status()))
-        if best is not None:
-            ex.best = best[0]  # any plan bounds every dataset choice
-            ex.h = ex._coarse_step(best[0].schedule)
+        def exhaust(ctx: Context, best: Candidate | None) -> Candidate | None:
+            nonlocal evaluated
+            say(status())
+            ex = Exhaustive(ctx, None, stop_at=stop_at, tick=lambda _ex: say(status()))
+            if best is not None:
+                ex.best = best  # any plan bounds every dataset choice
+                ex.h = ex._coarse_step(best.schedule)
+            try:
+                return ex.run()
+            except TimeUp:
+                if ex.best is not None and ex.best is not best:  # what it found before the time was up stands
+                    walk.best = (ctx, ex.best)
+                raise
+            finally:
+                evaluated += ex.evaluated
+
+        timed_out = False
         try:
-            ex.run()
+            walk.run(exhaust)
         except TimeUp:
             timed_out = True
-            break
-        finally:
-            evaluated += ex.evaluated
-            if ex.best is not None and (best is None or ex.best is not best[0]):
-                best = (ex.best, ctx)
-        open_.pop(0)
-        closed += 1
-    lower = bound() if best is not None or open_ else None
-    proven = not timed_out and _acyclic(Context(s, [s.datasets[0].name], loss=model).allowed)
-    say(status() + ("  (time limit reached)" if timed_out else "  done"))
-    if best is None:
-        if timed_out:
-            raise Infeasible(f"optimal found no plan within its time limit of {options.time_limit:g} s "
-                             "(and DepL found none): raise --time-limit to search further")
-        raise infeasible(s, options, loss)
-    cand, ctx = best
-    # Re-certify with the default lattice, the same as the other planners.
-    q, d = ctx.certify(cand.schedule)
-    if q <= cand.quantile:  # both are valid upper bounds: report the tighter
-        cand = Candidate(cand.schedule, q, cand.placement, d)
-    plan = make_plan("optimal", s, ctx, cand, t0, quantiles_evaluated=evaluated,
-                     time_limit=options.time_limit, time_limit_reached=timed_out)
-    plan.optimal_proven = proven
-    plan.lower_bound = float(min(lower, cand.cost)) if lower is not None and math.isfinite(lower) else None
-    return plan
+        lower = bound() if walk.best is not None or walk.open else None
+        proven = not timed_out and _acyclic(Context(scenario, [scenario.datasets[0].name], loss=problem.loss).allowed)
+        say(status() + ("  (time limit reached)" if timed_out else "  done"))
+        if walk.best is None:
+            if timed_out:
+                raise Infeasible(f"optimal found no plan within its time limit of {options.time_limit:g} s "
+                                 "(and DepL found none): raise --time-limit to search further")
+            raise infeasible(problem)
+        ctx, cand = walk.best
+        # Re-certify with the default lattice, the same as the other planners.
+        q, d = ctx.certify(cand.schedule)
+        if q <= cand.quantile:  # both are valid upper bounds: report the tighter
+            cand = Candidate(cand.schedule, q, cand.placement, d)
+        plan = to_plan(self.name, ctx, cand, t0, quantiles_evaluated=evaluated,
+                       time_limit=options.time_limit, time_limit_reached=timed_out)
+        plan.optimal_proven = proven
+        plan.lower_bound = float(min(lower, cand.cost)) if lower is not None and math.isfinite(lower) else None
+        return plan
 
 
-__all__ = ["plan_optimal", "simple_paths", "DEFAULT_TIME_LIMIT"]
+OPTIMAL = OptimalPlanner()
+
+__all__ = ["OPTIMAL", "OptimalPlanner", "simple_paths", "DEFAULT_TIME_LIMIT"]

@@ -2,10 +2,16 @@
 
 For a fixed assignment of epochs to clusters the problem is convex:
 
-    min Σ_k a_k·x_k   s.t.  Σ_k c_k/x_k ≤ Tmax − Σ_k s_k/b_k,   0 < x_k ≤ r_k
+    min Σ_k (f_k + a_k·x_k)   s.t.  Σ_k c_k/x_k ≤ Tmax − Σ_k τ_k,   0 < x_k ≤ r_k
 
-with a = κ·nodes.  Its KKT conditions give x_k = min(r_k, √(μ·c_k/a_k));
-`_allocate` finds μ exactly by water-filling (caps only ever get added).
+with τ = s/b.  Under eq. (2) as printed (cost_model "per-epoch") an epoch
+costs κ·nodes·x: f = 0, a = κ·nodes.  Under "resource-time" it costs
+κ·nodes·x·T(k) = κ·nodes·(c + x·τ): the work part f = κ·nodes·c is paid
+whatever x, and only the communication time held at rate x depends on it,
+a = κ·nodes·τ.  Either way the KKT conditions give x_k = min(r_k, √(μ·c_k/a_k))
+(an epoch with a = 0, no communication under resource-time, costs the same
+at any x and runs at full speed); `_allocate` finds μ exactly by
+water-filling (caps only ever get added).
 
 The cluster of each epoch is chosen by Lagrangian relaxation of the deadline:
 for a price λ of time, each epoch independently takes the cluster with the
@@ -22,6 +28,7 @@ is computed per (version, cluster) group.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -48,28 +55,45 @@ class Placement:
 
 @dataclass(frozen=True)
 class ClusterTable:
-    """Per (version, cluster): c, a = κ·nodes, r, τ = s/b — the data of eq. (1)–(2)."""
+    """Per (version, cluster): c, r, τ = s/b and the cost f + a·x of an epoch — the data of eqs. (1)–(2)."""
 
     models: list[str]
     clusters: list[str]
     c: np.ndarray  # (M, N) compute per node per epoch
-    a: np.ndarray  # (N,)
+    a: np.ndarray  # (M, N) cost per unit of x of one epoch
     r: np.ndarray  # (N,)
     tau: np.ndarray  # (M, N)
+    f: np.ndarray  # (M, N) cost of one epoch whatever x (0 under eq. 2 as printed)
+    fixed: bool = False  # f ≠ 0 somewhere (resource-time); the hot paths skip it otherwise
+    free: bool = False  # some a = 0: x costs nothing there (resource-time, s = 0)
 
     @classmethod
     def build(cls, s: Scenario, samples: float) -> "ClusterTable":
         w = np.array([m.work for m in s.models])
         size = np.array([m.size for m in s.models])
         nodes = np.array([n.nodes for n in s.clusters], dtype=float)
-        return cls(
-            models=[m.name for m in s.models],
-            clusters=[n.name for n in s.clusters],
-            c=np.outer(w, 1.0 / nodes) * samples,
-            a=np.array([n.unit_cost for n in s.clusters]) * nodes,
-            r=np.array([n.capacity for n in s.clusters]),
-            tau=np.outer(size, 1.0 / np.array([n.bandwidth for n in s.clusters])),
-        )
+        c = np.outer(w, 1.0 / nodes) * samples
+        tau = np.outer(size, 1.0 / np.array([n.bandwidth for n in s.clusters]))
+        kappa = np.array([n.unit_cost for n in s.clusters]) * nodes
+        if s.resource_time:  # κ·nodes·x·(c/x + τ) = κ·nodes·c + κ·nodes·τ·x
+            a, f = kappa[None, :] * tau, kappa[None, :] * c
+        else:
+            a, f = np.ascontiguousarray(np.broadcast_to(kappa, c.shape)), np.zeros_like(c)
+        return cls(models=[m.name for m in s.models], clusters=[n.name for n in s.clusters], c=c, a=a,
+                   r=np.array([n.capacity for n in s.clusters]), tau=tau, f=f,
+                   fixed=bool(f.any()), free=bool((a <= 0).any()))
+
+    def speed(self, lam: float, c: np.ndarray, a: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """x minimising a·x + λ·c/x within (0, r]: full speed where x costs nothing (a = 0)."""
+        if not self.free:
+            return np.minimum(r, np.sqrt(lam * c / a))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(a > 0, np.minimum(r, np.sqrt(lam * c / a)), r)
+
+    def full_speed_price(self) -> float:
+        """A time price λ at which every epoch runs at full speed on every cluster."""
+        top = float(np.max(self.a * self.r[None, :] ** 2 / self.c))
+        return top if top > 0 else 1.0
 
     def min_time(self, cols: np.ndarray | None = None) -> np.ndarray:
         """Per version: the shortest epoch (full speed on the best cluster of `cols`)."""
@@ -81,10 +105,11 @@ class ClusterTable:
     def lagrangian(self, lam: float, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per version and cluster of `cols` at time price λ: (value, time, x)."""
         c, tau = self.c[:, cols], self.tau[:, cols]
-        a, r = self.a[cols], self.r[cols]
-        x = np.minimum(r, np.sqrt(lam * c / a))
+        a, r = self.a[:, cols], self.r[cols]
+        x = self.speed(lam, c, a, r)
         t = c / x + tau
-        return a * x + lam * t, t, x
+        value = a * x + lam * t
+        return (value + self.f[:, cols] if self.fixed else value), t, x
 
     def epoch_weight(self, lam: float, cols: np.ndarray | None = None) -> np.ndarray:
         """Per version: the least Lagrangian cost a·x + λ·T of one epoch."""
@@ -95,16 +120,18 @@ class ClusterTable:
 def _allocate(q, c, a, r, budget):
     """Exact solution of min Σ q·a·x s.t. Σ q·c/x ≤ budget, x ≤ r (groups of q epochs).
 
-    Returns (x, μ) or None if even x = r misses the budget.
+    Returns (x, μ) or None if even x = r misses the budget.  Where a = 0 the
+    cost does not depend on x: those groups run at full speed.
     """
     if budget <= 0 or float(np.sum(q * c / r)) > budget * (1 + 1e-12):
         return None
-    capped = np.zeros(q.size, dtype=bool)
+    capped = ~(a > 0)
     while True:
         free = ~capped
         rest = budget - float(np.sum(q[capped] * c[capped] / r[capped]))
         root_mu = float(np.sum(q[free] * np.sqrt(c[free] * a[free]))) / rest if rest > 0 else math.inf
-        x = np.where(capped, r, root_mu * np.sqrt(c / a))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.where(capped, r, root_mu * np.sqrt(c / a))
         over = free & (x > r)
         if not over.any():
             return x, root_mu**2
@@ -117,13 +144,16 @@ def _solve_assignment(table: ClusterTable, counts: dict[tuple[int, int], int], d
     q = np.array([counts[k] for k in keys], dtype=float)
     mi = np.array([k[0] for k in keys])
     ni = np.array([k[1] for k in keys])
-    c, a, r, tau = table.c[mi, ni], table.a[ni], table.r[ni], table.tau[mi, ni]
+    c, a, r, tau = table.c[mi, ni], table.a[mi, ni], table.r[ni], table.tau[mi, ni]
     budget = deadline - float(np.sum(q * tau))
     sol = _allocate(q, c, a, r, budget)
     if sol is None:
         return None
     x, mu = sol
-    return float(np.sum(q * a * x)), dict(zip(keys, x)), mu, float(np.sum(q * (c / x + tau)))
+    cost = float(np.sum(q * a * x))
+    if table.fixed:
+        cost += float(np.sum(q * table.f[mi, ni]))
+    return cost, dict(zip(keys, x)), mu, float(np.sum(q * (c / x + tau)))
 
 
 def _place_on(table: ClusterTable, model_counts: np.ndarray, cols: np.ndarray, deadline: float):
@@ -170,9 +200,50 @@ def _place_on(table: ClusterTable, model_counts: np.ndarray, cols: np.ndarray, d
             best_sol, best_counts = sol, cnt
     if best_sol is None:  # pragma: no cover - min_time ≤ deadline makes base feasible
         raise PlacementInfeasible(min_time)
+    if table.fixed:
+        best_sol, best_counts = _move_epochs(table, best_sol, best_counts, cols, deadline)
     cost, xs, mu, time = best_sol
     dual = max(choice(lam)[2] for lam in (lo, hi, mu))  # the Lagrangian dual bounds the optimum
     return cost, best_counts, xs, mu, time, dual
+
+
+def _move_epochs(table: ClusterTable, sol, counts, cols, deadline: float, rounds: int = 50):
+    """Local search over the assignment: move one epoch of a version to another cluster
+    of `cols`, or exchange two epochs between two clusters, while that lowers the exact
+    cost.  Under resource-time an epoch's fixed work cost differs by cluster, so the
+    Lagrangian choice at one price can leave the epochs split wrongly (the cheapest
+    plan may put one epoch of each of two versions on each of two clusters); per-epoch
+    costs (f = 0) never call this."""
+    cols = [int(n) for n in cols]
+
+    def moved(cnt, m, a, b):
+        cnt[(m, a)] -= 1
+        cnt[(m, b)] = cnt.get((m, b), 0) + 1
+
+    for _ in range(rounds):
+        groups = [(m, n) for (m, n), q in counts.items() if q > 0]
+        trials = []
+        for m, n in groups:
+            for n2 in cols:
+                if n2 != n:
+                    cnt = dict(counts)
+                    moved(cnt, m, n, n2)
+                    trials.append(cnt)
+        for (m, n), (m2, n2) in itertools.combinations(groups, 2):
+            if n != n2 and m != m2:
+                cnt = dict(counts)
+                moved(cnt, m, n, n2)
+                moved(cnt, m2, n2, n)
+                trials.append(cnt)
+        improved = False
+        for cnt in trials:
+            trial = _solve_assignment(table, cnt, deadline)
+            if trial is not None and trial[0] < sol[0] * (1 - 1e-12):
+                sol, counts, improved = trial, cnt, True
+                break
+        if not improved:
+            break
+    return sol, counts
 
 
 class _Groups:
@@ -276,8 +347,8 @@ POOL = 4  # clusters per version the local search may add or swap in
 
 
 def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float | None = None,
-          table: ClusterTable | None = None) -> Placement:
-    """Clusters and compute for `schedule`; raises PlacementInfeasible."""
+          table: ClusterTable | None = None, first_epoch: int = 1) -> Placement:
+    """Clusters and compute for `schedule` (its epochs numbered from `first_epoch`); raises PlacementInfeasible."""
     deadline = s.target.deadline if deadline is None else deadline
     table = table or ClusterTable.build(s, s.samples(datasets))
     idx = {m: i for i, m in enumerate(table.models)}
@@ -307,7 +378,7 @@ def place(s: Scenario, schedule: list[str], datasets: list[str], deadline: float
         if q > 0:
             queue[m].extend([(n, xs[(m, n)])] * q)
     epochs = []
-    for k, m in enumerate(schedule, start=1):
+    for k, m in enumerate(schedule, start=first_epoch):
         n, x = queue[idx[m]].pop(0)
         epochs.append(Epoch(k, m, table.clusters[n], float(x)))
     return Placement(epochs, total, time, gap, mu)

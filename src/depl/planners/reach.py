@@ -20,10 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..loss import LossModel
-from ..scenario import Scenario
+from .choices import Problem
 from .common import Candidate, Context, Infeasible, Options
-from .datasets import ranked_subsets
 from .schedule import Surrogate, cornish_fisher, lowest_cost_path
 
 LONGEST = 10_000  # the longest horizon a scenario may set (scenario.max_epochs ≤ 10,000)
@@ -45,25 +43,25 @@ def time_horizon(ctx: Context) -> int:
     epochs the best version alone needs for its (Cornish–Fisher) ω-quantile — or, if
     none gets there, its mean — to meet the target, and at least 400."""
     if ctx.scenario.max_epochs is not None:
-        return int(ctx.scenario.max_epochs)
-    cum = np.cumsum(ctx.loss.epoch_cumulants(LONGEST, ctx.phi), axis=1)
-    q, _ = cornish_fisher(ctx.loss.initial_loss, cum, ctx.omega)
+        return int(ctx.scenario.max_epochs) - ctx.start.epoch
+    cum = np.cumsum(ctx.cumulants_ahead(LONGEST), axis=1)
+    q, _ = cornish_fisher(ctx.initial_loss, cum, ctx.omega)
     hit = np.flatnonzero((q <= ctx.target).any(axis=0))
     if not hit.size:  # no version alone gets there: its mean, then
-        hit = np.flatnonzero((ctx.loss.initial_loss + cum[:, :, 0] <= ctx.target).any(axis=0))
+        hit = np.flatnonzero((ctx.initial_loss + cum[:, :, 0] <= ctx.target).any(axis=0))
     # Cornish–Fisher is an estimate: leave room (4×) for the exact law's quantile
     return min(LONGEST, max(400, 4 * int(hit[0] + 1))) if hit.size else LONGEST
 
 
-def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> Reach:
-    from .depl import search  # the planner's own search (depl imports this module)
-
+def reachable(problem: Problem, search) -> Reach:
+    """`search(ctx, limit=...)`: the planner's own search (depl.planners.depl.search, passed in: depl imports this module)."""
     out = Reach()
-    for datasets in ranked_subsets(s, loss):
-        ctx = Context(s, list(datasets), loss=loss, options=Options(eta=min(options.eta, 100), polish=False))
+    quick = Options(eta=min(problem.options.eta, 100), polish=False)  # coarser than the planner's own
+    for choice in problem.by_time:
+        ctx = Context(problem.scenario, list(choice.datasets), loss=problem.loss, options=quick, start=problem.start)
         out.deadline_epochs = max(out.deadline_epochs, ctx.deadline_epochs)
         # Lowest quantile: bisection on the target with the planner's own search.
-        l0 = ctx.loss.initial_loss
+        l0 = ctx.initial_loss
         lo, hi = min(0.0, ctx.target), l0
         found: Candidate | None = None
         for _ in range(30):
@@ -102,10 +100,10 @@ def reachable(s: Scenario, options: Options, loss: LossModel | None = None) -> R
     return out
 
 
-def infeasible(s: Scenario, options: Options, loss: LossModel | None = None, *,
-               method: str = "depl") -> Infeasible:
+def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
     """The Infeasible to raise; it carries a witness plan if the target turns out to be reachable."""
-    r = reachable(s, options, loss)
+    r = reachable(problem, search)
+    s = problem.scenario
     tgt = s.target
     w = f"{tgt.quantile:g}-quantile"
     if r.witness is not None and r.best_quantile is not None and r.best_quantile <= tgt.loss:

@@ -9,15 +9,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import ticker  # noqa: E402
-
-from .plots import save  # noqa: E402
-from .reproduce import METHODS, VERSIONS, Results, growth_exponent, perf_series  # noqa: E402
+from ..experiments.config import METHODS, VERSIONS
+from ..experiments.findings import growth_exponent, perf_series
+from ..experiments.results import Results
+from ..experiments.variants import VARIANTS
+from .mpl import pyplot, save
 
 DPI = 100
 STYLE = {"optimal": dict(color="k", marker="o", ls="-"),
@@ -42,7 +40,7 @@ def _series(r: Results, network: str, method: str, value):
 
 def plot_performance(r: Results, network: str):
     """Fig. 5/6: cost vs target (left), expected loss / optimum's (centre), effect of η (right)."""
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.8), dpi=DPI)
+    fig, axes = pyplot().subplots(1, 3, figsize=(13.5, 3.8), dpi=DPI)
     ax = axes[0]
     for m in METHODS:
         ax.plot(*_series(r, network, m, lambda o: o.cost), label=m, ms=5, **STYLE[m])
@@ -70,7 +68,7 @@ def plot_performance(r: Results, network: str):
         opt = r.outcome(network, t, "optimal") if (network, t, "optimal") in r.sweep else None
         ref = opt.cost if opt is not None and opt.feasible else pts[-1][1]
         eta, cost, secs = map(np.array, zip(*pts))
-        c = plt.cm.viridis(i / max(1, len(r.config.eta_targets) - 1) * 0.8)
+        c = pyplot().cm.viridis(i / max(1, len(r.config.eta_targets) - 1) * 0.8)
         ax.plot(eta, cost / ref, marker="o", color=c, label=f"cost/optimal, ℓmax={t:g}")
         tax.plot(eta, secs, marker="x", ls=":", color=c, label=f"solve time, ℓmax={t:g}")
     ax.set_xscale("log", base=2)
@@ -97,7 +95,7 @@ def _coincide(r: Results, network: str) -> bool:
 
 
 def _stacked(r: Results, network: str, value, ylabel: str, title: str):
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.6), dpi=DPI, sharey=True)
+    fig, axes = pyplot().subplots(1, 3, figsize=(13.5, 3.6), dpi=DPI, sharey=True)
     ts = list(r.config.targets)
     x = np.arange(len(ts))
     for ax, m in zip(axes, METHODS):
@@ -130,13 +128,15 @@ def plot_cost_per_version(r: Results, network: str):
 
 def plot_bands(r: Results, network: str, table: str = "sweep"):
     """Fig. 9: expected loss and 1st–99th percentile band for three targets, three methods overlaid."""
+    from matplotlib import ticker
+
     if table == "sweep":
         ts, get = list(r.config.band_targets), (lambda t, m: r.outcome(network, t, m))
     else:  # a variant: its first, middle and last target
         all_t = sorted({t for k, t, _ in r.sensitivity if k == network})
         ts = sorted({all_t[0], all_t[len(all_t) // 2], all_t[-1]})
         get = (lambda t, m: r.sensitivity[(network, t, m)])
-    fig, axes = plt.subplots(1, len(ts), figsize=(max(4.6 * len(ts), 8.0), 3.8), dpi=DPI, sharey=True)
+    fig, axes = pyplot().subplots(1, len(ts), figsize=(max(4.6 * len(ts), 8.0), 3.8), dpi=DPI, sharey=True)
     axes = np.atleast_1d(axes)
     for ax, t in zip(axes, ts):
         for m in METHODS:
@@ -169,11 +169,9 @@ def plot_bands(r: Results, network: str, table: str = "sweep"):
 
 def plot_sensitivity(r: Results):
     """Variants (not the reproduction): cost vs target and epochs per version."""
-    from .reproduce import VARIANTS
-
     keys = [k for k in VARIANTS if any(k == key for key, _, _ in r.sensitivity)]
     ts = sorted({t for _, t, _ in r.sensitivity})
-    fig, axes = plt.subplots(len(keys), 2, figsize=(11, 3.4 * len(keys)), dpi=DPI, squeeze=False)
+    fig, axes = pyplot().subplots(len(keys), 2, figsize=(11, 3.4 * len(keys)), dpi=DPI, squeeze=False)
     for row, key in zip(axes, keys):
         ax = row[0]
         for m in METHODS:
@@ -206,9 +204,11 @@ def plot_sensitivity(r: Results):
 
 def plot_perf(r: Results):
     """Solve time of depl and optimal as K, |M|, |N| and η grow (log–log, fitted exponent)."""
+    from matplotlib import ticker
+
     series = perf_series(r)
     axes_names = ["K", "|M|", "|N|", "η"]
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.4), dpi=DPI)
+    fig, axes = pyplot().subplots(1, 4, figsize=(14, 3.4), dpi=DPI)
     for ax, a in zip(axes, axes_names):
         for m in ("depl", "optimal"):
             pts = series.get((a, m), [])
@@ -231,6 +231,8 @@ def plot_perf(r: Results):
 
 def _plain_log_y(ax) -> None:
     """Log axis labelled 0.2, 0.5, 1, 2 rather than 2×10⁻¹."""
+    from matplotlib import ticker
+
     ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())
@@ -242,8 +244,7 @@ def write_all(r: Results, out: Path) -> dict[str, str]:
 
     def put(key: str, fig) -> None:
         name = f"{key}.png"
-        fig.tight_layout()
-        save(_dpi(fig), out / name)
+        save(fig, out / name, dpi=DPI)
         names[key] = name
 
     for i, net in enumerate(r.config.networks):
@@ -259,7 +260,3 @@ def write_all(r: Results, out: Path) -> dict[str, str]:
     put("planner-solve-time", plot_perf(r))
     return names
 
-
-def _dpi(fig):
-    fig.set_dpi(DPI)
-    return fig

@@ -1,17 +1,24 @@
-"""plot_* functions over finished results; each returns the matplotlib Figure."""
+"""plot_* functions over finished results: Monte Carlo and measured loss bands, fits, validations.
+
+Each takes results that are already computed and draws them; none trains,
+plans or simulates.  The figures of `depl reproduce` are in `figures.py`.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from ..band import Band
+from ..plan import Plan
+from .mpl import pyplot, save
 
-from ..plan import Plan  # noqa: E402
-from ..simulate import Band  # noqa: E402
+if TYPE_CHECKING:  # only for annotations: fit/ and validate sit beside report/, not below it
+    from ..fit.report import FitResult
+    from ..validate import Validation
 
 
 def plot_loss_band(bands: Sequence[tuple[str, Band]], *, target: float | None = None,
@@ -19,7 +26,7 @@ def plot_loss_band(bands: Sequence[tuple[str, Band]], *, target: float | None = 
     """Expected loss (line) and 1st–99th percentile (shaded) per epoch — paper Fig. 9 style."""
     fig = None
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+        fig, ax = pyplot().subplots(figsize=(6.4, 4.0), dpi=120)
     for i, (label, band) in enumerate(bands):
         k = range(band.mean.size)
         line, = ax.plot(k, band.mean, label=f"{label}: expected", lw=1.8)
@@ -44,10 +51,130 @@ def switch_epochs(plan: Plan) -> list[int]:
     return [k for k in range(1, len(s)) if s[k] != s[k - 1]]
 
 
-def save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+def plot_measured_bands(bs: list[Band], path: str | Path,
+                        title: str = "measured test loss: mean and 1st–99th percentile") -> None:
+    """Fig. 2 style: one shaded 1–99% band and a mean line per run of a store, and the band widths."""
+    fig, axes = pyplot().subplots(1, 2, figsize=(12, 4.5))
+    ax, ax2 = axes
+    for i, b in enumerate(bs):
+        c = f"C{i % 10}"
+        ax.fill_between(b.epochs, b.low, b.high, color=c, alpha=0.25, linewidth=0)
+        ax.plot(b.epochs, b.mean, color=c, label=f"{b.label} ({b.runs} seeds)")
+        ax2.plot(b.epochs, b.high - b.low, color=c, label=b.label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test loss")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("width of the 1–99% band")
+    ax2.set_yscale("log")
+    ax2.set_title("spread per version", fontsize=10)
+    save(fig, path, dpi=120)
+
+
+def plot_fit(r: "FitResult", path: Path, runs: int = 4000, seed: int = 0) -> None:
+    """Per experiment: the measured band (mean, 1–99%) over each model's band (Monte Carlo)."""
+    from ..loss import loss_model_for
+
+    exps = r.profile.experiments
+    cols = min(3, len(exps))
+    rows = math.ceil(len(exps) / cols)
+    fig, axes = pyplot().subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
+    colors = dict(zip(r.scenarios, ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:brown"]))
+    for ax, e in zip(axes.ravel(), exps):
+        k = np.arange(0, e.epochs + 1)
+        meas = np.concatenate([np.full((e.losses.shape[0], 1), next(iter(r.scenarios.values())).initial_loss), e.losses], axis=1)
+        for m, s in r.scenarios.items():
+            model = loss_model_for(s)
+            if not set(e.schedule) <= set(model.model_names):
+                continue
+            tr = model.simulate(e.schedule, s.phi(e.samples), runs, np.random.default_rng(seed))
+            lo, hi = np.quantile(tr, [0.01, 0.99], axis=0)
+            ax.fill_between(k, lo, hi, color=colors[m], alpha=0.18, label=f"{m} 1–99%")
+            ax.plot(k, tr.mean(axis=0), color=colors[m], lw=1)
+        lo, hi = np.quantile(meas, [0.01, 0.99], axis=0)
+        ax.plot(k, meas.mean(axis=0), "k-", lw=1.5, label="measured mean")
+        ax.plot(k, lo, "k--", lw=0.8, label="measured 1–99%")
+        ax.plot(k, hi, "k--", lw=0.8)
+        ax.set_title(f"{e.label} ({e.samples:g} samples)", fontsize=9)
+        ax.set_xlabel("epoch")
+    for ax in axes.ravel()[len(exps):]:
+        ax.axis("off")
+    axes[0, 0].set_ylabel("test loss")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("measured (black) vs fitted bands: paper's increments model (red), level model (blue)")
+    save(fig, path, dpi=110)
+
+
+def plot_multipliers(r: "FitResult", path: Path) -> None:
+    """Histograms of the paper's x per version with the fitted densities."""
+    from ..fit.increments import multipliers
+
+    vs = list(r.increments.versions.values())
+    fig, axes = pyplot().subplots(1, len(vs), figsize=(4.2 * len(vs), 3.0), squeeze=False)
+    for ax, v in zip(axes[0], vs):
+        e = next(x for x in r.profile.split(False).versions(1.0) if x.version == v.name)
+        x = multipliers(e.losses, r.level.initial_loss, v.A, v.B).ravel()
+        lo, hi = np.quantile(x, [0.01, 0.99])
+        ax.hist(x, bins=60, range=(lo, hi), density=True, color="0.7")
+        grid = np.linspace(lo, hi, 400)
+        for f in v.families:
+            ax.plot(grid, f.frozen.pdf(grid), lw=1, label=f.family)
+        ax.set_title(f"{v.name}: x = (ℓ(k−1)−ℓ(k))/g(k)", fontsize=9)
+    axes[0, 0].legend(fontsize=7)
+    save(fig, path, dpi=110)
+
+
+def plot_calibration(r: "FitResult", path: Path) -> None:
+    """Per law: the reliability on the runs set apart (nominal level p vs observed P(ℓ(E) ≤ the p-quantile),
+    before and after calibration, the latter cross-fitted so that no run judges its own calibration) and
+    the PIT histograms of ℓ(k) per version and for the switches (flat when the law is right)."""
+    from ..fit.calibrate import LEVELS, reliability
+
+    laws = list(r.calibration)
+    groups = sorted({g for m in laws for g in r.pit[m].groups()}, key=lambda g: (g == "switches", g))
+    cols = 1 + len(groups)
+    fig, axes = pyplot().subplots(len(laws), cols, figsize=(3.4 * cols, 3.0 * len(laws)), squeeze=False)
+    for row, m in zip(axes, laws):
+        u = r.calibration[m].scores
+        ax = row[0]
+        ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
+        ax.plot(LEVELS, reliability(u, LEVELS, "none"), "o-", color="tab:red", ms=3, label="as fitted")
+        ax.plot(LEVELS, reliability(u, LEVELS, "conformal"), "s-", color="tab:blue", ms=3,
+                label="calibrated (cross-fitted)")
+        ax.set_xlabel("nominal level p")
+        ax.set_ylabel("observed P(ℓ(E) ≤ p-quantile)")
+        ax.set_title(f"{m}: reliability, {u.size} runs set apart", fontsize=9)
+        ax.legend(fontsize=7)
+        pits = r.pit[m].groups()
+        for ax, g in zip(row[1:], groups):
+            if g in pits:
+                ax.hist(pits[g], bins=10, range=(0, 1), density=True, color="0.6")
+                ax.axhline(1.0, color="k", lw=0.8)
+                ax.set_title(f"{m}: PIT of ℓ(k), {g} ({pits[g].size})", fontsize=9)
+            else:
+                ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    save(fig, path, dpi=110)
+
+
+def plot_validation(v: "Validation", path: Path, title: str = "") -> None:
+    """The measured band (mean, 1–99%) over the planned one."""
+    k = np.arange(v.measured.mean.size)
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.0))
+    ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
+    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label="planned mean")
+    ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
+    ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
+    ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")
+    c = v.coverage
+    ax.set_title(title or f"{v.loss_model} plan: coverage {c.rate:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}] vs ω = {c.omega:g}",
+                 fontsize=10)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test loss")
+    ax.legend(fontsize=8)
+    save(fig, path, dpi=110)
+
+
+__all__ = ["plot_loss_band", "switch_epochs", "plot_measured_bands", "plot_fit", "plot_multipliers",
+           "plot_validation", "save"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .data import DataError, Source
+from .source import DataError, Source
 
 
 def is_reference(text: str | None) -> bool:

@@ -24,25 +24,35 @@ from pathlib import Path
 
 import numpy as np
 
+from .source import DataError, Source  # noqa: F401  (re-exported: their home is below data and custom)
+
 SOURCES = ("mnist1d", "digits", "cifar10")
 PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed
 
 
-class DataError(ValueError):
-    """Data that cannot be used; the message is meant for the user."""
+DATA_ENV = "DEPL_DATA"
 
 
-@dataclass(frozen=True)
-class Source:
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    n_classes: int = 10
+def data_roots() -> list[Path]:
+    """The folders data may be read from: $DEPL_DATA (several joined by ':'), else the current folder.
 
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.x_train.shape[1:])
+    A plan file carries its scenario, and with it every dataset's `path`; a plan
+    from elsewhere must not make depl read (CIFAR-10 batches are pickles) from
+    wherever it names, so a `path` has to lie inside one of these folders.
+    """
+    given = [x for x in os.environ.get(DATA_ENV, "").split(os.pathsep) if x.strip()]
+    return [Path(x).expanduser().resolve() for x in given] or [Path.cwd().resolve()]
+
+
+def confined(path: str) -> Path:
+    """`path` resolved (`..` and symlinks followed) if that lies inside a data root; DataError otherwise."""
+    real = Path(path).expanduser().resolve()
+    roots = data_roots()
+    if not any(real == r or real.is_relative_to(r) for r in roots):
+        shown = ", ".join(map(str, roots))
+        raise DataError(f"path = {path!r} resolves to {real}, outside the data folder{'s' if len(roots) > 1 else ''} "
+                        f"{shown}; data is read only from there (set {DATA_ENV} to the folder holding your data)")
+    return real
 
 
 @lru_cache(maxsize=2)
@@ -114,7 +124,7 @@ def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 @lru_cache(maxsize=2)
 def cifar10(folder: str) -> Source:
-    """CIFAR-10 from a local folder in its standard python-pickle format."""
+    """CIFAR-10 from a local folder in its standard python-pickle format (`load_source` confines the folder)."""
     root = Path(folder).expanduser()
     if (root / "cifar-10-batches-py").is_dir():
         root = root / "cifar-10-batches-py"
@@ -143,7 +153,7 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
     if source == "cifar10":
         if not path:
             raise DataError("a cifar10 dataset needs `path`, a local folder with CIFAR-10's python batches")
-        return cifar10(str(path))
+        return cifar10(str(confined(path)))  # checked on every call, not only on the first (cached) one
     raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)}, or MODULE:FUNCTION)")
 
 
@@ -189,6 +199,12 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
         raise DataError(f"the selected datasets {dataset_names} come from several sources {sorted(map(str, sources))}; "
                         "one run trains on one source (one input shape, one test set)")
     source, path = sources.pop()
+    if path is not None:  # refused before anything is read
+        i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
+        try:
+            confined(path)
+        except DataError as e:
+            raise DataError(f"scenario {scenario.name!r}: datasets[{i}].{e}") from None
     code_dir = None
     if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
         code_dir = scenario.code_dir

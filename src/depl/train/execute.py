@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from ..runspec import RunSpec
 from ..store import EpochRow, Store
 from .federation import EpochResult, Job, LocalFederation, RoundFn, state_bytes, walk_plan
 
@@ -27,12 +28,14 @@ def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
 
 
 def register(store: Store, run_id: str, kind: str, job: Job, extra: dict | None = None) -> None:
-    store.start_run(run_id, kind, {"job": job.to_json(), **(extra or {})})
+    """Record the run with its spec (`depl.runspec.RunSpec`: the job and the `extra` keys)."""
+    store.start_run(run_id, kind, RunSpec.from_json({**(extra or {}), "job": job.to_json()}).to_json())
 
 
 def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:
-    """The seeds of `seeds` that still have epochs to train."""
-    return [s for s in seeds if store.done_epochs(run_id, s) < len(job.epochs)]
+    """The seeds of `seeds` that still have epochs to train (a diverged seed has none)."""
+    gone = store.diverged(run_id)
+    return [s for s in seeds if s not in gone and store.done_epochs(run_id, s) < len(job.epochs)]
 
 
 def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: Progress | None = None):
@@ -53,7 +56,7 @@ def run_seed(store: Store, run_id: str, job: Job, seed: int, train_round: RoundF
              progress: Progress | None = None) -> None:
     """Train one seed to the end of the job, resuming from the store."""
     done = store.done_epochs(run_id, seed)
-    if done >= len(job.epochs):
+    if done >= len(job.epochs) or store.diverged_at(run_id, seed) is not None:
         return
     start = store.resume_point(run_id, seed)  # checked: epochs 1..done, checkpoint of epoch done
     walk_plan(job, seed, train_round, recorder(store, run_id, seed, len(job.epochs), progress), start)

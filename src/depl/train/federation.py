@@ -36,7 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..store import EpochRow
+from ..scenario import TrainingOptions
+from ..state import RunState
+from ..store import EpochRow, diverges
 from . import data as data_mod
 from .prune import VersionSpec, build_version, switch
 
@@ -45,17 +47,18 @@ class JobError(ValueError):
     """A plan or scenario that cannot be trained for real; the message is meant for the user."""
 
 
-@dataclass(frozen=True)
-class TrainOptions:
-    lr: float = 1e-2
-    momentum: float = 0.9
-    batch_size: int = 64
-    iid: bool = True
-    device: str = "cpu"  # where tensors live: cpu or cuda (`--device`; not part of a cpu run's identity)
+class TrainOptions(TrainingOptions):
+    """The scenario's [training] options and where the tensors live."""
+
+    device: str = "cpu"  # cpu or cuda (`--device`; not part of a cpu run's identity)
+
+    @classmethod
+    def of(cls, training: TrainingOptions, device: str = "cpu") -> "TrainOptions":
+        return cls(**training.model_dump(), device=device)
 
 
 def _options_json(o: TrainOptions) -> dict:
-    d = vars(o).copy()
+    d = o.model_dump()
     if d["device"] == "cpu":  # runs made before --device existed keep their identity
         del d["device"]
     return d
@@ -159,9 +162,8 @@ def job_from_plan(plan, device: str = "cpu") -> Job:
     check_switches(versions, schedule)
     clusters = {c.name: c.nodes for c in scenario.clusters}
     nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}
-    t = scenario.training
     return Job(spec, versions, nodes, [(e.epoch, e.model, e.cluster) for e in plan.epochs],
-               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid, device))
+               TrainOptions.of(scenario.training, device))
 
 
 # --------------------------------------------------------------------------- #
@@ -277,8 +279,19 @@ def initial_model(job: Job, seed: int) -> nn.Module:
 
 
 def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | None = None,
-              start: tuple[int, bytes] | None = None) -> list[EpochResult]:
-    """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes."""
+              start: tuple[int, bytes] | None = None, decide: DecideHook | None = None) -> list[EpochResult]:
+    """Train the job's epochs for one seed; `start` = (epochs done, their checkpoint) resumes.
+
+    Stops after an epoch whose loss is not finite (`depl.store.diverges`): that
+    epoch is the last result.
+
+    `decide(state, results)`, if given, is asked after every epoch where the run
+    stands (a `depl.state.RunState`: epochs done, the version trained last, the
+    test losses seen by this call, the seconds spent) and may replace the
+    remaining epochs: it returns the new rest of the plan as (epoch, version,
+    cluster), numbered on from the epochs done (an empty list stops the run),
+    or None to keep the plan.  Without it the walk is the plan, unchanged.
+    """
     device = job.options.device
     x_test, y_test = on_device(test_data(job.data), device)
     done = 0
@@ -290,7 +303,10 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
         current = job.epochs[done - 1][1]
         model = model_from_bytes(job.versions[current], blob, device)
     results = []
-    for epoch, version, cluster in job.epochs[done:]:
+    plan = list(job.epochs)
+    state = RunState(done, None if start is None else current)
+    while done < len(plan):
+        epoch, version, cluster = plan[done]
         t0 = time.perf_counter()
         switched = version != current
         if switched:
@@ -301,8 +317,34 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
         r = EpochResult(epoch, version, cluster, loss, acc, train_loss, time.perf_counter() - t0, switched)
         results.append(r)
         if on_epoch is not None:
-            on_epoch(r, model)
+            on_epoch(r, model)  # the store records a non-finite loss as the seed's divergence
+        if diverges(r):  # NaN weights only stay NaN: the seed is over, nothing to decide
+            break
+        done += 1
+        if decide is not None:
+            state = state.after(version, loss, r.seconds, 0.0)
+            rest = decide(state, results)
+            if rest is not None:
+                plan = plan[:done] + _checked_rest(job, current, done, rest)
     return results
+
+
+# decide(state, results) -> the remaining epochs [(epoch, version, cluster)], or None to keep the plan
+DecideHook = Callable[[RunState, list[EpochResult]], "list[tuple[int, str, str]] | None"]
+
+
+def _checked_rest(job: Job, current: str, done: int, rest) -> list[tuple[int, str, str]]:
+    """A replacement for the remaining epochs, refused unless the job can train it."""
+    rest = [(int(e), str(m), str(n)) for e, m, n in rest]
+    for i, (epoch, version, cluster) in enumerate(rest):
+        if epoch != done + 1 + i:
+            raise JobError(f"the replacement plan numbers epoch {epoch} where {done + 1 + i} comes next")
+        if version not in job.versions:
+            raise JobError(f"the replacement plan trains version {version!r}, which this job has not built")
+        if cluster not in job.nodes:
+            raise JobError(f"the replacement plan uses cluster {cluster!r}, which this job has not set up")
+    check_switches(job.versions, [current] + [m for _, m, _ in rest])
+    return rest
 
 
 class LocalFederation:

@@ -190,13 +190,10 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def job_of_run_config(rc) -> tuple[Job, str, dict]:
-    """(job, run id, run spec extras) from the run config: a plan (JSON text or a path) or a job."""
+    """(job, run id, run spec extras) from the run config: a plan (JSON text or a path)."""
     from ..plan import Plan
     from .federation import job_from_plan
 
-    if "job" in rc:  # written by `run_simulation` for a job that is not a plan (benchmarks)
-        job = Job.from_json(json.loads(str(rc["job"])))
-        return job, str(rc["run-id"]), {"backend": "flower"}
     text = str(rc["plan"])
     plan = Plan.from_json(json.loads(text), "the app's plan") if text.lstrip().startswith("{") else Plan.load(text)
     job = job_from_plan(plan, str(rc.get("device", "cpu")))
@@ -296,11 +293,16 @@ def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 
 # --------------------------------------------------------------------------- #
 
 def flower_environment(out: Path) -> dict[str, str]:
-    """Telemetry off; Flower's and Ray's state inside the run folder."""
+    """Telemetry off; Flower's and Ray's state inside the run folder; Ray on loopback only."""
     out = Path(out).resolve()
     env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(out / "flower"), "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_DEDUP_LOGS": "0", "RAY_TMPDIR": str(out / "ray"),
-           "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning"}
+           "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
+           # Ray's single-machine mode (its default on macOS and Windows): the node's address is
+           # 127.0.0.1, so GCS, raylets and workers listen on loopback, not on every interface.
+           # Flower's federation config cannot pass ray.init(_node_ip_address=...), and Ray 2.55
+           # turns a loopback node address into the routable one unless this mode is on.
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     for d in ("flower", "ray"):
         (out / d).mkdir(parents=True, exist_ok=True)
     return env
@@ -434,34 +436,6 @@ def simulate_app(app: Path, out: Path, num_supernodes: int, progress=None, threa
     if code != 0:
         raise RuntimeError(f"flwr run failed (exit {code}): {text.strip()[-3000:]}")
     return timing
-
-
-def run_simulation(store: Store, run_id: str, job: Job, seeds: list[int], out: Path, progress=None,
-                   threads: int = 1, cpus: int | None = None) -> dict[str, float]:
-    """Run `seeds` of a job on Flower's simulation engine: an app folder with the job, `flwr run`."""
-    if store.path == ":memory:":
-        raise ValueError("the flower back end needs a store file (the ServerApp runs in another process)")
-    app = Path(out) / "flower-app"
-    timing: dict[str, float] = {"total": 0.0}
-    for first, count in _runs_of(seeds):  # one app run per stretch of consecutive seeds
-        write_app(app, {"job": json.dumps(job.to_json(), sort_keys=True), "run-id": run_id, "seeds": count,
-                        "first-seed": first, "store": str(Path(store.path).resolve())})
-        t = simulate_app(app, out, max(job.nodes.values()), progress, threads, cpus)
-        for k in ("superlink_up", "first_epoch_done"):
-            if k in t:
-                timing.setdefault(k, t[k])
-        timing["total"] += t["total"]
-    return timing
-
-
-def _runs_of(seeds: list[int]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for s in sorted(seeds):
-        if out and out[-1][0] + out[-1][1] == s:
-            out[-1] = (out[-1][0], out[-1][1] + 1)
-        else:
-            out.append((s, 1))
-    return out
 
 
 def run_deployment(app: Path, superlink: str, env: dict[str, str] | None = None, timeout: float | None = None):

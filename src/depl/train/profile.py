@@ -16,31 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-
+from ..runspec import Experiment
 from . import data as data_mod
 from .federation import Job, JobError, TrainOptions, check_switches, version_specs
 
 PROFILE_CLUSTER = "profile"
-
-
-@dataclass(frozen=True)
-class Experiment:
-    kind: str                   # "version" or "switch"
-    version: str                # the (first) version
-    fraction: float = 1.0
-    to: str | None = None       # switch: the version after the switch
-    switch_after: int = 0       # switch: K1, epochs before the switch
-
-    @property
-    def label(self) -> str:
-        if self.kind == "switch":
-            return f"{self.version} →{self.to} after {self.switch_after}"
-        return self.version if self.fraction == 1.0 else f"{self.version} @ {self.fraction:g} of the data"
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "version": self.version, "fraction": self.fraction, "to": self.to,
-                "switch_after": self.switch_after}
 
 
 def parse_switch(text: str) -> tuple[str, str, int]:
@@ -89,10 +69,9 @@ def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, 
         check_switches(versions, schedule)
     else:
         schedule = [exp.version] * epochs
-    t = scenario.training
     return Job(spec, versions, {PROFILE_CLUSTER: nodes},
                [(k + 1, m, PROFILE_CLUSTER) for k, m in enumerate(schedule)],
-               TrainOptions(t.lr, t.momentum, t.batch_size, t.iid, device))
+               TrainOptions.of(scenario.training, device))
 
 
 def experiment_run_id(scenario_name: str, exp: Experiment, job: Job) -> str:

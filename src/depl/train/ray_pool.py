@@ -17,17 +17,19 @@ from __future__ import annotations
 import os
 import queue as queue_mod
 import socket
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..store import Store
-from .seeds import Item, Task, load, run_task
+
+if TYPE_CHECKING:  # seeds imports this module (lazily, for --ray-address): the functions are passed in
+    from .seeds import Item, Task
 
 
 class RayError(RuntimeError):
     """A Ray cluster that cannot be used; the message is meant for the user."""
 
 
-def _remote_task(task: Task, results, threads: int) -> int:
+def _remote_task(task: Task, results, threads: int, run_task: Callable) -> int:
     import torch
 
     torch.set_num_threads(threads)
@@ -58,8 +60,10 @@ def connect(address: str):
 
 
 def run_on_ray(ray, store: Store, tasks: list[Task], slots: int, threads: int,
-               write_item: Callable[[Item], None]) -> None:
-    """The tasks as Ray tasks, at most `slots` in flight; every batch-epoch is written here as it arrives."""
+               write_item: Callable[[Item], None], load: Callable, run_task: Callable) -> None:
+    """The tasks as Ray tasks, at most `slots` in flight; every batch-epoch is written here as it arrives.
+
+    `load(store, task)` fills a task's checkpoints, `run_task(task, put)` trains it (depl.train.seeds)."""
     from ray.util.queue import Queue
 
     results = Queue(actor_options={"num_cpus": 0})
@@ -79,7 +83,7 @@ def run_on_ray(ray, store: Store, tasks: list[Task], slots: int, threads: int,
     try:
         while pending or inflight:
             while pending and len(inflight) < slots:
-                inflight.append(remote.remote(load(store, pending.pop(0)), results, threads))
+                inflight.append(remote.remote(load(store, pending.pop(0)), results, threads, run_task))
             drain(block=True)
             finished, inflight = ray.wait(inflight, num_returns=len(inflight), timeout=0)
             for ref in finished:

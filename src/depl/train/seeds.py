@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass, fields
 from typing import Callable, Iterable
 
-from ..store import EpochRow, Store
+from ..store import EpochRow, Store, diverges
 
 # one batch-epoch of a task: (run_id, [(seed, result, checkpoint or None, final)])
 Item = tuple[str, list[tuple[int, EpochRow, "bytes | None", bool]]]
@@ -66,11 +66,12 @@ def make_tasks(store: Store, run_id: str, job, seeds: list[int], size: int) -> l
     n = len(job.epochs)
     spec = job.to_json()
     out = []
+    gone = store.diverged(run_id)
     for i in range(0, len(seeds), size):
         by_done: dict[int, list[int]] = {}
         for s in seeds[i:i + size]:
             d = store.done_epochs(run_id, s)
-            if d < n:
+            if d < n and s not in gone:
                 by_done.setdefault(d, []).append(s)
         out += [Task(run_id, spec, n, tuple(group), d) for d, group in sorted(by_done.items())]
     return out
@@ -97,14 +98,16 @@ def run_task(task: Task, emit: Callable[[Item], None]) -> None:
     job = Job.from_json(task.job)
     n = task.n_epochs
 
-    def rows(results, models):
+    def rows(seeds, results, models):
         final = results[0].epoch == n
-        blobs = [None] * len(results) if final else [state_bytes(m) for m in models()]
-        emit((task.run_id, [(s, as_row(r), b, final) for s, r, b in zip(task.seeds, results, blobs)]))
+        # a diverged seed's row goes to the store's `diverged` table, without a checkpoint
+        blobs = [None] * len(results) if final else [None if diverges(r) else state_bytes(m)
+                                                     for r, m in zip(results, models())]
+        emit((task.run_id, [(s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs)]))
 
     if len(task.seeds) == 1:  # one seed: the per-seed loop itself
         start = (task.done, task.checkpoints[0]) if task.done else None
-        walk_plan(job, task.seeds[0], LocalFederation(), lambda r, m: rows([r], lambda: [m]), start)
+        walk_plan(job, task.seeds[0], LocalFederation(), lambda r, m: rows(task.seeds, [r], lambda: [m]), start)
     else:
         start = (task.done, list(task.checkpoints)) if task.done else None
         walk_plan_stack(job, list(task.seeds), rows, start)
@@ -145,7 +148,7 @@ def run_all(store: Store, runs: Iterable[tuple[str, object, list[int]]], *, seed
     if ray is not None:
         from .ray_pool import run_on_ray
 
-        run_on_ray(ray, store, tasks, workers, threads, write_item)
+        run_on_ray(ray, store, tasks, workers, threads, write_item, load, run_task)
     elif workers <= 1 or len(tasks) <= 1:
         for t in tasks:
             run_task(load(store, t), write_item)

@@ -48,6 +48,7 @@ from torch.func import functional_call, stack_module_state
 
 from .federation import (TRAIN_STREAM, EpochResult, Job, TrainOptions, derive_seed, fedavg, initial_model,
                          model_from_bytes, node_data, on_device, test_data)
+from ..store import diverges
 from .prune import VersionSpec, build_version, switch
 
 # activations are held for S seeds × a mini-batch; evaluation is chunked so
@@ -72,6 +73,13 @@ class Stack:
     def load(self, state: dict[str, torch.Tensor]) -> None:
         self.params = {k: state[k] for k in self.params}
         self.buffers = {k: state[k] for k in self.buffers}
+
+    def keep(self, rows: list[int]) -> None:
+        """Only these models go on (the others diverged); the survivors' tensors are unchanged."""
+        idx = torch.tensor(rows, dtype=torch.long)
+        self.params = {k: v.index_select(0, idx.to(v.device)) for k, v in self.params.items()}
+        self.buffers = {k: v.index_select(0, idx.to(v.device)) for k, v in self.buffers.items()}
+        self.n = len(rows)
 
     def models(self, spec: VersionSpec) -> list[nn.Module]:
         """The S models as separate modules (for pruning and checkpoints)."""
@@ -146,15 +154,19 @@ def federated_round(stack: Stack, job: Job, cluster: str, epoch: int, seeds: lis
     return np.average(np.array(losses), axis=0, weights=weights)
 
 
-# on_epochs(results: one EpochResult per seed, models: () -> the S trained models)
-StackHook = Callable[[list[EpochResult], Callable[[], list[nn.Module]]], None]
+# on_epochs(seeds: those trained this epoch, results: one EpochResult per seed, models: () -> their trained models)
+StackHook = Callable[[list[int], list[EpochResult], Callable[[], list[nn.Module]]], None]
 
 
 def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = None,
                     start: tuple[int, list[bytes]] | None = None) -> list[list[EpochResult]]:
     """`federation.walk_plan` for several seeds at once; `start` = (epochs done, each seed's checkpoint).
 
-    Returns the results epoch by epoch (one list of per-seed results per epoch).
+    Returns the results epoch by epoch (one list of per-seed results per epoch, in the order of
+    `seeds`).  A seed whose loss becomes non-finite (`depl.store.diverges`) leaves the stack after
+    that epoch, as `walk_plan` stops: the later lists are shorter and the others train on untouched
+    (no operation mixes seeds: per-seed losses, an element-wise optimiser and FedAvg, and the
+    gradient of a sum is each term's own).
     """
     dev = job.options.device
     x_test, y_test = on_device(test_data(job.data), dev)
@@ -183,5 +195,11 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
         out.append(results)
         if on_epochs is not None:
             spec = job.versions[current]
-            on_epochs(results, lambda: stack.models(spec))
+            on_epochs(list(seeds), results, lambda: stack.models(spec))
+        alive = [i for i, r in enumerate(results) if not diverges(r)]
+        if len(alive) < len(seeds):
+            if not alive:
+                break
+            stack.keep(alive)
+            seeds = [seeds[i] for i in alive]
     return out

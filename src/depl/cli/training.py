@@ -1,4 +1,4 @@
-"""CLI commands of real training; registered by depl.cli. No torch at import time.
+"""Training commands: run, profile, runs show, export-app (torch is imported inside each command).
 
 Every command imports the training code inside its body, so `depl plan` and
 the other planning commands work without the `train` extra.
@@ -6,72 +6,88 @@ the other planning commands work without the `train` extra.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-# a pipe or a file gets wide tables rather than 80 columns of folded cells
-console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, soft_wrap=True)
-EXIT_BAD_INPUT = 2
+from .console import choice, console, epoch_progress, fail, user_errors
+
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
+
+
+class Backend(str, Enum):
+    local = "local"
+    flower = "flower"
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+    auto = "auto"
+
+
+class AppDevice(str, Enum):
+    """Where an exported Flower app's ClientApps train."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Kind(str, Enum):
+    """The kinds of run in a store."""
+
+    plan = "plan"
+    profile = "profile"
+
 
 runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store.")
 
 
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    from ..cli import fail
+def training_errors() -> tuple[type[Exception], ...]:
+    """The exceptions whose message is meant for the user (exit code 2), training's included."""
+    from ..train.data import DataError
+    from ..train.federation import JobError
 
-    fail(message, code)  # one way to print an error: literal text (a "[target]" in it stays)
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    """The exceptions whose message is meant for the user (exit code 2)."""
-    from ..plan import PlanError
-    from ..scenario import ScenarioError
-    from ..store import StoreError
-    from .data import DataError
-    from .federation import JobError
-
-    return (PlanError, ScenarioError, StoreError, DataError, JobError)
+    return (*user_errors(), DataError, JobError)
 
 
-def _need_training_extra() -> None:
+def need_training_extra() -> None:
     try:
         import torch  # noqa: F401
         import torch_pruning  # noqa: F401
     except ImportError as e:
-        _fail(f"real training needs the `train` extra (pip install 'depl[train]'): {e}")
+        fail(f"real training needs the `train` extra (pip install 'depl[train]'): {e}")
 
 
-def _setup_torch(threads: int) -> None:
+def start_training(threads: int, device: "Device") -> str:
+    """Check the `train` extra, set torch's threads, and return the torch device of `--device`."""
+    need_training_extra()
     import torch
 
     torch.set_num_threads(max(1, threads))
+    return resolve_device(device)
 
 
 DEVICE_HELP = "cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"
 
 
-def resolve_device(name: str) -> str:
+def resolve_device(device: "Device") -> str:
     """The torch device of `--device`; cuda asked for but absent is bad input (exit 2)."""
     import torch
 
-    if name not in ("cpu", "cuda", "auto"):
-        _fail(f"--device {name!r}: choose cpu, cuda or auto")
+    name = device.value
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         built = torch.version.cuda or "none: a CPU-only build"
-        _fail(f"--device cuda: torch {torch.__version__} sees no CUDA device (CUDA in this build: {built}); "
-              "use --device cpu or auto")
+        fail(f"--device cuda: torch {torch.__version__} sees no CUDA device (CUDA in this build: {built}); "
+             "use --device cpu or auto")
     return name
 
 
@@ -84,12 +100,17 @@ SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the
                    "a seed's trajectory is deterministic for a given batching")
 WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
+# the options every command that trains seeds takes (one object per option: typer may share them)
+THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
+DEVICE = typer.Option(Device.cpu, "--device", click_type=choice(Device), help=DEVICE_HELP)
+SEED_BATCH = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP)
+WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
+RAY_ADDRESS = typer.Option(None, "--ray-address", help=RAY_HELP)
 
 
-def _open_store(store: Optional[str], out: Path):
-    from ..store import Store
-
-    from ..store import StoreError
+def open_store(store: Optional[str], out: Path):
+    """The run folder's store (or --store), the folder created first."""
+    from ..store import Store, StoreError
 
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -98,21 +119,16 @@ def _open_store(store: Optional[str], out: Path):
     return Store(store or out / "runs.sqlite")
 
 
-def _progress():
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
-                    transient=False)
-
-
 def _summary(store, run_id: str, title: str) -> None:
     import numpy as np
     from rich.table import Table
 
-    losses = store.losses(run_id)
-    finals = np.array([v[-1] for v in losses.values() if v])
+    losses, gone = store.losses(run_id), store.diverged(run_id)
+    finals = np.array([v[-1] for s, v in losses.items() if v and s not in gone])
+    if gone:
+        console.print(f"{len(gone)} seeds diverged (non-finite loss; not resumed, final loss +inf): "
+                      + ", ".join(f"seed {s} at epoch {k}" for s, k in list(gone.items())[:10])
+                      + (" …" if len(gone) > 10 else ""), markup=False)
     if finals.size == 0:
         return
     t = Table(title=escape(title))
@@ -127,50 +143,60 @@ def run(
     plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=MAX_SEEDS, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
     first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED),
-    backend: str = typer.Option("local", "--backend", help="local (in process) or flower (Flower's simulation engine)"),
+    backend: Backend = typer.Option(Backend.local, "--backend", click_type=choice(Backend),
+                                    help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch threads per process"),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    threads: int = THREADS,
+    device: Device = DEVICE,
     superlink: Optional[str] = typer.Option(
         None, "--superlink", help="flower: submit to this SuperLink connection of Flower's config.toml "
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
     seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
+    insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
+                                  "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
-    if backend not in ("local", "flower"):
-        _fail(f"--backend {backend!r}: choose local or flower")
+    backend = backend.value
     if ray_address and backend != "local":
-        _fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
+        fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
-        _fail("--superlink needs --backend flower")
-    _need_training_extra()
-    _setup_torch(threads)
-    dev = resolve_device(device)
+        fail("--superlink needs --backend flower")
+    if insecure and not superlink:
+        fail("--insecure applies to --superlink only (the simulation's SuperLink is on 127.0.0.1, for this run)")
+    if superlink:  # before any work: a connection we will not use stops the command now
+        from ..train.fleet_gateway import DeploymentError, check_connection
+
+        try:
+            check_connection(superlink, insecure)
+        except DeploymentError as e:
+            fail(str(e))
+    dev = start_training(threads, device)
     from ..plan import Plan
-    from . import execute
-    from .federation import job_from_plan
+    from ..train import execute
+    from ..train.federation import job_from_plan
 
     try:
         p = Plan.load(plan)
         job = job_from_plan(p, dev)
-        st = _open_store(store, out)
+        st = open_store(store, out)
         run_id = execute.run_id_for(job, backend)
         execute.register(st, run_id, "plan", job, {"backend": backend, "plan": p.to_json()})
-    except _user_errors() as e:
-        _fail(str(e))
+    except training_errors() as e:
+        fail(str(e))
     seed_list = list(range(first_seed, first_seed + seeds))
     n = len(job.epochs)
     if superlink:
         _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p, dev)
         return
-    already = sum(min(st.done_epochs(run_id, s), n) for s in seed_list)
+    gone = st.diverged(run_id)  # a diverged seed is done: it trains no further epoch
+    already = sum(n if s in gone else min(st.done_epochs(run_id, s), n) for s in seed_list)
     console.print(f"run [bold]{run_id}[/] · plan {escape(str(plan))} · {n} epochs × {seeds} seeds · back end {backend} · "
                   f"store {escape(st.path)}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
     t0 = time.perf_counter()
-    with _progress() as bar:
+    with epoch_progress() as bar:
         task = bar.add_task(f"{backend}", total=n * seeds, completed=already)
 
         def progress(seed, epoch, r):
@@ -199,39 +225,40 @@ def _hand_over(st):
 def _run_flower_simulation(plan: Path, seeds: int, first_seed: int, st, out: Path, device: str, job, run_id: str,
                            progress, threads: int) -> None:
     """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
-    from . import execute
-    from .flower_app import export_app, simulate_app
+    from ..train import execute
+    from ..train.flower_app import export_app, simulate_app
 
     app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
     try:
         simulate_app(app, out, max(job.nodes.values()), progress, threads, device=device)
     except RuntimeError as e:
-        _fail(str(e), code=1)
+        fail(str(e), code=1)
     left = execute.pending(st, run_id, job, list(range(first_seed, first_seed + seeds)))
     if left:
-        _fail(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {out / 'flower'}", code=1)
+        fail(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {out / 'flower'}", code=1)
 
 
-def export_app_command(
+def export_app(
     plan: Path = typer.Argument(..., metavar="PLAN.json", help="a plan file (JSON, from `depl plan`)"),
     folder: Path = typer.Argument(..., metavar="DIR", help="the app folder to write"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="seeds F..F+N-1 (the run config's `seeds`)"),
     first_seed: int = typer.Option(0, "--first-seed", min=0),
     store: Optional[str] = typer.Option(None, "--store", help="where the ServerApp writes [default: DIR/runs.sqlite]"),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda: where the ClientApps train"),
+    device: AppDevice = typer.Option(AppDevice.cpu, "--device", click_type=choice(AppDevice),
+                                     help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
+                                     "are not known here)"),
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
-    if device not in ("cpu", "cuda"):
-        _fail(f"--device {device!r}: an app trains on cpu or cuda (its nodes' devices are not known here)")
-    _need_training_extra()
-    from .flower_app import export_app
+    device = device.value
+    need_training_extra()
+    from ..train.flower_app import export_app
 
     try:
         app = export_app(plan, folder, seeds, first_seed, store, device)
-    except _user_errors() as e:
-        _fail(str(e))
+    except training_errors() as e:
+        fail(str(e))
     except OSError as e:  # DIR is a file, or cannot be created or written; nothing is left behind
-        _fail(f"{e.filename or folder}: {e.strerror or e}")
+        fail(f"{e.filename or folder}: {e.strerror or e}")
     console.print(f"Flower app written to {app}/pyproject.toml (the plan is embedded in its run config)\n"
                   f"  flwr run {app}                      # Flower's local simulation engine\n"
                   f"  flwr run {app} CONNECTION --stream  # a deployment (docs/flower-deployment.md)\n"
@@ -241,7 +268,7 @@ def export_app_command(
 def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, superlink: str, run_id: str, p,
                     device: str = "cpu") -> None:
     """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
-    from .flower_app import export_app, run_deployment
+    from ..train.flower_app import export_app, run_deployment
 
     app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
     st = _hand_over(st)
@@ -251,7 +278,7 @@ def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, supe
     r = run_deployment(app, superlink)
     sys.stdout.write(r.stdout)
     if r.returncode != 0:
-        _fail(f"flwr run failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}", code=1)
+        fail(f"flwr run failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}", code=1)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario} (Flower deployment)")
 
@@ -260,7 +287,7 @@ def _floats(text: str, name: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        _fail(f"{name} {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
+        fail(f"{name} {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
         raise
 
 
@@ -275,19 +302,17 @@ def profile(
     nodes: int = typer.Option(1, "--nodes", min=1, help="nodes doing FedAvg in every experiment"),
     store: Optional[str] = typer.Option(None, "--store"),
     out: Path = typer.Option(Path("depl-runs"), "--out"),
-    threads: int = typer.Option(1, "--threads", min=1),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help=WORKERS_HELP),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_HELP),
+    threads: int = THREADS,
+    device: Device = DEVICE,
+    seed_batch: int = SEED_BATCH,
+    workers: Optional[int] = WORKERS,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
-    _need_training_extra()
-    _setup_torch(threads)
-    dev = resolve_device(device)
+    dev = start_training(threads, device)
     from ..scenario import load_scenario
-    from . import execute
-    from . import profile as prof
+    from ..train import execute
+    from ..train import profile as prof
 
     try:
         s = load_scenario(scenario)
@@ -297,22 +322,22 @@ def profile(
             raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
         exps = prof.experiments(s, list(version or []), _floats(fractions, "--fractions"),
                                 [prof.parse_switch(t) for t in (switch or [])], epochs)
-        st = _open_store(store, out)
+        st = open_store(store, out)
         jobs = []
         for exp in exps:
             job = prof.experiment_job(s, names, exp, epochs, nodes, dev)
             rid = prof.experiment_run_id(s.name, exp, job)
             execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
             jobs.append((exp, job, rid))
-    except _user_errors() as e:
-        _fail(str(e))
+    except training_errors() as e:
+        fail(str(e))
     seed_list = list(range(seeds))
     total = len(jobs) * seeds * epochs
     done = sum(min(st.done_epochs(rid, sd), epochs) for _, _, rid in jobs for sd in seed_list)
     console.print(f"profiling {escape(s.name)}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {escape(st.path)}"
                   + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
     t0 = time.perf_counter()
-    with _progress() as bar:
+    with epoch_progress() as bar:
         overall = bar.add_task("all experiments", total=total, completed=done)
         tasks = {}
         for exp, job, rid in jobs:
@@ -330,13 +355,13 @@ def profile(
 
 def run_seeds(st, runs, options: dict, progress) -> None:
     """`depl.train.seeds.run_all`, with a Ray cluster that cannot be used reported as bad input."""
-    from .ray_pool import RayError
-    from .seeds import run_all
+    from ..train.ray_pool import RayError
+    from ..train.seeds import run_all
 
     try:
         run_all(st, runs, progress=progress, **options)
     except RayError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 @runs_app.command("show")
@@ -344,78 +369,106 @@ def runs_show(
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out"),
     png: Optional[Path] = typer.Option(None, "--png", help="draw the loss bands (mean, 1st–99th percentile) here"),
-    kind: Optional[str] = typer.Option(None, "--kind", help="only runs of this kind: plan or profile"),
+    kind: Optional[Kind] = typer.Option(None, "--kind", click_type=choice(Kind), help="only runs of this kind: plan or profile"),
     as_json: bool = typer.Option(False, "--json", help="print {store, runs: [...]} on stdout as one JSON object "
                                  "(nothing else there)"),
 ) -> None:
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
-    import numpy as np
     from rich.table import Table
 
     from ..store import Store
-    from .plots import band, bands, plot_bands, run_label
+    from ..report.plots import plot_measured_bands
+    from ..train.plots import band, bands, run_label
 
-    if kind not in (None, "plan", "profile"):
-        _fail(f"--kind {kind!r}: choose plan or profile")
+    kind = None if kind is None else kind.value
     path = store or str(out / "runs.sqlite")
     if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
-        _fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
+        fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
         st = Store(path, readonly=True)  # it only reads: no write access needed, no writer locked out
-    except _user_errors() as e:
-        _fail(str(e))
+    except training_errors() as e:
+        fail(str(e))
     runs = st.runs(kind)
     if as_json:
         if png is not None:  # refused before stdout gets its JSON: a failed command prints no result
             bs = bands(st, kind)
             if not bs:
-                _fail("no finished epochs to draw")
-            plot_bands(bs, str(png))
+                fail("no finished epochs to draw")
+            plot_measured_bands(bs, png)
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
-    for c in ("run", "kind", "what", "seeds", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
+    for c in ("run", "kind", "what", "seeds", "diverged", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
     for r in runs:
         b = band(st, r)
+        gone = _diverged_text(st.diverged(r["run_id"]))
         if b is None:
-            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", "0", "", "", "")
+            t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", gone, "0", "", "", "")
             continue
-        secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
-        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.seeds), str(len(b.epochs)), f"{b.mean[-1]:.4f}",
-                  f"{b.lo[-1]:.4f} – {b.hi[-1]:.4f}", f"{secs:.3f}")
+        secs = st.seconds_per_epoch(r["run_id"])
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), gone, str(len(b.epochs)),
+                  f"{b.mean[-1]:.4f}", f"{b.low[-1]:.4f} – {b.high[-1]:.4f}", f"{secs:.3f}")
     console.print(t)
     if png is not None:
         bs = bands(st, kind)
         if not bs:
-            _fail("no finished epochs to draw")
-        plot_bands(bs, str(png))
+            fail("no finished epochs to draw")
+        plot_measured_bands(bs, png)
         console.print(f"wrote {png}", markup=False)
-    del np
+
+
+def _diverged_text(gone: dict[int, int]) -> str:
+    """'2 (seed 3 @1, seed 5 @4)': how many seeds diverged, and where."""
+    if not gone:
+        return "0"
+    where = ", ".join(f"seed {s} @{k}" for s, k in list(gone.items())[:3])
+    return f"{len(gone)} ({where}{', …' if len(gone) > 3 else ''})"
 
 
 def _runs_json(st, runs: list[dict]) -> None:
     """Every run with its spec and, per seed-averaged epoch, the measured band (what `runs show` tabulates)."""
     from ..jsonout import dumps
-    from .plots import band, run_label
+    from ..train.plots import band, run_label
 
     out = []
     for r in runs:
         b = band(st, r)
-        secs = st._db.execute("SELECT AVG(seconds) FROM epochs WHERE run_id = ?", (r["run_id"],)).fetchone()[0]
+        secs = st.seconds_per_epoch(r["run_id"])
         out.append({"run": r["run_id"], "kind": r["kind"], "what": run_label(r), "created": r["created"],
-                    "seeds": 0 if b is None else b.seeds, "epochs": 0 if b is None else len(b.epochs),
+                    "seeds": 0 if b is None else b.runs, "epochs": 0 if b is None else len(b.epochs),
                     "final_loss_mean": None if b is None else b.mean[-1],
-                    "final_loss_low": None if b is None else b.lo[-1], "final_loss_high": None if b is None else b.hi[-1],
+                    "final_loss_low": None if b is None else b.low[-1], "final_loss_high": None if b is None else b.high[-1],
                     "seconds_per_epoch": secs, "spec": r["spec"],
-                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.lo, "high": b.hi}})
+                    "diverged": [{"seed": s, "epoch": k} for s, k in st.diverged(r["run_id"]).items()],
+                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 
 
-def register(app: typer.Typer) -> None:
-    """Add `run`, `profile` and `runs` to the depl CLI."""
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-    app.command("run")(run)
-    app.command("profile")(profile)
-    app.command("export-app")(export_app_command)
-    app.add_typer(runs_app, name="runs")
+def fleet_gateway(
+    listen: str = typer.Option(..., "--listen", help="HOST:PORT the SuperNodes dial (the network address)"),
+    superlink: str = typer.Option("127.0.0.1:9093", "--superlink", help="the SuperLink, listening on loopback"),
+    certfile: Path = typer.Option(..., "--ssl-certfile", help="the server certificate (the SuperLink's)"),
+    keyfile: Path = typer.Option(..., "--ssl-keyfile", help="its private key"),
+    ca: Optional[Path] = typer.Option(None, "--ssl-ca-certfile", help="the CA that signed the SuperLink's "
+                                      "certificate [default: the system's]"),
+) -> None:
+    """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
+    from ..train.fleet_gateway import check_tls, is_loopback, serve, split_address
+
+    for flag, v in (("--listen", listen), ("--superlink", superlink)):
+        try:
+            split_address(v)
+        except ValueError as e:
+            fail(f"{flag} {e}")
+    if not is_loopback(split_address(superlink)[0]):
+        fail(f"--superlink {superlink}: the SuperLink must listen on loopback (--host 127.0.0.1), "
+              "the gateway is its only network face")
+    for flag, f in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certfile", ca)):
+        if f is not None and not f.is_file():
+            fail(f"{flag} {f}: no such file")
+    try:
+        check_tls(str(certfile), str(keyfile), str(ca) if ca else None)
+    except ValueError as e:
+        fail(str(e))
+    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None)

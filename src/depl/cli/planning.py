@@ -1,12 +1,4 @@
-"""The command line: the only place that knows argv, exit codes and rich output.
-
-Exit codes: 0 success; 1 unexpected failure; 2 bad input (a scenario, plan or
-option that cannot be used); 3 the target cannot be met (infeasible); 4 a
-promise refuted (`simulate`: the Monte Carlo interval lies below ω).
-
-`--json` prints one JSON object on stdout and nothing else there (human text
-is left out; errors still go to stderr with the exit codes above).
-"""
+"""Planning commands: scenarios, plan, simulate, predict (no training, no torch)."""
 
 from __future__ import annotations
 
@@ -15,44 +7,20 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="depl: plan, run and check dependable distributed training.")
-# a pipe or a file gets whole lines (soft wrap) and wide tables, not 80 columns of folded text
-console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, soft_wrap=True)
+from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, choice, console, err_console, fail, print_json,
+                      warn)
 
-EXIT_BAD_INPUT = 2
-EXIT_INFEASIBLE = 3
-EXIT_REFUTED = 4
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
 MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
-JSON_HELP = "print one JSON object on stdout (nothing else there)"
 
 
-def print_json(obj) -> None:
-    """One strict JSON object on stdout (non-finite numbers become null: JSON has no NaN/inf)."""
-    from .jsonout import dumps
-
-    sys.stdout.write(dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    """Print one clear message to stderr and exit with `code` (no traceback)."""
-    # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
-    raise typer.Exit(code)
-
-
-@app.command()
 def scenarios() -> None:
     """List the built-in scenarios (any command also takes a path to a TOML file)."""
     from rich.table import Table
 
-    from .scenario import builtin_names, load_scenario
+    from ..scenario import builtin_names, load_scenario
 
     t = Table(title="built-in scenarios")
     t.add_column("name")
@@ -66,7 +34,7 @@ def scenarios() -> None:
 
 
 def _load(scenario: str):
-    from .scenario import ScenarioError, load_scenario
+    from ..scenario import ScenarioError, load_scenario
 
     try:
         return load_scenario(scenario)
@@ -104,7 +72,8 @@ def _summary(plan) -> None:
     console.print("  K = " + str(len(plan.epochs)) + " epochs: " + ", ".join(f"{m} ×{n}" for m, n in counts.items()),
                   markup=False)
     lo, hi = plan.loss_quantile_bounds or (plan.loss_quantile, plan.loss_quantile)
-    console.print(f"  cost            {plan.cost:.6g}")
+    model = (plan.scenario_spec or {}).get("cost_model") or "per-epoch"
+    console.print(f"  cost            {plan.cost:.6g}  ({model}: {COST_WORDS[model]})")
     console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
     console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
                   f" target {plan.loss_target:g})")
@@ -112,10 +81,13 @@ def _summary(plan) -> None:
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
 
-@app.command()
+COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
+
+
 def plan(
     scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
-    method: str = typer.Option("depl", "--method", "-m", help="depl, optimal or best-exp"),
+    method: str = typer.Option("depl", "--method", "-m",
+                               help="a planner: depl, optimal, best-exp, best-exp-loss (depl.planners.registry)"),
     eta: int = typer.Option(200, "--eta", min=2, max=1000,
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
@@ -126,18 +98,20 @@ def plan(
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
+    uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
+                                      "recalibrated on held-out runs (the scenario's [calibration])"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
-    from .planners import METHODS, Infeasible, Options, make_plan
-    from .planners.progress import status_line
+    from ..planners import Infeasible, Options, make_plan, planner_names
+    from ..planners.status import status_line
 
     if time_limit is None:
-        from .planners.optimal import DEFAULT_TIME_LIMIT as time_limit
+        from ..planners.optimal import DEFAULT_TIME_LIMIT as time_limit
     elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
         fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
 
-    if method not in METHODS:
-        fail(f"--method {method!r}: choose one of {', '.join(METHODS)}")
+    if method not in planner_names():
+        fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")
     if out is not None:  # checked before solving, so a long solve is never lost
         if not out.parent.is_dir():
             fail(f"--out {out}: the folder {out.parent} does not exist")
@@ -146,11 +120,14 @@ def plan(
         import os
         if not os.access(out.parent, os.W_OK):
             fail(f"--out {out}: the folder {out.parent} is not writable")
-    s = _with_target(_load(scenario), loss, quantile, deadline)
+    s = _load(scenario)
+    if uncalibrated and s.calibration is not None:
+        s = s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
+    s = _with_target(s, loss, quantile, deadline)
     try:
         if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
             with status_line(sys.stderr) as say:
-                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, progress=say))
+                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
         else:
             with (err_console if as_json else console).status(f"planning {escape(s.name)} with {method} (η = {eta}) …",
                                                               spinner="dots"):
@@ -158,7 +135,7 @@ def plan(
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     if out is not None:
-        from .plan import PlanError
+        from ..plan import PlanError
 
         try:
             p.save(out)
@@ -192,7 +169,7 @@ def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: 
     """The scenario with --loss/--quantile/--deadline in its [target], validated like the file."""
     if loss is None and quantile is None and deadline is None:
         return s
-    from .scenario import ScenarioError, parse_scenario, scenario_dict, with_target
+    from ..scenario import ScenarioError, parse_scenario, scenario_dict, with_target
 
     given = {"loss": loss, "quantile": quantile, "deadline": deadline}
     flags = " ".join(f"--{k} {v:g}" for k, v in given.items() if v is not None)
@@ -202,7 +179,6 @@ def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: 
         fail(str(e))
 
 
-@app.command()
 def simulate(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
     runs: int = typer.Option(10_000, "--runs", "-n", min=100, max=MAX_RUNS, help="Monte Carlo trajectories"),
@@ -213,10 +189,10 @@ def simulate(
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band.
 
     Exits 4 when the guarantee is refuted (the 95% interval of P(ℓ(K) ≤ ℓmax) lies below ω)."""
-    from .plan import Plan, PlanError
-    from .report.plots import plot_loss_band, save, switch_epochs
-    from .scenario import ScenarioError
-    from .simulate import simulate_plan
+    from ..plan import Plan, PlanError
+    from ..report.plots import plot_loss_band, save, switch_epochs
+    from ..scenario import ScenarioError
+    from ..simulate import simulate_plan
 
     try:
         p = Plan.load(plan_file)
@@ -241,6 +217,7 @@ def simulate(
                     "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
                     "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
                     "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
+                    "cost": sim.cost, "cost_model": sim.cost_model,
                     "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
                              "high": sim.band.high.tolist()}, "png": str(png)})
     else:
@@ -250,13 +227,13 @@ def simulate(
         console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
                       f"   (plan's certified bound {p.loss_quantile:.5g})")
         console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
+        console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
         console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
         console.print(f"  loss band written to {png}", markup=False)
     if not verdict:
         raise typer.Exit(EXIT_REFUTED)
 
 
-@app.command()
 def predict(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file (its loss law)"),
     schedule: str = typer.Argument(..., help="VERSION:EPOCHS segments in order, e.g. full:10,pruned-0.5:20"),
@@ -266,8 +243,8 @@ def predict(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
-    from .predict import ScheduleError, parse_schedule
-    from .predict import predict as ask
+    from ..predict import ScheduleError, parse_schedule
+    from ..predict import predict as ask
 
     s = _load(scenario)
     try:
@@ -276,8 +253,8 @@ def predict(
         fail(str(e))
     beyond = s.max_epochs is not None and r.epochs > s.max_epochs
     if beyond:
-        err_console.print(f"warning: K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
-                          "the law is extrapolated past the epochs it was fitted on", highlight=False)
+        warn(f"K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
+             "the law is extrapolated past the epochs it was fitted on")
     if as_json:
         print_json({**r.to_json(), "beyond_max_epochs": beyond})
         return
@@ -291,92 +268,3 @@ def predict(
     console.print(f"  1st–99th pct     {r.band[0]:.5g} – {r.band[1]:.5g}", highlight=False)
     console.print(f"  P(ℓ(K) ≤ {r.target:g}) in [{r.p_meet[0]:.4f}, {r.p_meet[1]:.4f}]  (the scenario's target)",
                   highlight=False)
-
-
-@app.command()
-def reproduce(
-    out: Path = typer.Option(Path("reproduce-results"), "--out", "-o", help="folder for results.md and the PNGs"),
-    quick: bool = typer.Option(False, "--quick", help="fewer targets, Monte Carlo runs and η values (< 1 min)"),
-    seed: int = typer.Option(0, "--seed", min=0, help="Monte Carlo seed (same seed, same results.md but timings)"),
-) -> None:
-    """Reproduce the paper's Sec. VI-B evaluation (Figs. 5–9, headline numbers, planner speed)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from .report.reproduce import Config, run
-
-    if out.exists() and not out.is_dir():
-        fail(f"--out {out}: exists and is not a folder")
-    cfg = Config.quick(seed) if quick else Config.full(seed)
-    columns = (TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=False) as bar:
-        task = bar.add_task("reproduce", total=1.0)
-
-        def progress(label: str, done: float, total: float) -> None:
-            bar.update(task, description=label, completed=done, total=total)
-
-        try:
-            results = run(cfg, out, progress)
-        except OSError as e:
-            fail(f"--out {out}: {e}")
-    console.print(f"results.md and {len(list(out.glob('*.png')))} figures written to {out}/ "
-                  f"({results.seconds:.0f} s)")
-    console.print(f"  open {out / 'results.md'}")
-
-
-def _register_training() -> None:
-    # Training commands live with the training code; their module imports no
-    # torch at import time, so planning never needs the `train` extra.
-    try:
-        from .train import commands
-    except ImportError:  # pragma: no cover - the module is part of the package
-        return
-    commands.register(app)
-    __import__("depl.fit.commands", fromlist=["register"]).register(app)  # depl fit, depl validate
-    _escape_help_markup(app)
-
-
-def _escape_help_markup(typer_app: typer.Typer) -> None:
-    """Escape rich markup in every help text, once.
-
-    Typer renders help through rich, which takes `[target]`, `[tool.flwr.app]` or
-    `[default: OUT/runs.sqlite]` for style tags and silently drops them; our help
-    texts mean those brackets literally (TOML tables, defaults).
-    """
-    import inspect
-
-    from rich.markup import escape
-
-    if getattr(typer_app, "_depl_help_escaped", False):
-        return
-    typer_app._depl_help_escaped = True
-    if isinstance(typer_app.info.help, str):
-        typer_app.info.help = escape(typer_app.info.help)
-    for info in typer_app.registered_commands:
-        if info.callback is None:
-            continue
-        if info.help is None and info.callback.__doc__:
-            info.help = inspect.getdoc(info.callback)
-        if isinstance(info.help, str):
-            info.help = escape(info.help)
-        for param in inspect.signature(info.callback).parameters.values():
-            # a ParameterInfo (typer.Option/Argument) shared by two commands is escaped once
-            default = param.default
-            if isinstance(default, typer.models.ParameterInfo) and isinstance(default.help, str) \
-                    and not getattr(default, "_depl_help_escaped", False):
-                default.help = escape(default.help)
-                default._depl_help_escaped = True
-    for group in typer_app.registered_groups:
-        if isinstance(group.help, str):
-            group.help = escape(group.help)
-        if group.typer_instance is not None:
-            _escape_help_markup(group.typer_instance)
-
-
-def main() -> None:
-    _register_training()
-    app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,0 +1,44 @@
+"""`Band`: the loss per epoch as a mean and a 1st–99th percentile band, over many runs.
+
+One record for every band the package draws: Monte Carlo trajectories of a
+plan (`depl.simulate`), measured seeds of a store (`depl.train.plots`), the
+planned and measured bands of a validation.  It sits below all of them and
+imports only numpy, so the simulator and training both use it; the drawing
+lives in `depl.report`.
+
+>>> import numpy as np
+>>> b = Band.of(np.array([[1.0, 0.5], [1.0, 0.75], [1.0, 1.0]]))
+>>> b.mean.tolist(), b.runs, b.epochs.tolist()
+([1.0, 0.75], 3, [0, 1])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Band:
+    """Per epoch: mean and the low/high percentiles (1st/99th unless made otherwise) of the loss."""
+
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    epochs: np.ndarray  # the epoch number of every column
+    runs: int  # trajectories (Monte Carlo runs or measured seeds) behind it
+    label: str = ""
+    run_id: str = ""
+
+    @classmethod
+    def of(cls, trajectories: np.ndarray, epochs: np.ndarray | None = None, lo: float = 0.01, hi: float = 0.99,
+           label: str = "", run_id: str = "") -> "Band":
+        """The band of `trajectories` (runs × epochs); `epochs` defaults to 0, 1, …"""
+        trajectories = np.asarray(trajectories, float)
+        q = np.quantile(trajectories, [lo, hi], axis=0)
+        k = np.arange(trajectories.shape[1]) if epochs is None else np.asarray(epochs)
+        return cls(trajectories.mean(axis=0), q[0], q[1], k, int(trajectories.shape[0]), label, run_id)
+
+
+__all__ = ["Band"]

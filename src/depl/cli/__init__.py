@@ -1,0 +1,13 @@
+"""The command line: the only place that knows argv, exit codes and rich output.
+
+* `app` — the typer app and `main` (the `depl` console script);
+* `console` — the consoles, `fail`, the exit codes (0 ok, 2 bad input,
+  3 infeasible, 4 a promise refuted), `--json` output, Enum choices;
+* one module per command family: `planning` (scenarios, plan, simulate,
+  predict), `reproduce`, `training` (run, profile, runs, export-app),
+  `fitting` (fit), `validation` (validate).
+"""
+
+from .app import app, main
+
+__all__ = ["app", "main"]

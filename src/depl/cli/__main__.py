@@ -1,0 +1,5 @@
+"""`python -m depl.cli`."""
+
+from .app import main
+
+main()

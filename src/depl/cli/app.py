@@ -1,0 +1,71 @@
+"""The depl app: every command, registered in the order `depl --help` lists them.
+
+`--json` prints one JSON object on stdout and nothing else there (human text
+is left out; errors still go to stderr with the exit codes of depl.cli.console).
+No command module imports torch at import time, so planning never needs the
+`train` extra.
+"""
+
+from __future__ import annotations
+
+import os
+
+import typer
+from rich.markup import escape
+
+from . import fitting, planning, reproduce, training, validation
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="depl: plan, run and check dependable distributed training.")
+
+for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
+                      ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
+                      ("profile", training.profile), ("export-app", training.export_app),
+                      ("fleet-gateway", training.fleet_gateway)):
+    app.command(name)(command)
+app.add_typer(training.runs_app, name="runs")
+app.command("fit")(fitting.fit)
+app.command("validate")(validation.validate)
+
+
+def _escape_help_markup(typer_app: typer.Typer) -> None:
+    """Escape rich markup in every help text, once.
+
+    Typer renders help through rich, which takes `[target]`, `[tool.flwr.app]` or
+    `[default: OUT/runs.sqlite]` for style tags and silently drops them; our help
+    texts mean those brackets literally (TOML tables, defaults).
+    """
+    import inspect
+
+    if getattr(typer_app, "_depl_help_escaped", False):
+        return
+    typer_app._depl_help_escaped = True
+    if isinstance(typer_app.info.help, str):
+        typer_app.info.help = escape(typer_app.info.help)
+    for info in typer_app.registered_commands:
+        if info.callback is None:
+            continue
+        if info.help is None and info.callback.__doc__:
+            info.help = inspect.getdoc(info.callback)
+        if isinstance(info.help, str):
+            info.help = escape(info.help)
+        for param in inspect.signature(info.callback).parameters.values():
+            # a ParameterInfo (typer.Option/Argument) shared by two commands is escaped once
+            default = param.default
+            if isinstance(default, typer.models.ParameterInfo) and isinstance(default.help, str) \
+                    and not getattr(default, "_depl_help_escaped", False):
+                default.help = escape(default.help)
+                default._depl_help_escaped = True
+    for group in typer_app.registered_groups:
+        if isinstance(group.help, str):
+            group.help = escape(group.help)
+        if group.typer_instance is not None:
+            _escape_help_markup(group.typer_instance)
+
+
+_escape_help_markup(app)
+
+
+def main() -> None:
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # Flower asks before it phones home; depl never does
+    app()

@@ -1,0 +1,84 @@
+"""What every command shares: the consoles, the exit codes, `fail`, JSON output, choices, the progress bar.
+
+Exit codes: 0 success; 1 unexpected failure; 2 bad input (a scenario, plan or
+option that cannot be used); 3 the target cannot be met (infeasible); 4 a
+promise refuted (`simulate`, `validate`: the interval lies below ω).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+
+import click
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 3
+EXIT_REFUTED = 4
+
+# a pipe or a file gets whole lines (soft wrap) and wide tables, not 80 columns of folded text
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, soft_wrap=True)
+
+JSON_HELP = "print one JSON object on stdout (nothing else there)"
+
+
+def print_json(obj) -> None:
+    """One strict JSON object on stdout (non-finite numbers become null: JSON has no NaN/inf)."""
+    from ..jsonout import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    """Print one clear message to stderr and exit with `code` (no traceback)."""
+    # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    """One warning line on stderr; the command goes on."""
+    err_console.print(f"warning: {message}", highlight=False, markup=False)
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions whose message is meant for the user (exit code 2); none of them needs torch."""
+    from ..plan import PlanError
+    from ..scenario import ScenarioError
+    from ..store import StoreError
+
+    return (PlanError, ScenarioError, StoreError)
+
+
+class _Choice(click.Choice):
+    """click's Choice, but a wrong value is one plain line (exit 2) like every other bad input."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            opts = param.opts if param is not None else []
+            flag = next((o for o in opts if o.startswith("--")), opts[0] if opts else "value")
+            *rest, last = [str(c) for c in self.choices]
+            fail(f"{flag} {value!r}: choose " + (f"{', '.join(rest)} or {last}" if rest else last))
+
+
+def choice(enum: type[Enum]) -> click.Choice:
+    """The click type of an Enum option (typer converts the chosen value to the Enum member)."""
+    return _Choice([m.value for m in enum])
+
+
+def epoch_progress():
+    """The progress bar of the training commands (on stderr: stdout keeps the results)."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
+                    transient=False)

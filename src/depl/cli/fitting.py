@@ -1,0 +1,161 @@
+"""`depl fit`: the loss laws fitted to profiled runs or training logs, written as a scenario."""
+
+from __future__ import annotations
+
+import time
+import tomllib
+import warnings
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .console import choice, console, fail, user_errors
+
+
+class Model(str, Enum):
+    """The loss law `depl fit --out` writes."""
+
+    auto = "auto"
+    level = "level"
+    increments = "increments"
+
+
+def fitting_errors() -> tuple[type[Exception], ...]:
+    from ..fit.runs import FitError
+
+    return (*user_errors(), FitError)
+
+
+def _sibling(out: Path, tag: str) -> Path:
+    return out.with_name(f"{out.stem}.{tag}{out.suffix or '.toml'}")
+
+
+def fit(
+    store: str = typer.Argument(..., metavar="STORE|LOGS", help="a runs store written by `depl profile` (SQLite path or "
+                                "sqlite:/// URL), or training logs: a .csv or .parquet file, one row per (run, seed, "
+                                "epoch) with columns run, seed, epoch, model, test_loss [data_fraction, nodes, "
+                                "test_accuracy]; epoch 0 = the untrained network (docs/fitting.md)"),
+    scenario: Optional[str] = typer.Option(None, "--scenario", help="the scenario the runs were profiled with "
+                                           "(default: the one named in the store; for logs, a one-cluster template); "
+                                           "its other sections are kept"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
+                                       "(and both models' next to it: NAME.increments.toml, NAME.level.toml)"),
+    png: Optional[Path] = typer.Option(None, "--png", help="folder for the plots: measured vs fitted bands, x histograms"),
+    model: Model = typer.Option(Model.auto, "--model", click_type=choice(Model),
+                                help="auto (chosen by held-out fit), level or increments: the model of --out"),
+    bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="parametric-bootstrap samples per KS test (0: none)"),
+    seed: int = typer.Option(0, "--seed", min=0),
+    target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
+    omega: Optional[float] = typer.Option(None, "--omega", help="set [target] quantile in the files written"),
+    deadline: Optional[float] = typer.Option(None, "--deadline", help="set [target] deadline in the files written"),
+    name: Optional[str] = typer.Option(None, "--name", help="the scenario name in the files written"),
+    calibration_seeds: Optional[int] = typer.Option(
+        None, "--calibration-seeds", min=0, max=100_000,
+        help="seeds per experiment (the last ones) set apart: no law is fitted on them, and each law is recalibrated "
+             "on them (split conformal on PIT scores, written as [calibration]; docs/fitting.md); 0: no calibration "
+             "[default: a quarter of the seeds, leaving 3 to fit]"),
+) -> None:
+    """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
+    model = model.value
+    for flag, v, ok, rule in (("--omega", omega, lambda x: 0 < x < 1, "in (0, 1)"),
+                              ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
+                              ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
+        if v is not None and not ok(v):  # also refuses nan (every comparison is false)
+            fail(f"{flag} {v}: must be {rule}")
+    # refused before the fit, not after minutes of it
+    if png is not None and png.exists() and not png.is_dir():
+        fail(f"--png {png}: exists and is not a folder (the plots are written into a folder)")
+    if out is not None and out.is_dir():
+        fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
+    from ..scenario import load_scenario, parse_scenario, with_target
+    from ..store import Store
+    from ..fit.report import report_lines, run_fit, toml_dumps
+    from ..report.plots import plot_calibration, plot_fit, plot_multipliers
+
+    from ..fit.logs import is_log_file
+
+    path = store.removeprefix("sqlite:///")
+    logs = is_log_file(path)
+    if not Path(path).is_file():
+        fail(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
+    t0 = time.perf_counter()
+    import numpy as np
+
+    from ..fit.runs import FitError
+    from ..runspec import RunSpec
+
+    try:
+        with warnings.catch_warnings():
+            # a degenerate fit is reported below, once; numpy's RuntimeWarnings would only add noise to stderr
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if logs:
+                base, r = _fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline, calibration_seeds)
+            else:
+                st = Store(store, readonly=True)  # fit only reads the profiles
+                if scenario is None:
+                    names = {RunSpec.from_json(r["spec"]).scenario for r in st.runs("profile")} - {None}
+                    if len(names) != 1:
+                        raise FitError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
+                    scenario = names.pop()
+                base = load_scenario(scenario)
+                r = run_fit(st, base, bootstrap=bootstrap, seed=seed, calibration_seeds=calibration_seeds, omega=omega)
+    except fitting_errors() as e:
+        fail(str(e))
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as e:  # from scipy/numpy inside a fit
+        fail(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane scale?")
+    for line in report_lines(r):
+        console.print(line, markup=False)
+    if r.profile.diverged:
+        console.print(f"skipped {r.profile.diverged} diverged seeds (non-finite loss; `depl runs show` lists them)",
+                      markup=False)
+    console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
+    if png is not None:
+        png.mkdir(parents=True, exist_ok=True)
+        plot_fit(r, png / "fit-bands.png")
+        plot_multipliers(r, png / "fit-multipliers.png")
+        console.print(f"plots written to {png}/fit-bands.png, {png}/fit-multipliers.png", markup=False)
+        if r.calibration:
+            plot_calibration(r, png / "fit-calibration.png")
+            console.print(f"reliability and PIT histograms written to {png}/fit-calibration.png", markup=False)
+    if out is not None:
+        chosen = r.chosen if model == "auto" else model
+        for tag, data in r.data.items():
+            data = with_target(data, target_loss, omega, deadline, name)
+            header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
+                      f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
+                      f"loss_model, max_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
+                      f"{'logged runs' if logs else 'profiling experiments'}."
+                      + ("\nThe clusters and datasets are a template of the logs' setting (an epoch at full compute = one time\n"
+                         "unit): edit them, and the versions' size and work, to plan for your system." if logs and scenario is None else "")
+                      + (f"\n[calibration]: {r.calibration[tag].message()}.\n"
+                         "`depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
+                         "(or use = false) with the law as fitted." if tag in r.calibration else ""))
+            text = toml_dumps(data, header)
+            try:
+                parse_scenario(tomllib.loads(text), str(out))  # what we write must load
+            except Exception as e:  # pragma: no cover - a bug, not a user error
+                fail(f"the fitted scenario does not validate: {e}", 1)
+            for p in ([out] if tag == chosen else []) + [_sibling(out, tag)]:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text, encoding="utf-8")
+        console.print(f"scenario written to {out} ({chosen} model); both models: {_sibling(out, 'increments')}, "
+                      f"{_sibling(out, 'level')}", markup=False)
+        if logs and scenario is None:
+            console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
+                          "edit them, and the versions' size and work, to plan for your system", markup=False)
+
+
+def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline,
+              calibration_seeds: Optional[int] = None):
+    """Fit logs (CSV/Parquet); the base scenario is --scenario's system or a template of the logs' setting."""
+    from ..scenario import load_scenario
+    from ..fit.logs import base_scenario, read_logs
+    from ..fit.report import fit_profile
+
+    logs = read_logs(path)
+    base, reference = base_scenario(logs, load_scenario(scenario) if scenario else None, name=name,
+                                    target_loss=target_loss, omega=omega, deadline=deadline)
+    return base, fit_profile(logs.profile(reference), base, bootstrap=bootstrap, seed=seed,
+                             calibration_seeds=calibration_seeds)

@@ -1,0 +1,80 @@
+"""`depl validate`: a plan run for real on held-out seeds and judged (the pipeline: depl.train.validation)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from .console import console, epoch_progress, err_console, fail, print_json
+from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, Device, run_seeds, seed_options,
+                       start_training, training_errors)
+
+
+def validate(
+    scenario: str = typer.Argument(..., help="the scenario whose loss model draws the planned band (a name or TOML file)"),
+    plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
+    seeds: int = typer.Option(200, "--seeds", min=2, max=100_000, help="held-out seeds F..F+N-1"),
+    first_seed: int = typer.Option(1000, "--first-seed", min=0, max=2**31 - 1, help="F: the first seed (keep clear of the profiling seeds)"),
+    out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
+    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
+    png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
+    threads: int = THREADS,
+    as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
+                                 "as one JSON object, nothing else there"),
+    device: Device = DEVICE,
+    seed_batch: int = SEED_BATCH,
+    workers: Optional[int] = WORKERS,
+    ray_address: Optional[str] = RAY_ADDRESS,
+) -> None:
+    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes."""
+    dev = start_training(threads, device)
+    from ..report.plots import plot_validation
+    from ..train.validation import prepare, write_report
+
+    seed_list = list(range(first_seed, first_seed + seeds))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        h = prepare(scenario, plan_file, seed_list, store or out / "runs.sqlite", dev)
+    except (*training_errors(), ValueError, OSError) as e:
+        fail(str(e))
+    p, n = h.plan, h.epochs
+    con = err_console if as_json else console  # with --json, stdout carries the JSON object only
+    todo = h.pending()
+    con.print(f"validating {plan_file} ({p.method}, {n} epochs) on seeds {first_seed}..{first_seed + seeds - 1} · "
+              f"run {h.run_id} · store {h.store.path}" + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""),
+              markup=False)
+    t0 = time.perf_counter()
+    with epoch_progress() as bar:
+        task = bar.add_task("validate", total=n * seeds, completed=h.done_epochs())
+
+        def progress(rid, seed, epoch, r):
+            bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
+
+        run_seeds(h.store, [(h.run_id, h.job, seed_list)], seed_options(seed_batch, workers, ray_address, threads), progress)
+    v = h.judge()
+    c = v.coverage
+    con.print(f"[bold]validation[/] of {escape(str(plan_file))}: {escape(p.method)} plan with the {v.loss_model} "
+              f"loss model of {escape(h.scenario.name)}, "
+              f"cost {p.cost:.4g}, {n} epochs; {c.runs} real runs in {time.perf_counter() - t0:.0f} s", markup=True)
+    con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
+              f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
+    if v.diverged:
+        gone = h.store.diverged(h.run_id)
+        con.print(f"  {len(v.diverged)} seeds diverged (non-finite loss), counted as ℓ(K) = +inf: seeds "
+                  f"{v.diverged[:10]}{' …' if len(v.diverged) > 10 else ''} at epochs "
+                  f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
+    con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
+              f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
+    con.print("  guarantee: " + ("[green]not refuted[/] (the interval reaches ω)" if c.not_refuted
+                                 else "[red]refuted[/] (the interval lies below ω)"), markup=True)
+    png = png or out / f"{plan_file.stem}-validate.png"
+    report = out / f"{plan_file.stem}-validate.json"
+    write_report(v, report)
+    plot_validation(v, png)
+    if as_json:
+        print_json({**v.to_json(), "report": str(report), "png": str(png)})
+    con.print(f"  band written to {png}; report to {report}", markup=False)

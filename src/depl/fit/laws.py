@@ -1,0 +1,54 @@
+"""The fitting side of a loss law, as `depl fit` sees it (registered with the law in depl.laws).
+
+`depl fit` runs every registered law that has a fitting side, in
+registration order, on the same split of the profiles: each is fitted on the
+fitting seeds, scored on the held-out ones through the law's own density
+(depl.fit.compare), refitted on every seed, and written into the scenario.
+A scenario's sections are shared: the first law (the paper's increments)
+writes the versions and switches every scenario needs (progress, noise,
+jump); the others add their own tables to them; the chosen law also writes
+the data law.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from .runs import Profile
+
+
+class LawFitter(ABC):
+    name: str
+    fields: tuple[str, ...] = ()
+    """The keys of a version's table this law writes (a base scenario's own values of them are dropped)."""
+
+    @abstractmethod
+    def fit(self, fit: Profile, held: Profile, l0: float, *, bootstrap: int, rng: np.random.Generator) -> Any:
+        """The law fitted on the fitting seeds (`held`: to score alternatives inside the fit, if it has some)."""
+
+    @abstractmethod
+    def refit(self, prof: Profile, first: Any, l0: float) -> Any:
+        """The law refitted on every seed, keeping what `first` chose (families, data law)."""
+
+    @abstractmethod
+    def write(self, data: dict, fitted: Any, chosen: bool) -> None:
+        """Put the law's sections into the scenario dict `data` (and the data law if it is the `chosen` one)."""
+
+    def describe(self, fitted: Any) -> list[str]:
+        """Lines of the fit report."""
+        return []
+
+
+def fitters() -> dict[str, LawFitter]:
+    """The registered laws that `depl fit` fits, by name, in registration order."""
+    from ..laws import get_law, law_names
+
+    out = {}
+    for n in law_names():
+        f = get_law(n).fitter
+        if f is not None:
+            out[n] = f
+    return out

@@ -1,0 +1,171 @@
+"""A loss law recalibrated on held-out runs: split conformal on PIT scores, around any registered law.
+
+`depl fit` keeps n runs apart that no law is fitted on (the calibration
+seeds) and scores each under the fitted law F_e of its experiment e (the law
+of ℓ(E) for the experiment's schedule): the probability integral transform
+u_i = F_e(ℓ_i(E)).  Were the law right, the u_i would be uniform; they are
+what the law gets wrong, whatever the law.  Sorted, u_(1) ≤ … ≤ u_(n), they
+recalibrate the law's levels:
+
+    q̃_ω = F⁻¹(u_(j)),   j = ⌈(n+1)·ω⌉,   and q̃_ω = +∞ when j > n.
+
+Guarantee (split conformal, Vovk et al. 2005; Lei et al. 2018): if a new
+run's score F(ℓ(K)) and the n calibration scores are exchangeable — seeds
+drawn alike, a plan's run like a calibration run — then
+P(F(ℓ(K)) ≤ u_(j)) ≥ ω, i.e. P(ℓ(K) ≤ q̃_ω) ≥ ω, for any n and any law F,
+however misspecified.  The price is the finite sample: ω is reachable only
+with n ≥ ⌈ω/(1−ω)⌉ scores (9 for ω = 0.9, 19 for 0.95), and below that the
+law certifies nothing (its quantile is +∞) instead of certifying wrongly.
+
+The recalibrated law G∘F has the cdf  #{u_i ≤ F(x)}/(n+1)  (a step in the
+level: the conformal rank; mass 1/(n+1) beyond every level) — `cdf`, `ppf`,
+`quantile_bounds` (the base law's certified bracket at level u_(j)) answer
+it.  Its `pdf`, `rvs`, `mean` and `var`, and the trajectories of `simulate`,
+are those of the continuous recalibration through the points
+(u_(i), i/(n+1)) — the same law without the mass at +∞ (no finite mean has
+it).  The planners rank schedules with the base law's cumulants and certify
+with `distribution`, which is the calibrated one.  Given a run's state, the
+same level map is applied to the conditional law (not covered by the
+guarantee: the scores are of unconditioned runs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..scenario import CALIBRATION_METHODS, Calibration
+from ..state import RunState
+from .base import LossModel
+
+METHODS = CALIBRATION_METHODS
+runs_needed = Calibration.needed
+
+
+def conformal_level(scores: np.ndarray, omega):
+    """u_(⌈(n+1)ω⌉) of the sorted scores, 1 where the rank is beyond n (then the quantile is +∞)."""
+    n = scores.size
+    j = np.ceil((n + 1) * np.asarray(omega, dtype=float) - 1e-9).astype(int)
+    out = np.where(j > n, 1.0, scores[np.clip(j, 1, max(n, 1)) - 1] if n else 1.0)
+    return np.where(np.asarray(omega) <= 0, 0.0, out)
+
+
+class CalibratedDistribution:
+    """The base law (a depl.dist.GridDistribution) with its levels recalibrated by sorted PIT scores."""
+
+    def __init__(self, base, scores: np.ndarray):
+        self.base, self.scores = base, np.sort(np.asarray(scores, dtype=float))
+        n = self.scores.size
+        # the continuous recalibration: knots (u_(i), i/(n+1)), from (0, 0) to (1, 1)
+        self._u = np.concatenate([[0.0], self.scores, [1.0]])
+        self._p = np.concatenate([[0.0], np.arange(1, n + 1) / (n + 1), [1.0]])
+        self.error_bound = base.error_bound
+
+    def level(self, q):
+        """The base law's level that the calibrated q-quantile is taken at (1: beyond the scores)."""
+        return conformal_level(self.scores, q)
+
+    def quantile(self, q):
+        u = self.level(q)
+        return np.where(u >= 1.0, np.inf, self.base.quantile(np.minimum(u, 1.0)))
+
+    ppf = quantile
+
+    def quantile_bounds(self, q) -> tuple[float, float]:
+        u = float(self.level(q))
+        if u >= 1.0:
+            return math.inf, math.inf
+        return self.base.quantile_bounds(u)
+
+    def cdf(self, x):
+        return np.searchsorted(self.scores, self.base.cdf(x), side="right") / (self.scores.size + 1)
+
+    def sf(self, x):
+        return 1.0 - self.cdf(x)
+
+    def cdf_bounds(self, x) -> tuple[float, float]:
+        lo, hi = self.base.cdf_bounds(x)
+        n1 = self.scores.size + 1
+        return (float(np.searchsorted(self.scores, lo, side="right") / n1),
+                float(np.searchsorted(self.scores, hi, side="right") / n1))
+
+    # -- the continuous recalibration (density, samples, moments) ----------- #
+    def smooth_level(self, p):
+        """G⁻¹(p) of the continuous recalibration."""
+        return np.interp(p, self._p, self._u)
+
+    def pdf(self, x):
+        u = np.clip(self.base.cdf(x), 0.0, 1.0)
+        slope = np.diff(self._p) / np.maximum(np.diff(self._u), 1e-12)
+        i = np.clip(np.searchsorted(self._u, u, side="right") - 1, 0, slope.size - 1)
+        return slope[i] * self.base.pdf(x)
+
+    def logpdf(self, x):
+        with np.errstate(divide="ignore"):
+            return np.log(self.pdf(x))
+
+    def rvs(self, size=None, random_state=None):
+        rng = np.random.default_rng(random_state)
+        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, 1 - 1e-12))
+
+    def _grid(self):
+        p = (np.arange(2000) + 0.5) / 2000
+        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, 1 - 1e-12))
+
+    def mean(self) -> float:
+        return float(np.mean(self._grid()))
+
+    def var(self) -> float:
+        return float(np.var(self._grid()))
+
+    def std(self) -> float:
+        return math.sqrt(self.var())
+
+
+class CalibratedModel(LossModel):
+    """Any loss law, its distribution of ℓ(K) recalibrated by the scenario's [calibration] scores."""
+
+    def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit"):
+        if method not in METHODS:
+            raise ValueError(f"calibration method {method!r}: choose {', '.join(METHODS)}")
+        self.base = base
+        self.scores = np.sort(np.asarray(scores, dtype=float))
+        self.method = method
+        self.initial_loss = base.initial_loss
+        self.model_names = base.model_names
+
+    def distribution(self, schedule, phi: float = 1.0, *, start: RunState | None = None, **kw) -> CalibratedDistribution:
+        return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores)
+
+    def terms(self, schedule, phi: float = 1.0, *, start: RunState | None = None):
+        raise TypeError("a calibrated law is not a sum of independent terms; use distribution()")
+
+    def simulate(self, schedule, phi: float, runs: int, rng: np.random.Generator, *,
+                 start: RunState | None = None) -> np.ndarray:
+        """The base law's trajectories, each epoch's loss moved to the same level of the recalibrated law."""
+        tr = self.base.simulate(schedule, phi, runs, rng, start=start) if start is not None else \
+            self.base.simulate(schedule, phi, runs, rng)
+        out = tr.copy()
+        for k in range(1, tr.shape[1]):
+            d = self.distribution(schedule[:k], phi, start=start)
+            p = np.clip(d.base.cdf(tr[:, k]), 1e-12, 1 - 1e-12)
+            out[:, k] = d.base.quantile(np.clip(np.interp(p, d._p, d._u), 1e-12, 1 - 1e-12))
+        return out
+
+    def mean_path(self, schedule, phi: float = 1.0) -> np.ndarray:
+        return np.array([self.initial_loss] + [self.distribution(schedule[:k], phi).mean()
+                                               for k in range(1, len(schedule) + 1)])
+
+    def epoch_cumulants(self, K: int, phi: float = 1.0) -> np.ndarray:
+        return self.base.epoch_cumulants(K, phi)
+
+    def switch_cumulants(self, a: str, b: str, phi: float = 1.0) -> np.ndarray:
+        return self.base.switch_cumulants(a, b, phi)
+
+    def can_switch(self, a: str, b: str) -> bool:
+        return self.base.can_switch(a, b)
+
+    def progress_is_monotone(self) -> bool:
+        return self.base.progress_is_monotone()

@@ -1,0 +1,98 @@
+"""The specification recorded with each run in a store (`runs.spec`, a JSON object).
+
+A run's spec says what was trained, so that `depl runs show`, `depl fit` and
+the plots can read a store without the code that wrote it (and without torch).
+Its keys, all written by `depl.train.execute.register`:
+
+``job``
+    the training job (`depl.train.federation.Job.to_json`: data, versions,
+    nodes per cluster, ``epochs`` as [epoch, version, cluster] rows, options);
+    kept as JSON here so that reading a store needs no torch.
+``backend``
+    plan runs: ``local`` or ``flower``.
+``plan``
+    plan runs: the plan it trains (`depl.plan.Plan.to_json`, ``depl.plan/1``).
+``experiment``
+    profile runs: the profiling experiment (:class:`Experiment`).
+``scenario``
+    profile runs: the name of the scenario that was profiled.
+
+Keys that are absent are not written, so the JSON of a run made before this
+record existed is unchanged (a run's spec is part of its identity in the store).
+
+>>> s = RunSpec.from_json({"job": {"epochs": [[1, "full", "A"]], "nodes": {"A": 2}},
+...                        "experiment": {"kind": "version", "version": "full", "fraction": 0.5}})
+>>> s.epochs, s.nodes, s.experiment.label
+(1, 2, 'full @ 0.5 of the data')
+>>> RunSpec.from_json(s.to_json()) == s
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A profiling experiment: a version from scratch at a data fraction, or a switch after K1 epochs."""
+
+    kind: str                   # "version" or "switch"
+    version: str                # the (first) version
+    fraction: float = 1.0
+    to: str | None = None       # switch: the version after the switch
+    switch_after: int = 0       # switch: K1, epochs before the switch
+
+    @property
+    def label(self) -> str:
+        if self.kind == "switch":
+            return f"{self.version} →{self.to} after {self.switch_after}"
+        return self.version if self.fraction == 1.0 else f"{self.version} @ {self.fraction:g} of the data"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "version": self.version, "fraction": self.fraction, "to": self.to,
+                "switch_after": self.switch_after}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Experiment":
+        return cls(str(d["kind"]), str(d["version"]), float(d.get("fraction", 1.0)), d.get("to"),
+                   int(d.get("switch_after") or 0))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run trains; see the module docstring for each key."""
+
+    job: dict[str, Any]
+    backend: str | None = None
+    plan: dict[str, Any] | None = None
+    experiment: Experiment | None = None
+    scenario: str | None = None
+
+    @property
+    def epochs(self) -> int:
+        """K: the epochs every seed of the run trains."""
+        return len(self.job.get("epochs", []))
+
+    @property
+    def nodes(self) -> int:
+        """The nodes of the job's first cluster (a profile run has one cluster)."""
+        return int(next(iter(self.job.get("nodes", {}).values()), 1))
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.job.get("data", {})
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"job": self.job, "backend": self.backend, "plan": self.plan,
+                             "experiment": None if self.experiment is None else self.experiment.to_json(),
+                             "scenario": self.scenario}
+        return {k: v for k, v in d.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RunSpec":
+        """The record of a stored spec; keys it does not know are ignored (a store may be newer than the reader)."""
+        exp = d.get("experiment")
+        return cls(dict(d.get("job") or {}), d.get("backend"), d.get("plan"),
+                   Experiment.from_json(exp) if exp else None, d.get("scenario"))

@@ -1,0 +1,85 @@
+"""`depl validate`'s pipeline: train a plan for real on held-out seeds, into a store, then judge it.
+
+The judging itself (coverage, Clopper–Pearson, the planned band) is
+`depl.validate`, which needs no torch; this module adds the training.
+Runs resume like `depl run`: a seed already finished in the store is not
+trained again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..plan import Plan
+from ..scenario import Scenario, load_scenario
+from ..store import Store
+from ..validate import Validation, validate
+from . import execute
+from .federation import Job, job_from_plan
+
+
+@dataclass
+class HeldOutRun:
+    """A plan's run on held-out seeds, registered in its store."""
+
+    scenario: Scenario
+    plan: Plan
+    plan_file: Path
+    job: Job
+    store: Store
+    run_id: str
+    seeds: list[int]
+
+    @property
+    def epochs(self) -> int:
+        return len(self.job.epochs)
+
+    def pending(self) -> list[int]:
+        """The seeds with epochs still to train."""
+        return execute.pending(self.store, self.run_id, self.job, self.seeds)
+
+    def done_epochs(self) -> int:
+        return sum(min(self.store.done_epochs(self.run_id, s), self.epochs) for s in self.seeds)
+
+    def train(self, options: dict, progress=None) -> None:
+        """Train every pending seed (`depl.train.seeds.run_all` with `options`); progress(run_id, seed, epoch, r)."""
+        from .seeds import run_all
+
+        run_all(self.store, [(self.run_id, self.job, self.seeds)], progress=progress, **options)
+
+    def judge(self) -> Validation:
+        """The plan judged by the trajectories in the store (every seed trained to the end)."""
+        losses, gone = self.store.losses(self.run_id), self.store.diverged(self.run_id)
+        ok = [x for x in self.seeds if x not in gone]
+        traj = np.array([[self.scenario.initial_loss] + losses[x][:self.epochs] for x in ok]).reshape(len(ok), self.epochs + 1)
+        return validate(self.plan, self.scenario, traj, self.seeds, str(self.plan_file),
+                        diverged=[x for x in self.seeds if x in gone])
+
+
+def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu") -> HeldOutRun:
+    """Load and check the scenario and plan, and register the run in `store`.
+
+    Raises ValueError (or one of its subclasses: PlanError, ScenarioError,
+    StoreError, DataError, JobError) with a message for the user.
+    """
+    s = load_scenario(scenario)
+    p = Plan.load(plan_file)
+    if not p.feasible or not p.epochs:
+        raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to validate")
+    unknown = set(p.schedule) - {m.name for m in s.models}
+    if unknown:
+        raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {s.name!r}")
+    job = job_from_plan(p, device)
+    st = Store(store)
+    run_id = execute.run_id_for(job, "local")
+    execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()})
+    return HeldOutRun(s, p, Path(plan_file), job, st, run_id, list(seeds))
+
+
+def write_report(v: Validation, report: Path) -> None:
+    """The validation as JSON (`report`); its band plot is drawn by depl.report.plots.plot_validation."""
+    report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")

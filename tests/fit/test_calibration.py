@@ -1,0 +1,130 @@
+"""Calibration of a fitted law on runs set apart (split conformal on PIT scores): its guarantee under a
+misspecified law, `depl fit --calibration-seeds` on real logs, the [calibration] table, and plans with it."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from depl.fit.report import toml_dumps
+from depl.loss import loss_model_for
+from depl.loss.calibrated import CalibratedDistribution, CalibratedModel
+from depl.planners import make_plan
+from depl.scenario import ScenarioError, load_scenario, parse_scenario, scenario_dict
+
+# Real training logs: `depl profile` of docs/tutorial-own-model.md's digits model (scikit-learn digits,
+# `--epochs 12 --seeds 20 --fractions 1,0.5 --switch full:half:6`), exported as a CSV, ℓ(0) = 2.3.
+DIGITS = Path(__file__).parent / "data" / "digits-profile.csv"
+
+
+def depl(*args):
+    return subprocess.run([sys.executable, "-m", "depl.cli", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, "MPLBACKEND": "Agg"}, timeout=900)
+
+
+@pytest.mark.parametrize("omega, n", [(0.8, 9), (0.9, 19), (0.9, 40)])
+def test_conformal_quantile_covers_omega_under_a_misspecified_law(omega, n):
+    """The law (mnist1d-small's level law) is too narrow and too low for the truth (a log-normal 2.5× wider,
+    median 4% higher): its own ω-quantile covers far less than ω; recalibrated on n runs of the truth, the
+    coverage of a new run is ⌈(n+1)ω⌉/(n+1) ≥ ω, as split conformal promises (Monte Carlo, 6000 trials)."""
+    law = loss_model_for(load_scenario("mnist1d-small"))
+    base = law.distribution(["full"] * 10)
+    mu, sd = law.final(["full"] * 10)
+    rng = np.random.default_rng(int(omega * 100) + n)
+    trials = 6000
+    truth = mu * 1.04 * np.exp(2.5 * sd * rng.standard_normal((trials, n + 1)))
+    pit = np.clip(base.cdf(truth[:, :n]), 0, 1)
+    hits = np.empty(trials)
+    for t in range(trials):
+        q = CalibratedDistribution(base, pit[t]).quantile(omega)
+        hits[t] = truth[t, n] <= q
+    expected = math.ceil((n + 1) * omega - 1e-9) / (n + 1)
+    se = math.sqrt(expected * (1 - expected) / trials)
+    assert hits.mean() >= omega - 3 * se
+    assert hits.mean() == pytest.approx(expected, abs=4 * se)
+    assert np.mean(truth[:, n] <= base.quantile(omega)) < omega - 0.1   # the law alone is wrong
+
+
+def test_too_few_scores_certify_nothing_and_the_scenario_says_how_many_more():
+    d = loss_model_for(load_scenario("mnist1d-small")).distribution(["full"] * 5)
+    c = CalibratedDistribution(d, np.linspace(0.05, 0.95, 8))
+    assert c.quantile(0.9) == math.inf and c.quantile_bounds(0.9) == (math.inf, math.inf)
+    assert c.quantile(0.8) < math.inf and c.cdf(c.quantile(0.8)) >= 0.8 - 1e-9
+    data = scenario_dict(load_scenario("mnist1d-small"))
+    data["calibration"] = {"scores": [0.5] * 8}
+    with pytest.raises(ScenarioError, match=r"calibration\.scores = '8 scores'.* at least 9 .*\(1 more\).*use = false"):
+        parse_scenario(data, "few")
+    data["calibration"]["use"] = False
+    assert not isinstance(loss_model_for(parse_scenario(data, "few")), CalibratedModel)
+
+
+def test_plans_use_the_calibrated_law():
+    """Scores that say the law is optimistic (the real losses sit at its upper levels) make a dearer plan;
+    scores that say it is pessimistic, a cheaper one; no scores, the law as fitted."""
+    s = load_scenario("mnist1d-small")
+    data = scenario_dict(s)
+    plain = make_plan(s, "depl")
+    cost = {}
+    for name, scores in {"optimistic": np.linspace(0.55, 0.999, 30), "pessimistic": np.linspace(0.01, 0.75, 30)}.items():
+        data["calibration"] = {"method": "conformal-pit", "scores": [float(u) for u in scores]}
+        cs = parse_scenario(data, name)
+        p = make_plan(cs, "depl")
+        d = loss_model_for(cs).distribution(p.schedule, cs.phi(cs.samples(p.datasets)))
+        assert d.quantile_bounds(cs.target.quantile)[1] <= cs.target.loss   # certified by the calibrated law
+        cost[name] = p.cost
+    assert cost["pessimistic"] < plain.cost < cost["optimistic"]
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal") / "digits.toml"
+    r = depl("fit", DIGITS, "--calibration-seeds", 5, "--bootstrap", 0, "--omega", 0.9, "--target-loss", 0.5,
+             "--deadline", 40, "--out", out, "--png", out.parent / "png")
+    assert r.returncode == 0, r.stderr
+    return out, r.stdout
+
+
+def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
+    out, stdout = fitted
+    table = tomllib.loads(out.read_text())["calibration"]
+    assert table["method"] == "conformal-pit" and table["use"] is True and table["omega"] == 0.9
+    u = np.array(table["scores"])
+    assert u.size == 25 and np.all(np.diff(u) >= 0) and np.all((u >= 0) & (u <= 1))  # 5 experiments × 5 seeds
+    assert "calibrated on 25 held-out runs" in stdout and "[calibration]" in out.read_text()
+    assert (out.parent / "png" / "fit-calibration.png").stat().st_size > 10_000
+    # the table round-trips: written again, read again, the same law
+    s = load_scenario(out)
+    again = parse_scenario(tomllib.loads(toml_dumps(scenario_dict(s))), "again")
+    assert again.calibration == s.calibration
+    law = loss_model_for(s)
+    assert isinstance(law, CalibratedModel)
+    d = law.distribution(["full"] * 6)
+    level = u[math.ceil(26 * 0.9 - 1e-9) - 1]
+    assert d.quantile(0.9) == pytest.approx(float(law.base.distribution(["full"] * 6).quantile(level)))
+
+
+def test_plan_and_its_uncalibrated_twin_from_the_cli(fitted, tmp_path):
+    out, _ = fitted
+    r = depl("plan", out, "--json", "--quantile", 0.95)
+    assert r.returncode == 0, r.stderr          # 25 runs reach 0.95 (19 needed)
+    r = depl("plan", out, "--quantile", 0.97)  # 0.97 needs 33
+    assert r.returncode == 2 and "needs at least 33 held-out runs" in r.stderr and "(8 more)" in r.stderr
+    r = depl("plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json")
+    assert r.returncode in (0, 3), r.stderr     # planned (or honestly infeasible) with the law as fitted
+
+
+def test_too_few_calibration_runs_are_reported_not_certified(tmp_path):
+    out = tmp_path / "few.toml"
+    r = depl("fit", DIGITS, "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.95, "--target-loss", 0.5, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "cannot reach ω = 0.95 with 10 held-out runs: split conformal needs n ≥ 19 (9 more" in r.stdout
+    s = load_scenario(out)
+    assert s.calibration is not None and s.calibration.use is False and len(s.calibration.scores) == 10
+    assert not isinstance(loss_model_for(s), CalibratedModel)
