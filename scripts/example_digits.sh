@@ -6,13 +6,14 @@
 #
 #   scripts/example_digits.sh [WORK]        # WORK: the runs store (default /tmp/depl-example-digits)
 #
-# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 12 × 14, --workers 1).
+# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 20 × 14, --workers 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SEEDS=${SEEDS:-12} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-5}
-HEADER=$(mktemp)
-trap 'rm -f "$HEADER"' EXIT
-cat > "$HEADER" <<TEXT
+SEEDS=${SEEDS:-20} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-5}
+scripts/fit_builtin.sh digits-small docs/example-digits "${1:-/tmp/depl-example-digits}" \
+    "${TARGET:-0.3}" "${OMEGA:-0.9}" "${DEADLINE:-30}" -- \
+    --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 2 --workers "$WORKERS" \
+    --switch "full:pruned-0.5:$K1" <<TEXT
 # A second real task that runs in minutes: two versions of a 2-D CNN (width 16:
 # 16/32 channels, a 64-unit hidden layer) trained on scikit-learn's bundled 8×8
 # digits (1,437 training images, 360 test; nothing downloaded), FedAvg over the
@@ -27,7 +28,3 @@ cat > "$HEADER" <<TEXT
 # \`scripts/example_digits.sh\` (docs/fitting.md, docs/example-digits/fit-report.txt).
 # max_epochs = the profiled epochs: the law is not extrapolated.
 TEXT
-scripts/fit_builtin.sh digits-small docs/example-digits "${1:-/tmp/depl-example-digits}" "$HEADER" \
-    "${TARGET:-0.3}" "${OMEGA:-0.9}" "${DEADLINE:-30}" -- \
-    --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 2 --workers "$WORKERS" \
-    --switch "full:pruned-0.5:$K1"

@@ -3,16 +3,17 @@
 # scenario back as the built-in — the recipe shared by scripts/example_digits.sh and
 # scripts/example_noniid.sh (each says what it profiles).
 #
-#   scripts/fit_builtin.sh NAME DOCS WORK HEADER TARGET OMEGA DEADLINE -- PROFILE-ARGS...
+#   scripts/fit_builtin.sh NAME DOCS WORK TARGET OMEGA DEADLINE -- PROFILE-ARGS... < HEADER
 #
 # NAME: the built-in scenario (src/depl/scenarios/NAME.toml: its clusters, data and training are the
 # base; its loss sections are replaced). DOCS: where the fit report and plots go. WORK: the runs store
-# (profiling resumes: a killed run continues where it stopped). HEADER: the comment block put on top of
-# the fitted built-in. TARGET/OMEGA/DEADLINE: the [target] written.
+# (profiling resumes: a killed run continues where it stopped). TARGET/OMEGA/DEADLINE: the [target]
+# written. Standard input: the comment block put on top of the fitted built-in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NAME=$1 DOCS=$2 WORK=$3 HEADER=$4 TARGET=$5 OMEGA=$6 DEADLINE=$7
-shift 7
+NAME=$1 DOCS=$2 WORK=$3 TARGET=$4 OMEGA=$5 DEADLINE=$6
+shift 6
+HEADER=$(cat)
 [ "${1:-}" = "--" ] && shift
 DEPL=${DEPL:-.venv/bin/depl}
 OUT=src/depl/scenarios/$NAME.toml
@@ -29,7 +30,7 @@ echo "== 2. fit both loss models, choose by held-out fit"
     | tee "$DOCS/fit-report.txt"
 
 echo "== 3. the fitted scenario becomes the built-in $OUT"
-{ cat "$HEADER"; echo; cat "$DOCS/scenario.toml"; } > "$OUT.new"
+{ printf "%s\n\n" "$HEADER"; cat "$DOCS/scenario.toml"; } > "$OUT.new"
 mv "$OUT.new" "$OUT"
 
 echo "== 4. plan it"

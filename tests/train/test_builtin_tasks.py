@@ -1,0 +1,38 @@
+"""The built-in real tasks beyond mnist1d-small: each plans feasibly and its plan trains for real."""
+
+import json
+
+import numpy as np
+import pytest
+
+from depl.scenario import builtin_names, load_scenario
+from depl.store import Store
+from test_commands import depl
+
+TASKS = {"digits-small": ("digits", None), "mnist1d-noniid": ("mnist1d", 0.5)}
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_a_builtin_task_plans_feasibly_and_its_plan_trains_for_real(name, tmp_path):
+    assert name in builtin_names()
+    s = load_scenario(name)
+    assert s.max_epochs and all(m.train is not None for m in s.models)  # fitted on profiles, trainable
+    plan_file = tmp_path / "plan.json"
+    r = depl("plan", name, "--out", str(plan_file))
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(plan_file.read_text())
+    assert plan["feasible"] and plan["loss_quantile"] <= s.target.loss
+    assert plan["time"] <= s.target.deadline
+    # the plan's first epoch, trained for real on one seed (a whole plan is validate's business)
+    plan["epochs"] = plan["epochs"][:1]
+    one = tmp_path / "one-epoch.json"
+    one.write_text(json.dumps(plan))
+    r = depl("run", str(one), "--seeds", "1", "--workers", "1", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    with Store(tmp_path / "out" / "runs.sqlite") as st:
+        (run,) = st.runs("plan")
+        data = run["spec"]["job"]["data"]
+        source, alpha = TASKS[name]
+        assert data["source"] == source and data.get("alpha") == alpha
+        (row,) = st.trajectory(run["run_id"], 0)
+        assert np.isfinite(row.test_loss) and row.test_loss < s.initial_loss + 0.1
