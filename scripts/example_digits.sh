@@ -6,10 +6,12 @@
 #
 #   scripts/example_digits.sh [WORK]        # WORK: the runs store (default /tmp/depl-example-digits)
 #
-# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 20 × 14, --workers 1).
+# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 20 × 14, --workers 1); VALIDATE held-out runs
+# of the plan (100; 0: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-20} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-5}
+export VALIDATE=${VALIDATE:-100}
 scripts/fit_builtin.sh digits-small docs/example-digits "${1:-/tmp/depl-example-digits}" \
     "${TARGET:-0.3}" "${OMEGA:-0.9}" "${DEADLINE:-30}" -- \
     --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 2 --workers "$WORKERS" \

@@ -6,10 +6,12 @@
 #
 #   scripts/example_noniid.sh [WORK]        # WORK: the runs store (default /tmp/depl-example-noniid)
 #
-# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 16 × 14, --workers 1).
+# SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 16 × 14, --workers 1); VALIDATE held-out runs
+# of the plan (30; 0: none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-16} EPOCHS=${EPOCHS:-14} WORKERS=${WORKERS:-1} K1=${K1:-6}
+export VALIDATE=${VALIDATE:-30}
 scripts/fit_builtin.sh mnist1d-noniid docs/example-noniid "${1:-/tmp/depl-example-noniid}" \
     "${TARGET:-1.75}" "${OMEGA:-0.9}" "${DEADLINE:-100}" -- \
     --epochs "$EPOCHS" --seeds "$SEEDS" --fractions 1,0.5 --nodes 4 --workers "$WORKERS" \

@@ -8,7 +8,8 @@
 # NAME: the built-in scenario (src/depl/scenarios/NAME.toml: its clusters, data and training are the
 # base; its loss sections are replaced). DOCS: where the fit report and plots go. WORK: the runs store
 # (profiling resumes: a killed run continues where it stopped). TARGET/OMEGA/DEADLINE: the [target]
-# written. Standard input: the comment block put on top of the fitted built-in.
+# written. Standard input: the comment block put on top of the fitted built-in. VALIDATE=N: then
+# validate the plan on N held-out real runs (DOCS/validate.txt, DOCS/plan-validate.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NAME=$1 DOCS=$2 WORK=$3 TARGET=$4 OMEGA=$5 DEADLINE=$6
@@ -35,3 +36,10 @@ mv "$OUT.new" "$OUT"
 
 echo "== 4. plan it"
 "$DEPL" plan "$NAME" --out "$DOCS/plan.json" | tee "$DOCS/plan.txt"
+
+if [ "${VALIDATE:-0}" -gt 0 ]; then
+    echo "== 5. validate the plan for real on $VALIDATE held-out seeds (1000 ..)"
+    nice -n 5 "$DEPL" validate "$NAME" "$DOCS/plan.json" --seeds "$VALIDATE" --first-seed 1000 \
+        --workers "${VALIDATE_WORKERS:-1}" --out "$WORK/validate" --png "$DOCS/plan-validate.png" 2>&1 \
+        | tr '\r' '\n' | grep -v "━" | tee "$DOCS/validate.txt"
+fi

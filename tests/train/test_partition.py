@@ -5,7 +5,7 @@ import pytest
 
 from depl.scenario import ScenarioError, parse_scenario
 from depl.train import data
-from depl.train.federation import node_data
+from depl.train.federation import Job, node_data
 from trainkit import scenario_dict
 
 LABELS = data.mnist1d().y_train  # the real labels a partition of mnist1d-noniid splits
@@ -64,6 +64,8 @@ def test_the_scenario_key_reaches_the_nodes_and_keeps_old_runs_identity():
         x_node, y_node = node_data(spec, 2, False, node)
         assert np.array_equal(y_node.numpy(), y[expected[node]])
     assert len(node_data(spec, 2, False, 0)[1]) != len(node_data(plain, 2, False, 0)[1])  # not the shards
+    options = Job(spec, {}, {}, []).to_json()["options"]
+    assert "dirichlet_alpha" not in options  # it travels with the data only: old runs keep their ids
 
 
 def test_dirichlet_alpha_with_iid_is_a_plain_error():

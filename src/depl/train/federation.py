@@ -61,6 +61,9 @@ def _options_json(o: TrainOptions) -> dict:
     d = o.model_dump()
     if d["device"] == "cpu":  # runs made before --device existed keep their identity
         del d["device"]
+    # the Dirichlet partition travels with the data (DataSpec.alpha, which node_data reads); here it would
+    # only change the identity of every run made before the key existed
+    d.pop("dirichlet_alpha", None)
     return d
 
 
