@@ -260,7 +260,7 @@ def test_the_method_choices_are_the_planners():
 
 @pytest.mark.parametrize("args, line", [
     (("plan", "paper-alexnet", "--method", "magic"), "--method 'magic': choose depl, optimal or best-exp"),
-    (("fit", "x.sqlite", "--model", "cubic"), "--model 'cubic': choose auto, level or increments"),
+    (("fit", "x.sqlite", "--model", "cubic"), "--model 'cubic': choose auto, increments, level or level-memory"),
     (("run", "p.json", "--backend", "ray"), "--backend 'ray': choose local or flower"),
     (("validate", "s", "p.json", "--device", "tpu"), "--device 'tpu': choose cpu, cuda or auto"),
     (("export-app", "p.json", "app", "--device", "auto"), "--device 'auto': choose cpu or cuda"),
