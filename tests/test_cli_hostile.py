@@ -259,7 +259,7 @@ def test_a_wrong_method_names_every_registered_planner():
 
 
 @pytest.mark.parametrize("args, line", [
-    (("fit", "x.sqlite", "--model", "cubic"), "--model 'cubic': choose auto, level or increments"),
+    (("fit", "x.sqlite", "--model", "cubic"), "--model 'cubic': choose auto, increments, level or level-memory"),
     (("run", "p.json", "--backend", "ray"), "--backend 'ray': choose local or flower"),
     (("validate", "s", "p.json", "--device", "tpu"), "--device 'tpu': choose cpu, cuda or auto"),
     (("export-app", "p.json", "app", "--device", "auto"), "--device 'auto': choose cpu or cuda"),
