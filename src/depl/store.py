@@ -198,8 +198,9 @@ class Store:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a process kill
                 self._check_version()
-                self._db.executescript(SCHEMA)  # the migration from version 0 too: it adds `diverged`
-                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                # one transaction: a reader never sees half a schema (the migration from version 0 too: it adds
+                # `diverged`); the schema is CREATE ... IF NOT EXISTS, so on an existing store it changes nothing
+                self._db.executescript(f"BEGIN IMMEDIATE; {SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
             self._check()
         except sqlite3.DatabaseError as e:
             self._release()
@@ -255,12 +256,6 @@ class Store:
         elif row[0] != kind or self._spec(run_id, row[1]) != json.loads(text):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
                              "choose another run name or another store")
-
-    def run_spec(self, run_id: str) -> dict[str, Any]:
-        row = self._db.execute("SELECT spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise StoreError(f"no run {run_id!r} in {self.path}")
-        return self._spec(run_id, row[0])
 
     def _spec(self, run_id: str, text: str) -> dict[str, Any]:
         try:

@@ -10,7 +10,7 @@ import pytest
 
 from depl.fit.compare import score
 from depl.fit.report import fit_profile
-from depl.fit.runs import Experiment, Profile
+from depl.fit.runs import ProfiledExperiment, Profile
 from depl.loss import LevelMemoryModel, LevelModel, loss_model_for
 from depl.scenario import parse_scenario
 
@@ -44,12 +44,12 @@ def test_a_version_never_goes_below_its_floor_after_a_switch():
     assert mu[-1] >= small["floor"] * 0.99   # full's level is below small's floor: small stays at it
 
 
-def _experiments(model, phi: float, seeds: int, rng) -> list[Experiment]:
+def _experiments(model, phi: float, seeds: int, rng) -> list[ProfiledExperiment]:
     out = []
     for kind, v, to, k1, sched in (("version", "full", None, 0, ["full"] * 12), ("version", "small", None, 0, ["small"] * 12),
                                    ("switch", "full", "small", 6, ["full"] * 6 + ["small"] * 6)):
         tr = model.simulate(sched, phi, seeds, rng)[:, 1:]
-        out.append(Experiment(kind, v, 1.0, to, k1, 4000.0, 2, np.arange(seeds), tr))
+        out.append(ProfiledExperiment(kind, v, 1.0, to, k1, 4000.0, 2, np.arange(seeds), tr))
     return out
 
 
@@ -66,7 +66,7 @@ def test_fitted_on_one_switch_point_it_predicts_another():
     written = r.scenarios["level-memory"]
     assert written.loss_model == "level-memory" and written.switches[0].level.offset == pytest.approx(0.15, abs=0.05)
     early = ["full"] * 2 + ["small"] * 10
-    held = Profile("held", [Experiment("switch", "full", 1.0, "small", 2, 4000.0, 2, np.arange(30),
+    held = Profile("held", [ProfiledExperiment("switch", "full", 1.0, "small", 2, 4000.0, 2, np.arange(30),
                                        truth.simulate(early, 1.0, 30, rng)[:, 1:])])
     mem, lev = score(written, held, "level-memory"), score(r.scenarios["level"], held, "level")
     assert mem.loglik > lev.loglik + 0.5, (mem.loglik, lev.loglik)

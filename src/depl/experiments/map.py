@@ -32,7 +32,7 @@ from pathlib import Path
 from ..planners import Infeasible, Options, make_plan
 from ..scenario import Scenario, load_scenario, parse_scenario, scenario_dict
 from .config import COST_MODELS, PAPER_SAVING, READINGS, VERSIONS
-from .results import Job, Results
+from .results import Step, Results
 from .variants import with_cost_model, with_target
 
 PARAMS = ("a_fu", "a_ss", "b", "jump", "tmax")
@@ -149,7 +149,7 @@ def _append(path: Path, line: str) -> None:
         f.write((("\n" if cut else "") + line + "\n").encode())
 
 
-def map_jobs(grid: MapGrid, eta: int, path: Path | None) -> list[Job]:
+def map_jobs(grid: MapGrid, eta: int, path: Path | None) -> list[Step]:
     """A job per plan not yet in `path` (each appends its line), after one that loads the finished ones."""
     base = load_scenario(grid.network)
     want = {}
@@ -167,7 +167,7 @@ def map_jobs(grid: MapGrid, eta: int, path: Path | None) -> list[Job]:
     def load(r: Results) -> None:
         r.map.extend(done.values())
 
-    out = [Job(f"map ({grid.name}): {len(done)} of {len(want)} plans already in "
+    out = [Step(f"map ({grid.name}): {len(done)} of {len(want)} plans already in "
                f"{path.name if path else 'memory'}", 0.0, load)]
     for key, (point, t, m, cm) in want.items():
         if key in done:
@@ -180,7 +180,7 @@ def map_jobs(grid: MapGrid, eta: int, path: Path | None) -> list[Job]:
             r.map.append(rec)
         # guessed like the sweep: best-exp bisects on the mean target, the others plan once
         weight = (2.0 * math.exp(0.19 * max(0.0, 13.0 - t))) if m == "best-exp" else 0.15 + 0.08 * max(0.0, 13.0 - t)
-        out.append(Job(f"map {grid.name} " + " ".join(f"{p}={point[p]:.3g}" for p in PARAMS)
+        out.append(Step(f"map {grid.name} " + " ".join(f"{p}={point[p]:.3g}" for p in PARAMS)
                        + f" ℓmax={t:g} {m} {cm}", weight, job))
     return out
 

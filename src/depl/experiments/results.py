@@ -103,10 +103,10 @@ class Results:
 
 
 @dataclass(frozen=True)
-class Job:
+class Step:
     label: str
     weight: float  # a rough guess of its seconds, for the progress bar's ETA
     run: Callable[[Results], None]
 
 
-__all__ = ["Outcome", "EtaPoint", "PerfPoint", "SingleVersion", "Results", "Job"]
+__all__ = ["Outcome", "EtaPoint", "PerfPoint", "SingleVersion", "Results", "Step"]

@@ -1,6 +1,6 @@
 """Running the reproduction: plan with every method, check every plan by Monte Carlo.
 
-The work is a list of `Job`s so that a caller (the CLI) can show progress;
+The work is a list of `Step`s so that a caller (the CLI) can show progress;
 this module never prints and never draws (`depl.report` writes the figures
 and results.md from the finished `Results`).  Everything but solve times is
 a function of the configuration and the seed: the Monte Carlo seed of each
@@ -21,7 +21,7 @@ from ..scenario import Scenario, load_scenario
 from ..simulate import simulate_plan
 from .config import COST_MODELS, METHODS, Config, sweep_methods
 from .map import GRIDS, map_jobs
-from .results import EtaPoint, Job, Outcome, PerfPoint, Results, SingleVersion
+from .results import EtaPoint, Step, Outcome, PerfPoint, Results, SingleVersion
 from .variants import VARIANTS, with_cost_model, with_extra_clusters, with_extra_versions, with_target
 
 
@@ -108,9 +108,9 @@ def _guess_seconds(method: str, target: float, scale: float = 1.0) -> float:
     return scale * guess.get(method, guess["depl"])
 
 
-def jobs(cfg: Config, map_file: Path | None = None) -> list[Job]:
+def jobs(cfg: Config, map_file: Path | None = None) -> list[Step]:
     """Everything `run` does, in order, as jobs with a guessed weight (the map's finished plans skipped)."""
-    out: list[Job] = []
+    out: list[Step] = []
     scen = {n: load_scenario(n) for n in cfg.networks}
     band_targets = set(cfg.band_targets)
 
@@ -123,7 +123,7 @@ def jobs(cfg: Config, map_file: Path | None = None) -> list[Job]:
                             scen[name], method, t, cfg, tag="sweep", keep_band=t in band_targets,
                             cost_model=cost_model)
                     label = f"{name} ℓmax={t:g} {method}" + ("" if cost_model == "per-epoch" else f" {cost_model}")
-                    out.append(Job(label, _guess_seconds(method, t), job))
+                    out.append(Step(label, _guess_seconds(method, t), job))
 
     for name in cfg.networks:
         for t in cfg.eta_targets:
@@ -131,7 +131,7 @@ def jobs(cfg: Config, map_file: Path | None = None) -> list[Job]:
                 def job(r: Results, name=name, t=t, eta=eta):
                     p = make_plan(with_target(scen[name], t), "depl", Options(eta=eta))
                     r.eta.append(EtaPoint(name, t, eta, p.cost, p.solve_seconds))
-                out.append(Job(f"{name} ℓmax={t:g} depl η={eta}", _guess_seconds("depl", t, eta / 200), job))
+                out.append(Step(f"{name} ℓmax={t:g} depl η={eta}", _guess_seconds("depl", t, eta / 200), job))
 
     base = scen[cfg.networks[0]]
     for axis, sizes, opt_max, grow in (("|M|", cfg.perf_versions, cfg.perf_versions_optimal, with_extra_versions),
@@ -146,13 +146,13 @@ def jobs(cfg: Config, map_file: Path | None = None) -> list[Job]:
                     p = make_plan(s, method, Options(eta=cfg.eta))
                     r.perf.append(PerfPoint(axis, size, method, p.solve_seconds, p.cost, len(p.epochs)))
                 scale = (size / 3) ** 2 if method == "optimal" else size / 3
-                out.append(Job(f"perf {axis}={size} {method}", _guess_seconds(method, cfg.perf_target, scale), job))
+                out.append(Step(f"perf {axis}={size} {method}", _guess_seconds(method, cfg.perf_target, scale), job))
 
     for name in cfg.networks:
         for t in (min(cfg.targets), max(cfg.targets)):
             def job(r: Results, name=name, t=t):
                 r.single.extend(single_version_rows(scen[name], t))
-            out.append(Job(f"{name} ℓmax={t:g} single-version plans", 0.3, job))
+            out.append(Step(f"{name} ℓmax={t:g} single-version plans", 0.3, job))
 
     for key, (_, make) in VARIANTS.items():
         variant = make(scen["paper-alexnet"] if "paper-alexnet" in scen else load_scenario("paper-alexnet"))
@@ -161,7 +161,7 @@ def jobs(cfg: Config, map_file: Path | None = None) -> list[Job]:
                 def job(r: Results, key=key, variant=variant, t=t, method=method):
                     r.sensitivity[(key, t, method)] = plan_and_check(
                         variant, method, t, cfg, tag=f"variant:{key}", keep_band=True)
-                out.append(Job(f"variant {key} ℓmax={t:g} {method}", 3 * _guess_seconds(method, t), job))
+                out.append(Step(f"variant {key} ℓmax={t:g} {method}", 3 * _guess_seconds(method, t), job))
 
     if cfg.map_grid != "none":
         out += map_jobs(GRIDS[cfg.map_grid], cfg.eta, map_file)

@@ -22,7 +22,7 @@ from scipy import optimize, stats
 from ..scenario import expected_progress
 from .gof import FamilyFit, best_usable, fit_family, pvalue_text
 from .laws import LawFitter
-from .runs import Experiment, Profile
+from .runs import ProfiledExperiment, Profile
 
 NOISE_FAMILIES = ("invgamma", "gamma", "lognorm", "norm")
 JUMP_FAMILIES = ("t", "norm", "lognorm", "skewnorm")
@@ -123,7 +123,7 @@ def fit_increments(fit: Profile, held: Profile, l0: float, *, bootstrap: int = 0
     return out
 
 
-def _jumps(e: Experiment, fit: IncrementsFit) -> np.ndarray:
+def _jumps(e: ProfiledExperiment, fit: IncrementsFit) -> np.ndarray:
     vb = fit.versions[e.to]
     mean_x = float(vb.chosen.frozen.mean()) if vb.chosen is not None else 1.0
     k1 = e.switch_after
@@ -131,7 +131,7 @@ def _jumps(e: Experiment, fit: IncrementsFit) -> np.ndarray:
     return e.losses[:, k1] - e.losses[:, k1 - 1] + g * mean_x
 
 
-def _fit_switch(e: Experiment, held: Experiment | None, fit: IncrementsFit, bootstrap: int, rng) -> SwitchFit:
+def _fit_switch(e: ProfiledExperiment, held: ProfiledExperiment | None, fit: IncrementsFit, bootstrap: int, rng) -> SwitchFit:
     j = _jumps(e, fit)
     hj = _jumps(held, fit) if held is not None else np.empty(0)
     fams = [fit_family(f, j, hj, bootstrap=bootstrap, rng=rng) for f in JUMP_FAMILIES]

@@ -24,7 +24,7 @@ from ..loss.level import decay, elasticity, log_sd, median_curve, time_at_level
 from ..scenario import LOG_SD_MAX, LevelLaw
 from .increments import phi_of, write_data_law
 from .laws import LawFitter
-from .runs import Experiment, Profile
+from .runs import ProfiledExperiment, Profile
 
 CURVES = ("power", "exp")
 
@@ -113,7 +113,7 @@ def fit_curve(kind: str, t: np.ndarray, phi: np.ndarray, logy: np.ndarray, l0: f
     return Curve(kind, f, sc, sh, float(2 * best.cost), gamma)
 
 
-def _stack(exps: list[Experiment], phi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _stack(exps: list[ProfiledExperiment], phi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = np.concatenate([phi(e.samples) * np.arange(1, e.epochs + 1) for e in exps])
     p = np.concatenate([np.full(e.epochs, phi(e.samples)) for e in exps])
     y = np.concatenate([np.log(e.losses).mean(axis=0) for e in exps])
@@ -157,7 +157,7 @@ def fit_level(fit: Profile, l0: float, data_law: tuple[float | None, float] | No
     return out
 
 
-def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -> tuple[float, float, float, float]:
+def _fit_noise(exps: list[ProfiledExperiment], curve: Curve, fit: LevelFit, l0: float) -> tuple[float, float, float, float]:
     """σ0, σ1, σ2 by non-negative least squares on the per-epoch log-sd; the per-seed share."""
     law = LevelLaw(curve=curve.kind, floor=curve.floor, floor_exponent=curve.floor_exponent, scale=curve.scale,
                    shape=curve.shape)
@@ -192,7 +192,7 @@ def _fit_noise(exps: list[Experiment], curve: Curve, fit: LevelFit, l0: float) -
     return s0, s1, s2, rho
 
 
-def _fit_switch(e: Experiment, fit: LevelFit, l0: float, memory: bool = False) -> LevelSwitchFit:
+def _fit_switch(e: ProfiledExperiment, fit: LevelFit, l0: float, memory: bool = False) -> LevelSwitchFit:
     """δ, r, τ of a switch against b's curve at the global epoch, or (memory) resumed at the level reached."""
     vb = fit.versions[e.to]
     k1, E = e.switch_after, e.epochs

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .runs import Experiment, FitError, Profile
+from .runs import ProfiledExperiment, FitError, Profile
 
 REQUIRED = ("run", "seed", "epoch", "model", "test_loss")
 OPTIONAL = ("data_fraction", "nodes", "test_accuracy")
@@ -53,7 +53,7 @@ class Logs:
             first = sched[0]
             k1 = next((k for k, m in enumerate(sched) if m != first), 0)
             kind, to = ("switch", sched[k1]) if k1 else ("version", None)
-            out.experiments.append(Experiment(kind, first, r["fraction"], to, k1, reference_samples * r["fraction"],
+            out.experiments.append(ProfiledExperiment(kind, first, r["fraction"], to, k1, reference_samples * r["fraction"],
                                               self.nodes, np.asarray(r["seeds"]), r["losses"][:, 1:]))
         return out
 

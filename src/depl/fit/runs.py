@@ -24,7 +24,7 @@ class FitError(ValueError):
 
 
 @dataclass(frozen=True)
-class Experiment:
+class ProfiledExperiment:
     kind: str               # "version" or "switch"
     version: str
     fraction: float
@@ -51,29 +51,29 @@ class Experiment:
             return f"{self.version}→{self.to}@{self.switch_after}"
         return self.version if self.fraction == 1.0 else f"{self.version}@{self.fraction:g}"
 
-    def split(self, held_out: bool) -> "Experiment":
+    def split(self, held_out: bool) -> "ProfiledExperiment":
         """The fitting seeds (held_out=False) or the held-out ones (every third seed)."""
         return self.subset((np.arange(self.seeds.size) % 3 == 2) == held_out)
 
-    def subset(self, mask: np.ndarray) -> "Experiment":
-        return Experiment(self.kind, self.version, self.fraction, self.to, self.switch_after, self.samples,
+    def subset(self, mask: np.ndarray) -> "ProfiledExperiment":
+        return ProfiledExperiment(self.kind, self.version, self.fraction, self.to, self.switch_after, self.samples,
                           self.nodes, self.seeds[mask], self.losses[mask])
 
 
 @dataclass
 class Profile:
     scenario: str
-    experiments: list[Experiment] = field(default_factory=list)
+    experiments: list[ProfiledExperiment] = field(default_factory=list)
     diverged: int = 0       # seeds left out because their loss became non-finite (`depl.store`)
 
     @property
     def reference_samples(self) -> float:
         return max(e.samples for e in self.experiments)
 
-    def versions(self, fraction: float | None = 1.0) -> list[Experiment]:
+    def versions(self, fraction: float | None = 1.0) -> list[ProfiledExperiment]:
         return [e for e in self.experiments if e.kind == "version" and (fraction is None or e.fraction == fraction)]
 
-    def switches(self) -> list[Experiment]:
+    def switches(self) -> list[ProfiledExperiment]:
         return [e for e in self.experiments if e.kind == "switch"]
 
     def split(self, held_out: bool) -> "Profile":
@@ -117,7 +117,7 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
         done = sorted(s for s, v in losses.items() if len(v) == E and s not in gone)
         if len(done) < min_seeds:
             continue
-        out.experiments.append(Experiment(
+        out.experiments.append(ProfiledExperiment(
             exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
             _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done])))
     if not out.versions(None):
