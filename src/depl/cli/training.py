@@ -32,11 +32,8 @@ class Device(str, Enum):
     auto = "auto"
 
 
-class AppDevice(str, Enum):
-    """Where an exported Flower app's ClientApps train."""
-
-    cpu = "cpu"
-    cuda = "cuda"
+# Where an exported Flower app's ClientApps train: a device named in advance (no `auto`: the app runs elsewhere).
+AppDevice = Enum("AppDevice", [(m.name, m.value) for m in Device if m is not Device.auto], type=str)
 
 
 class Kind(str, Enum):
