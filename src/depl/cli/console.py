@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from enum import Enum
 
-import click
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -56,22 +55,25 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (PlanError, ScenarioError, StoreError)
 
 
-class _Choice(click.Choice):
-    """click's Choice, but a wrong value is one plain line (exit 2) like every other bad input."""
+def choice(enum: type[Enum], flag: str) -> dict:
+    """typer.Option arguments for an Enum option whose wrong value is one plain line (exit 2).
 
-    def convert(self, value, param, ctx):
-        try:
-            return super().convert(value, param, ctx)
-        except click.BadParameter:
-            opts = param.opts if param is not None else []
-            flag = next((o for o in opts if o.startswith("--")), opts[0] if opts else "value")
-            *rest, last = [str(c) for c in self.choices]
-            fail(f"{flag} {value!r}: choose " + (f"{', '.join(rest)} or {last}" if rest else last))
+    A `parser` rather than click's Choice type: typer's `click_type` is gone from its newer
+    releases, and a parser is the documented way to convert an option's text in all of them.
+    """
+    values = [m.value for m in enum]
 
+    def parse(value):
+        # the text of a valid choice (the option is annotated `str`: typer's own Enum handling differs
+        # between its releases)
+        if isinstance(value, enum):
+            return value.value
+        if value in values:
+            return value
+        *rest, last = values
+        fail(f"{flag} {value!r}: choose " + (f"{', '.join(rest)} or {last}" if rest else last))
 
-def choice(enum: type[Enum]) -> click.Choice:
-    """The click type of an Enum option (typer converts the chosen value to the Enum member)."""
-    return _Choice([m.value for m in enum])
+    return {"parser": parse, "metavar": "[" + "|".join(values) + "]"}
 
 
 def epoch_progress():

@@ -52,7 +52,7 @@ def fit(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the chosen model's scenario here "
                                        "(and every law's next to it: NAME.increments.toml, NAME.level.toml, NAME.level-memory.toml)"),
     png: Optional[Path] = typer.Option(None, "--png", help="folder for the plots: measured vs fitted bands, x histograms"),
-    model: Model = typer.Option("auto", "--model", click_type=choice(Model),
+    model: str = typer.Option("auto", "--model", **choice(Model, "--model"),
                                 help="auto (chosen by held-out fit) or a law (increments, level, level-memory): the "
                                      "model of --out"),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="parametric-bootstrap samples per KS test (0: none)"),
@@ -69,7 +69,6 @@ def fit(
              "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
-    model = model.value
     for flag, v, ok, rule in (("--omega", omega, lambda x: 1e-6 <= x <= 1 - 1e-6, "in [1e-6, 1 - 1e-6] (as [target] quantile)"),
                               ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):

@@ -62,7 +62,7 @@ def need_training_extra() -> None:
         fail(f"real training needs the `train` extra (pip install 'depl[train]'): {e}")
 
 
-def start_training(threads: int, device: "Device") -> str:
+def start_training(threads: int, device: str) -> str:
     """Check the `train` extra, set torch's threads, and return the torch device of `--device`."""
     need_training_extra()
     import torch
@@ -74,11 +74,11 @@ def start_training(threads: int, device: "Device") -> str:
 DEVICE_HELP = "cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"
 
 
-def resolve_device(device: "Device") -> str:
+def resolve_device(device: str) -> str:
     """The torch device of `--device`; cuda asked for but absent is bad input (exit 2)."""
     import torch
 
-    name = device.value
+    name = device
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
@@ -99,7 +99,7 @@ WORKERS_HELP = "worker processes over seed batches (default: one per core; with 
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
 # the options every command that trains seeds takes (one object per option: typer may share them)
 THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
-DEVICE = typer.Option(Device.cpu, "--device", click_type=choice(Device), help=DEVICE_HELP)
+DEVICE = typer.Option(Device.cpu.value, "--device", **choice(Device, "--device"), help=DEVICE_HELP)
 SEED_BATCH = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP)
 WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
 RAY_ADDRESS = typer.Option(None, "--ray-address", help=RAY_HELP)
@@ -140,12 +140,12 @@ def run(
     plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=MAX_SEEDS, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
     first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED),
-    backend: Backend = typer.Option(Backend.local, "--backend", click_type=choice(Backend),
+    backend: str = typer.Option(Backend.local.value, "--backend", **choice(Backend, "--backend"),
                                     help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
     threads: int = THREADS,
-    device: Device = DEVICE,
+    device: str = DEVICE,
     superlink: Optional[str] = typer.Option(
         None, "--superlink", help="flower: submit to this SuperLink connection of Flower's config.toml "
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
@@ -156,7 +156,6 @@ def run(
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
-    backend = backend.value
     if ray_address and backend != "local":
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
@@ -241,12 +240,11 @@ def export_app(
     seeds: int = typer.Option(1, "--seeds", min=1, help="seeds F..F+N-1 (the run config's `seeds`)"),
     first_seed: int = typer.Option(0, "--first-seed", min=0),
     store: Optional[str] = typer.Option(None, "--store", help="where the ServerApp writes [default: DIR/runs.sqlite]"),
-    device: AppDevice = typer.Option(AppDevice.cpu, "--device", click_type=choice(AppDevice),
+    device: str = typer.Option(AppDevice.cpu.value, "--device", **choice(AppDevice, "--device"),
                                      help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
                                      "are not known here)"),
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
-    device = device.value
     need_training_extra()
     from ..train.flower_app import export_app
 
@@ -300,7 +298,7 @@ def profile(
     store: Optional[str] = typer.Option(None, "--store"),
     out: Path = typer.Option(Path("depl-runs"), "--out"),
     threads: int = THREADS,
-    device: Device = DEVICE,
+    device: str = DEVICE,
     seed_batch: int = SEED_BATCH,
     workers: Optional[int] = WORKERS,
     ray_address: Optional[str] = RAY_ADDRESS,
@@ -366,7 +364,7 @@ def runs_show(
     store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out"),
     png: Optional[Path] = typer.Option(None, "--png", help="draw the loss bands (mean, 1st–99th percentile) here"),
-    kind: Optional[Kind] = typer.Option(None, "--kind", click_type=choice(Kind), help="only runs of this kind: plan or profile"),
+    kind: Optional[str] = typer.Option(None, "--kind", **choice(Kind, "--kind"), help="only runs of this kind: plan or profile"),
     as_json: bool = typer.Option(False, "--json", help="print {store, runs: [...]} on stdout as one JSON object "
                                  "(nothing else there)"),
 ) -> None:
@@ -377,7 +375,6 @@ def runs_show(
     from ..report.plots import plot_measured_bands
     from ..train.plots import band, bands, run_label
 
-    kind = None if kind is None else kind.value
     path = store or str(out / "runs.sqlite")
     if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
         fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, print_json, warn
-from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, Device, run_seeds, seed_options,
+from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, run_seeds, seed_options,
                        start_training, training_errors)
 
 
@@ -25,7 +25,7 @@ def validate(
     threads: int = THREADS,
     as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
                                  "as one JSON object, nothing else there"),
-    device: Device = DEVICE,
+    device: str = DEVICE,
     seed_batch: int = SEED_BATCH,
     workers: Optional[int] = WORKERS,
     ray_address: Optional[str] = RAY_ADDRESS,
