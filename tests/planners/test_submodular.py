@@ -148,10 +148,11 @@ def test_inf_outside_a_lattice(fg, data):
 
     res = minimize_set_function(g, ground)
     assert res and math.isfinite(g(res))
-    best = brute_min(g, ground)
-    # The penalty standing in for inf makes the problem not exactly submodular,
-    # so optimality is not guaranteed; in practice it is found (1500 of 1500 examples).
-    assert g(res) <= best + 0.01 * max(1.0, abs(best))
+    assert need in res and ban not in res
+    # The penalty standing in for inf makes the problem not exactly submodular, so
+    # optimality is not guaranteed, and not asserted: CI's hypothesis run found a
+    # case where the minimiser returned 0.0 against a brute-force optimum of -0.047
+    # (stop 17).  What is guaranteed is a set of finite value, on the lattice.
 
 
 def test_only_a_large_set_is_finite():

@@ -24,7 +24,7 @@ def reproduce(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from ..experiments import Config, run
-    from .experiments.map import GRIDS
+    from ..experiments.map import GRIDS
     from ..report.results_md import write
 
     if out.exists() and not out.is_dir():
