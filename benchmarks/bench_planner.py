@@ -92,7 +92,7 @@ def cpu(fn) -> tuple[float, object]:
 
 def scaling(quick: bool) -> None:
     from depl.planners import Infeasible
-    from depl.report.reproduce import growth_exponent
+    from depl.experiments import growth_exponent
 
     big = edge_cloud(10, 12, 6, 300)
     try:
