@@ -276,6 +276,7 @@ def test_depl_code_allows_a_folder_and_the_current_folder_is_the_default(project
     ("os:system", {"command": "touch MARKER"}, "module 'os' not found in"),             # the Python path is not searched
     ("mymodel:torch.manual_seed", {"seed": 1}, "is defined in 'torch"),                 # reaching past the user's code
     ("mymodel:nn.Identity", {}, "is defined in 'torch"),
+    ("mymodel:make_net.__class__", {}, "is not a public name"),
 ])
 def test_a_plan_names_only_functions_the_allowed_code_defines(project, monkeypatch, net, net_args, why):
     plan = evil_plan(project, project, project / "sub", net=net, net_args=net_args)

@@ -100,6 +100,8 @@ def resolve(ref: str, code_dir: str | None):
         raise
     except Exception as e:  # the user's module failed while importing: say how
         raise DataError(f"importing {module!r} failed: {type(e).__name__}: {e}") from None
+    if any(not part.isidentifier() or part.startswith("_") for part in attr.split(".")):
+        raise DataError(f"{attr!r} is not a public name of module {module!r} (FUNCTION or CLASS.METHOD, no '_' names)")
     obj = mod
     for part in attr.split("."):
         obj = getattr(obj, part, None)
