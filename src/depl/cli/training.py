@@ -318,13 +318,13 @@ def profile(
             raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
         exps = prof.experiments(s, list(version or []), _floats(fractions, "--fractions"),
                                 [prof.parse_switch(t) for t in (switch or [])], epochs)
-        st = open_store(store, out)
         jobs = []
         for exp in exps:
             job = prof.experiment_job(s, names, exp, epochs, nodes, dev)
-            rid = prof.experiment_run_id(s.name, exp, job)
+            jobs.append((exp, job, prof.experiment_run_id(s.name, exp, job)))
+        st = open_store(store, out)  # only now: a refused profile writes nothing
+        for exp, job, rid in jobs:
             execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
-            jobs.append((exp, job, rid))
     except CodeRefused as e:  # the scenario's code_dir (by default its folder)
         fail(f"{scenario}: {e}")
     except training_errors() as e:
