@@ -15,7 +15,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import choice, console, epoch_progress, fail, user_errors
+from .console import check_output_file, choice, console, epoch_progress, fail, user_errors
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -378,6 +378,8 @@ def runs_show(
     from ..report.plots import plot_measured_bands
     from ..train.plots import band, bands, run_label
 
+    if png is not None:
+        check_output_file("--png", png)
     path = store or str(out / "runs.sqlite")
     if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
         fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
