@@ -320,3 +320,33 @@ def test_a_plot_is_written_where_it_is_asked_for(tmp_path, plan_file):
     r = _invoke("simulate", plan_file, "--png", tmp_path / "band", "--runs", "200")
     assert r.exit_code == 0, r.output
     assert _files(tmp_path) == ["band"] and (tmp_path / "band").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--fractions", ""], "--fractions '': expected numbers"),                      # was 0 experiments, exit 0
+    (["--fractions", "1e-300"], "--fractions 1e-300: keeps 0 of the 4000 selected samples"),   # trained on 1 sample
+    (["--nodes", "100000000"], "fewer than the 100000000 node(s) (--nodes)"),      # a traceback in the workers
+])
+def test_profile_refuses_data_no_node_could_hold_and_writes_nothing(tmp_path, args, why):
+    pytest.importorskip("torch")
+    line = _bad_input(_invoke("profile", "mnist1d-small", "--epochs", "1", "--seeds", "1", "--out", tmp_path / "o", *args))
+    assert why in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_fit_refuses_outputs_it_cannot_write_before_fitting(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n", encoding="utf-8")
+    for flag, target in (("--out", logs / "fitted.toml"), ("--png", logs / "pics")):  # under a file: a traceback after the fit
+        line = _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0", flag, target))
+        assert line.startswith(f"error: {flag} {target}") and f"{logs} is a file" in line
+    r = _invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "10000000000000")  # 291 TiB, a MemoryError
+    assert r.exit_code == 2 and "'--bootstrap'" in r.stderr
+    assert _files(tmp_path) == ["logs.csv"]
+
+
+def test_validate_out_that_is_a_file_is_named(tmp_path, plan_file):
+    pytest.importorskip("torch")
+    (tmp_path / "f").write_text("x")
+    assert _bad_input(_invoke("validate", "mnist1d-small", plan_file, "--seeds", "2", "--out", tmp_path / "f")) \
+        == f"error: --out {tmp_path / 'f'}: exists and is not a folder"

@@ -280,15 +280,17 @@ def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, supe
 
 def _floats(text: str, name: str) -> list[float]:
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
+        values = []
+    if not values:
         fail(f"{name} {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
-        raise
+    return values
 
 
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
-    epochs: int = typer.Option(30, "--epochs", "-E", min=1),
+    epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000),  # as a scenario's max_epochs
     seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS),
     fractions: str = typer.Option("1", "--fractions", help="data fractions, e.g. 1,0.5,0.25"),
     version: Optional[List[str]] = typer.Option(None, "--version", help="profile only these versions (repeatable)"),

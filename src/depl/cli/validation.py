@@ -38,6 +38,8 @@ def validate(
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
 
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: exists and is not a folder")
     if png is not None:  # checked now: the plot is drawn after the training
         check_output_file("--png", png)
     seed_list = list(range(first_seed, first_seed + seeds))
