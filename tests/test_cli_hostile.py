@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -350,3 +351,20 @@ def test_validate_out_that_is_a_file_is_named(tmp_path, plan_file):
     (tmp_path / "f").write_text("x")
     assert _bad_input(_invoke("validate", "mnist1d-small", plan_file, "--seeds", "2", "--out", tmp_path / "f")) \
         == f"error: --out {tmp_path / 'f'}: exists and is not a folder"
+
+
+@pytest.mark.parametrize("spec", ["not json", json.dumps({"job": {"epochs": [[1, "full", "A"]], "nodes": {"A": 1}},
+                                                           "experiment": {"kind": "version"}, "scenario": "mnist1d-small"}),
+                                  json.dumps({"job": {"epochs": 3}, "experiment": {"kind": "version", "version": "full"}})])
+def test_a_store_whose_run_spec_was_altered_is_one_line(tmp_path, spec):
+    # an experiment without its version was a KeyError traceback in runs show and fit
+    import sqlite3
+
+    path = tmp_path / "runs.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO runs VALUES ('r1', 'profile', ?, '2026-01-01')", (spec,))
+    for args in (["runs", "show", "--store", path], ["runs", "show", "--json", "--store", path],
+                 ["fit", path, "--bootstrap", "0", "--scenario", "mnist1d-small"]):
+        line = _bad_input(_invoke(*args))
+        assert line.startswith(f"error: {path}: runs.spec of run 'r1'") and "the store was altered" in line, (args, line)

@@ -96,3 +96,21 @@ class RunSpec:
         exp = d.get("experiment")
         return cls(dict(d.get("job") or {}), d.get("backend"), d.get("plan"),
                    Experiment.from_json(exp) if exp else None, d.get("scenario"))
+
+
+class SpecError(ValueError):
+    """A stored run spec that is not one depl writes (the store was altered); the message names it."""
+
+
+def run_spec(run: dict[str, Any], where: str) -> RunSpec:
+    """The spec of a run as `Store.runs` gives it, checked; SpecError naming `where` (the store) otherwise."""
+    try:
+        spec = RunSpec.from_json(run["spec"])
+        spec.epochs, spec.nodes, dict(spec.data)  # noqa: B018  the fields every reader uses, read once here
+        if spec.experiment is not None:
+            spec.experiment.label  # noqa: B018
+        return spec
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration) as e:
+        raise SpecError(f"{where}: runs.spec of run {run.get('run_id')!r} is not one depl writes "
+                        f"({type(e).__name__}: {e}); the store was altered") from None
+

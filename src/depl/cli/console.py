@@ -69,10 +69,11 @@ def warn(message: str) -> None:
 def user_errors() -> tuple[type[Exception], ...]:
     """The exceptions whose message is meant for the user (exit code 2); none of them needs torch."""
     from ..plan import PlanError
+    from ..runspec import SpecError
     from ..scenario import ScenarioError
     from ..store import StoreError
 
-    return (PlanError, ScenarioError, StoreError)
+    return (PlanError, ScenarioError, StoreError, SpecError)
 
 
 def choice(enum: type[Enum], flag: str) -> dict:

@@ -99,7 +99,7 @@ def fit(
     import numpy as np
 
     from ..fit.runs import FitError
-    from ..runspec import RunSpec
+    from ..runspec import run_spec
 
     try:
         with warnings.catch_warnings():
@@ -110,7 +110,7 @@ def fit(
             else:
                 st = Store(store, readonly=True)  # fit only reads the profiles
                 if scenario is None:
-                    names = {RunSpec.from_json(r["spec"]).scenario for r in st.runs("profile")} - {None}
+                    names = {run_spec(r, path).scenario for r in st.runs("profile")} - {None}
                     if len(names) != 1:
                         raise FitError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); give --scenario")
                     scenario = names.pop()

@@ -376,8 +376,9 @@ def runs_show(
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
     from rich.table import Table
 
-    from ..store import Store
     from ..report.plots import plot_measured_bands
+    from ..runspec import run_spec
+    from ..store import Store
     from ..train.plots import band, bands, run_label
 
     if png is not None:
@@ -387,9 +388,11 @@ def runs_show(
         fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
         st = Store(path, readonly=True)  # it only reads: no write access needed, no writer locked out
+        runs = st.runs(kind)
+        for r in runs:  # an altered store is refused before anything is printed
+            run_spec(r, st.path)
     except training_errors() as e:
         fail(str(e))
-    runs = st.runs(kind)
     if as_json:
         if png is not None:  # refused before stdout gets its JSON: a failed command prints no result
             bs = bands(st, kind)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runspec import RunSpec
+from ..runspec import run_spec
 from ..scenario import Scenario
 from ..store import Store
 
@@ -106,7 +106,7 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
     """Every complete profiling experiment of `store` (seeds with all epochs)."""
     out = Profile(scenario.name)
     for run in store.runs("profile"):
-        spec = RunSpec.from_json(run["spec"])
+        spec = run_spec(run, store.path)
         exp = spec.experiment
         if exp is None or not spec.epochs:
             continue

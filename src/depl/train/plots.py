@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..band import Band
-from ..runspec import RunSpec
+from ..runspec import run_spec
 from ..store import Store
 
 
 def run_label(run: dict) -> str:
-    spec = RunSpec.from_json(run["spec"])
+    spec = run_spec(run, "the store")
     exp = spec.experiment
     if exp:
         if exp.kind == "switch":
@@ -41,7 +41,7 @@ def bands(store: Store, kind: str | None = None, experiment: str | None = "versi
     """Bands of the store's runs; for profiles, by default the versions at the full data."""
     out = []
     for run in store.runs(kind):
-        exp = RunSpec.from_json(run["spec"]).experiment
+        exp = run_spec(run, store.path).experiment
         if exp is not None:
             if experiment is not None and exp.kind != experiment:
                 continue
