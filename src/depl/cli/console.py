@@ -99,9 +99,10 @@ def choice(enum: type[Enum], flag: str) -> dict:
 
 def epoch_progress():
     """The progress bar of the training commands (on stderr: stdout keeps the results)."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    # rich's Progress is a bar; depl's `Progress` is a model version's progress (A, B) in a scenario
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+    return Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
                     transient=False)

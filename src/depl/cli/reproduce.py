@@ -21,7 +21,8 @@ def reproduce(
 ) -> None:
     """Reproduce the paper's Sec. VI-B evaluation (Figs. 5–9, both readings of best-exp × both cost models,
     a map of where the claims hold, planner speed)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar  # depl's `Progress` is a model version's progress (A, B)
 
     from ..experiments import Config, run
     from ..experiments.map import GRIDS
@@ -35,7 +36,7 @@ def reproduce(
     cfg = Config.quick(seed, grid) if quick else Config.full(seed, grid)
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=False, disable=not err_console.is_terminal) as bar:
+    with Bar(*columns, console=err_console, transient=False, disable=not err_console.is_terminal) as bar:
         task = bar.add_task("reproduce", total=1.0)
 
         t0, said = time.monotonic(), [0.0]

@@ -19,7 +19,7 @@ from ..runspec import RunSpec
 from ..store import EpochRow, Store
 from .federation import EpochResult, Job, LocalFederation, RoundFn, state_bytes, walk_plan
 
-Progress = Callable[[int, int, EpochResult | None], None]  # (seed, epochs done, last result)
+OnEpoch = Callable[[int, int, EpochResult | None], None]  # (seed, epochs done, last result)
 
 
 def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
@@ -38,7 +38,7 @@ def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:
     return [s for s in seeds if s not in gone and store.done_epochs(run_id, s) < len(job.epochs)]
 
 
-def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: Progress | None = None):
+def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: OnEpoch | None = None):
     """The on_epoch hook that writes an epoch and its checkpoint in one transaction."""
 
     def on_epoch(r: EpochResult, model: torch.nn.Module) -> None:
@@ -53,7 +53,7 @@ def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: Prog
 
 
 def run_seed(store: Store, run_id: str, job: Job, seed: int, train_round: RoundFn,
-             progress: Progress | None = None) -> None:
+             progress: OnEpoch | None = None) -> None:
     """Train one seed to the end of the job, resuming from the store."""
     done = store.done_epochs(run_id, seed)
     if done >= len(job.epochs) or store.diverged_at(run_id, seed) is not None:
@@ -62,7 +62,7 @@ def run_seed(store: Store, run_id: str, job: Job, seed: int, train_round: RoundF
     walk_plan(job, seed, train_round, recorder(store, run_id, seed, len(job.epochs), progress), start)
 
 
-def run_local(store: Store, run_id: str, job: Job, seeds: list[int], progress: Progress | None = None) -> None:
+def run_local(store: Store, run_id: str, job: Job, seeds: list[int], progress: OnEpoch | None = None) -> None:
     """The ``local`` back end over seeds, one after the other."""
     fed = LocalFederation()
     for seed in seeds:

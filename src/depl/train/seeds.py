@@ -33,7 +33,7 @@ from ..store import EpochRow, Store, diverges
 
 # one batch-epoch of a task: (run_id, [(seed, result, checkpoint or None, final)])
 Item = tuple[str, list[tuple[int, EpochRow, "bytes | None", bool]]]
-Progress = Callable[[str, int, int, EpochRow], None]   # (run_id, seed, epoch, result)
+OnEpoch = Callable[[str, int, int, EpochRow], None]   # (run_id, seed, epoch, result)
 
 DEFAULT_SEED_BATCH = 32
 
@@ -117,7 +117,7 @@ def as_row(r) -> EpochRow:
     return EpochRow(*(getattr(r, f.name) for f in fields(EpochRow)))
 
 
-def write(store: Store, item: Item, progress: Progress | None) -> None:
+def write(store: Store, item: Item, progress: OnEpoch | None) -> None:
     run_id, entries = item
     store.record_epochs(run_id, entries)
     if progress is not None:
@@ -127,7 +127,7 @@ def write(store: Store, item: Item, progress: Progress | None) -> None:
 
 def run_all(store: Store, runs: Iterable[tuple[str, object, list[int]]], *, seed_batch: int = DEFAULT_SEED_BATCH,
             workers: int | None = None, threads: int = 1, ray_address: str | None = None,
-            progress: Progress | None = None) -> None:
+            progress: OnEpoch | None = None) -> None:
     """Train the pending seeds of every (run_id, job, seeds) to the end, into `store`.
 
     `workers`: processes on this machine [default: one per core], or with
