@@ -266,3 +266,16 @@ def test_a_wrong_method_names_every_registered_planner():
 ])
 def test_a_wrong_choice_is_one_line_naming_every_choice(args, line):
     assert _bad_input(_invoke(*args)) == f"error: {line}"
+
+
+@pytest.mark.parametrize("plan", ["missing.json", "folder.json", "bad.json"])
+def test_validate_refused_writes_nothing(tmp_path, monkeypatch, plan):
+    # the run folder used to be made before the plan was read: a refused validate left depl-validate/ behind
+    pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder.json").mkdir()
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    before = set(os.listdir(tmp_path))
+    line = _bad_input(_invoke("validate", "mnist1d-small", plan, "--seeds", "2"))
+    assert plan in line
+    assert set(os.listdir(tmp_path)) == before

@@ -95,8 +95,9 @@ def test_the_tutorial_end_to_end_in_a_small_version(tmp_path):
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
     folder = write_project(tmp_path / "project")
+    monkeypatch.setenv("DEPL_CODE", str(folder))  # the user allows their project's code (the tests run elsewhere)
     (folder / "broken.py").write_text(
         "import torch\nfrom torch import nn\n\n"
         "def three_items():\n    return 1, 2, 3\n\n"
@@ -119,7 +120,7 @@ def scenario_with(project: Path, net: str | None = None, source: str | None = No
 
 
 @pytest.mark.parametrize("source, why", [
-    ("nomodule:load", "module 'nomodule' not found (looked in"),
+    ("nomodule:load", "module 'nomodule' not found in"),
     ("mymodel:nothing", "has no 'nothing'"),
     ("broken:three_items", "it returned a tuple; expected (train, test)"),
     ("broken:no_pairs", "its train labels have shape (10, 4)"),
@@ -180,7 +181,8 @@ def test_own_network_is_pruned_like_a_built_in_one_and_switches_keep_trained_wei
     assert torch.equal(pruned[1].weight[:8], full[1].weight[:8])
 
 
-def test_the_module_next_to_the_scenario_wins_over_one_of_the_same_name(tmp_path):
+def test_the_module_next_to_the_scenario_wins_over_one_of_the_same_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_CODE", str(tmp_path))
     for tag in ("a", "b"):
         (tmp_path / tag).mkdir()
         (tmp_path / tag / "samename.py").write_text(f"def which():\n    return {tag!r}\n", encoding="utf-8")
@@ -199,3 +201,100 @@ def test_a_plan_of_your_own_network_runs_the_same_job_from_any_folder(project, t
     monkeypatch.chdir(tmp_path)
     job = job_from_plan(Plan.load(tmp_path / "plan.json"))
     assert job.versions["full"].code_dir == str(project.resolve()) and job.data.code_dir == str(project.resolve())
+
+
+# --------------------------------------------------------------------------- #
+# A plan from elsewhere runs no code from wherever it names
+# --------------------------------------------------------------------------- #
+
+def evil_plan(project: Path, where: Path, attacker: Path, net: str = "mymodel:make_net",
+              net_args: dict | None = None) -> Path:
+    """The tutorial's plan, rewritten by someone else: code_dir points at `attacker`, whose
+    modules would write a marker file when imported or called."""
+    from depl.plan import Epoch, with_scenario
+
+    attacker.mkdir(parents=True, exist_ok=True)
+    marker = attacker / "MARKER"
+    for name in ("mymodel", "evil"):
+        (attacker / f"{name}.py").write_text(
+            f"open({str(marker)!r}, 'w').write('imported')\n"
+            f"def make_net(**kw):\n    open({str(marker)!r}, 'w').write('called')\n"
+            f"load_data = make_net\n", encoding="utf-8")
+    s = load_scenario(project / "my-digits.toml")
+    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0,
+                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+    d = p.to_json()
+    d["scenario_spec"]["code_dir"] = str(attacker)
+    for m in d["scenario_spec"]["models"]:
+        m["train"] = {**m["train"], "net": net, "net_args": net_args or {"hidden": 32}}
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "plan.json").write_text(json.dumps(d), encoding="utf-8")
+    return where / "plan.json"
+
+
+def cli(*args) -> tuple[int, str]:
+    """depl in this process (cheap): exit code and stderr; an escaped exception fails the test."""
+    from typer.testing import CliRunner
+
+    import depl.cli
+
+    r = CliRunner().invoke(depl.cli.app, list(map(str, args)), env={"COLUMNS": "250"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r.exit_code, r.stderr.strip()
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "export-app"])
+def test_a_plans_code_dir_outside_the_allowed_folders_is_refused_and_nothing_is_imported(
+        project, tmp_path, monkeypatch, command):
+    attacker = tmp_path / "elsewhere"
+    plan = evil_plan(project, project, attacker)
+    monkeypatch.delenv("DEPL_CODE")
+    monkeypatch.chdir(project)  # the user's own project folder: its own code is allowed, the plan's is not
+    code, line = cli(*{"run": ["run", plan, "--seeds", "1", "--out", "o"],
+                       "validate": ["validate", "my-digits.toml", plan, "--seeds", "2", "--out", "o"],
+                       "export-app": ["export-app", plan, "app"]}[command])
+    assert code == 2 and len(line.splitlines()) == 1, line
+    assert line.startswith(f"error: {plan}: scenario_spec.code_dir = '{attacker}'") and f"DEPL_CODE={attacker}" in line
+    assert not (attacker / "MARKER").exists()
+
+
+def test_depl_code_allows_a_folder_and_the_current_folder_is_the_default(project, tmp_path, monkeypatch):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    monkeypatch.delenv("DEPL_CODE")
+    monkeypatch.chdir(outside)
+    with pytest.raises(custom.CodeRefused, match="set DEPL_CODE="):
+        custom.resolve("mymodel:make_net", str(project))
+    monkeypatch.setenv("DEPL_CODE", f"{tmp_path / 'nothing'}:{project}")
+    assert callable(custom.resolve("mymodel:make_net", str(project)))
+    monkeypatch.delenv("DEPL_CODE")
+    monkeypatch.chdir(project)
+    assert callable(custom.resolve("mymodel:make_net", None))  # no code_dir: the allowed folders themselves
+
+
+@pytest.mark.parametrize("net, net_args, why", [
+    ("os:system", {"command": "touch MARKER"}, "module 'os' not found in"),             # the Python path is not searched
+    ("mymodel:torch.manual_seed", {"seed": 1}, "is defined in 'torch"),                 # reaching past the user's code
+    ("mymodel:nn.Identity", {}, "is defined in 'torch"),
+    ("mymodel:make_net.__class__", {}, "is not a public name"),
+])
+def test_a_plan_names_only_functions_the_allowed_code_defines(project, monkeypatch, net, net_args, why):
+    plan = evil_plan(project, project, project / "sub", net=net, net_args=net_args)
+    d = json.loads(plan.read_text())
+    d["scenario_spec"]["code_dir"] = str(project)  # allowed: the user's own folder
+    plan.write_text(json.dumps(d))
+    monkeypatch.chdir(project)
+    code, line = cli("run", plan, "--seeds", "1", "--out", "o")
+    assert code == 2 and why in line and len(line.splitlines()) == 1, line
+    assert not (project / "MARKER").exists() and not (project / "sub" / "MARKER").exists()
+
+
+def test_a_scenario_whose_code_dir_is_not_allowed_is_refused_by_profile(project, tmp_path, monkeypatch):
+    attacker = tmp_path / "elsewhere"
+    evil_plan(project, project, attacker)
+    text = (project / "my-digits.toml").read_text(encoding="utf-8")
+    (project / "far.toml").write_text(f"code_dir = {json.dumps(str(attacker))}\n" + text, encoding="utf-8")
+    monkeypatch.chdir(project)
+    code, line = cli("profile", "far.toml", "--epochs", "1", "--seeds", "1", "--out", "o")
+    assert code == 2 and line.startswith(f"error: far.toml: code_dir = '{attacker}'"), line
+    assert not (attacker / "MARKER").exists()

@@ -308,6 +308,7 @@ def profile(
     from ..scenario import load_scenario
     from ..train import execute
     from ..train import profile as prof
+    from ..train.custom import CodeRefused
 
     try:
         s = load_scenario(scenario)
@@ -324,6 +325,8 @@ def profile(
             rid = prof.experiment_run_id(s.name, exp, job)
             execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
             jobs.append((exp, job, rid))
+    except CodeRefused as e:  # the scenario's code_dir (by default its folder)
+        fail(f"{scenario}: {e}")
     except training_errors() as e:
         fail(str(e))
     seed_list = list(range(seeds))

@@ -40,8 +40,7 @@ def validate(
 
     seed_list = list(range(first_seed, first_seed + seeds))
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        h = prepare(scenario, plan_file, seed_list, store or out / "runs.sqlite", dev)
+        h = prepare(scenario, plan_file, seed_list, store or out / "runs.sqlite", dev, folder=out)
     except (*training_errors(), ValueError, OSError) as e:
         fail(str(e))
     p, n = h.plan, h.epochs

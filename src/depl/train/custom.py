@@ -2,9 +2,16 @@
 
 The convention is Flower's for app components: ``net = "mymodels:make_net"``
 calls ``mymodels.make_net(**net_args)``; ``source = "mydata:load"`` calls
-``mydata.load()``.  MODULE is imported from the scenario file's folder first
-(`Scenario.code_dir`), then from the Python path, in every process that needs
-it (a Flower ClientApp imports it on its node).
+``mydata.load()``.  MODULE is imported from the scenario file's folder
+(`Scenario.code_dir`), in every process that needs it (a Flower ClientApp
+imports it on its node), and from nowhere else.
+
+A plan file carries its scenario, and with it `code_dir` and every reference
+with its arguments: a plan received from someone else must not make depl run
+code from wherever it names.  So code is imported only from a folder the user
+allowed (`code_roots`: ``$DEPL_CODE``, else the current folder, as for data),
+never from the rest of the Python path (``net = "os:system"`` is not a
+network), and FUNCTION must be defined in that code, not merely imported by it.
 
 A data factory returns ``(train, test)``, each a ``torch.utils.data.Dataset``
 of ``(x, y)`` pairs or a pair of tensors/arrays ``(X, y)``; it becomes a
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -31,38 +39,69 @@ def is_reference(text: str | None) -> bool:
     return bool(text) and ":" in str(text)
 
 
-def _import(module: str, code_dir: str | None):
-    """Import `module`, from `code_dir` first: a module of that name found there wins over
-    one already imported from elsewhere (two scenarios may both have a `models.py`)."""
+CODE_ENV = "DEPL_CODE"
+
+
+class CodeRefused(DataError):
+    """A folder of code the user did not allow depl to import from; the message says how to allow it."""
+
+
+def code_roots() -> list[Path]:
+    """The folders code may be imported from: $DEPL_CODE (several joined by ':'), else the current folder."""
+    given = [x for x in os.environ.get(CODE_ENV, "").split(os.pathsep) if x.strip()]
+    return [Path(x).expanduser().resolve() for x in given] or [Path.cwd().resolve()]
+
+
+def trusted(code_dir: str | None) -> list[Path]:
+    """The folders a reference's module is looked up in: `code_dir` (resolved) if it lies inside a
+    code root, the roots themselves if there is none; CodeRefused otherwise."""
+    roots = code_roots()
+    if code_dir is None:
+        return roots
+    real = Path(code_dir).expanduser().resolve()
+    if any(real == r or real.is_relative_to(r) for r in roots):
+        return [real]
+    shown = ", ".join(map(str, roots))
+    unset = "" if os.environ.get(CODE_ENV, "").strip() else f" (the current folder: ${CODE_ENV} is unset)"
+    raise CodeRefused(f"code_dir = {str(code_dir)!r} resolves to {real}, outside {shown}{unset}, the only place "
+                      f"depl imports your networks and data from; if you trust the code there, set {CODE_ENV}={real}")
+
+
+def _import(module: str, folders: list[Path]):
+    """Import `module` from `folders` (allowed ones) only: a module of that name found there wins over
+    one already imported from elsewhere (two scenarios may both have a `models.py`); DataError if none is."""
     top = module.split(".")[0]
-    if code_dir:
-        found = importlib.machinery.PathFinder.find_spec(top, [str(code_dir)])
-        if found is not None:
-            loaded = sys.modules.get(top)
-            if loaded is not None and getattr(loaded, "__spec__", None) is not None \
-                    and loaded.__spec__.origin != found.origin:
-                for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
-                    del sys.modules[name]
-            sys.path.insert(0, str(code_dir))
-            try:
-                return importlib.import_module(module)
-            finally:
-                sys.path.remove(str(code_dir))
-    return importlib.import_module(module)
+    found, folder = next(((spec, str(f)) for f in folders
+                          if (spec := importlib.machinery.PathFinder.find_spec(top, [str(f)])) is not None), (None, ""))
+    if found is None:
+        shown = ", ".join(map(str, folders))
+        raise DataError(f"module {top!r} not found in {shown} (your code is imported from there only)")
+    loaded = sys.modules.get(top)
+    if loaded is not None and getattr(loaded, "__spec__", None) is not None and loaded.__spec__.origin != found.origin:
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            del sys.modules[name]
+    sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(folder)
 
 
 def resolve(ref: str, code_dir: str | None):
-    """The callable a ``MODULE:FUNCTION`` reference names; DataError (the reason) if there is none."""
+    """The callable a ``MODULE:FUNCTION`` reference names; DataError (the reason) if there is none,
+    CodeRefused if `code_dir` is not a folder the user allowed."""
     module, _, attr = str(ref).partition(":")
-    where = f"{code_dir}, then the Python path" if code_dir else "the Python path"
     if not module or not attr:
         raise DataError("expected MODULE:FUNCTION, e.g. mymodels:make_net")
+    folders = trusted(code_dir)
     try:
-        mod = _import(module, code_dir)
-    except ModuleNotFoundError as e:
-        raise DataError(f"module {e.name!r} not found (looked in {where})") from None
+        mod = _import(module, folders)
+    except DataError:
+        raise
     except Exception as e:  # the user's module failed while importing: say how
         raise DataError(f"importing {module!r} failed: {type(e).__name__}: {e}") from None
+    if any(not part.isidentifier() or part.startswith("_") for part in attr.split(".")):
+        raise DataError(f"{attr!r} is not a public name of module {module!r} (FUNCTION or CLASS.METHOD, no '_' names)")
     obj = mod
     for part in attr.split("."):
         obj = getattr(obj, part, None)
@@ -70,6 +109,12 @@ def resolve(ref: str, code_dir: str | None):
             raise DataError(f"module {module!r} ({getattr(mod, '__file__', '?')}) has no {attr!r}")
     if not callable(obj):
         raise DataError(f"{attr!r} of module {module!r} is a {type(obj).__name__}, not a function")
+    # only what the user's code defines: `mymodels:os.system` reaches past it
+    top = module.split(".")[0]
+    owner = getattr(obj, "__module__", None) or type(obj).__module__
+    if not isinstance(owner, str) or not (owner == top or owner.startswith(top + ".")):
+        raise DataError(f"{attr!r} of module {module!r} is defined in {owner!r}, not in your code; depl calls only "
+                        f"functions your modules define (write one in {module!r} that calls it)")
     return obj
 
 
@@ -129,9 +174,14 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
     return x.to(torch.float32).numpy(), y.numpy()
 
 
-@lru_cache(maxsize=4)
 def load_source(ref: str, code_dir: str | None) -> Source:
     """FUNCTION() → (train, test) as a `Source` (DataError with the reason if it is not one)."""
+    trusted(code_dir)  # checked on every call, not only on the first (cached) one
+    return _load_source(ref, code_dir)
+
+
+@lru_cache(maxsize=4)
+def _load_source(ref: str, code_dir: str | None) -> Source:
     factory = resolve(ref, code_dir)
     try:
         out = factory()

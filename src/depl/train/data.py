@@ -208,8 +208,12 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
     code_dir = None
     if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
         code_dir = scenario.code_dir
+        from .custom import CodeRefused
+
         try:
             load_source(source, path, code_dir)
+        except CodeRefused:  # about code_dir, not this source: the caller names the file
+            raise
         except DataError as e:
             i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
             raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r}: {e}") from None

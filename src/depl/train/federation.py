@@ -40,6 +40,7 @@ from ..scenario import TrainingOptions
 from ..state import RunState
 from ..store import EpochRow, diverges
 from . import data as data_mod
+from .custom import CodeRefused
 from .prune import VersionSpec, build_version, switch
 
 
@@ -108,6 +109,8 @@ def version_specs(scenario, source: data_mod.Source, names) -> dict[str, Version
                            scenario.code_dir if own else None)
         try:
             check_version(spec, source)
+        except CodeRefused:  # about code_dir, not this network: the caller names the file
+            raise
         except ValueError as e:
             raise JobError(f"scenario {scenario.name!r}: models[{index[name]}].train.net = {m.train.net!r} "
                            f"(model {name!r}): {e}") from None
@@ -158,10 +161,13 @@ def job_from_plan(plan, device: str = "cpu") -> Job:
     scenario = plan.scenario_object()
     if not plan.epochs:
         raise JobError("the plan has no epochs")
-    spec = data_mod.data_spec(scenario, plan.datasets)
-    source = spec.load()
     schedule = [e.model for e in plan.epochs]
-    versions = version_specs(scenario, source, sorted(set(schedule)))
+    try:
+        spec = data_mod.data_spec(scenario, plan.datasets)
+        source = spec.load()
+        versions = version_specs(scenario, source, sorted(set(schedule)))
+    except CodeRefused as e:  # a plan from elsewhere names the folder its code comes from
+        raise CodeRefused(f"{plan.source}: {'scenario_spec.' if plan.scenario_spec is not None else ''}{e}") from None
     check_switches(versions, schedule)
     clusters = {c.name: c.nodes for c in scenario.clusters}
     nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}

@@ -41,6 +41,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ..store import Store
 from . import execute
+from .custom import CODE_ENV, code_roots
 from .federation import TRAIN_STREAM, Job, derive_seed, fedavg, local_epoch, node_data, on_device
 from .prune import build_version
 
@@ -302,7 +303,9 @@ def flower_environment(out: Path) -> dict[str, str]:
            # 127.0.0.1, so GCS, raylets and workers listen on loopback, not on every interface.
            # Flower's federation config cannot pass ray.init(_node_ip_address=...), and Ray 2.55
            # turns a loopback node address into the routable one unless this mode is on.
-           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           # the Flower processes import your code from the folders this command allowed, whatever their folder
+           CODE_ENV: os.pathsep.join(map(str, code_roots()))}
     for d in ("flower", "ray"):
         (out / d).mkdir(parents=True, exist_ok=True)
     return env

@@ -61,8 +61,9 @@ class HeldOutRun:
                         diverged=[x for x in self.seeds if x in gone])
 
 
-def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu") -> HeldOutRun:
-    """Load and check the scenario and plan, and register the run in `store`.
+def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu",
+            folder: Path | None = None) -> HeldOutRun:
+    """Load and check the scenario and plan, make `folder` (the run folder), and register the run in `store`.
 
     `scenario` must have the loss law the plan was made with (`depl.validate.law_mismatch`).
 
@@ -81,6 +82,8 @@ def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path,
     if why:
         raise ValueError(why)
     job = job_from_plan(p, device)
+    if folder is not None:  # made only now, when nothing was refused: a refused command writes nothing
+        folder.mkdir(parents=True, exist_ok=True)
     st = Store(store)
     run_id = execute.run_id_for(job, "local")
     execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()})
