@@ -30,10 +30,10 @@ def optimistic(tmp_path):
     return path
 
 
-def coverage(out, optimistic, runs):
+def coverage(out, optimistic, runs, *more):
     return CliRunner().invoke(app, ["coverage", "--tasks", f"digits-small:0.5,{optimistic}", "--omegas", "0.9,0.95",
                                     "--laws", "level,level-memory", "--out", str(out), "--workers", "1",
-                                    "--runs", str(runs)], env={"COLUMNS": "250"})
+                                    "--runs", str(runs), *more], env={"COLUMNS": "250"})
 
 
 def epochs(store):
@@ -92,6 +92,12 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     # and once more: nothing at all to train
     r = coverage(out, optimistic, 3)
     assert epochs(out / "runs.sqlite") == after and "already in" in r.output
+    # a partial table of a bigger one: nothing trained, each cell judged on the runs the store has
+    r = coverage(out, optimistic, 50, "--no-train")
+    assert epochs(out / "runs.sqlite") == after
+    table = json.loads((out / "coverage.json").read_text())
+    assert not table["trained"] and {c["runs"] for c in table["cells"] if not c["missing"]} == {3}
+    assert "**A partial table**" in (out / "coverage.md").read_text() and "--no-train" in table["command"]
 
 
 @pytest.mark.parametrize("args, says", [

@@ -48,6 +48,8 @@ def coverage(
     out: Path = typer.Option(Path("depl-coverage"), "--out",
                              help="folder for the store (runs.sqlite), the plans (plans/), coverage.json and coverage.md"),
     md: Optional[Path] = typer.Option(None, "--md", help="write the markdown table here [default: OUT/coverage.md]"),
+    train: bool = typer.Option(True, "--train/--no-train", help="--no-train: train nothing; judge each cell on the "
+                               "held-out seeds the store has finished (a partial table, its run counts per cell)"),
     as_json: bool = typer.Option(False, "--json", help="print the table (as in OUT/coverage.json) on stdout as one "
                                  "JSON object, nothing else there"),
     threads: int = THREADS,
@@ -94,8 +96,9 @@ def coverage(
     command = " ".join(["depl coverage", *map(shlex.quote, [
         "--tasks", ",".join(t.spec for t in task_list), "--omegas", ",".join(f"{w:g}" for w in omega_list),
         "--laws", ",".join(law_list), "--runs", str(runs), "--first-seed", str(first_seed),
-        *(["--method", method] if method != "depl" else []), "--out", str(out), "--md", str(md)])])
-    table = Table([], [t.spec for t in task_list], omega_list, law_list, runs, first_seed, command, method)
+        *(["--method", method] if method != "depl" else []), "--out", str(out), "--md", str(md),
+        *([] if train else ["--no-train"])])])
+    table = Table([], [t.spec for t in task_list], omega_list, law_list, runs, first_seed, command, method, trained=train)
 
     held = {}  # cell key -> HeldOutRun
     with con.status("planning the cells …", spinner="dots"):
@@ -140,9 +143,13 @@ def coverage(
             def progress(_rid, seed, epoch, r, label=label):
                 bar.update(task_bar, advance=1, description=f"{label} · seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-            run_seeds(store, [(rid, h.job, seeds)], options, progress)
+            if train:
+                run_seeds(store, [(rid, h.job, seeds)], options, progress)
+            finished = [x for x in seeds if x not in h.pending()]
             for c in cells:  # each cell judged against its own plan's ω and target
-                c.judge(held[c.key].judge())
+                if len(finished) >= 2:  # (--no-train: those the store has; else every seed)
+                    held[c.key].seeds = finished
+                    c.judge(held[c.key].judge())
             table.seconds = time.perf_counter() - t0
             write()  # after every run: an interrupted table keeps what is done
     write()

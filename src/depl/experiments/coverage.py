@@ -256,6 +256,7 @@ class Table:
     command: str = ""
     method: str = "depl"
     seconds: float = 0.0            # training time of this invocation
+    trained: bool = True            # False: judged on what the store had (--no-train), a partial table
 
     @property
     def refuted(self) -> list[Cell]:
@@ -265,6 +266,6 @@ class Table:
         from ..jsonout import _clean
 
         return _clean({"format": "depl.coverage/1", "command": self.command, "method": self.method,
-                       "tasks": self.tasks, "omegas": self.omegas, "laws": self.laws, "runs": self.runs,
+                       "tasks": self.tasks, "omegas": self.omegas, "laws": self.laws, "runs": self.runs, "trained": self.trained,
                        "seeds": [self.first_seed, self.first_seed + self.runs - 1], "seconds": self.seconds,
                        "refuted": [c.key for c in self.refuted], "cells": [c.to_json() for c in self.cells]})

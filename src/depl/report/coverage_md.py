@@ -31,6 +31,10 @@ def coverage_markdown(t: Table) -> str:
              "`calibrated`: the scenario's own law recalibrated by its `[calibration]` (split conformal, "
              "docs/fitting.md). Runs per cell: the `runs` column (a cell with fewer than asked was cut short; "
              "rerunning the command continues it).", ""]
+    if not t.trained:
+        lines += [f"**A partial table**: made with `--no-train`, each cell judged on the held-out seeds of "
+                  f"{t.first_seed}..{t.first_seed + t.runs - 1} that the store had finished (the `runs` column); "
+                  "the command without `--no-train` trains the rest and continues from there.", ""]
     rows = []
     for c in planned:
         cov = "—" if not c.runs else f"{c.coverage:.3f} ({c.hits}/{c.runs})"
