@@ -78,6 +78,8 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     assert "depl coverage --tasks" in md and "**Shared runs.**" in md and "**Refuted cells:** digits-optimistic" in md
     assert "| digits-small | 0.9 | level | 0.5 |" in md
 
+    (out / "coverage.md").write_text(md + "Notes by hand.\n")  # kept below the generated table when rewritten
+
     # resumed with more runs: only the new seed is trained; nothing already in the store is trained again
     before = epochs(out / "runs.sqlite")
     r = coverage(out, optimistic, 3)
@@ -89,6 +91,8 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     one_per_run = {c["run_id"]: c["plan_file"] for c in planned}
     assert len(new) == sum(len(Plan.load(f).epochs) for f in one_per_run.values())
     assert all(c["runs"] == 3 for c in json.loads((out / "coverage.json").read_text())["cells"] if not c["missing"])
+    md = (out / "coverage.md").read_text()
+    assert md.endswith("Notes by hand.\n") and "| 3 | 0.000 (0/3) |" in md
     # and once more: nothing at all to train
     r = coverage(out, optimistic, 3)
     assert epochs(out / "runs.sqlite") == after and "already in" in r.output

@@ -125,7 +125,7 @@ def coverage(
     def write() -> None:
         (out / "coverage.json").write_text(json.dumps(table.to_json(), indent=1, allow_nan=False), encoding="utf-8")
         md.parent.mkdir(parents=True, exist_ok=True)
-        md.write_text(coverage_markdown(table), encoding="utf-8")
+        md.write_text(coverage_markdown(table, md.read_text(encoding="utf-8") if md.is_file() else ""), encoding="utf-8")
 
     first = {rid: held[cells[0].key] for rid, cells in groups.items()}
     total = sum(h.epochs * runs for h in first.values())
