@@ -279,3 +279,74 @@ def test_validate_refused_writes_nothing(tmp_path, monkeypatch, plan):
     line = _bad_input(_invoke("validate", "mnist1d-small", plan, "--seeds", "2"))
     assert plan in line
     assert set(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize("args, line", [
+    (["plan", "mnist1d-small", "--eta", "-1"], "error: Invalid value for '--eta': -1 is not in the range 2<=x<=1000. "
+                                               "(see `depl plan --help`)"),
+    (["simulate", "p.json", "--runs", "1e9"], "error: Invalid value for '--runs' / '-n': '1e9' is not a valid integer"),
+    (["plan"], "error: Missing argument 'SCENARIO'."),
+    (["plan", "mnist1d-small", "--bogus"], "error: No such option '--bogus'."),
+    (["runs", "nope"], "error: No such command 'nope'."),
+])
+def test_a_usage_error_is_one_line_not_a_box(monkeypatch, capsys, args, line):
+    # what click refuses itself (ranges, types, unknown options) was a box of several lines
+    monkeypatch.setattr(sys, "argv", ["depl", *args])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and err.startswith(line), err
+
+
+def test_help_and_a_good_command_keep_their_exit_codes(monkeypatch, capsys):
+    for args, code in ((["--help"], 0), (["scenarios"], 0), ([], 2), (["predict", "mnist1d-small", "full:3", "--quantile", "0.9"], 0)):
+        monkeypatch.setattr(sys, "argv", ["depl", *args])
+        with pytest.raises(SystemExit) as e:
+            cli.main()
+        assert e.value.code == code, (args, capsys.readouterr())
+
+
+@pytest.mark.parametrize("command", ["simulate", "runs show"])
+def test_a_png_that_is_a_folder_is_refused_before_any_work(tmp_path, plan_file, command):
+    # simulate wrote "FOLDER.png" beside it and said it wrote FOLDER
+    (tmp_path / "pics").mkdir()
+    args = ["simulate", plan_file] if command == "simulate" else ["runs", "show", "--store", tmp_path / "none.sqlite"]
+    line = _bad_input(_invoke(*args, "--png", tmp_path / "pics"))
+    assert f"--png {tmp_path / 'pics'}: is a folder" in line
+    assert _files(tmp_path) == ["pics"]
+
+
+def test_a_plot_is_written_where_it_is_asked_for(tmp_path, plan_file):
+    r = _invoke("simulate", plan_file, "--png", tmp_path / "band", "--runs", "200")
+    assert r.exit_code == 0, r.output
+    assert _files(tmp_path) == ["band"] and (tmp_path / "band").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--fractions", ""], "--fractions '': expected numbers"),                      # was 0 experiments, exit 0
+    (["--fractions", "1e-300"], "--fractions 1e-300: keeps 0 of the 4000 selected samples"),   # trained on 1 sample
+    (["--nodes", "100000000"], "fewer than the 100000000 node(s) (--nodes)"),      # a traceback in the workers
+])
+def test_profile_refuses_data_no_node_could_hold_and_writes_nothing(tmp_path, args, why):
+    pytest.importorskip("torch")
+    line = _bad_input(_invoke("profile", "mnist1d-small", "--epochs", "1", "--seeds", "1", "--out", tmp_path / "o", *args))
+    assert why in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_fit_refuses_outputs_it_cannot_write_before_fitting(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n", encoding="utf-8")
+    for flag, target in (("--out", logs / "fitted.toml"), ("--png", logs / "pics")):  # under a file: a traceback after the fit
+        line = _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0", flag, target))
+        assert line.startswith(f"error: {flag} {target}") and f"{logs} is a file" in line
+    r = _invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "10000000000000")  # 291 TiB, a MemoryError
+    assert r.exit_code == 2 and "'--bootstrap'" in r.stderr
+    assert _files(tmp_path) == ["logs.csv"]
+
+
+def test_validate_out_that_is_a_file_is_named(tmp_path, plan_file):
+    pytest.importorskip("torch")
+    (tmp_path / "f").write_text("x")
+    assert _bad_input(_invoke("validate", "mnist1d-small", plan_file, "--seeds", "2", "--out", tmp_path / "f")) \
+        == f"error: --out {tmp_path / 'f'}: exists and is not a folder"

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from . import coverage, fitting, planning, reproduce, training, validation
+from .console import EXIT_BAD_INPUT, err_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="depl: plan, run and check dependable distributed training.")
@@ -68,5 +69,25 @@ _escape_help_markup(app)
 
 
 def main() -> None:
+    import sys
+
+    import click
+
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # Flower asks before it phones home; depl never does
-    app()
+    try:
+        code = typer.main.get_command(app).main(prog_name="depl", standalone_mode=False)
+    except click.UsageError as e:
+        # one line, like every other refusal: click would draw a usage box of several lines
+        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
+        if e.format_message():  # none when no arguments showed the help instead
+            err_console.print(f"[bold red]error:[/] {escape(e.format_message())}{escape(hint)}", highlight=False)
+        code = EXIT_BAD_INPUT
+    except click.ClickException as e:
+        err_console.print(f"[bold red]error:[/] {escape(e.format_message())}", highlight=False)
+        code = e.exit_code
+    except click.exceptions.Exit as e:  # raised by `fail` outside a command's context
+        code = e.exit_code
+    except click.Abort:  # Ctrl-C
+        err_console.print("aborted", highlight=False, markup=False)
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -39,6 +40,25 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
     raise typer.Exit(code)
+
+
+def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
+    """Refuse an output file that cannot be written, before any work (so a long computation is never
+    lost to it): a folder, under a file, or in a folder we may not write; `make_folders`: missing
+    folders on its way are made when it is written."""
+    import os
+
+    if path.is_dir():
+        fail(f"{flag} {path}: is a folder; give the file to write, e.g. {path / ('band.png' if flag == '--png' else 'plan.json')}")
+    parent = path.parent
+    if not make_folders and not parent.is_dir():
+        fail(f"{flag} {path}: the folder {parent} does not exist")
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        fail(f"{flag} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK):
+        fail(f"{flag} {path}: the folder {parent} is not writable")
 
 
 def warn(message: str) -> None:

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .console import choice, console, fail, user_errors
+from .console import check_output_file, choice, console, fail, user_errors
 
 
 def _models() -> type[Enum]:
@@ -55,7 +55,8 @@ def fit(
     model: str = typer.Option("auto", "--model", **choice(Model, "--model"),
                                 help="auto (chosen by held-out fit) or a law (increments, level, level-memory): the "
                                      "model of --out"),
-    bootstrap: int = typer.Option(200, "--bootstrap", min=0, help="parametric-bootstrap samples per KS test (0: none)"),
+    bootstrap: int = typer.Option(200, "--bootstrap", min=0, max=100_000,
+                                  help="parametric-bootstrap samples per KS test (0: none)"),
     seed: int = typer.Option(0, "--seed", min=0),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
     omega: Optional[float] = typer.Option(None, "--omega", help="set [target] quantile in the files written"),
@@ -77,8 +78,12 @@ def fit(
     # refused before the fit, not after minutes of it
     if png is not None and png.exists() and not png.is_dir():
         fail(f"--png {png}: exists and is not a folder (the plots are written into a folder)")
-    if out is not None and out.is_dir():
-        fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
+    if out is not None:
+        if out.is_dir():
+            fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
+        check_output_file("--out", out)
+    if png is not None:
+        check_output_file("--png", png / "fit-bands.png")
     from ..scenario import load_scenario, parse_scenario, with_target
     from ..store import Store
     from ..fit.report import report_lines, run_fit, toml_dumps
@@ -122,13 +127,15 @@ def fit(
                       markup=False)
     console.print(f"fitted in {time.perf_counter() - t0:.1f} s", markup=False)
     if png is not None:
-        png.mkdir(parents=True, exist_ok=True)
-        plot_fit(r, png / "fit-bands.png")
-        plot_multipliers(r, png / "fit-multipliers.png")
-        console.print(f"plots written to {png}/fit-bands.png, {png}/fit-multipliers.png", markup=False)
-        if r.calibration:
-            plot_calibration(r, png / "fit-calibration.png")
-            console.print(f"reliability and PIT histograms written to {png}/fit-calibration.png", markup=False)
+        with warnings.catch_warnings():  # a version with few runs gives empty quantiles: numpy's warnings are noise
+            warnings.simplefilter("ignore", RuntimeWarning)
+            png.mkdir(parents=True, exist_ok=True)
+            plot_fit(r, png / "fit-bands.png")
+            plot_multipliers(r, png / "fit-multipliers.png")
+            console.print(f"plots written to {png}/fit-bands.png, {png}/fit-multipliers.png", markup=False)
+            if r.calibration:
+                plot_calibration(r, png / "fit-calibration.png")
+                console.print(f"reliability and PIT histograms written to {png}/fit-calibration.png", markup=False)
     if out is not None:
         chosen = r.chosen if model == "auto" else model
         fitted = fitted_name(base.name, name)

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, choice, console, err_console, fail, print_json,
-                      warn)
+from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, check_output_file, choice, console, err_console,
+                      fail, print_json, warn)
 
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
 MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
@@ -114,13 +114,7 @@ def plan(
     if method not in planner_names():
         fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")
     if out is not None:  # checked before solving, so a long solve is never lost
-        if not out.parent.is_dir():
-            fail(f"--out {out}: the folder {out.parent} does not exist")
-        if out.is_dir():
-            fail(f"--out {out}: is a folder; give a file name")
-        import os
-        if not os.access(out.parent, os.W_OK):
-            fail(f"--out {out}: the folder {out.parent} is not writable")
+        check_output_file("--out", out, make_folders=False)
     s = _load(scenario)
     if uncalibrated and s.calibration is not None:
         s = s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
@@ -203,6 +197,8 @@ def simulate(
     from ..scenario import ScenarioError
     from ..simulate import simulate_plan
 
+    png = png or plan_file.with_suffix(".png")
+    check_output_file("--png", png)
     try:
         p = Plan.load(plan_file)
         _warn_extrapolated(p.scenario_object(), len(p.epochs))  # checks the plan against its scenario first
@@ -216,10 +212,12 @@ def simulate(
     lo, hi = sim.p_meet_ci
     qlo, qhi = sim.quantile_ci
     verdict = hi >= p.omega
-    png = png or plan_file.with_suffix(".png")
     fig = plot_loss_band([(p.method, sim.band)], target=p.loss_target, switches=[switch_epochs(p)],
                          title=f"{p.scenario}: loss band of the {p.method} plan ({runs} runs)")
-    save(fig, png)
+    try:
+        save(fig, png)
+    except OSError as e:
+        fail(f"--png {png}: {e.strerror or e}")
     if as_json:
         print_json({"plan": str(plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
                     "runs": runs, "seed": seed, "omega": p.omega, "target": p.loss_target,

@@ -15,7 +15,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import choice, console, epoch_progress, fail, user_errors
+from .console import check_output_file, choice, console, epoch_progress, fail, user_errors
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -280,15 +280,17 @@ def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, supe
 
 def _floats(text: str, name: str) -> list[float]:
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
+        values = []
+    if not values:
         fail(f"{name} {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
-        raise
+    return values
 
 
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
-    epochs: int = typer.Option(30, "--epochs", "-E", min=1),
+    epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000),  # as a scenario's max_epochs
     seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS),
     fractions: str = typer.Option("1", "--fractions", help="data fractions, e.g. 1,0.5,0.25"),
     version: Optional[List[str]] = typer.Option(None, "--version", help="profile only these versions (repeatable)"),
@@ -318,13 +320,13 @@ def profile(
             raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
         exps = prof.experiments(s, list(version or []), _floats(fractions, "--fractions"),
                                 [prof.parse_switch(t) for t in (switch or [])], epochs)
-        st = open_store(store, out)
         jobs = []
         for exp in exps:
             job = prof.experiment_job(s, names, exp, epochs, nodes, dev)
-            rid = prof.experiment_run_id(s.name, exp, job)
+            jobs.append((exp, job, prof.experiment_run_id(s.name, exp, job)))
+        st = open_store(store, out)  # only now: a refused profile writes nothing
+        for exp, job, rid in jobs:
             execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
-            jobs.append((exp, job, rid))
     except CodeRefused as e:  # the scenario's code_dir (by default its folder)
         fail(f"{scenario}: {e}")
     except training_errors() as e:
@@ -378,6 +380,8 @@ def runs_show(
     from ..report.plots import plot_measured_bands
     from ..train.plots import band, bands, run_label
 
+    if png is not None:
+        check_output_file("--png", png)
     path = store or str(out / "runs.sqlite")
     if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
         fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")

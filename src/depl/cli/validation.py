@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, print_json, warn
+from .console import EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, print_json, warn
 from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, run_seeds, seed_options,
                        start_training, training_errors)
 
@@ -38,6 +38,10 @@ def validate(
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
 
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: exists and is not a folder")
+    if png is not None:  # checked now: the plot is drawn after the training
+        check_output_file("--png", png)
     seed_list = list(range(first_seed, first_seed + seeds))
     try:
         h = prepare(scenario, plan_file, seed_list, store or out / "runs.sqlite", dev, folder=out)

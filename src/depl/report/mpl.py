@@ -22,11 +22,14 @@ def pyplot():
 
 
 def save(fig, path: str | Path, dpi: float | None = None) -> Path:
-    """Lay out, write (creating the folder) and close `fig`."""
+    """Lay out, write (creating the folder) and close `fig`: at `path` exactly, as PNG unless its
+    suffix names another format matplotlib writes (without one, matplotlib would append ".png" and
+    the file would not be where the caller says it is)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:  # a figure made with layout="constrained" lays itself out
         fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    suffix = path.suffix[1:].lower()
+    fig.savefig(path, dpi=dpi, format=suffix if suffix in fig.canvas.get_supported_filetypes() else "png")
     pyplot().close(fig)
     return path

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from ..runspec import Experiment
 from . import data as data_mod
 from .federation import Job, JobError, TrainOptions, check_switches, version_specs
@@ -62,6 +63,11 @@ def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, 
                    device: str = "cpu") -> Job:
     spec = data_mod.data_spec(scenario, datasets, exp.fraction)
     source = spec.load()
+    full = len(data_mod.select(replace(spec, fraction=1.0))[1])
+    kept = int(round(exp.fraction * full))  # `select` would keep one sample of a fraction that rounds to none
+    if kept < nodes:
+        raise JobError(f"--fractions {exp.fraction:g}: keeps {kept} of the {full} selected samples, fewer than the "
+                       f"{nodes} node(s) (--nodes) that share them; each node needs at least one")
     names = [exp.version] + ([exp.to] if exp.to else [])
     versions = version_specs(scenario, source, names)
     if exp.kind == "switch":
