@@ -145,7 +145,8 @@ def coverage(
 
             if train:
                 run_seeds(store, [(rid, h.job, seeds)], options, progress)
-            finished = [x for x in seeds if x not in h.pending()]
+            todo = set(h.pending())
+            finished = [x for x in seeds if x not in todo]
             for c in cells:  # each cell judged against its own plan's ω and target
                 if len(finished) >= 2:  # (--no-train: those the store has; else every seed)
                     held[c.key].seeds = finished
