@@ -28,10 +28,12 @@ demo: $(VENV)/.plan-installed
 	$(BIN)/depl plan paper-alexnet --out demo-plan.json
 	$(BIN)/depl simulate demo-plan.json --runs 20000 --png demo-plan.png
 
-# The layers of the house first (pyproject's [tool.importlinter]), then every test and doctest.
+# The layers of the house first (pyproject's [tool.importlinter]), then every test and doctest,
+# one pytest worker per core (tests train with one torch thread each); a test file stays on one
+# worker, so its module fixtures are built once.
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest
+	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile
 
 bench: $(VENV)/.plan-installed
 	$(BIN)/python benchmarks/bench_planner.py

@@ -126,6 +126,26 @@ def scaling(quick: bool) -> None:
           + f"   p = {growth_exponent(xs, ys):.2f}")
 
 
+def process_time(repeat: int) -> None:
+    """The whole `depl plan paper-alexnet` process (interpreter, imports, plan, output), CPU seconds,
+    beside a process that only imports scipy.stats (which the planners' noise laws need)."""
+    import resource
+    import subprocess
+
+    def child_cpu(args) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, *args], check=True, capture_output=True,
+                       env={**os.environ, "COLUMNS": "200"})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+    plan = statistics.median(child_cpu(["-m", "depl.cli", "plan", "paper-alexnet"]) for _ in range(repeat))
+    floor = statistics.median(child_cpu(["-c", "import scipy.stats"]) for _ in range(repeat))
+    bare = statistics.median(child_cpu(["-c", "pass"]) for _ in range(repeat))
+    print(f"   whole process `depl plan paper-alexnet`: {plan:.2f} s CPU (target < 1 s); "
+          f"`import scipy.stats` alone {floor:.2f} s, an empty interpreter {bare:.2f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats and smaller η")
@@ -140,6 +160,8 @@ def main() -> int:
     for eta in ([50, 200] if args.quick else [50, 100, 200, 400]):
         sec, plan = timed(lambda: make_plan(s, "depl", Options(eta=eta)), repeat)
         print(f"{eta:>6} {sec:>9.3f} {plan.cost:>10.2f}")
+
+    process_time(repeat)
 
     print("\n2. Stage 2 on the same expanded graph: layered recursion vs networkx Dijkstra")
     ctx = Context(s, ["cifar10"])

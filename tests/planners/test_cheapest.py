@@ -65,12 +65,11 @@ def confirmed_by_monte_carlo(plan: Plan, runs: int = 20_000) -> bool:
     return binomtest(hits, sim.runs).proportion_ci(confidence_level=0.9999).high >= plan.omega
 
 
-# 50 random instances plus a found one, the same every run: a CI run must not depend on the draw.
-# Instances found by random draws where depl is more than 1% above the proven optimum are kept apart
-# below as strict xfails (issue 15 is open on them): if depl learns to find those plans, the test says so.
-RANDOM_SEEDS = list(range(7000, 7050)) + [18556]  # 18556: level law, the cheapest choice switches late
-KNOWN_MISSES = {178: "level law: a late switch v0→v1 on the only feasible dataset choice (1282.7 vs 771.3)",
-                186355: "67.8 vs a proven 49.0", 410: "1024.4 vs a proven 903.3"}
+# 50 random instances plus found ones, the same every run: a CI run must not depend on the draw.
+# 18556: level law, the cheapest choice switches late.  178, 186355, 410: level law, the optimum
+# trains a cheap version and switches to a better one for the last one or two epochs (depl was
+# 13–66% dearer before it priced late switches: depl.planners.bounds.late_switches).
+RANDOM_SEEDS = list(range(7000, 7050)) + [18556, 178, 186355, 410]
 
 
 @pytest.mark.parametrize("seed", RANDOM_SEEDS)
@@ -90,13 +89,6 @@ def test_depl_within_one_percent_of_proven_optimal_on_random_instances(seed):
     for plan in (depl, opt):
         assert plan.loss_quantile <= s.target.loss and plan.time <= s.target.deadline * (1 + 1e-9)
         assert confirmed_by_monte_carlo(plan)
-
-
-@pytest.mark.parametrize("seed", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=why))
-                                  for k, why in KNOWN_MISSES.items()])
-def test_depl_within_one_percent_on_the_known_misses(seed):
-    s = random_instance(seed, max_epochs=EPOCHS)
-    assert make_plan(s, "depl", OPTS).cost <= make_plan(s, "optimal", OPTS).cost * 1.01
 
 
 def all_schedules(ctx, K: int) -> list[list[str]]:

@@ -13,7 +13,7 @@ import os
 import typer
 from rich.markup import escape
 
-from . import fitting, planning, reproduce, training, validation
+from . import coverage, fitting, planning, reproduce, training, validation
 from .console import EXIT_BAD_INPUT, err_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -27,6 +27,7 @@ for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan)
 app.add_typer(training.runs_app, name="runs")
 app.command("fit")(fitting.fit)
 app.command("validate")(validation.validate)
+app.command("coverage")(coverage.coverage)
 
 
 def _escape_help_markup(typer_app: typer.Typer) -> None:

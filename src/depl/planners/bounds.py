@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from ..loss import IncrementsModel, LevelModel
-from ..loss.level import median_curve
+from ..loss.level import elasticity, log_sd, median_curve
 from .common import Context
 
 GRID = 96
@@ -102,13 +102,16 @@ def epochs_lower_bound(ctx: Context) -> float:
     if isinstance(loss, LevelModel):
         if ctx.start.started:
             return 1.0  # conditioned on a run, the law's median curve no longer bounds it
-        # ℓ(K) = μ·exp(σZ) with μ ≥ the version's median curve when no switch
-        # lowers it (offset ≥ 0), and for ω ≥ 1/2 the quantile is ≥ the median.
-        if ctx.omega < 0.5 or any(sw.offset < 0 for sw in loss._switch.values()):
+        # ℓ(K) = μ·exp(σZ), for ω ≥ 1/2 the quantile is ≥ the median μ: the last
+        # version's median curve times (1 + δ·r^j) per switch, each factor at least
+        # 1 + min(δ, 0), and at most K − 1 switches (|M| − 1 without a cycle).
+        low = min((sw.offset for sw in loss._switch.values()), default=0.0)
+        if ctx.omega < 0.5 or low <= -1:
             return 1.0
         k = np.arange(1, K + 1)
+        n_sw = np.minimum(k - 1, len(loss.model_names) - 1) if _acyclic(ctx.allowed) else k - 1
         med = np.min([median_curve(loss._law[m], loss.initial_loss, ctx.phi * k, ctx.phi)
-                      for m in loss.model_names], axis=0)
+                      for m in loss.model_names], axis=0) * (1 + min(low, 0.0)) ** n_sw
     elif isinstance(loss, IncrementsModel):
         if not ctx.moments_exact:
             return 1.0  # ℓ(start) not observed: its own spread is not in the cumulants
@@ -158,6 +161,23 @@ def proxy_cost(ctx: Context) -> float:
     samples S — the trade-off eq. (7)'s K̂·T̂ leaves out.  Where no single
     cluster fits, the exact placement of the best version is used.
     """
+    cost = version_proxy_costs(ctx)
+    late = min((c for c, *_ in late_switches(ctx)), default=math.inf)
+    if np.isfinite(cost).any():
+        return min(float(cost.min()), late)
+    if math.isfinite(late):
+        return late
+    K = one_version_epochs(ctx)
+    best = math.inf
+    for m in np.flatnonzero(np.isfinite(K)):
+        p = ctx.place([ctx.loss.model_names[m]] * int(K[m]))
+        if p is not None:
+            best = min(best, p.cost)
+    return best
+
+
+def version_proxy_costs(ctx: Context) -> np.ndarray:
+    """Per version: eq. (2) for its K̂ equal epochs on its best single cluster (inf if none fits)."""
     t, T = ctx.table, ctx.deadline
     K = one_version_epochs(ctx)[:, None]
     beta = np.array([ctx.scenario.transfer_cost(ctx.datasets, n) for n in t.clusters])
@@ -166,12 +186,113 @@ def proxy_cost(ctx: Context) -> float:
         x = K * t.c / budget
         cost = t.a * K * x + K * t.f + beta[None, :]
         ok = np.isfinite(K) & (budget > 0) & (x <= t.r[None, :])
-    if ok.any():
-        return float(cost[ok].min())
-    finite = np.flatnonzero(np.isfinite(K[:, 0]))
-    best = math.inf
-    for m in finite:
-        p = ctx.place([ctx.loss.model_names[m]] * int(K[m, 0]))
-        if p is not None:
-            best = min(best, p.cost)
-    return best
+    return np.where(ok, cost, np.inf).min(axis=1)
+
+
+def _two_version_cost(ctx: Context, qa: np.ndarray, qb: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Eq. (2) for qa epochs of version a then qb of b on one cluster (the best per entry),
+    under stage 3's allocation with no cap binding: the Lagrangian optimum gives epoch k
+    x_k = √(λ·c_k/a_k), so the plan costs (Σ_k √(a_k·c_k))² / (Tmax − Σ_k τ_k) + Σ_k f_k + β
+    (one version: κ·w·S·K²/(Tmax − K·τ) + β, as in `proxy_cost`).  inf where it does not fit."""
+    t, T = ctx.table, ctx.deadline
+    beta = np.array([ctx.scenario.transfer_cost(ctx.datasets, n) for n in t.clusters])
+    qa, qb = qa[..., None], qb[..., None]  # (..., N)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ga, gb = np.sqrt(t.a[a] * t.c[a]), np.sqrt(t.a[b] * t.c[b])
+        budget = T - qa * t.tau[a] - qb * t.tau[b]
+        root = (qa * ga + qb * gb) / budget  # √λ
+        cost = (qa * ga + qb * gb) * root + qa * t.f[a] + qb * t.f[b] + beta
+        fits = ((budget > 0) & (root * np.sqrt(t.c[a] / t.a[a]) <= t.r) & (root * np.sqrt(t.c[b] / t.a[b]) <= t.r))
+    return np.where(fits, cost, np.inf).min(axis=-1)
+
+
+def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
+    """The level law's cheapest late switches: per allowed switch a → b,
+    (proxy cost, a, b, epochs of a, epochs of b) of the cheapest schedule
+    a…a b…b whose ω-quantile meets ℓmax, cheapest first.
+
+    Under the level law (no memory) ℓ(K) is b's curve at the global epoch K
+    times the switch's decaying offset: log-normal with median
+    μ_b(φK)·(1 + δ·r^(n−1)) and log-variance σ_b(K)² + (τ·r^(n−1))² after n
+    epochs of b — whatever came before.  A cheap version can do the early
+    epochs and the better one the last few, for much less than the better
+    one alone (random_instance seeds 178, 186355, 410 of tests/planners/
+    test_cheapest.py: 13–66% cheaper).  Closed form over every (K, n), so the
+    ranking of dataset choices and DepL's search see those plans; the exact
+    FFT quantile still certifies whatever is planned."""
+    loss = ctx.loss
+    if type(loss) is not LevelModel or ctx.start.started:
+        return []
+    from scipy.stats import norm
+
+    names, l0, phi, z = loss.model_names, loss.initial_loss, ctx.phi, float(norm.ppf(ctx.omega))
+    Kmax = ctx.max_epochs
+    K = np.arange(1, Kmax + 1)[None, :]
+    n = np.arange(1, Kmax + 1)[:, None]
+    valid = n < K  # at least one epoch of a before the switch
+    out = []
+    for (na, nb), sw in loss._switch.items():
+        a, b = names.index(na), names.index(nb)
+        law = loss._law[nb]
+        base = median_curve(law, l0, phi * K, phi)
+        s = log_sd(law, l0, base, elasticity(law, l0, phi * K, phi))
+        decay_n = sw.recovery ** (n - 1)
+        q = base * (1 + sw.offset * decay_n) * np.exp(z * np.sqrt(s**2 + (sw.sigma * decay_n) ** 2))
+        ok = valid & (q <= ctx.target)
+        if not ok.any():
+            continue
+        nn, KK = np.nonzero(ok)
+        nb_, K_ = n[nn, 0], K[0, KK]
+        cost = _two_version_cost(ctx, (K_ - nb_).astype(float), nb_.astype(float), a, b)
+        i = int(np.argmin(cost))
+        if math.isfinite(cost[i]):
+            out.append((float(cost[i]), a, b, int(K_[i] - nb_[i]), int(nb_[i])))
+    return sorted(out)
+
+
+def proxy_costs(scenario, loss, subsets: list[tuple[str, ...]], context) -> list[float]:
+    """`proxy_cost` of every dataset choice in `subsets`, at once where the law allows.
+
+    Under the increments law every epoch's progress is A·φ/√(k+B) times the
+    noise, so the cumulants of a one-version run scale as φ, φ², φ³ and its
+    Cornish–Fisher quantile is ℓ(0) + φ·Q(K) with Q computed once: K̂ for
+    every choice is one search in Q's running minimum, and eq. (2) for every
+    (choice, version, cluster) one array expression (4,095 choices of 12
+    datasets took ~10 s one context at a time).  Other laws, a started run
+    and choices where no single cluster fits go through `proxy_cost`."""
+    from .placement import ClusterTable
+    from .schedule import cornish_fisher
+
+    ctx0 = context(subsets[0])
+    if type(loss) is not IncrementsModel or ctx0.start.started or len(subsets) < 8:
+        return [proxy_cost(context(sub)) for sub in subsets]
+    names = [d.name for d in scenario.datasets]
+    member = np.array([[n in sub for n in names] for sub in subsets], dtype=float)  # (P, D)
+    S = member @ np.array([d.samples for d in scenario.datasets])
+    phi = np.array([scenario.phi(x) for x in S])
+    t1 = ClusterTable.build(scenario, 1.0)  # c and f are linear in the samples, a, r, τ do not depend on them
+    beta = member @ np.array([[d.transfer_cost.get(n, 0.0) for n in t1.clusters] for d in scenario.datasets])
+    T = ctx0.deadline
+    tmin = (t1.c[None] * S[:, None, None] / t1.r + t1.tau[None]).min(axis=(1, 2))
+    horizon = np.maximum(1, np.floor(np.maximum(T, 0.0) / tmin + 1e-9))
+    if scenario.max_epochs is not None:
+        horizon = np.maximum(1, np.minimum(horizon, scenario.max_epochs))
+    Kmax = int(horizon.max())
+    q, _ = cornish_fisher(0.0, np.cumsum(loss.epoch_cumulants(Kmax, 1.0), axis=1), ctx0.omega)  # (M, Kmax): Q(K)
+    running = np.minimum.accumulate(q, axis=1)
+    with np.errstate(divide="ignore"):
+        thr = (ctx0.target - loss.initial_loss) / phi  # (P,)
+    K = np.stack([np.searchsorted(-running[m], -thr, side="left") + 1.0 for m in range(len(q))], axis=1)  # (P, M)
+    K[K > horizon[:, None]] = np.inf
+    K = K[:, :, None]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        c = t1.c[None] * S[:, None, None]
+        budget = T - K * t1.tau[None]
+        x = K * c / budget
+        cost = t1.a[None] * K * x + K * t1.f[None] * S[:, None, None] + beta[:, None, :]
+        ok = np.isfinite(K) & (budget > 0) & (x <= t1.r)
+    best = np.where(ok, cost, np.inf).min(axis=(1, 2))
+    out = best.tolist()
+    for p in np.flatnonzero(~ok.any(axis=(1, 2)) & np.isfinite(K[:, :, 0]).any(axis=1)):
+        out[p] = proxy_cost(context(subsets[p]))  # no single cluster fits: the exact placement decides
+    return out

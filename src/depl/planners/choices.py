@@ -37,6 +37,13 @@ class Choice:
     score: float
     ctx: Context
 
+    @property
+    def key(self) -> tuple:
+        """What planning sees of the datasets: their samples and transfer cost to every cluster.
+        Two choices with the same key have the same plans at the same costs."""
+        s = self.ctx.scenario
+        return (round(self.ctx.samples, 6), *(round(s.transfer_cost(self.datasets, n.name), 9) for n in s.clusters))
+
 
 class Problem:
     """What one planning call shares (see the module's docstring)."""
@@ -48,11 +55,12 @@ class Problem:
         self.loss = loss or loss_model_for(scenario)
         self.start = start
         self._contexts: dict[tuple[str, ...], Context] = {}
+        self._shared: dict = {}  # the contexts' shared answers (Context.shared)
 
     def context(self, datasets) -> Context:
         key = tuple(datasets)
         if key not in self._contexts:
-            self._contexts[key] = Context(self.scenario, list(key), loss=self.loss, options=self.options,
+            self._contexts[key] = Context(self.scenario, list(key), loss=self.loss, options=self.options, shared=self._shared,
                                           start=self.start)
         return self._contexts[key]
 
@@ -101,8 +109,13 @@ class Walk:
 
     def run(self, search: Search) -> "Walk":
         first, feasible = None, 0
+        searched: dict[tuple, bool] = {}  # key → whether it had a plan
         for i, choice in enumerate(self.choices):
             self.position = i
+            if choice.key in searched:  # the same samples and β as a choice already searched (e.g. equal sizes)
+                if not searched[choice.key]:
+                    self.tried.append(list(choice.datasets))
+                continue
             if first is not None and not choice.score <= first * self.slack:
                 break
             if self.bound is not None and self.best is not None:
@@ -114,6 +127,7 @@ class Walk:
                     continue  # no plan on these datasets can be cheaper
             incumbent = None if self.best is None else self.best[1]
             cand = search(choice.ctx, incumbent)
+            searched[choice.key] = cand is not None
             if cand is None:
                 self.tried.append(list(choice.datasets))
                 continue

@@ -55,6 +55,9 @@ class Infeasible(Exception):
         self.witness = witness
 
 
+CERTIFIED_KEPT = 64
+
+
 @dataclass
 class Context:
     """A scenario with its datasets chosen: everything stages 2–3 need."""
@@ -64,6 +67,9 @@ class Context:
     loss: LossModel = field(default=None)  # type: ignore[assignment]
     options: Options = field(default_factory=Options)
     start: RunState = START
+    # What the dataset choices of one planning call share (depl.planners.choices.Problem):
+    # answers that depend on the datasets only through φ(S) — certified quantiles, graph searches.
+    shared: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         if self.loss is None:
@@ -206,9 +212,17 @@ class Context:
     def certify(self, schedule) -> tuple[float, object]:
         """(certified upper bound of the ω-quantile, the distribution); inf where the law
         cannot certify anything (see `physical`)."""
+        cache = self.shared.setdefault("certified", {})
+        key = (self.samples, tuple(schedule))
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
         d = self.distribution(schedule)
         q = d.quantile_bounds(self.omega)[1]
-        return (q if self.physical(d, q) else math.inf), d
+        out = cache[key] = (q if self.physical(d, q) else math.inf), d
+        if len(cache) > CERTIFIED_KEPT:  # a lattice law can take megabytes: keep the latest few
+            del cache[next(iter(cache))]
+        return out
 
     unphysical_seen = False  # (not a field) a schedule was refused because its law predicts a negative loss
 

@@ -98,7 +98,7 @@ def ranked_by_cost(s: Scenario, loss: LossModel, options, context=None
     Ties (and choices no single version can make feasible, proxy inf) go to
     more samples first: more data is what can still make them feasible.
     `context(datasets)` makes (or reuses) the context of a choice."""
-    from .bounds import proxy_cost
+    from .bounds import proxy_cost, proxy_costs
     from .common import Context
 
     if context is None:
@@ -116,6 +116,10 @@ def ranked_by_cost(s: Scenario, loss: LossModel, options, context=None
             scores[sub] = proxy_cost(context(sub)) if sub else math.inf
         return scores[sub]
 
+    names = [d.name for d in s.datasets]
+    if len(names) <= ENUMERATE_UP_TO:  # every choice: score them all at once
+        subsets = [c for r in range(1, len(names) + 1) for c in itertools.combinations(names, r)]
+        scores.update(zip(subsets, proxy_costs(s, loss, subsets, context)))
     subsets = all_subsets(s, loss, score)
     ranked = sorted(subsets, key=lambda sub: (score(sub), -s.samples(sub)))
     return [(score(sub), sub, context(sub)) for sub in ranked]

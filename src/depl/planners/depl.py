@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from ..plan import Plan
-from .bounds import subset_lower_bound
+from .bounds import late_switches, subset_lower_bound, version_proxy_costs
 from .choices import ChoicePlanner, Problem, Walk
 from .common import Candidate, Context, Infeasible, evaluate, segments, to_plan
 from .exhaustive import Exhaustive
@@ -47,7 +47,7 @@ class Start:
     plan: Candidate | None  # the cheapest certified plan with this version alone
 
 
-def _starts(ctx: Context, exact: bool) -> list[Start]:
+def _starts(ctx: Context, exact: bool, incumbent: Candidate | None = None) -> list[Start]:
     """Where to start the loop from: one start per version, cheapest first.
 
     The loop has one fixed point per regime — a steady schedule makes the
@@ -56,15 +56,20 @@ def _starts(ctx: Context, exact: bool) -> list[Start]:
     noise), so the loop is started from every version's regime with that
     regime's own σ0, λ and bias.  With `exact`, each version's cheapest
     certified single-version plan is found exactly (bisection on its length)
-    and is a candidate too.
+    and is a candidate too, unless it cannot beat `incumbent` (or a cheaper
+    version's plan): versions are searched by increasing proxy cost, so the
+    first plan found bounds the others' searches.
     """
     mean = ctx.epoch_cumulants[:, :, 0].cumsum(axis=1) + ctx.initial_loss + ctx.first_switch[:, None, 0]
+    bar = incumbent
     starts = []
-    for i, name in enumerate(ctx.loss.model_names):
+    for i in np.argsort(version_proxy_costs(ctx), kind="stable") if exact else range(len(ctx.loss.model_names)):
+        name = ctx.loss.model_names[i]
         if not ctx.can_begin([name]):
             continue  # a started run cannot switch to it
-        alone = Exhaustive(ctx, None, [[i]]).run() if exact else None
+        alone = exhaust(ctx, bar, [[int(i)]]) if exact else None
         if alone is not None:
+            bar = alone
             sched, p = alone.schedule, alone.placement
             bias = alone.quantile - ctx.cornish_fisher(sched)[0]
         else:
@@ -76,6 +81,31 @@ def _starts(ctx: Context, exact: bool) -> list[Start]:
                                                          bias, alone)))
     starts.sort(key=lambda t: t[0])
     return [st for _, st in starts]
+
+
+def exhaust(ctx: Context, bar: Candidate | None, paths, windows=None) -> Candidate | None:
+    """Exhaustive search on this choice for a plan cheaper than `bar` (which may be another
+    choice's plan: it only prunes); None if there is none."""
+    got = Exhaustive(ctx, bar, paths, windows).run()
+    return None if got is bar else got
+
+
+def horizon_below(ctx: Context, bar: Candidate | None) -> int:
+    """The most epochs a plan on this choice may have and still cost less than `bar`
+    (the admissible bound of depl.planners.bounds grows with the epochs)."""
+    from .exhaustive import cost_bound
+
+    K = ctx.max_epochs
+    if bar is None:
+        return K
+    cb = cost_bound(ctx)
+    if cb.for_epochs(K) < bar.cost:
+        return K
+    lo, hi = 0, K  # for_epochs(lo) < bar (0 epochs: nothing), for_epochs(hi) ≥ bar
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if cb.for_epochs(mid) < bar.cost else (lo, mid)
+    return lo
 
 
 @dataclass(frozen=True)
@@ -94,34 +124,68 @@ QUANTILE = Criterion(
 )
 
 
-def search(ctx: Context, criterion: Criterion = QUANTILE, limit: float | None = None) -> Candidate | None:
+def search(ctx: Context, criterion: Criterion = QUANTILE, limit: float | None = None,
+           incumbent: Candidate | None = None) -> Candidate | None:
     """Stages 2–3 for one dataset choice: the cheapest schedule found whose
-    `criterion` (by default the certified ω-quantile) is at most `limit`."""
+    `criterion` (by default the certified ω-quantile) is at most `limit`.
+
+    `incumbent` (a plan found on another choice) only prunes: searches stop
+    where the admissible cost bound reaches it, and the graph is cut at the
+    epochs it allows.  If nothing cheaper is found, the incumbent itself is
+    returned (the choice was searched, not found infeasible)."""
     limit = ctx.target if limit is None else limit
     own_target = criterion is QUANTILE and limit == ctx.target
     best: Candidate | None = None
+
+    def bar() -> Candidate | None:
+        return best if incumbent is None or (best is not None and best.cost < incumbent.cost) else incumbent
+
     seen: set[tuple] = set()
-    starts = _starts(ctx, exact=own_target)
+    starts = _starts(ctx, exact=own_target, incumbent=incumbent)
     if criterion is not QUANTILE:
         starts = starts[:1]  # the expected loss has no spread to start from
     for st in starts:
-        for cand in (st.plan, _fixed_point(ctx, criterion, limit, st, seen)):
-            if cand is not None and (best is None or cand.cost < best.cost):
-                best = cand
+        if st.plan is not None and (best is None or st.plan.cost < best.cost):
+            best = st.plan
+    for st in starts:
+        horizon = horizon_below(ctx, bar())
+        if horizon < 1:
+            break
+        cand = _fixed_point(ctx, criterion, limit, st, seen, horizon)
+        if cand is not None and (best is None or cand.cost < best.cost):
+            best = cand
+    if own_target:
+        best = _late_switches(ctx, best, bar())
     if best is not None and ctx.options.polish:
         best = polish(ctx, best, lambda c: criterion.exact(c) <= limit, window=own_target)
+    if incumbent is not None and (best is None or best.cost >= incumbent.cost):
+        return incumbent
+    return best
+
+
+def _late_switches(ctx: Context, best: Candidate | None, bar: Candidate | None) -> Candidate | None:
+    """The level law's late switches (bounds.late_switches): each switch's cheapest
+    closed-form plan, searched exactly within `WINDOW` epochs of its first run
+    (the last run in full).  The graph's switch terms are averages over when a
+    switch comes, so the graph search undervalues a switch in the last epochs."""
+    for _, a, b, qa, _ in late_switches(ctx):
+        if bar is not None and subset_lower_bound(ctx) >= bar.cost:
+            break
+        found = exhaust(ctx, bar, [[a, b]], {0: [(qa - WINDOW, qa + WINDOW)]})
+        if found is not None:
+            best = bar = found
     return best
 
 
 def _fixed_point(ctx: Context, criterion: Criterion, limit: float, start: Start,
-                 seen: set[tuple]) -> Candidate | None:
+                 seen: set[tuple], horizon: int | None = None) -> Candidate | None:
     """Graph search ↔ exact certification and placement, until the schedule repeats."""
     sigma0, lam, bias = start.sigma0, start.price, (start.bias if criterion is QUANTILE else 0.0)
     best: Candidate | None = None
     for _ in range(ctx.options.max_iter):
         sur = criterion.surrogate(ctx.omega, sigma0)
-        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), limit - bias - sur.const)
-        path = lowest_cost_path(spec)
+        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), limit - bias - sur.const, horizon=horizon)
+        path = cached_path(ctx, spec)
         if path is None:
             if bias > 0:
                 bias /= 2  # the correction overshot: relax it
@@ -141,6 +205,17 @@ def _fixed_point(ctx: Context, criterion: Criterion, limit: float, start: Start,
         bias = criterion.exact(cand) - est
         lam = cand.placement.price
     return best
+
+
+def cached_path(ctx: Context, spec) -> object:
+    """lowest_cost_path(spec), shared by the choices of one planning call: choices with the
+    same samples and a placement at the same time price search the same graph."""
+    key = ("path", ctx.samples, spec.l0, spec.deadline, spec.target, spec.eta,
+           *(a.tobytes() for a in (spec.du_epoch, spec.du_switch, spec.weight, spec.tmin, spec.allowed)),
+           None if spec.allowed_start is None else spec.allowed_start.tobytes())
+    if key not in ctx.shared:
+        ctx.shared[key] = lowest_cost_path(spec)
+    return ctx.shared[key]
 
 
 def _neighbours(ctx: Context, schedule: list[str]):
@@ -253,7 +328,7 @@ def depl_walk(problem: Problem) -> Walk:
     by_cost = o.dataset_rule == "cost"
     walk = Walk(problem.ranked(o.dataset_rule), take=o.dataset_candidates, slack=o.dataset_slack, by_cost=by_cost,
                 bound=(lambda choice: subset_lower_bound(choice.ctx)) if by_cost else None)
-    return walk.run(lambda ctx, incumbent: search(ctx))
+    return walk.run(lambda ctx, incumbent: search(ctx, incumbent=incumbent))
 
 
 DEPL = DeplPlanner()

@@ -120,8 +120,11 @@ class Exhaustive:
         self.evaluated += 1
         if self.h is None:
             self.h = self._coarse_step(schedule)
+        # A schedule far noisier than the one the step was set by would get a lattice of
+        # millions of points: coarsen by powers of 2 (cached term masses stay reusable).
+        h = self.h * 2.0 ** max(0, math.floor(math.log2(self._coarse_step(schedule) / self.h)))
         best = None
-        for h in (10 * self.h, self.h):  # a 10× coarser lattice first: most schedules are far from ℓmax
+        for h in (10 * h, h):  # a 10× coarser lattice first: most schedules are far from ℓmax
             d = self.ctx.distribution(schedule, h=h, cache=self._pmf_cache)
             lo, hi = d.quantile_bounds(self.ctx.omega)
             if hi <= self.ctx.target or lo > self.ctx.target:

@@ -134,10 +134,13 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
     n_i, n_j = eta + 1, eta + 1 + J0
     starts = spec.allowed_start if spec.allowed_start is not None else np.ones(M, bool)
 
+    # Each layer's cells live in a small window of the (n_i, n_j) grid (a thin band):
+    # arrays cover only that window, whose top-left global bin is (R, C).
     V = np.full((M, n_i, n_j), np.inf)
     T = np.zeros((M, n_i, n_j))
     U = np.zeros((M, n_i, n_j))
-    back: list[np.ndarray] = []  # per layer: predecessor version, (M, n_i, n_j) int8
+    R = C = 0
+    back: list[tuple[np.ndarray, int, int]] = []  # per layer: predecessor version (int8) and its window's origin
     best = (math.inf, None)  # (cost, (k, m, i, j, pred))
 
     def is_terminal(t, u, i, j):
@@ -146,7 +149,6 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
         return (j <= J0) & (i <= eta)
 
     # Layer 1: one vertex per starting version.
-    bp = np.full((M, n_i, n_j), -1, dtype=np.int8)
     for m in np.flatnonzero(starts):
         t, u = float(spec.tmin[m]), spec.l0 + float(spec.du_epoch[m, 0])
         i, j = int(di[m]), int(np.rint((u - spec.target) / bu)) + J0
@@ -155,61 +157,78 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
                 best = (float(spec.weight[m]), (1, int(m), i, j, -1))
         elif 0 <= i < n_i and 0 <= j < n_j and (t <= spec.deadline or not labels):
             V[m, i, j], T[m, i, j], U[m, i, j] = spec.weight[m], t, u
-    back.append(bp)
+    back.append((np.full((M, n_i, n_j), -1, dtype=np.int8), 0, 0))
     rows = np.arange(n_i)[:, None]
     cols = np.arange(n_j)[None, :]
+    allowed_pairs = [(m, p) for m in range(M) for p in range(M) if spec.allowed[p, m]]
+    sources = [np.flatnonzero(spec.allowed[:, m]) for m in range(M)]  # predecessors of each version
 
     for k in range(2, K + 1):
         finite = np.isfinite(V)
         if not finite.any() or V[finite].min() + spec.weight.min() >= best[0]:
             break  # every extension costs more than the best plan found
-        # Only the bounding box of the live cells is worked on (they are a thin band).
+        # Only the bounding box of the live cells is worked on (global bins r0:r1, c0:c1).
         live_rows = np.flatnonzero(finite.any(axis=(0, 2)))
         live_cols = np.flatnonzero(finite.any(axis=(0, 1)))
-        r0, r1 = int(live_rows[0]), int(live_rows[-1]) + 1
-        c0, c1 = int(live_cols[0]), int(live_cols[-1]) + 1
-        box = (slice(r0, r1), slice(c0, c1))
-        nV = np.full_like(V, np.inf)
-        nT = np.zeros_like(T)
-        nU = np.zeros_like(U)
-        bp = np.full((M, n_i, n_j), -1, dtype=np.int8)
+        r0, r1 = R + int(live_rows[0]), R + int(live_rows[-1]) + 1
+        c0, c1 = C + int(live_cols[0]), C + int(live_cols[-1]) + 1
+        box = (slice(r0 - R, r1 - R), slice(c0 - C, c1 - C))
+        shifts = {(m, p): spec.dj(k, p, m, bu) for m, p in allowed_pairs}
+        NR0, NR1 = max(0, r0 + int(di.min())), min(n_i, r1 + int(di.max()))
+        NC0, NC1 = max(0, c0 + min(shifts.values())), min(n_j, c1 + max(shifts.values()))
+        shape = (M, max(NR1 - NR0, 0), max(NC1 - NC0, 0))
+        nV = np.full(shape, np.inf)
+        nT = np.zeros(shape)
+        nU = np.zeros(shape)
+        bp = np.full(shape, -1, dtype=np.int8)
+        # Per version m, the edges from every allowed predecessor p at once: the row
+        # shift is m's, the column shift the (p, m) edge's.
         for m in range(M):
+            ps = sources[m]
+            if not ps.size:
+                continue
+            dj = np.array([shifts[m, int(p)] for p in ps])
+            cand = V[ps][(slice(None), *box)] + spec.weight[m]
+            live = np.isfinite(cand)
+            if not live.any():
+                continue
+            t = T[ps][(slice(None), *box)] + spec.tmin[m]
+            du = spec.du_epoch[m, k - 1] + np.where(ps != m, spec.du_switch[ps, m], 0.0)
+            u = U[ps][(slice(None), *box)] + du[:, None, None]
+            # Terminals may land anywhere (a big drop goes below the grid).
+            term = is_terminal(t, u, (rows[r0:r1] + di[m])[None], cols[:, c0:c1][None] + dj[:, None, None]) & live
+            if term.any():
+                c = np.where(term, cand, np.inf)
+                flat = int(np.argmin(c))
+                if c.flat[flat] < best[0]:
+                    q, a, b = np.unravel_index(flat, c.shape)
+                    best = (float(c.flat[flat]), (k, m, int(r0 + a + di[m]), int(c0 + b + dj[q]), int(ps[q])))
             dr0, dr1 = max(0, r0 + int(di[m])), min(n_i, r1 + int(di[m]))
-            for p in range(M):
-                if not spec.allowed[p, m]:
+            if dr1 <= dr0:
+                continue
+            keep = ~term & live
+            if labels:
+                keep &= t <= spec.deadline
+            c = np.where(keep, cand, np.inf)
+            sV = np.full((ps.size, *shape[1:]), np.inf)
+            sT, sU = np.zeros_like(sV), np.zeros_like(sV)
+            rs = slice(dr0 - int(di[m]) - r0, dr1 - int(di[m]) - r0)
+            rd = slice(dr0 - NR0, dr1 - NR0)
+            for q in range(ps.size):
+                dc0, dc1 = max(0, c0 + int(dj[q])), min(n_j, c1 + int(dj[q]))
+                if dc1 <= dc0:
                     continue
-                dj = spec.dj(k, p, m, bu)
-                cand = V[p][box] + spec.weight[m]
-                live = np.isfinite(cand)
-                if not live.any():
-                    continue
-                t = T[p][box] + spec.tmin[m]
-                u = U[p][box] + (spec.du_epoch[m, k - 1] + (spec.du_switch[p, m] if p != m else 0.0))
-                # Terminals may land anywhere (a big drop goes below the grid).
-                term = is_terminal(t, u, rows[r0:r1] + di[m], cols[:, c0:c1] + dj) & live
-                if term.any():
-                    c = np.where(term, cand, np.inf)
-                    flat = int(np.argmin(c))
-                    if c.flat[flat] < best[0]:
-                        a, b = np.unravel_index(flat, c.shape)
-                        best = (float(c.flat[flat]), (k, m, int(r0 + a + di[m]), int(c0 + b + dj), p))
-                dc0, dc1 = max(0, c0 + dj), min(n_j, c1 + dj)
-                if dr1 <= dr0 or dc1 <= dc0:
-                    continue
-                src = (slice(dr0 - int(di[m]) - r0, dr1 - int(di[m]) - r0), slice(dc0 - dj - c0, dc1 - dj - c0))
-                dst = (slice(dr0, dr1), slice(dc0, dc1))
-                keep = ~term[src] & live[src]
-                if labels:
-                    keep &= t[src] <= spec.deadline
-                c = np.where(keep, cand[src], np.inf)
-                better = c < nV[m][dst]
-                if better.any():
-                    nV[m][dst] = np.where(better, c, nV[m][dst])
-                    nT[m][dst] = np.where(better, t[src], nT[m][dst])
-                    nU[m][dst] = np.where(better, u[src], nU[m][dst])
-                    bp[m][dst] = np.where(better, p, bp[m][dst])
-        V, T, U = nV, nT, nU
-        back.append(bp)
+                cs, cd = slice(dc0 - int(dj[q]) - c0, dc1 - int(dj[q]) - c0), slice(dc0 - NC0, dc1 - NC0)
+                sV[q, rd, cd], sT[q, rd, cd], sU[q, rd, cd] = c[q, rs, cs], t[q, rs, cs], u[q, rs, cs]
+            q = np.argmin(sV, axis=0)[None]  # ties: the first predecessor, as edge by edge with a strict <
+            nV[m] = np.take_along_axis(sV, q, 0)[0]
+            nT[m] = np.take_along_axis(sT, q, 0)[0]
+            nU[m] = np.take_along_axis(sU, q, 0)[0]
+            bp[m] = np.where(np.isfinite(nV[m]), ps[q[0]], -1)
+        V, T, U, R, C = nV, nT, nU, NR0, NC0
+        back.append((bp, NR0, NC0))
+        if not V.size:
+            break
 
     if best[1] is None:
         return None
@@ -222,7 +241,11 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
         k -= 1
         m = p
         sched.append(m)
-        p = int(back[k - 1][m, i, j]) if k > 1 else -1
+        if k > 1:
+            bp, r, c = back[k - 1]
+            p = int(bp[m, i - r, j - c])
+        else:
+            p = -1
     sched.reverse()
     names = [spec.models[x] for x in sched]
     u = spec.l0 + sum(spec.du_epoch[x, e] for e, x in enumerate(sched))

@@ -61,16 +61,19 @@ class HeldOutRun:
                         diverged=[x for x in self.seeds if x in gone])
 
 
-def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path, device: str = "cpu",
-            folder: Path | None = None) -> HeldOutRun:
-    """Load and check the scenario and plan, make `folder` (the run folder), and register the run in `store`.
+def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int], store: str | Path | Store,
+            device: str = "cpu", spec: dict | None = None, folder: Path | None = None) -> HeldOutRun:
+    """Load and check the scenario and plan, make `folder` (the run folder), and register the run in
+    `store` (a path, or a Store open already).
 
-    `scenario` must have the loss law the plan was made with (`depl.validate.law_mismatch`).
+    `scenario` (a name, a TOML file or a Scenario) must have the loss law the plan was made with
+    (`depl.validate.law_mismatch`).  `spec`: what the store records with the run beside its job
+    [default: the back end and the plan]; runs shared by several plans record none of them.
 
     Raises ValueError (or one of its subclasses: PlanError, ScenarioError,
     StoreError, DataError, JobError) with a message for the user.
     """
-    given = load_scenario(scenario)
+    given = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     p = Plan.load(plan_file)
     if not p.feasible or not p.epochs:
         raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to validate")
@@ -78,15 +81,15 @@ def prepare(scenario: str, plan_file: Path, seeds: list[int], store: str | Path,
     if unknown:
         raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {given.name!r}")
     own = p.scenario_object()
-    why = law_mismatch(p, own, given, str(scenario))
+    why = law_mismatch(p, own, given, scenario if isinstance(scenario, str) else given.name)
     if why:
         raise ValueError(why)
     job = job_from_plan(p, device)
     if folder is not None:  # made only now, when nothing was refused: a refused command writes nothing
         folder.mkdir(parents=True, exist_ok=True)
-    st = Store(store)
+    st = store if isinstance(store, Store) else Store(store)
     run_id = execute.run_id_for(job, "local")
-    execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()})
+    execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()} if spec is None else spec)
     return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(seeds),
                       given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)))
 

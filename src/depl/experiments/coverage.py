@@ -1,0 +1,271 @@
+"""The coverage table (`depl coverage`): does a plan's guarantee hold on real training, per task, ω and loss law?
+
+A cell is (task, ω, law).  Its plan is made with the task's scenario, the
+target quantile set to ω and the loss law set to the cell's law; the plan's
+cost and certified ω-quantile are recorded, and the plan is run for real on
+held-out seeds (by the caller: `depl.train.validation`, the pipeline of `depl
+validate`) and judged by `depl.validate`: coverage P(ℓ(K) ≤ ℓmax) with its
+Clopper–Pearson interval, the measured ω-quantile and mean, and a verdict.
+
+The laws of a cell: any registered law (depl.laws) — the paper's
+`increments`, `level`, `level-memory` — used *as fitted*, and `calibrated`:
+the scenario's own law recalibrated by its `[calibration]` scores (split
+conformal, depl.loss.calibrated).  A cell exists only where the scenario has
+fitted parameters for its law: `increments` (every scenario carries the
+paper's progress/noise tables; `depl fit` writes them beside the chosen law),
+the scenario's own `loss_model`, and `calibrated` when the scenario has a
+`[calibration]` with enough scores for ω.  Every other cell is *missing*, with
+the reason; so is a cell whose plan is infeasible (the planner's message).
+
+Cells whose plans train the same job (the same datasets, versions, clusters
+and epochs: `depl.train.execute.run_id_for`) share their runs: the store
+holds one run per job, so a second cell costs no training.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..laws import law_names
+from ..plan import Plan
+from ..scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_dict, with_target
+from ..validate import Validation
+
+CALIBRATED = "calibrated"
+DEFAULT_LAWS = ("increments", "level", CALIBRATED)
+DEFAULT_OMEGAS = (0.8, 0.9, 0.95)
+
+# The three built-in real tasks with the target each was profiled for (docs/fitting.md): mnist1d-small's
+# shipped target (q0.99 ≤ 0.9) is infeasible under its fitted law, so its task is the example's ℓmax = 1.5
+# (scripts/example_mnist1d.sh); the other two plan for their own [target] loss.
+DEFAULT_TASKS = ("mnist1d-small:1.5", "digits-small", "mnist1d-noniid")
+
+# Held-out seeds.  `depl profile --seeds N` trains seeds 0..N-1 (the built-ins' recipes: 20, 20 and 16 seeds;
+# `depl fit` fits on the first of them and calibrates on the last quarter), and the recipes validated their
+# plans on 1000..1199.  The table's runs start at 10000: never profiled, never calibrated on, and independent
+# of the recipes' own validation runs.
+FIRST_SEED = 10_000
+
+
+class CoverageError(ValueError):
+    """Bad input for the coverage table (a task, ω or law that cannot be used); the message is for the user."""
+
+
+@dataclass(frozen=True)
+class Task:
+    spec: str                 # as given: NAME_OR_TOML[:LOSS]
+    name: str                 # the scenario's name
+    scenario: Scenario        # as loaded, target loss applied
+    source: str               # the scenario's name or file
+
+
+def parse_task(spec: str) -> Task:
+    """`NAME_OR_TOML[:LOSS]`: a built-in scenario or a TOML file, optionally with its target loss ℓmax replaced."""
+    where, _, loss = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    try:
+        target = float(loss) if loss else None
+    except ValueError:
+        raise CoverageError(f"--tasks {spec!r}: {loss!r} after ':' is not a loss target (NAME[:LOSS])") from None
+    if target is not None and not (0 < target < math.inf):
+        raise CoverageError(f"--tasks {spec!r}: the loss target must be a positive number")
+    try:
+        s = load_scenario(where)
+        if target is not None:
+            s = parse_scenario(with_target(scenario_dict(s), loss=target), f"{where} with target loss {target:g}")
+    except ScenarioError as e:
+        raise CoverageError(f"--tasks {spec!r}: {e}") from None
+    return Task(spec, s.name, s, where)
+
+
+def check_omegas(omegas: list[float]) -> list[float]:
+    for w in omegas:
+        if not 0.0 < w < 1.0:  # also nan
+            raise CoverageError(f"--omegas {w}: ω is a probability in (0, 1)")
+    return list(dict.fromkeys(omegas))
+
+
+def check_laws(laws: list[str]) -> list[str]:
+    known = law_names() + [CALIBRATED]
+    for law in laws:
+        if law not in known:
+            raise CoverageError(f"--laws {law!r}: choose among {', '.join(known)}")
+    return list(dict.fromkeys(laws))
+
+
+def cell_scenario(task: Task, omega: float, law: str) -> tuple[Scenario | None, str]:
+    """The scenario a cell plans with, or None and why the cell is missing."""
+    s = task.scenario
+    own = s.loss_model or "increments"
+    data = with_target(scenario_dict(s), quantile=omega)
+    if law == CALIBRATED:
+        c = s.calibration
+        if c is None:
+            return None, (f"{task.name} has no [calibration] (refit with `depl fit --calibration-seeds N` "
+                          "on its profiles)")
+        if len(c.scores) < c.needed(omega):
+            return None, (f"{task.name}'s calibration has {len(c.scores)} scores; split conformal needs "
+                          f"{c.needed(omega)} to certify ω = {omega:g}")
+        data["calibration"] = {**data["calibration"], "use": True}
+    elif law != "increments" and law != own:
+        # a law's tables in another law's file were fitted for that law (e.g. switches), not for this one
+        return None, (f"{task.name} is fitted for the {own} law (and the paper's increments); the {law} law "
+                      f"needs its own fit (`depl fit --model {law}`)")
+    else:
+        data["loss_model"] = law
+        data.pop("calibration", None)  # the law as fitted
+    try:
+        return parse_scenario(data, f"{task.name} ({law}, ω = {omega:g})"), ""
+    except ScenarioError as e:
+        return None, str(e)
+
+
+@dataclass
+class Cell:
+    task: str
+    omega: float
+    law: str
+    target: float
+    base_law: str = ""               # the law behind `calibrated`; the law itself otherwise
+    missing: str = ""                # why there is no plan (no fitted law, infeasible); "" when planned
+    plan_file: str = ""
+    run_id: str = ""                 # the store's run of the plan's job ("" until registered)
+    schedule: str = ""               # e.g. "pruned-0.75 ×12 on far-edge; data a+b"
+    epochs: int = 0
+    cost: float = math.nan
+    certified_quantile: float = math.nan
+    planned_mean: float = math.nan
+    extrapolated: bool = False       # the plan runs the law past its fitted epochs
+    shares_with: list[str] = field(default_factory=list)  # other cells training the same job
+    # measured (filled by judge)
+    runs: int = 0
+    hits: int = 0
+    coverage: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    measured_quantile: float = math.nan
+    measured_mean: float = math.nan
+    measured_sd: float = math.nan
+    diverged: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.task} ω={self.omega:g} {self.law}"
+
+    @property
+    def planned(self) -> bool:
+        return not self.missing
+
+    @property
+    def verdict(self) -> str:
+        """holds: the interval reaches ω and the measured coverage is at least ω; inconclusive: the interval
+        reaches ω but the measured coverage is below it; refuted: the interval lies below ω."""
+        if not self.planned:
+            return "missing"
+        if self.runs == 0:
+            return "pending"
+        if self.ci_high < self.omega:
+            return "refuted"
+        return "holds" if self.coverage >= self.omega else "inconclusive"
+
+    def judge(self, v: Validation) -> None:
+        c = v.coverage
+        self.runs, self.hits, self.coverage, (self.ci_low, self.ci_high) = c.runs, c.hits, c.rate, c.ci
+        self.measured_quantile, self.measured_mean, self.measured_sd = v.final_quantile, v.final_mean, v.final_sd
+        self.diverged = len(v.diverged)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "key": self.key, "verdict": self.verdict}
+
+
+def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str = "depl") -> tuple[Cell, Plan | None]:
+    """Plan one cell and write its plan to `plans_dir` (the plan file the validation pipeline reads)."""
+    from ..planners import Infeasible, make_plan
+
+    s = task.scenario
+    cell = Cell(task.name, omega, law, s.target.loss, base_law=(s.loss_model or "increments") if law == CALIBRATED else law)
+    sc, why = cell_scenario(task, omega, law)
+    if sc is None:
+        cell.missing = why
+        return cell, None
+    path = plans_dir / f"{task.name}-w{omega:g}-{law}.json"
+    p = _earlier_plan(path, sc, method)
+    if p is None:
+        try:
+            p = make_plan(sc, method)
+        except Infeasible as e:
+            cell.missing = f"infeasible: {e}"
+            return cell, None
+        p.save(path)
+        p.source = str(path)
+    cell.plan_file, cell.epochs = str(path), len(p.epochs)
+    cell.schedule = schedule_text(p)
+    cell.cost, cell.certified_quantile, cell.planned_mean = float(p.cost), float(p.loss_quantile), float(p.loss_mean)
+    cell.extrapolated = sc.extrapolated(len(p.epochs)) is not None
+    return cell, p
+
+
+def _earlier_plan(path: Path, sc: Scenario, method: str) -> Plan | None:
+    """The plan an earlier run of the table wrote to `path`, if it was made for this very scenario and method
+    (a rerun then plans nothing again: the same plan file, the same runs)."""
+    from ..plan import PlanError
+
+    if not path.is_file():
+        return None
+    try:
+        p = Plan.load(path)
+    except PlanError:
+        return None
+    return p if p.method == method and p.scenario_spec == scenario_dict(sc) else None
+
+
+def schedule_text(p: Plan) -> str:
+    """The plan in a few words: each run of one version on one cluster, and the datasets."""
+    runs: list[list] = []
+    for e in p.epochs:
+        if runs and runs[-1][0] == (e.model, e.cluster):
+            runs[-1][1] += 1
+        else:
+            runs.append([(e.model, e.cluster), 1])
+    return ", ".join(f"{m} ×{n} on {c}" for (m, c), n in runs) + f"; data {'+'.join(p.datasets)}"
+
+
+def link_shared(cells: list[Cell]) -> dict[str, list[Cell]]:
+    """Group the planned cells by the run of their job; each cell lists the others sharing its runs."""
+    groups: dict[str, list[Cell]] = {}
+    for c in cells:
+        if c.planned and c.run_id:
+            groups.setdefault(c.run_id, []).append(c)
+    for group in groups.values():
+        for c in group:
+            c.shares_with = [o.key for o in group if o is not c]
+    return groups
+
+
+@dataclass
+class Table:
+    """The whole table: its cells and how it was made."""
+
+    cells: list[Cell]
+    tasks: list[str]
+    omegas: list[float]
+    laws: list[str]
+    runs: int                       # held-out runs asked per cell
+    first_seed: int
+    command: str = ""
+    method: str = "depl"
+    seconds: float = 0.0            # training time of this invocation
+    trained: bool = True            # False: judged on what the store had (--no-train), a partial table
+
+    @property
+    def refuted(self) -> list[Cell]:
+        return [c for c in self.cells if c.verdict == "refuted"]
+
+    def to_json(self) -> dict:
+        from ..jsonout import _clean
+
+        return _clean({"format": "depl.coverage/1", "command": self.command, "method": self.method,
+                       "tasks": self.tasks, "omegas": self.omegas, "laws": self.laws, "runs": self.runs, "trained": self.trained,
+                       "seeds": [self.first_seed, self.first_seed + self.runs - 1], "seconds": self.seconds,
+                       "refuted": [c.key for c in self.refuted], "cells": [c.to_json() for c in self.cells]})
