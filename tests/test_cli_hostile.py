@@ -368,3 +368,11 @@ def test_a_store_whose_run_spec_was_altered_is_one_line(tmp_path, spec):
                  ["fit", path, "--bootstrap", "0", "--scenario", "mnist1d-small"]):
         line = _bad_input(_invoke(*args))
         assert line.startswith(f"error: {path}: runs.spec of run 'r1'") and "the store was altered" in line, (args, line)
+
+
+def test_coverage_md_that_is_a_folder_is_refused_before_planning(tmp_path):
+    # a traceback once the cells were planned
+    (tmp_path / "md").mkdir()
+    line = _bad_input(_invoke("coverage", "--no-train", "--md", tmp_path / "md", "--out", tmp_path / "o"))
+    assert line.startswith(f"error: --md {tmp_path / 'md'}: is a folder")
+    assert _files(tmp_path) == ["md"]

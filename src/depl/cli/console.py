@@ -49,7 +49,8 @@ def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
     import os
 
     if path.is_dir():
-        fail(f"{flag} {path}: is a folder; give the file to write, e.g. {path / ('band.png' if flag == '--png' else 'plan.json')}")
+        example = {"--png": "band.png", "--md": "coverage.md"}.get(flag, "plan.json")
+        fail(f"{flag} {path}: is a folder; give the file to write, e.g. {path / example}")
     parent = path.parent
     if not make_folders and not parent.is_dir():
         fail(f"{flag} {path}: the folder {parent} does not exist")

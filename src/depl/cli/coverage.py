@@ -17,7 +17,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, print_json
+from .console import EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, print_json
 from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, run_seeds, seed_options,
                        start_training, training_errors)
 
@@ -77,6 +77,8 @@ def coverage(
         fail(str(e))
     if not task_list or not omega_list or not law_list:
         fail("--tasks, --omegas and --laws each need at least one value")
+    if md is not None:  # checked now, not after the planning and the training
+        check_output_file("--md", md)
     dev = start_training(threads, device)
     from ..report.coverage_md import coverage_markdown
     from ..store import Store
