@@ -295,3 +295,15 @@ def test_a_scenario_whose_code_dir_is_not_allowed_is_refused_by_profile(project,
     code, line = cli("profile", "far.toml", "--epochs", "1", "--seeds", "1", "--out", "o")
     assert code == 2 and line.startswith(f"error: far.toml: code_dir = '{attacker}'"), line
     assert not (attacker / "MARKER").exists()
+
+
+def test_the_flower_simulation_imports_from_the_folders_this_command_allowed(tmp_path, monkeypatch):
+    # its SuperLink and ClientApps are other processes, started elsewhere: they get the allow-list, not the folder
+    from depl.train.custom import code_roots
+    from depl.train.flower_app import flower_environment
+
+    monkeypatch.setenv("DEPL_CODE", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    assert flower_environment(tmp_path / "out")["DEPL_CODE"] == f"{tmp_path / 'a'}:{tmp_path / 'b'}"
+    monkeypatch.delenv("DEPL_CODE")
+    monkeypatch.chdir(tmp_path)
+    assert flower_environment(tmp_path / "out")["DEPL_CODE"] == str(tmp_path.resolve()) == str(code_roots()[0])

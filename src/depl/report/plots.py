@@ -102,7 +102,7 @@ def plot_fit(r: "FitResult", path: Path, runs: int = 4000, seed: int = 0) -> Non
         ax.axis("off")
     axes[0, 0].set_ylabel("test loss")
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle("measured (black) vs fitted bands: paper's increments model (red), level model (blue)")
+    fig.suptitle("measured (black) vs each fitted law's band (colours in the legend)")
     save(fig, path, dpi=110)
 
 
