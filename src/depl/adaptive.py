@@ -45,7 +45,7 @@ from .planners import Infeasible, Options, make_plan
 from .scenario import Scenario, parse_scenario, scenario_dict
 from .state import START, RunState
 
-ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss")
+ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss", "end")
 RUN_DATA = "run-data"  # the one dataset of a re-plan: the run's own data (re-planning never changes it)
 CAP = 1 - 1e-6  # the highest level a re-plan is asked for (Target.quantile's bound)
 
@@ -266,11 +266,13 @@ class Policy:
         lo, hi, q = self.probability(rest, START)
         if lo >= self.omega * (1 - 1e-12) and self.fits(rest, START):
             return Decision(0, None, lo, lo, q, "continue", rest)
+        why = (f"the plan on the run's data certifies P = {lo:.4g} < ω" if lo < self.omega * (1 - 1e-12) else
+               "the plan overruns the deadline at the clusters' speeds")
         new = self._replan(START, self.omega)
         if new is not None and self.fits(new, START):
             nlo, _, nq = self.probability(new, START)
             return Decision(0, None, lo, nlo, nq, "replan", tuple(new), self.rest_cost(rest, ()) - self.rest_cost(new, ()),
-                            "the plan on the run's data certifies less than ω; re-planned at ω")
+                            why + "; re-planned at ω")
         return Decision(0, None, lo, lo, q, "deadline-miss", rest, 0.0,
                         f"the plan on the run's data certifies P = {lo:.4g} < ω and no re-plan reaches ω")
 
