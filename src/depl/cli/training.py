@@ -239,8 +239,9 @@ def parse_slow(values) -> dict[str, float]:
 
 
 def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str, validation: float,
-                  slow: dict[str, float]) -> None:
-    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store."""
+                  slow: dict[str, float], con=console):
+    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store.
+    Returns (plan, final test losses, costs, actions) of the seeds."""
     dev = start_training(threads, device)
     import numpy as np
 
@@ -265,7 +266,7 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
     except training_errors() as e:
         fail(str(e))
     todo = ad.pending(st, run_id, seed_list)
-    console.print(f"run [bold]{run_id}[/] · adaptive · plan {escape(str(plan))} · {len(p.epochs)} epochs planned × "
+    con.print(f"run [bold]{run_id}[/] · adaptive · plan {escape(str(plan))} · {len(p.epochs)} epochs planned × "
                   f"{len(seed_list)} seeds · validation split {validation:g} · store {escape(st.path)}"
                   + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
                   highlight=False)
@@ -283,13 +284,14 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
             except training_errors() as e:
                 fail(str(e))
             bar.update(task, advance=1)
-    console.print(f"done in {time.perf_counter() - t0:.1f} s")
+    con.print(f"done in {time.perf_counter() - t0:.1f} s")
     finals, costs, actions = ad.outcome(st, run_id, seed_list)
     ok = np.isfinite(costs)
-    console.print(f"adaptive: {len(seed_list)} seeds · final test loss mean {np.mean(finals[np.isfinite(finals)]):.4f} · "
+    con.print(f"adaptive: {len(seed_list)} seeds · final test loss mean {np.mean(finals[np.isfinite(finals)]):.4f} · "
                   f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
                   f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
                   + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())), markup=False)
+    return p, finals, costs, actions
 
 
 def _hand_over(st):
