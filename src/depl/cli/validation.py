@@ -39,6 +39,7 @@ def validate(
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
     if adaptive:
+        _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
                                   validation, as_json)
     dev = start_training(threads, device)
@@ -94,6 +95,21 @@ def validate(
                                else f"[red]refuted[/] (the interval [{c.ci[0]:.3f}, {c.ci[1]:.3f}] lies below "
                                f"ω = {c.omega:g}); exit {EXIT_REFUTED}"), markup=True)
     raise typer.Exit(code)
+
+
+def _same_law(scenario: str, plan_file: Path) -> None:
+    """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it."""
+    from ..plan import Plan
+    from ..scenario import load_scenario
+    from ..validate import law_mismatch
+
+    try:
+        p = Plan.load(plan_file)
+        why = law_mismatch(p, p.scenario_object(), load_scenario(scenario), str(scenario))
+    except (*training_errors(), ValueError, OSError) as e:
+        fail(str(e))
+    if why:
+        fail(why)
 
 
 def _validate_adaptive(plan_file: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
