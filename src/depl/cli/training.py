@@ -473,7 +473,7 @@ def runs_show(
             bs = bands(st, kind)
             if not bs:
                 fail("no finished epochs to draw")
-            plot_measured_bands(bs, png)
+            plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
@@ -497,7 +497,7 @@ def runs_show(
         bs = bands(st, kind)
         if not bs:
             fail("no finished epochs to draw")
-        plot_measured_bands(bs, png)
+        plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
         console.print(f"wrote {png}", markup=False)
 
 
