@@ -39,6 +39,8 @@ class RunState:
     schedule: tuple[str, ...] = field(default=())
     """The versions trained in epochs 1..epoch, oldest first; empty = `model` all along.  A loss law whose
     future depends on the past (the level law: curves at the global epoch, switch offsets that decay) reads it."""
+    clusters: tuple[str, ...] = field(default=())
+    """The clusters the run has trained on: their data transfer (β) is paid, a re-plan does not charge it again."""
 
     def __post_init__(self):
         if self.epoch < 0:
@@ -68,11 +70,14 @@ class RunState:
             raise ValueError(f"a run after {self.epoch} epochs with no version named (give model or schedule)")
         return (self.model,) * self.epoch
 
-    def after(self, model: str, loss: float | None, seconds: float, cost: float) -> "RunState":
-        """The state one epoch later."""
+    def after(self, model: str, loss: float | None, seconds: float, cost: float,
+              cluster: str | None = None) -> "RunState":
+        """The state one epoch later (`cluster`: where that epoch trained)."""
         losses = self.losses + (loss,) if loss is not None and (self.losses or self.epoch == 0) else ()
         schedule = self.schedule + (model,) if self.schedule or self.epoch == 0 else ()
-        return RunState(self.epoch + 1, model, losses, self.time_spent + seconds, self.cost_spent + cost, schedule)
+        clusters = self.clusters + (cluster,) if cluster is not None and cluster not in self.clusters else self.clusters
+        return RunState(self.epoch + 1, model, losses, self.time_spent + seconds, self.cost_spent + cost, schedule,
+                        clusters)
 
 
 START = RunState()

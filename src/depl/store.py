@@ -10,6 +10,12 @@ Tables:
   its timing (seconds of wall time, finish time).
 * ``checkpoints``: the latest trained weights of every unfinished (run, seed),
   so that a run killed hard resumes at the epoch where it stopped.
+* ``decisions``: what the closed loop (`depl run --adaptive`, depl.adaptive)
+  decided after an epoch of a (run, seed): the validation loss observed, the
+  conditional probabilities of meeting ℓmax with the plan in force and with
+  what was kept, the conditional quantile, the action, and as JSON the rest of
+  the plan after it, the time and cost spent, the cost saved and a note.
+  Written in the epoch's own transaction.
 * ``diverged``: the (run, seed)s whose loss became non-finite, with the epoch
   where it did and the losses as text ("nan", "inf"; SQLite stores NaN as
   NULL).  A diverged seed is finished: it is not resumed, its epochs before
@@ -17,7 +23,8 @@ Tables:
 
 The schema version is SQLite's ``user_version``: 0 for stores written before
 ``diverged`` existed (a writer adds the table and sets 1; a reader sees no
-diverged seed), 1 now; a larger one is a store of a newer depl and refused.
+diverged seed), 1 for stores written before ``decisions`` (a writer adds it
+and sets 2; a reader sees no decision), 2 now; a larger one is a store of a newer depl and refused.
 
 An epoch's row and its checkpoint are written in one transaction: after a
 ``kill -9`` either both are there or neither, so a restarted run neither loses
@@ -76,8 +83,21 @@ CREATE TABLE IF NOT EXISTS diverged (
     finished    REAL NOT NULL,
     PRIMARY KEY (run_id, seed)
 );
+CREATE TABLE IF NOT EXISTS decisions (
+    run_id    TEXT NOT NULL REFERENCES runs(run_id),
+    seed      INTEGER NOT NULL,
+    epoch     INTEGER NOT NULL,
+    observed  REAL,
+    p_plan    REAL,
+    p_new     REAL,
+    quantile  REAL,
+    action    TEXT NOT NULL,
+    detail    TEXT NOT NULL,
+    finished  REAL NOT NULL,
+    PRIMARY KEY (run_id, seed, epoch)
+);
 """
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class StoreError(ValueError):
@@ -100,6 +120,11 @@ def diverges(row: EpochRow) -> bool:
     return not (math.isfinite(row.test_loss) and math.isfinite(row.train_loss))
 
 
+def _real(x):
+    """A number for SQLite/JSON: NaN and ±inf are stored as NULL (SQLite turns NaN into NULL anyway)."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
 def store_path(url: str | Path) -> str:
     """The SQLite file behind a path or a ``sqlite:///path`` URL (``:memory:`` stays)."""
     u = str(url)
@@ -117,7 +142,9 @@ COLUMNS = {"runs": ["run_id", "kind", "spec", "created"],
            "epochs": ["run_id", "seed", "epoch", "model", "cluster", "test_loss", "test_accuracy", "train_loss",
                       "seconds", "finished"],
            "checkpoints": ["run_id", "seed", "epoch", "state"],
-           "diverged": ["run_id", "seed", "epoch", "test_loss", "train_loss", "finished"]}
+           "diverged": ["run_id", "seed", "epoch", "test_loss", "train_loss", "finished"],
+           "decisions": ["run_id", "seed", "epoch", "observed", "p_plan", "p_new", "quantile", "action", "detail",
+                         "finished"]}
 
 # One writer per store file: a second `depl run` into the same folder would interleave
 # epochs with the first.  flock locks belong to an open file, so the lock is held once per
@@ -219,9 +246,11 @@ class Store:
     def _check(self) -> None:
         """Schema and integrity, before anything is read or written."""
         # a version-0 store opened read-only has no `diverged` table: none of its seeds diverged
-        self._has_diverged = self._check_version() >= 1 or not self.readonly
+        version = self._check_version()
+        self._has_diverged = version >= 1 or not self.readonly
+        self._has_decisions = version >= 2 or not self.readonly  # likewise, no decision before version 2
         for table, cols in COLUMNS.items():
-            if table == "diverged" and not self._has_diverged:
+            if (table == "diverged" and not self._has_diverged) or (table == "decisions" and not self._has_decisions):
                 continue
             have = [r[1] for r in self._db.execute(f"PRAGMA table_info({table})")]
             if have != cols:
@@ -285,13 +314,23 @@ class Store:
         """
         self.record_epochs(run_id, [(seed, row, checkpoint, final)])
 
-    def record_epochs(self, run_id: str, items: list[tuple[int, EpochRow, bytes | None, bool]]) -> None:
+    def record_epochs(self, run_id: str, items: list[tuple[int, EpochRow, bytes | None, bool]],
+                      decisions: list[tuple[int, dict]] = ()) -> None:
         """`record_epoch` for several seeds (seed, row, checkpoint, final) in ONE transaction.
 
         A batch of seeds trained together checkpoints together: after a kill
-        either every seed of the batch has the epoch or none has.
+        either every seed of the batch has the epoch or none has.  `decisions`:
+        (seed, the closed loop's decision after that epoch, `Decision.to_json()`
+        plus time_spent, cost_spent), in the same transaction.
         """
         with self._transaction():
+            for seed, d in decisions:
+                detail = {k: v for k, v in d.items() if k not in ("epoch", "observed", "p_plan", "p_new", "quantile",
+                                                                  "action")}
+                self._db.execute("INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                 (run_id, seed, int(d["epoch"]), _real(d["observed"]), _real(d["p_plan"]),
+                                  _real(d["p_new"]), _real(d["quantile"]), str(d["action"]),
+                                  json.dumps(detail, allow_nan=False, default=_real), time.time()))
             for seed, row, checkpoint, final in items:
                 last = self.done_epochs(run_id, seed)
                 gone = self.diverged_at(run_id, seed)
@@ -312,6 +351,25 @@ class Store:
                 elif checkpoint is not None:
                     self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
                                      (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
+
+    def decisions(self, run_id: str, seed: int | None = None) -> list[dict[str, Any]]:
+        """The closed loop's decisions of a run (of one seed), by seed and epoch; [] in a store without them."""
+        if not self._has_decisions:
+            return []
+        q = ("SELECT seed, epoch, observed, p_plan, p_new, quantile, action, detail FROM decisions WHERE run_id = ?"
+             + (" AND seed = ?" if seed is not None else "") + " ORDER BY seed, epoch")
+        out = []
+        for s, k, obs, pp, pn, qu, action, detail in self._db.execute(q, (run_id,) if seed is None else (run_id, seed)):
+            try:
+                extra = json.loads(detail)
+            except ValueError:
+                extra = None
+            if not isinstance(extra, dict):
+                raise StoreError(f"{self.path}: decisions.detail of run {run_id!r} seed {s} epoch {k}: not a JSON "
+                                 "object; the store was altered")
+            out.append({"seed": int(s), "epoch": int(k), "observed": obs, "p_plan": pp, "p_new": pn, "quantile": qu,
+                        "action": action, **extra})
+        return out
 
     def diverged(self, run_id: str) -> dict[int, int]:
         """The seeds of a run that diverged, each with the epoch where its loss became non-finite."""

@@ -6,6 +6,7 @@ the other planning commands work without the `train` extra.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from enum import Enum
@@ -15,7 +16,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import check_output_file, choice, console, epoch_progress, fail, user_errors
+from .console import check_output_file, choice, console, epoch_progress, fail, user_errors, warn
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -154,8 +155,21 @@ def run(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
     insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
+    adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop or re-plan the rest "
+                                  "where the guarantee allows (docs/adaptive.md); local back end, one seed at a time"),
+    validation: float = typer.Option(0.1, "--validation", min=0.01, max=0.5,
+                                     help="--adaptive: share of the plan's training samples held out for decisions"),
+    slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
+                                             "take FACTOR times their planned time (a rehearsal; repeatable)"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
+    if adaptive:
+        if backend != "local" or superlink or ray_address:
+            fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
+        return _run_adaptive(plan, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
+                             validation, parse_slow(slow))
+    if slow:
+        fail("--slow applies to --adaptive runs only")
     if ray_address and backend != "local":
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
@@ -207,6 +221,77 @@ def run(
             _run_flower_simulation(plan, seeds, first_seed, st, out, dev, job, run_id, progress, threads)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario}")
+
+
+def parse_slow(values) -> dict[str, float]:
+    """--slow CLUSTER:FACTOR (repeatable) as {cluster: factor}; bad input exits 2."""
+    out = {}
+    for v in values or []:
+        name, _, f = str(v).rpartition(":")
+        try:
+            factor = float(f)
+        except ValueError:
+            factor = math.nan
+        if not name or not (math.isfinite(factor) and factor > 0):
+            fail(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor > 0, e.g. far-edge:1.5")
+        out[name] = factor
+    return out
+
+
+def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str, validation: float,
+                  slow: dict[str, float], con=console):
+    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store.
+    Returns (plan, final test losses, costs, actions) of the seeds."""
+    dev = start_training(threads, device)
+    import numpy as np
+
+    from ..plan import Plan
+    from ..train import adaptive as ad
+    from ..train import execute
+
+    try:
+        p = Plan.load(plan)
+        if not p.feasible or not p.epochs:
+            fail(f"{plan}: the plan is infeasible or empty; nothing to run")
+        scenario = p.scenario_object()
+        unknown = sorted(set(slow) - {c.name for c in scenario.clusters})
+        if unknown:
+            fail(f"--slow {unknown[0]}: no such cluster in the plan's scenario {scenario.name!r} "
+                 f"(clusters: {', '.join(c.name for c in scenario.clusters)})")
+        job = ad.adaptive_job(p, dev, validation)
+        st = open_store(store, out)
+        run_id = ad.run_id_for(job, slow, True)
+        execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
+                                                   "slow": slow})
+    except training_errors() as e:
+        fail(str(e))
+    todo = ad.pending(st, run_id, seed_list)
+    con.print(f"run [bold]{run_id}[/] · adaptive · plan {escape(str(plan))} · {len(p.epochs)} epochs planned × "
+                  f"{len(seed_list)} seeds · validation split {validation:g} · store {escape(st.path)}"
+                  + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
+                  highlight=False)
+    t0 = time.perf_counter()
+    with epoch_progress() as bar:
+        task = bar.add_task("adaptive", total=len(todo))
+        for seed in todo:
+            def progress(seed, epoch, r, d):
+                bar.update(task, description=f"seed {seed} epoch {epoch} val {d.observed:.3f} {d.action}")
+                if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
+                    warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
+
+            try:
+                ad.run_seed(st, run_id, job, p, seed, slow, progress)
+            except training_errors() as e:
+                fail(str(e))
+            bar.update(task, advance=1)
+    con.print(f"done in {time.perf_counter() - t0:.1f} s")
+    finals, costs, actions = ad.outcome(st, run_id, seed_list)
+    ok = np.isfinite(costs)
+    con.print(f"adaptive: {len(seed_list)} seeds · final test loss mean {np.mean(finals[np.isfinite(finals)]):.4f} · "
+                  f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
+                  f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())), markup=False)
+    return p, finals, costs, actions
 
 
 def _hand_over(st):
@@ -398,12 +483,13 @@ def runs_show(
             bs = bands(st, kind)
             if not bs:
                 fail("no finished epochs to draw")
-            plot_measured_bands(bs, png)
+            plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
         _runs_json(st, runs)
         return
     t = Table(title=f"runs in {escape(st.path)}")
     for c in ("run", "kind", "what", "seeds", "diverged", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
+    decided = []
     for r in runs:
         b = band(st, r)
         gone = _diverged_text(st.diverged(r["run_id"]))
@@ -413,13 +499,36 @@ def runs_show(
         secs = st.seconds_per_epoch(r["run_id"])
         t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), gone, str(len(b.epochs)),
                   f"{b.mean[-1]:.4f}", f"{b.low[-1]:.4f} – {b.high[-1]:.4f}", f"{secs:.3f}")
+        decided += [(r["run_id"], d) for d in st.decisions(r["run_id"])]
     console.print(t)
+    if decided:
+        _decisions_table(decided)
     if png is not None:
         bs = bands(st, kind)
         if not bs:
             fail("no finished epochs to draw")
-        plot_measured_bands(bs, png)
+        plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
         console.print(f"wrote {png}", markup=False)
+
+
+def _decisions_table(decided: list[tuple[str, dict]], limit: int = 200) -> None:
+    """The closed loop's decisions: every one that changed a plan or warned, and each seed's last."""
+    from rich.table import Table
+
+    last = {(rid, d["seed"]): d["epoch"] for rid, d in decided}
+    shown = [(rid, d) for rid, d in decided if d["action"] != "continue" or last[(rid, d["seed"])] == d["epoch"]]
+    t = Table(title="decisions of adaptive runs (changes and each seed's last; runs show --json has all)")
+    for c in ("run", "seed", "after epoch", "val loss", "P(plan)", "P(kept)", "cond. quantile", "action", "epochs left",
+              "cost spent", "saved", "note"):
+        t.add_column(c)
+    f = lambda x: "" if x is None else f"{x:.4g}"  # noqa: E731
+    for rid, d in shown[:limit]:
+        t.add_row(escape(rid), str(d["seed"]), str(d["epoch"]), f(d["observed"]), f(d["p_plan"]), f(d["p_new"]),
+                  f(d["quantile"]), d["action"], str(len(d.get("rest", []))), f(d.get("cost_spent")), f(d.get("saved")),
+                  escape(str(d.get("note", ""))))
+    console.print(t)
+    if len(shown) > limit:
+        console.print(f"… {len(shown) - limit} more", markup=False)
 
 
 def _diverged_text(gone: dict[int, int]) -> str:
@@ -445,6 +554,7 @@ def _runs_json(st, runs: list[dict]) -> None:
                     "final_loss_low": None if b is None else b.low[-1], "final_loss_high": None if b is None else b.high[-1],
                     "seconds_per_epoch": secs, "spec": r["spec"],
                     "diverged": [{"seed": s, "epoch": k} for s, k in st.diverged(r["run_id"]).items()],
+                    "decisions": st.decisions(r["run_id"]),
                     "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 

@@ -29,11 +29,19 @@ def validate(
     seed_batch: int = SEED_BATCH,
     workers: Optional[int] = WORKERS,
     ray_address: Optional[str] = RAY_ADDRESS,
+    adaptive: bool = typer.Option(False, "--adaptive", help="run the seeds by the closed loop (depl run --adaptive) "
+                                  "and judge its coverage and mean cost (docs/adaptive.md)"),
+    validation: float = typer.Option(0.1, "--validation", min=0.01, max=0.5,
+                                     help="--adaptive: share of the plan's training samples held out for decisions"),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
 
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
+    if adaptive:
+        _same_law(scenario, plan_file)
+        return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
+                                  validation, as_json)
     dev = start_training(threads, device)
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
@@ -89,4 +97,44 @@ def validate(
     con.print("guarantee: " + (f"[green]not refuted[/] (the interval reaches ω = {c.omega:g}); exit 0" if c.not_refuted
                                else f"[red]refuted[/] (the interval [{c.ci[0]:.3f}, {c.ci[1]:.3f}] lies below "
                                f"ω = {c.omega:g}); exit {EXIT_REFUTED}"), markup=True)
+    raise typer.Exit(code)
+
+
+def _same_law(scenario: str, plan_file: Path) -> None:
+    """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it."""
+    from ..plan import Plan
+    from ..scenario import load_scenario
+    from ..validate import law_mismatch
+
+    try:
+        p = Plan.load(plan_file)
+        why = law_mismatch(p, p.scenario_object(), load_scenario(scenario), str(scenario))
+    except (*training_errors(), ValueError, OSError) as e:
+        fail(str(e))
+    if why:
+        fail(why)
+
+
+def _validate_adaptive(plan_file: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
+                       validation: float, as_json: bool) -> None:
+    """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
+    import numpy as np
+
+    from ..validate import coverage
+    from .training import _run_adaptive
+
+    con = err_console if as_json else console
+    p, finals, costs, actions = _run_adaptive(plan_file, seed_list, store, out, threads, device, validation, {}, con)
+    c = coverage(finals, p.loss_target, p.omega)
+    mean_cost = float(np.nanmean(costs))
+    con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
+              f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}   mean cost {mean_cost:.4g} (open-loop plan "
+              f"{p.cost:.4g})", markup=False)
+    code = EXIT_OK if c.not_refuted else EXIT_REFUTED
+    if as_json:
+        print_json({"plan_file": str(plan_file), "adaptive": True, "runs": c.runs, "hits": c.hits, "coverage": c.rate,
+                    "ci_low": c.ci[0], "ci_high": c.ci[1], "omega": c.omega, "target": c.target,
+                    "not_refuted": c.not_refuted, "mean_cost": mean_cost, "plan_cost": p.cost, "actions": actions,
+                    "exit_code": code})
+    con.print("guarantee: " + ("not refuted" if c.not_refuted else "refuted") + f"; exit {code}", markup=False)
     raise typer.Exit(code)

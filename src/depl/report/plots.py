@@ -51,9 +51,16 @@ def switch_epochs(plan: Plan) -> list[int]:
     return [k for k in range(1, len(s)) if s[k] != s[k - 1]]
 
 
+DECISION_MARKERS = {"stop": "v", "replan": "D", "deadline-replan": "s", "deadline-miss": "X"}
+
+
 def plot_measured_bands(bs: list[Band], path: str | Path,
-                        title: str = "measured test loss: mean and 1st–99th percentile") -> None:
-    """Fig. 2 style: one shaded 1–99% band and a mean line per run of a store, and the band widths."""
+                        title: str = "measured test loss: mean and 1st–99th percentile",
+                        decisions: dict[str, list[dict]] | None = None) -> None:
+    """Fig. 2 style: one shaded 1–99% band and a mean line per run of a store, and the band widths.
+
+    `decisions` (run id → the closed loop's decisions, `Store.decisions`): each one that changed a plan is
+    marked at its epoch and observed validation loss, by action."""
     fig, axes = pyplot().subplots(1, 2, figsize=(12, 4.5))
     ax, ax2 = axes
     for i, b in enumerate(bs):
@@ -61,6 +68,12 @@ def plot_measured_bands(bs: list[Band], path: str | Path,
         ax.fill_between(b.epochs, b.low, b.high, color=c, alpha=0.25, linewidth=0)
         ax.plot(b.epochs, b.mean, color=c, label=f"{b.label} ({b.runs} seeds)")
         ax2.plot(b.epochs, b.high - b.low, color=c, label=b.label)
+        for action, marker in DECISION_MARKERS.items():
+            pts = [(d["epoch"], d["observed"]) for d in (decisions or {}).get(b.run_id, [])
+                   if d["action"] == action and d["observed"] is not None]
+            if pts:
+                ax.scatter(*zip(*pts), marker=marker, color=c, edgecolor="black", s=30, zorder=3,
+                           label=f"{action} ({len(pts)})")
     ax.set_xlabel("epoch")
     ax.set_ylabel("test loss")
     ax.set_title(title, fontsize=10)

@@ -167,6 +167,7 @@ class DataSpec:
     fraction: float = 1.0  # of the selected samples (the profiler's data fractions)
     code_dir: str | None = None  # where a MODULE:FUNCTION source is imported from first
     alpha: float | None = None  # [training] dirichlet_alpha: how the data is split over a cluster's nodes
+    validation: float = 0.0  # the share of the selected samples held out as the validation split (`split`)
 
     def load(self) -> Source:
         return load_source(self.source, self.path, self.code_dir)
@@ -178,12 +179,14 @@ class DataSpec:
             d["code_dir"] = self.code_dir
         if self.alpha is not None:  # likewise
             d["alpha"] = self.alpha
+        if self.validation:  # likewise: only adaptive runs hold a validation split out
+            d["validation"] = self.validation
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataSpec":
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
-                   float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"))
+                   float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"), float(d.get("validation", 0.0)))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -221,8 +224,42 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
                     scenario.training.dirichlet_alpha)
 
 
+VALIDATION_SEED = 20261123  # the validation split is a property of the data selected, not of a run's seed
+
+
 def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The selected training samples: the shares concatenated, then the fraction kept."""
+    """The selected training samples: the shares concatenated, the fraction kept, the validation split left out."""
+    x, y = _selected(spec)
+    if spec.validation:
+        keep = np.ones(len(y), bool)
+        keep[validation_indices(len(y), spec.validation)] = False
+        return x[keep], y[keep]
+    return x, y
+
+
+def validation(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The validation split: `spec.validation` of the selected samples, never trained on, apart from the test set.
+
+    Carved from the training pool (the test set stays the guarantee's own), by
+    a fixed permutation (VALIDATION_SEED), so every seed and every resumed run
+    holds out the same samples."""
+    if not spec.validation:
+        raise DataError("this data has no validation split (DataSpec.validation = 0)")
+    x, y = _selected(spec)
+    idx = validation_indices(len(y), spec.validation)
+    return x[idx], y[idx]
+
+
+def validation_indices(n: int, share: float) -> np.ndarray:
+    if not 0.0 < share < 1.0:
+        raise DataError(f"validation share {share}: must lie strictly between 0 and 1")
+    size = max(1, int(round(share * n)))
+    if size >= n:
+        raise DataError(f"a validation split of {share} leaves no training sample of {n}")
+    return np.sort(np.random.default_rng(VALIDATION_SEED).permutation(n)[:size])
+
+
+def _selected(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
     src = spec.load()
     n = len(src.y_train)
     idx = np.concatenate([np.arange(int(round(a * n)), int(round(b * n))) for a, b in spec.shares])

@@ -1,0 +1,343 @@
+"""The closed loop: after every epoch, keep the plan, stop, or re-plan the rest — without weakening the guarantee.
+
+A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω before training.  During a run the loss
+is observed after every epoch (on a validation split, depl.train.adaptive),
+and the loss law conditions on it (`LossModel.distribution(..., start=state)`):
+p(π | state) = P(ℓ_final ≤ ℓmax | the run's state, the rest π is trained).
+
+**The rule** (docs/adaptive.md has the argument): an action may replace the
+rest π of the plan by π' (stop = the empty rest, keeping the current model)
+only if
+
+    p(π' | state) ≥ p(π | state)            (certified: π's upper bound, π''s lower bound)
+
+and it is taken only when π' is cheaper.  With V_k the conditional success
+probability of the plan in force after epoch k, V is a martingale between
+decisions (the law is right) and jumps up at them, so P(success) = E[V_K] ≥
+V_0 = p(plan) ≥ ω: the open-loop guarantee holds marginally.  The tempting rule
+"any continuation whose conditional probability is ≥ ω" does not keep it (it
+spends on the lucky runs the slack that paid for the unlucky ones); the Monte
+Carlo of `monte_carlo` shows both (tests/test_adaptive.py).
+
+**Deadlines.** Epoch times are measured in the scenario's units (a cluster
+running `f` times slower than the scenario says takes f·T(k)); when the rest
+no longer fits in Tmax minus the time spent, the rest is re-planned on the
+clusters as measured — at p(π) if reachable (sound), else at ω (the guarantee
+from here on is then conditional), else the run goes on with a recorded notice
+that the deadline cannot be met.
+
+Kept below the training code (no torch): the policy is pure computation, and
+`monte_carlo` checks it on the law itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from .loss import LossModel, loss_model_for
+from .plan import Epoch, Plan, epoch_cost, epoch_time
+from .planners import Infeasible, Options, make_plan
+from .scenario import Scenario, parse_scenario, scenario_dict
+from .state import START, RunState
+
+ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss", "end")
+RUN_DATA = "run-data"  # the one dataset of a re-plan: the run's own data (re-planning never changes it)
+CAP = 1 - 1e-6  # the highest level a re-plan is asked for (Target.quantile's bound)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy did after `epoch` (0: before the first epoch)."""
+
+    epoch: int
+    observed: float | None   # the loss observed after the epoch (validation split in a real run)
+    p_plan: float            # P(ℓ_final ≤ ℓmax | state) of the plan in force (certified lower bound)
+    p_new: float             # ... of what the decision keeps (= p_plan for continue)
+    quantile: float          # the conditional ω-quantile of ℓ_final under what is kept (upper bound)
+    action: str              # one of ACTIONS
+    rest: tuple[Epoch, ...]  # the remaining epochs after the decision
+    saved: float = 0.0       # cost of the old rest − cost of the new one
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return {"epoch": self.epoch, "observed": self.observed, "p_plan": self.p_plan, "p_new": self.p_new,
+                "quantile": self.quantile, "action": self.action, "saved": self.saved, "note": self.note,
+                "rest": [[e.epoch, e.model, e.cluster, e.compute] for e in self.rest]}
+
+
+def _normal_cdf(z: float) -> float:
+    return float(stats.norm.cdf(z))
+
+
+class Policy:
+    """The decision rule for one plan (see the module's docstring).
+
+    `loss`: the law decisions condition on (default: the plan's scenario's);
+    `samples`: the samples the run trains on (a real adaptive run holds a
+    validation split out of the plan's data: less data, a lower φ);
+    `truncate`: also consider ending the plan after fewer of its epochs;
+    `replan`: also look for a cheaper continuation through the planner
+    `method`; `naive`: accept a continuation at conditional P ≥ ω instead
+    of ≥ the plan's (the unsound rule, kept to show that it is); `gap_sd`: the sd of test loss −
+    validation loss of one model (0: the observed loss *is* the loss the
+    guarantee is about, as in the law's own Monte Carlo); `slow`: cluster →
+    factor the policy already knows (it also learns factors from `observe`).
+    """
+
+    def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
+                 samples: float | None = None, replan: bool = True, method: str = "depl",
+                 options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
+                 truncate: bool = True, naive: bool = False):
+        self.plan = plan
+        self.scenario = scenario or plan.scenario_object()
+        self.loss = loss or loss_model_for(self.scenario)
+        self.samples = float(self.scenario.samples(plan.datasets) if samples is None else samples)
+        self.phi = self.scenario.phi(self.samples)
+        self.target, self.omega = plan.loss_target, plan.omega
+        self.deadline = self.scenario.target.deadline
+        self.replan, self.method, self.truncate, self.naive = replan, method, truncate, naive
+        self.record = True  # compute the plan's conditional probability even when no action needs it
+        self.options = options or Options(eta=60, dataset_candidates=1)
+        self.gap_sd = float(gap_sd)
+        self.slow = dict(slow or {})
+        self._planned: dict[str, float] = {}   # scenario seconds planned / measured, per cluster
+        self._measured: dict[str, float] = {}
+
+    # -- the world as measured ------------------------------------------------ #
+    def factor(self, cluster: str) -> float:
+        """How many times slower than the scenario says `cluster` has run (1 until measured)."""
+        if cluster in self._planned and self._planned[cluster] > 0:
+            return max(self._measured[cluster] / self._planned[cluster], 1e-9)
+        return self.slow.get(cluster, 1.0)
+
+    def planned_time(self, e: Epoch) -> float:
+        """T(k) of eq. (1) for epoch `e` on the run's data, as the scenario says."""
+        return epoch_time(self.scenario, e.model, e.cluster, e.compute, self.samples)
+
+    def observe(self, e: Epoch, seconds: float) -> None:
+        """Record an epoch's measured time, in the scenario's time units."""
+        self._planned[e.cluster] = self._planned.get(e.cluster, 0.0) + self.planned_time(e)
+        self._measured[e.cluster] = self._measured.get(e.cluster, 0.0) + float(seconds)
+
+    def time_of(self, e: Epoch) -> float:
+        return self.planned_time(e) * self.factor(e.cluster)
+
+    def cost_of(self, e: Epoch, paid: Sequence[str] = ()) -> float:
+        """Compute cost of `e` (at its measured speed) plus β if its cluster's data is not transferred yet."""
+        f = self.factor(e.cluster)
+        v = self.view(paid)
+        return epoch_cost(v, e.model, e.cluster, e.compute / f, self.samples) + \
+            (0.0 if e.cluster in paid else v.transfer_cost([RUN_DATA], e.cluster))
+
+    def rest_cost(self, rest: Sequence[Epoch], paid: Sequence[str]) -> float:
+        paid, total = list(paid), 0.0
+        for e in rest:
+            total += self.cost_of(e, paid)
+            if e.cluster not in paid:
+                paid.append(e.cluster)
+        return total
+
+    def view(self, paid: Sequence[str] = (), quantile: float | None = None) -> Scenario:
+        """The scenario a re-plan sees: one dataset (the run's data, β already paid on `paid`), every
+        cluster at its measured speed (f times slower: capacity and bandwidth / f, κ·f per unit delivered,
+        so that time and cost of an allocation are the real ones), and the target at `quantile`."""
+        key = (tuple(paid), quantile, tuple(self.factor(c.name) for c in self.scenario.clusters))
+        cache = self.__dict__.setdefault("_views", {})
+        if key in cache:
+            return cache[key]
+        d = scenario_dict(self.scenario)
+        chosen = [x for x in d["datasets"] if x["name"] in self.plan.datasets]
+        beta = {c["name"]: 0.0 if c["name"] in paid else
+                sum(x.get("transfer_cost", {}).get(c["name"], 0.0) for x in chosen) for c in d["clusters"]}
+        d["datasets"] = [{"name": RUN_DATA, "samples": self.samples, "transfer_cost": beta}]
+        for c in d["clusters"]:
+            f = self.factor(c["name"])
+            c.update(capacity=c["capacity"] / f, bandwidth=c["bandwidth"] / f, unit_cost=c["unit_cost"] * f)
+        if quantile is not None:
+            d["target"] = {**d["target"], "quantile": quantile}
+        cache[key] = v = parse_scenario(d, "the re-planning view")
+        return v
+
+    # -- the law, conditioned ------------------------------------------------ #
+    def stop_probability(self, state: RunState) -> float:
+        """P(test loss of the current model ≤ ℓmax | state): the observed loss, up to the validation–test gap."""
+        last = state.last_loss
+        if last is None:
+            return 0.0
+        if self.gap_sd <= 0:
+            return 1.0 if last <= self.target else 0.0
+        return _normal_cdf((self.target - last) / self.gap_sd)
+
+    def probability(self, rest: Sequence[Epoch], state: RunState) -> tuple[float, float, float]:
+        """(lower, upper) bounds of P(ℓ_final ≤ ℓmax | state) if `rest` is trained, and the conditional
+        ω-quantile's upper bound."""
+        if not rest:
+            p = self.stop_probability(state)
+            return p, p, state.last_loss if state.last_loss is not None else math.nan
+        d = self.loss.distribution([e.model for e in rest], self.phi, start=state if state.started else None)
+        lo, hi = d.cdf_bounds(self.target)
+        return float(lo), float(hi), float(d.quantile_bounds(self.omega)[1])
+
+    def fits(self, rest: Sequence[Epoch], state: RunState) -> bool:
+        return state.time_spent + sum(self.time_of(e) for e in rest) <= self.deadline * (1 + 1e-9)
+
+    def _replan(self, state: RunState, level: float) -> list[Epoch] | None:
+        """The planner's cheapest rest from `state` certified at `level`, on the world as measured; None if none."""
+        try:
+            q = make_plan(self.view(state.clusters, min(max(level, 1e-6), CAP)), self.method, self.options,
+                          loss=self.loss, start=state)
+        except (Infeasible, ValueError):
+            return None
+        if not q.feasible:
+            return None
+        # allocations back to the real cluster's units (the view counts compute delivered)
+        return [replace(e, compute=e.compute * self.factor(e.cluster)) for e in q.epochs]
+
+    # -- the decision --------------------------------------------------------- #
+    def decide(self, state: RunState, rest: Sequence[Epoch]) -> Decision:
+        """What to do after `state.epoch` epochs with `rest` still planned."""
+        rest = tuple(rest)
+        obs = state.last_loss
+        if not rest:
+            lo, _, q = self.probability(rest, state)
+            return Decision(state.epoch, obs, lo, lo, q, "continue", rest)
+        p_stop = self.stop_probability(state) if state.started else 0.0
+        if not self.record and not (self.truncate or self.replan) and p_stop < 1.0 and self.fits(rest, state):
+            # only a sure stop could be taken (p_stop ≥ any p): the plan's own probability is not needed
+            return Decision(state.epoch, obs, math.nan, math.nan, math.nan, "continue", rest)
+        lo, hi, q = self.probability(rest, state)
+        if not self.fits(rest, state):
+            return self._deadline(state, rest, lo, hi, q)
+        bar = min(hi, self.omega) if self.naive else hi  # what a replacement must reach
+        old_cost = self.rest_cost(rest, state.clusters)
+        if obs is not None and p_stop >= bar:
+            return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), old_cost,
+                            "the current model meets ℓmax as surely as the rest of the plan would")
+        for new, how in self._candidates(state, rest, bar):
+            nlo, _, nq = self.probability(new, state)
+            new_cost = self.rest_cost(new, state.clusters)
+            if nlo >= bar and new_cost < old_cost * (1 - 1e-9) and self.fits(new, state):
+                return Decision(state.epoch, obs, lo, nlo, nq, "replan", tuple(new), old_cost - new_cost,
+                                f"{how}: {len(new)} epochs at conditional P ≥ {bar:.4g}")
+        return Decision(state.epoch, obs, lo, lo, q, "continue", rest)
+
+    def _candidates(self, state: RunState, rest: tuple[Epoch, ...], level: float):
+        """Cheaper rests to try, cheapest first: the plan cut short, then the planner's."""
+        if self.truncate and len(rest) > 1:
+            # the shortest cut that reaches `level`, by bisection (a cut's probability mostly grows with its
+            # length; where it does not, bisection only misses a saving: each cut is checked on its own)
+            lo, hi = 1, len(rest) - 1
+            if self.probability(rest[:hi], state)[0] >= level:
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if self.probability(rest[:mid], state)[0] >= level:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                yield rest[:hi], f"the plan cut after epoch {rest[hi - 1].epoch}"
+        if self.replan:
+            new = self._replan(state, level)
+            if new is not None:
+                yield new, f"re-planned by {self.method}"
+
+    def _deadline(self, state: RunState, rest, lo: float, hi: float, q: float) -> Decision:
+        old = self.rest_cost(rest, state.clusters)
+        for level, how in ((hi, "as surely as the plan"), (self.omega, "at ω only (the guarantee is conditional from here)")):
+            new = self._replan(state, level)
+            if new is not None and self.fits(new, state):
+                nlo, _, nq = self.probability(new, state)
+                return Decision(state.epoch, state.last_loss, lo, nlo, nq, "deadline-replan", tuple(new),
+                                old - self.rest_cost(new, state.clusters),
+                                f"the rest overran the deadline on slow clusters; re-planned {how}")
+        need = state.time_spent + sum(self.time_of(e) for e in rest)
+        return Decision(state.epoch, state.last_loss, lo, lo, q, "deadline-miss", tuple(rest), 0.0,
+                        f"at the measured speeds the plan ends at {need:.4g} > Tmax = {self.deadline:g}, "
+                        "and no re-plan meets the loss target by then")
+
+    def initial(self) -> Decision:
+        """Before the first epoch: the plan as the run will train it (its data, its clusters' speeds), re-planned
+        at ω if it no longer certifies ω (less data after the validation split is held out)."""
+        rest = tuple(self.plan.epochs)
+        lo, hi, q = self.probability(rest, START)
+        if lo >= self.omega * (1 - 1e-12) and self.fits(rest, START):
+            return Decision(0, None, lo, lo, q, "continue", rest)
+        why = (f"the plan on the run's data certifies P = {lo:.4g} < ω" if lo < self.omega * (1 - 1e-12) else
+               "the plan overruns the deadline at the clusters' speeds")
+        new = self._replan(START, self.omega)
+        if new is not None and self.fits(new, START):
+            nlo, _, nq = self.probability(new, START)
+            return Decision(0, None, lo, nlo, nq, "replan", tuple(new), self.rest_cost(rest, ()) - self.rest_cost(new, ()),
+                            why + "; re-planned at ω")
+        return Decision(0, None, lo, lo, q, "deadline-miss", rest, 0.0,
+                        f"the plan on the run's data certifies P = {lo:.4g} < ω and no re-plan reaches ω")
+
+
+# --------------------------------------------------------------------------- #
+# The policy checked on the law itself
+# --------------------------------------------------------------------------- #
+
+@dataclass
+class MonteCarlo:
+    """Closed loop against open loop on the same simulated runs of the law."""
+
+    final: np.ndarray         # ℓ_final per run, closed loop
+    cost: np.ndarray          # its cost
+    open_final: np.ndarray    # the plan's ℓ(K) on the same runs' draws
+    open_cost: float
+    actions: dict[str, int] = field(default_factory=dict)
+    target: float = 0.0
+    omega: float = 0.0
+
+    @property
+    def coverage(self) -> float:
+        return float(np.mean(self.final <= self.target))
+
+    @property
+    def open_coverage(self) -> float:
+        return float(np.mean(self.open_final <= self.target))
+
+    def interval(self, closed: bool = True, level: float = 0.95) -> tuple[float, float]:
+        x = self.final if closed else self.open_final
+        ci = stats.binomtest(int(np.sum(x <= self.target)), x.size).proportion_ci(level, method="exact")
+        return float(ci.low), float(ci.high)
+
+
+def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
+                slow: dict[str, float] | None = None) -> MonteCarlo:
+    """Simulate `runs` runs of the law along the plan, the policy deciding after every `every`-th epoch.
+
+    A run follows the plan's simulated trajectory until a decision changes
+    its rest; it then continues by the law conditioned on its state
+    (`simulate(..., start=state)`, exact for the laws here).  `slow`: the
+    clusters that really run slower (the policy learns it from the epoch times)."""
+    rng = np.random.default_rng(seed)
+    policy.record = False
+    plan, loss, phi = policy.plan, policy.loss, policy.phi
+    paths = loss.simulate(plan.schedule, phi, runs, rng)
+    slow = slow or {}
+    finals, costs, actions = np.empty(runs), np.empty(runs), {}
+    for i in range(runs):
+        policy._planned.clear(), policy._measured.clear()
+        rest, path, at, state = list(plan.epochs), paths[i], 0, START
+        while rest:
+            e, rest = rest[0], rest[1:]
+            cost = policy.cost_of(e, state.clusters)
+            secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
+            policy.observe(e, secs)
+            state = state.after(e.model, float(path[state.epoch + 1 - at]), secs, cost, e.cluster)
+            if not rest or state.epoch % every:
+                continue
+            d = policy.decide(state, rest)
+            actions[d.action] = actions.get(d.action, 0) + 1
+            if d.action == "stop":
+                break
+            if list(d.rest) != list(rest):
+                rest, at = list(d.rest), state.epoch
+                path = loss.simulate([x.model for x in rest], phi, 1, rng, start=state)[0]
+        finals[i], costs[i] = state.last_loss, state.cost_spent
+    return MonteCarlo(finals, costs, paths[:, -1], float(plan.cost), actions, policy.target, policy.omega)

@@ -1,0 +1,172 @@
+"""Adaptive runs (`depl run --adaptive`, `depl validate --adaptive`): the closed loop of depl.adaptive, for real.
+
+A seed trains the plan epoch by epoch (`walk_plan`, the per-seed loop: each
+seed's rest may change on its own).  After every epoch the model is scored on
+the validation split (depl.train.data.validation: a share of the plan's
+training samples held out, never trained on; the test set stays the
+guarantee's), the policy decides, and the epoch's row, its checkpoint and the
+decision go to the store in one transaction.  The decision's rest is what the
+walk trains next; an empty rest ends the seed (its last test loss is its
+final loss, its cost what it spent).
+
+Time: clusters are simulated in this process, so wall seconds say nothing of a
+cluster's speed.  An epoch's time in the scenario's units is its planned T(k)
+(eq. 1) times the cluster's slowdown — 1, or the factor injected by
+`--slow CLUSTER:FACTOR` (rehearsing a slow node: the policy only learns it
+from the epoch times it measures, as it would from a real cluster).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..adaptive import Decision, Policy
+from ..plan import Epoch, Plan
+from ..state import START, RunState
+from ..store import EpochRow, Store, diverges
+from . import data as data_mod
+from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
+
+VALIDATION_SHARE = 0.1
+
+
+def adaptive_job(plan: Plan, device: str = "cpu", validation: float = VALIDATION_SHARE) -> Job:
+    """The plan's job with a validation split held out, every version of the plan's network and every
+    cluster set up (a re-plan may choose them)."""
+    job = job_from_plan(plan, device)
+    scenario = plan.scenario_object()
+    data = replace(job.data, validation=validation)
+    data_mod.validation(data)  # a split that cannot be carved is refused before any training
+    first = job.versions[plan.epochs[0].model]
+    trainable = [m.name for m in scenario.models if m.train is not None]
+    versions = {n: v for n, v in version_specs(scenario, job.data.load(), trainable).items()
+                if (v.net, v.width, v.net_args) == (first.net, first.width, first.net_args)}
+    return replace(job, data=data, versions=versions, nodes={c.name: c.nodes for c in scenario.clusters})
+
+
+def training_samples(job: Job) -> int:
+    return int(len(data_mod.select(job.data)[1]))
+
+
+def policy_for(plan: Plan, job: Job, **kw) -> Policy:
+    """The policy of a run: the law of the plan's scenario, at the φ of the samples actually trained on."""
+    return Policy(plan, samples=float(training_samples(job)), **kw)
+
+
+@torch.no_grad()
+def validation_loss(model, xy, n_test: int) -> tuple[float, float]:
+    """(mean validation loss, sd of test − validation loss of this model: the two splits' sampling noise)."""
+    model.eval()
+    per = F.cross_entropy(model(xy[0]), xy[1], reduction="none").double()
+    n = per.numel()
+    sd = float(per.std()) if n > 1 else 0.0
+    return float(per.mean()), sd * math.sqrt(1.0 / n + 1.0 / max(n_test, 1))
+
+
+def finished(store: Store, run_id: str, seed: int) -> bool:
+    """A seed is over when a decision after an epoch left no rest, or it diverged."""
+    if store.diverged_at(run_id, seed) is not None:
+        return True
+    ds = store.decisions(run_id, seed)
+    return bool(ds) and ds[-1]["epoch"] > 0 and not ds[-1]["rest"]
+
+
+def pending(store: Store, run_id: str, seeds: list[int]) -> list[int]:
+    return [s for s in seeds if not finished(store, run_id, s)]
+
+
+def record(d: Decision, state: RunState, gap_sd: float = 0.0) -> dict:
+    return {**d.to_json(), "time_spent": state.time_spent, "cost_spent": state.cost_spent, "gap_sd": gap_sd}
+
+
+def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: dict[str, float] | None = None,
+             progress=None, **policy_options) -> list[Decision]:
+    """Train one seed adaptively to its end, resuming from the store; returns the decisions taken here."""
+    if finished(store, run_id, seed):
+        return []
+    slow = slow or {}
+    policy = policy_for(plan, job, **policy_options)
+    device = job.options.device
+    val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
+    n_test = len(test_data(job.data)[1])
+    past = store.decisions(run_id, seed)
+    trained = store.trajectory(run_id, seed)
+    taken: list[Decision] = []
+    if not past:
+        d0 = policy.initial()
+        store.record_epochs(run_id, [], decisions=[(seed, record(d0, START))])
+        past, taken = store.decisions(run_id, seed), [d0]
+    # where the seed stands: its recorded epochs, their validation losses and times, the rest last decided
+    state, by_epoch = START, {d["epoch"]: d for d in past}
+    for row in trained:
+        e = Epoch(row.epoch, row.model, row.cluster, _compute(by_epoch, row.epoch))
+        secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
+        policy.observe(e, secs)
+        state = state.after(e.model, by_epoch[row.epoch]["observed"], secs, policy.cost_of(e, state.clusters), e.cluster)
+    last = by_epoch[max(k for k in by_epoch if k <= len(trained))]
+    now = {"rest": [Epoch(int(a), str(m), str(c), float(x)) for a, m, c, x in last["rest"]], "state": state}
+
+    def on_epoch(r, model) -> None:
+        e = now["rest"][0]
+        rest = now["rest"][1:]
+        loss, gap = validation_loss(model, val, n_test)
+        secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
+        policy.observe(e, secs)
+        st = now["state"].after(e.model, loss, secs, policy.cost_of(e, now["state"].clusters), e.cluster)
+        row = EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
+        if diverges(row) or not math.isfinite(loss):
+            store.record_epoch(run_id, seed, row)
+            now["rest"] = []
+            return
+        policy.gap_sd = gap
+        d = policy.decide(st, rest) if rest else Decision(st.epoch, loss, math.nan, math.nan, math.nan, "end", ())
+        taken.append(d)
+        end = not d.rest
+        store.record_epochs(run_id, [(seed, row, None if end else state_bytes(model), end)],
+                            decisions=[(seed, record(d, st, gap))])
+        now["rest"], now["state"] = list(d.rest), st
+        if progress is not None:
+            progress(seed, r.epoch, r, d)
+
+    def decide(_state, _results):
+        return [(e.epoch, e.model, e.cluster) for e in now["rest"]]
+
+    walk = [(row.epoch, row.model, row.cluster) for row in trained] + [(e.epoch, e.model, e.cluster) for e in now["rest"]]
+    start = store.resume_point(run_id, seed) if trained else None
+    walk_plan(replace(job, epochs=walk), seed, LocalFederation(), on_epoch, start, decide)
+    return taken
+
+
+def _compute(by_epoch: dict, epoch: int) -> float:
+    """The compute an epoch was planned with: from the rest of the decision before it."""
+    for k in sorted((k for k in by_epoch if k < epoch), reverse=True):
+        for a, _m, _c, x in by_epoch[k]["rest"]:
+            if int(a) == epoch:
+                return float(x)
+    raise ValueError(f"epoch {epoch} is in no recorded decision's rest; the store was altered")
+
+
+def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """(final test loss, cost spent) per seed (a diverged seed: +inf), and how often each action was taken."""
+    finals, costs, actions = [], [], {}
+    gone = store.diverged(run_id)
+    for s in seeds:
+        ds = store.decisions(run_id, s)
+        for d in ds:
+            actions[d["action"]] = actions.get(d["action"], 0) + 1
+        traj = store.trajectory(run_id, s)
+        finals.append(math.inf if s in gone or not traj else traj[-1].test_loss)
+        costs.append(ds[-1].get("cost_spent", math.nan) if ds else math.nan)
+    return np.array(finals), np.array(costs), actions
+
+
+def run_id_for(job: Job, slow: dict[str, float], replan: bool) -> str:
+    from .execute import run_id_for as base
+
+    return base(replace(job, options=job.options), "local-adaptive" + ("" if replan else "-stop")
+                + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")

@@ -1,0 +1,88 @@
+"""The closed-loop policy checked on the loss law itself (pure computation, no training).
+
+Monte Carlo runs of the law along a plan: the policy decides after epochs,
+a run whose rest changes continues by the law conditioned on its state.
+The sound rule keeps the marginal coverage and costs less on average; the
+naive rule ("any continuation at conditional P ≥ ω") spends the slack of the
+lucky runs and loses coverage on the same draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from depl.adaptive import Policy, monte_carlo
+from depl.planners import make_plan
+from depl.scenario import load_scenario, parse_scenario, scenario_dict
+from depl.state import START
+
+
+def scenario(law: str, **target):
+    d = scenario_dict(load_scenario("mnist1d-small"))
+    d["loss_model"] = law
+    d["target"] = {**d["target"], **target}
+    return parse_scenario(d)
+
+
+@pytest.fixture(scope="module", params=["level", "increments"])
+def planned(request):
+    s = scenario(request.param)
+    return s, make_plan(s, "depl")
+
+
+def test_stopping_keeps_coverage_and_costs_less(planned):
+    s, plan = planned
+    mc = monte_carlo(Policy(plan, s, replan=False, truncate=False), 800, seed=3)
+    # the law's own runs: a run stops only with its loss at or below ℓmax, so it succeeds wherever the
+    # open loop does (same draws), and the marginal coverage is at least the open loop's
+    assert mc.coverage >= mc.open_coverage
+    assert mc.interval()[1] >= plan.omega and mc.interval(closed=False)[1] >= plan.omega
+    assert mc.actions.get("stop", 0) > 0
+    assert mc.cost.mean() < 0.95 * mc.open_cost
+
+
+def test_conditioned_rule_is_sound_and_the_naive_rule_is_not():
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    sound = monte_carlo(Policy(plan, s, replan=False), 300, seed=1, every=4)
+    naive = monte_carlo(Policy(plan, s, replan=False, naive=True), 300, seed=1, every=4)
+    assert sound.interval()[1] >= plan.omega and sound.cost.mean() < sound.open_cost
+    # same draws up to the first decision: the naive rule cuts more runs short and loses coverage for it
+    assert naive.actions.get("replan", 0) > sound.actions.get("replan", 0)
+    assert naive.coverage < sound.coverage
+
+
+def test_a_decision_never_lowers_the_conditional_probability():
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    pol = Policy(plan, s)
+    rng = np.random.default_rng(0)
+    path = pol.loss.simulate(plan.schedule, pol.phi, 1, rng)[0]
+    state = START
+    for e in plan.epochs[:6]:
+        state = state.after(e.model, float(path[state.epoch + 1]), pol.planned_time(e), pol.cost_of(e, state.clusters),
+                            e.cluster)
+    d = pol.decide(state, plan.epochs[6:])
+    assert d.p_new >= d.p_plan and d.epoch == 6 and d.observed == path[6]
+    if d.action != "continue":
+        assert d.saved > 0
+
+
+def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline():
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    assert plan.time == pytest.approx(s.target.deadline, rel=1e-6)  # no slack: any slowdown overruns
+    slow = plan.epochs[0].cluster
+    pol = Policy(plan, s, replan=False, truncate=False)
+    e = plan.epochs[0]
+    secs = 1.5 * pol.planned_time(e)
+    pol.observe(e, secs)
+    state = START.after(e.model, 2.25, secs, pol.cost_of(e), e.cluster)
+    d = pol.decide(state, plan.epochs[1:])
+    assert d.action == "deadline-replan", d.note
+    assert state.time_spent + sum(pol.time_of(x) for x in d.rest) <= s.target.deadline * (1 + 1e-9)
+    assert any(x.cluster != slow for x in d.rest)  # moved (at least partly) off the slow cluster
+    # every cluster 50 times slower: nothing meets the target by the deadline, and the policy says so
+    pol = Policy(plan, s, slow={c.name: 50.0 for c in s.clusters})
+    d = pol.decide(state, plan.epochs[1:])
+    assert d.action == "deadline-miss" and "Tmax" in d.note
