@@ -22,7 +22,7 @@ def test_a_builtin_task_plans_feasibly_and_its_plan_trains_for_real(name, tmp_pa
     assert r.returncode == 0, r.stderr
     plan = json.loads(plan_file.read_text())
     assert plan["feasible"] and plan["loss_quantile"] <= s.target.loss
-    assert plan["time"] <= s.target.deadline
+    assert plan["time"] <= s.target.deadline * (1 + 1e-9)  # eq. (1) summed over epochs: float rounding only
     # the plan's first epoch, trained for real on one seed (a whole plan is validate's business)
     plan["epochs"] = plan["epochs"][:1]
     one = tmp_path / "one-epoch.json"
