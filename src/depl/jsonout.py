@@ -11,17 +11,18 @@ import math
 from typing import Any
 
 
-def _clean(x: Any) -> Any:
+def clean(x: Any) -> Any:
+    """`x` as strict JSON values: numpy to Python, a non-finite float to None (JSON has no NaN/Infinity)."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): clean(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [clean(v) for v in x]
     if hasattr(x, "tolist"):          # numpy arrays and scalars
-        return _clean(x.tolist())
+        return clean(x.tolist())
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(_clean(obj), allow_nan=False, ensure_ascii=False)
+    return json.dumps(clean(obj), allow_nan=False, ensure_ascii=False)

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from .band import Band
-from .jsonout import _clean
+from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .plan import Plan
 from .scenario import Scenario
@@ -90,7 +90,7 @@ class Validation:
                                 "high": self.measured.high.tolist()},
                  planned_band={"mean": self.planned.mean.tolist(), "low": self.planned.low.tolist(),
                                "high": self.planned.high.tolist()})
-        return _clean(d)  # strict JSON: an infinite quantile or an empty band is null
+        return clean(d)  # strict JSON: an infinite quantile or an empty band is null
 
 
 def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) -> str | None:

@@ -263,9 +263,9 @@ class Table:
         return [c for c in self.cells if c.verdict == "refuted"]
 
     def to_json(self) -> dict:
-        from ..jsonout import _clean
+        from ..jsonout import clean
 
-        return _clean({"format": "depl.coverage/1", "command": self.command, "method": self.method,
+        return clean({"format": "depl.coverage/1", "command": self.command, "method": self.method,
                        "tasks": self.tasks, "omegas": self.omegas, "laws": self.laws, "runs": self.runs, "trained": self.trained,
                        "seeds": [self.first_seed, self.first_seed + self.runs - 1], "seconds": self.seconds,
                        "refuted": [c.key for c in self.refuted], "cells": [c.to_json() for c in self.cells]})

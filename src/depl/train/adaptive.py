@@ -168,5 +168,5 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 def run_id_for(job: Job, slow: dict[str, float], replan: bool) -> str:
     from .execute import run_id_for as base
 
-    return base(replace(job, options=job.options), "local-adaptive" + ("" if replan else "-stop")
+    return base(job, "local-adaptive" + ("" if replan else "-stop")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")
