@@ -44,6 +44,7 @@ from .plan import Epoch, Plan, epoch_cost, epoch_time
 from .planners import Infeasible, Options, make_plan
 from .scenario import Scenario, parse_scenario, scenario_dict
 from .state import START, RunState
+from .validate import coverage as measured_coverage  # one Clopper–Pearson for the Monte Carlo and for real runs
 
 ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss", "end")
 RUN_DATA = "run-data"  # the one dataset of a re-plan: the run's own data (re-planning never changes it)
@@ -302,9 +303,8 @@ class MonteCarlo:
         return float(np.mean(self.open_final <= self.target))
 
     def interval(self, closed: bool = True, level: float = 0.95) -> tuple[float, float]:
-        x = self.final if closed else self.open_final
-        ci = stats.binomtest(int(np.sum(x <= self.target)), x.size).proportion_ci(level, method="exact")
-        return float(ci.low), float(ci.high)
+        """Clopper–Pearson interval of the closed (or open) loop's coverage, as `depl validate` computes it."""
+        return measured_coverage(self.final if closed else self.open_final, self.target, self.omega, level).ci
 
 
 def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
