@@ -5,12 +5,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from depl.plan import Epoch, Plan, with_scenario
-from depl.scenario import parse_scenario
+from depl.planners import make_plan
+from depl.scenario import load_scenario, parse_scenario
 from depl.store import Store
 from depl.train import adaptive as ad
 from depl.train import data as data_mod
+from depl.train.federation import node_data
 from trainkit import scenario_dict
 
 
@@ -30,8 +33,9 @@ def depl(*args):
                           capture_output=True, text=True, timeout=600)
 
 
-def test_the_validation_split_is_held_out_deterministically_and_apart_from_training():
-    spec = data_mod.DataSpec("mnist1d", ((0.0, 0.5),), validation=0.1)
+def test_a_carved_validation_split_is_held_out_deterministically_and_apart_from_training():
+    spec = data_mod.DataSpec("mnist1d", ((0.0, 0.5),), validation=0.1)   # a run made before fresh splits
+    assert spec.split == "carved" and "split" not in spec.to_json()
     xv, yv = data_mod.validation(spec)
     xt, yt = data_mod.select(spec)
     assert len(yv) == 200 and len(yt) == 1800
@@ -41,13 +45,69 @@ def test_the_validation_split_is_held_out_deterministically_and_apart_from_train
     assert data_mod.DataSpec("mnist1d", ((0.0, 0.5),)).to_json().get("validation") is None  # old runs keep their identity
 
 
-def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_records_it(tmp_path):
+def test_a_fresh_mnist1d_validation_split_costs_no_training_sample_and_is_apart_from_train_and_test():
+    spec = data_mod.DataSpec("mnist1d", ((0.0, 0.5),), validation=0.1, split="fresh")
+    assert data_mod.DataSpec.from_json(spec.to_json()) == spec and spec.to_json()["split"] == "fresh"
+    xt, yt = data_mod.select(spec)
+    xv, yv = data_mod.validation(spec)
+    assert len(yt) == 2000 and len(yv) == 200                   # every selected sample trained on
+    src = data_mod.mnist1d()
+    seen = {r.tobytes() for r in np.concatenate([src.x_train, src.x_test])}
+    assert not any(r.tobytes() in seen for r in xv)              # neither a training nor a test sample
+    assert np.bincount(yv).tolist() == [20] * 10                 # class-balanced, as the generator's own
+    assert abs(float(xv.mean()) - float(src.x_train.mean())) < 0.1 and abs(float(xv.std()) - 1.0) < 0.1  # its scale
+    assert np.array_equal(data_mod.validation(spec)[0], xv)      # the same samples every time
+    # the generator at the source's own seed, normalised as fresh samples are, gives the source's samples back:
+    raw, y = data_mod._mnist1d_raw(5000, 42)
+    mean, sd = data_mod._mnist1d_scale()
+    assert np.array_equal(((raw[:4000] - mean) / sd).astype(np.float32), src.x_train[:, 0])
+    with pytest.raises(data_mod.DataError, match="cannot"):
+        data_mod.validation(data_mod.DataSpec("digits", ((0.0, 1.0),), validation=0.1, split="fresh"))
+
+
+def test_an_adaptive_run_of_mnist1d_small_trains_on_all_of_its_plans_samples_at_the_plans_phi():
+    s = load_scenario("mnist1d-small")
+    plan = make_plan(s, "depl")
+    job = ad.adaptive_job(plan)
+    assert job.data.split == "fresh"
+    assert ad.training_samples(job) == s.samples(plan.datasets) == 4000
+    policy = ad.policy_for(plan, job)
+    assert policy.phi == s.phi(s.samples(plan.datasets))
+    d0 = policy.initial()
+    assert d0.action == "continue" and list(d0.rest) == list(plan.epochs)   # no epoch-0 re-plan
+    assert "all 4000 selected samples trained on" in ad.split_note(job)
+
+
+def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so(tmp_path):
+    d = scenario_dict(source="digits", net="cnn2d", lr=0.2, share_to=1.0)
+    d["datasets"][0]["samples"], d["datasets"][1]["samples"] = 718, 719   # scikit-learn's 1,437 training images
+    d["target"] = {**d["target"], "loss": 2.0, "quantile": 0.9}
+    s = parse_scenario(d)
+    plan = with_scenario(Plan("hand", "tiny", True, ["d1", "d2"], [Epoch(1, "full", "A", 100.0)], 0.0, 0.0, 0.0, 0.0,
+                              0.0, omega=0.9, loss_target=2.0, deadline=s.target.deadline), s)
+    job = ad.adaptive_job(plan)
+    n = len(data_mod.digits().y_train)
+    assert job.data.split == "carved" and job.data.to_json().get("split") is None
+    assert ad.training_samples(job) == n - round(0.1 * n) and len(data_mod.validation(job.data)[1]) == round(0.1 * n)
+    assert "carved out" in ad.split_note(job)
+    plan.save(tmp_path / "plan.json")
+    r = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "1", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    assert f"carved out of the {n} selected" in r.stdout and f"trains on {ad.training_samples(job)}" in r.stdout
+
+
+def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_records_it(tmp_path, monkeypatch):
     plan = plan_file(tmp_path, target=2.0)
     job = ad.adaptive_job(plan)
+    selected = []  # what the run's nodes take their training samples from
+    real_select = data_mod.select
+    monkeypatch.setattr(data_mod, "select", lambda spec: selected.append(len(real_select(spec)[1])) or real_select(spec))
+    node_data.cache_clear()
     with Store(tmp_path / "runs.sqlite") as st:
         rid = ad.run_id_for(job, {}, True)
         st.start_run(rid, "plan", {"adaptive": True})
         taken = ad.run_seed(st, rid, job, plan, 7)
+        assert selected and set(selected) == {2000}   # all of the plan's samples (d1 + d2), none held out
         traj = st.trajectory(rid, 7)
         ds = st.decisions(rid, 7)
         assert [d["epoch"] for d in ds] == list(range(len(traj) + 1)) and ds[-1]["rest"] == []

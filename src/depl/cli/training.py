@@ -97,6 +97,8 @@ def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
                    "a seed's trajectory is deterministic for a given batching")
 WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
+VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, as a share of the plan's training "
+                   "samples (fresh samples for mnist1d; carved out of the training samples for other sources)")
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
 # the options every command that trains seeds takes (one object per option: typer may share them)
 THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
@@ -158,7 +160,7 @@ def run(
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop or re-plan the rest "
                                   "where the guarantee allows (docs/adaptive.md); local back end, one seed at a time"),
     validation: float = typer.Option(0.1, "--validation", min=0.01, max=0.5,
-                                     help="--adaptive: share of the plan's training samples held out for decisions"),
+                                     help=VALIDATION_HELP),
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
                                              "take FACTOR times their planned time (a rehearsal; repeatable)"),
 ) -> None:
@@ -270,6 +272,7 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
                   f"{len(seed_list)} seeds · validation split {validation:g} · store {escape(st.path)}"
                   + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
                   highlight=False)
+    con.print(ad.split_note(job), highlight=False, markup=False)
     t0 = time.perf_counter()
     with epoch_progress() as bar:
         task = bar.add_task("adaptive", total=len(todo))

@@ -10,8 +10,8 @@ import typer
 from rich.markup import escape
 
 from .console import EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, print_json, warn
-from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, run_seeds, seed_options,
-                       start_training, training_errors)
+from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, VALIDATION_HELP, WORKERS, run_seeds,
+                       seed_options, start_training, training_errors)
 
 
 def validate(
@@ -32,7 +32,7 @@ def validate(
     adaptive: bool = typer.Option(False, "--adaptive", help="run the seeds by the closed loop (depl run --adaptive) "
                                   "and judge its coverage and mean cost (docs/adaptive.md)"),
     validation: float = typer.Option(0.1, "--validation", min=0.01, max=0.5,
-                                     help="--adaptive: share of the plan's training samples held out for decisions"),
+                                     help=VALIDATION_HELP),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
 

@@ -2,9 +2,9 @@
 
 A seed trains the plan epoch by epoch (`walk_plan`, the per-seed loop: each
 seed's rest may change on its own).  After every epoch the model is scored on
-the validation split (depl.train.data.validation: a share of the plan's
-training samples held out, never trained on; the test set stays the
-guarantee's), the policy decides, and the epoch's row, its checkpoint and the
+the validation split (depl.train.data.validation: fresh samples where the
+source can generate them — MNIST-1D —, else a share of the plan's training
+samples held out; never trained on; the test set stays the guarantee's), the policy decides, and the epoch's row, its checkpoint and the
 decision go to the store in one transaction.  The decision's rest is what the
 walk trains next; an empty rest ends the seed (its last test loss is its
 final loss, its cost what it spent).
@@ -40,8 +40,8 @@ def adaptive_job(plan: Plan, device: str = "cpu", validation: float = VALIDATION
     cluster set up (a re-plan may choose them)."""
     job = job_from_plan(plan, device)
     scenario = plan.scenario_object()
-    data = replace(job.data, validation=validation)
-    data_mod.validation(data)  # a split that cannot be carved is refused before any training
+    data = replace(job.data, validation=validation, split=data_mod.split_kind(job.data.source))
+    data_mod.validation(data)  # a split that cannot be made is refused before any training
     first = job.versions[plan.epochs[0].model]
     trainable = [m.name for m in scenario.models if m.train is not None]
     versions = {n: v for n, v in version_specs(scenario, job.data.load(), trainable).items()
@@ -51,6 +51,16 @@ def adaptive_job(plan: Plan, device: str = "cpu", validation: float = VALIDATION
 
 def training_samples(job: Job) -> int:
     return int(len(data_mod.select(job.data)[1]))
+
+
+def split_note(job: Job) -> str:
+    """How the run's validation split was made, for the run's output: fresh samples, or carved out (less data)."""
+    n_val, n_train = len(data_mod.validation(job.data)[1]), training_samples(job)
+    if job.data.split == "fresh":
+        return (f"validation split: {n_val} fresh {job.data.source} samples (the generator at another seed); "
+                f"all {n_train} selected samples trained on")
+    return (f"validation split: {n_val} samples carved out of the {n_val + n_train} selected ({job.data.source} "
+            f"cannot generate more); trains on {n_train}, the policy plans at that φ")
 
 
 def policy_for(plan: Plan, job: Job, **kw) -> Policy:

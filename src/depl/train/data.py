@@ -11,7 +11,9 @@ The test loss is measured on the source's whole test set.
 
 MNIST-1D is generated in memory by `mnist1d.data.make_dataset` with its
 canonical arguments (5,000 samples, 4,000 train, seed 42); nothing is written
-to disk and no URL is ever fetched.
+to disk and no URL is ever fetched.  An adaptive run's validation samples come
+from the same generator at another seed (`mnist1d_fresh`); a source that cannot
+generate more gives them out of the plan's training samples (`validation`).
 """
 
 from __future__ import annotations
@@ -55,22 +57,76 @@ def confined(path: str) -> Path:
     return real
 
 
-@lru_cache(maxsize=2)
-def mnist1d(num_samples: int = 5000, seed: int = 42) -> Source:
-    """MNIST-1D, generated in memory (no download, no file)."""
+def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`mnist1d.data.make_dataset`'s samples before its normalisation (and before its train/test cut):
+    the same templates, transforms, draws and shuffle, from the same seed (checked against
+    `mnist1d()` by tests/train/test_adaptive_run.py). Python's and numpy's global RNGs are left alone."""
+    import random
+
     import mnist1d.data as m1d
 
     args = m1d.get_dataset_args()
-    args.num_samples = num_samples
-    args.seed = seed
-    state = np.random.get_state()  # make_dataset seeds numpy's global RNG
+    args.num_samples, args.seed = num_samples, seed
+    templates = m1d.get_templates()
+    np_state, py_state = np.random.get_state(), random.getstate()
     try:
-        d = m1d.make_dataset(args)
+        random.seed(seed)
+        np.random.seed(seed)
+        xs, ys = [], []
+        for label_ix in range(len(templates["y"])):
+            for _ in range(num_samples // len(templates["y"])):
+                x, _t = m1d.transform(templates["x"][label_ix], templates["t"], args)
+                xs.append(x)
+                ys.append(templates["y"][label_ix])
+        order = np.random.permutation(len(ys))
+        if args.shuffle_seq:  # not MNIST-1D's canonical arguments; refused rather than half-replicated
+            raise DataError("mnist1d's shuffle_seq is not supported")
     finally:
-        np.random.set_state(state)
-    f = np.float32
-    return Source(d["x"][:, None, :].astype(f), d["y"].astype(np.int64),
-                  d["x_test"][:, None, :].astype(f), d["y_test"].astype(np.int64))
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+    return np.stack(xs)[order], np.stack(ys)[order]
+
+
+MNIST1D_FRESH_SEED = 20261125  # the generator seed of fresh MNIST-1D validation samples (not 42, the source's)
+
+
+_SCALE: dict[tuple[int, int], tuple[float, float]] = {}  # (num_samples, seed) → make_dataset's mean and sd
+
+
+def _mnist1d_scale() -> tuple[float, float]:
+    """The mean and sd `make_dataset` normalised the canonical MNIST-1D with (its 5,000 raw samples)."""
+    if (5000, 42) not in _SCALE:
+        mnist1d.cache_clear()  # generating it records them
+        mnist1d()
+    return _SCALE[(5000, 42)]
+
+
+@lru_cache(maxsize=4)
+def mnist1d_fresh(n: int, seed: int = MNIST1D_FRESH_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """`n` MNIST-1D samples the source does not hold: the same generator (templates, transforms) from
+    another seed, normalised with the canonical dataset's mean and sd, so they follow the law of its
+    train and test samples; class-balanced up to the last class (n rounded up to a multiple of 10, cut)."""
+    if n < 1:
+        raise DataError(f"{n} fresh MNIST-1D samples: need at least one")
+    if seed == 42:
+        raise DataError("seed 42 generates MNIST-1D's own samples, not fresh ones")
+    raw, y = _mnist1d_raw(10 * -(-n // 10), seed)
+    mean, sd = _mnist1d_scale()
+    x = ((raw - mean) / sd)[:n, None, :].astype(np.float32)
+    return x, y[:n].astype(np.int64)
+
+
+@lru_cache(maxsize=2)
+def mnist1d(num_samples: int = 5000, seed: int = 42) -> Source:
+    """MNIST-1D, generated in memory (no download, no file): `make_dataset`'s samples (`_mnist1d_raw`),
+    normalised to mean 0 and sd 1 over all of them and cut 80/20 into train and test, as it does."""
+    raw, y = _mnist1d_raw(num_samples, seed)
+    mean, sd = float(raw.mean()), float(raw.std())
+    _SCALE[(num_samples, seed)] = (mean, sd)
+    x = ((raw - mean) / sd)[:, None, :].astype(np.float32)
+    y = y.astype(np.int64)
+    cut = int(len(y) * 0.8)
+    return Source(x[:cut], y[:cut], x[cut:], y[cut:])
 
 
 @lru_cache(maxsize=1)
@@ -167,7 +223,8 @@ class DataSpec:
     fraction: float = 1.0  # of the selected samples (the profiler's data fractions)
     code_dir: str | None = None  # where a MODULE:FUNCTION source is imported from first
     alpha: float | None = None  # [training] dirichlet_alpha: how the data is split over a cluster's nodes
-    validation: float = 0.0  # the share of the selected samples held out as the validation split (`split`)
+    validation: float = 0.0  # the validation split's size, as a share of the selected samples (`validation`)
+    split: str = "carved"  # where it comes from: "carved" out of the selected samples, or "fresh" samples (SPLITS)
 
     def load(self) -> Source:
         return load_source(self.source, self.path, self.code_dir)
@@ -181,12 +238,15 @@ class DataSpec:
             d["alpha"] = self.alpha
         if self.validation:  # likewise: only adaptive runs hold a validation split out
             d["validation"] = self.validation
+            if self.split != "carved":  # likewise: runs with a carved split (all before fresh ones) keep theirs
+                d["split"] = self.split
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataSpec":
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
-                   float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"), float(d.get("validation", 0.0)))
+                   float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"), float(d.get("validation", 0.0)),
+                   str(d.get("split", "carved")))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -225,12 +285,20 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
 
 
 VALIDATION_SEED = 20261123  # the validation split is a property of the data selected, not of a run's seed
+SPLITS = ("carved", "fresh")
+FRESH_SOURCES = ("mnist1d",)  # the sources that can generate samples they do not hold
+
+
+def split_kind(source: str) -> str:
+    """The validation split a source gives: "fresh" where it can generate more samples of its own law
+    (MNIST-1D: `mnist1d_fresh`), else "carved" out of the plan's selected samples (less training data)."""
+    return "fresh" if source in FRESH_SOURCES else "carved"
 
 
 def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The selected training samples: the shares concatenated, the fraction kept, the validation split left out."""
+    """The selected training samples: the shares concatenated, the fraction kept, a carved validation split left out."""
     x, y = _selected(spec)
-    if spec.validation:
+    if spec.validation and _split(spec) == "carved":
         keep = np.ones(len(y), bool)
         keep[validation_indices(len(y), spec.validation)] = False
         return x[keep], y[keep]
@@ -238,16 +306,29 @@ def select(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def validation(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The validation split: `spec.validation` of the selected samples, never trained on, apart from the test set.
+    """The validation split: round(`spec.validation` × the selected samples) samples, never trained on,
+    apart from the test set (the guarantee's own); the same for every seed and every resumed run.
 
-    Carved from the training pool (the test set stays the guarantee's own), by
-    a fixed permutation (VALIDATION_SEED), so every seed and every resumed run
-    holds out the same samples."""
+    "fresh" (MNIST-1D): new samples of the source's generator (`mnist1d_fresh`, its own fixed seed),
+    so every selected sample is trained on.  "carved" (a source that cannot give more: scikit-learn's
+    digits, CIFAR-10, your own): a fixed permutation (VALIDATION_SEED) of the selected samples, which
+    `select` then leaves out."""
     if not spec.validation:
         raise DataError("this data has no validation split (DataSpec.validation = 0)")
     x, y = _selected(spec)
     idx = validation_indices(len(y), spec.validation)
+    if _split(spec) == "fresh":
+        return mnist1d_fresh(len(idx))
     return x[idx], y[idx]
+
+
+def _split(spec: DataSpec) -> str:
+    if spec.split not in SPLITS:
+        raise DataError(f"validation split {spec.split!r}: expected one of {', '.join(SPLITS)}")
+    if spec.split == "fresh" and spec.source not in FRESH_SOURCES:
+        raise DataError(f"a fresh validation split needs a source that generates samples ({', '.join(FRESH_SOURCES)}); "
+                        f"{spec.source!r} cannot, so its split is carved out of the training samples")
+    return spec.split
 
 
 def validation_indices(n: int, share: float) -> np.ndarray:
