@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 CASES = {
+    "bench_adaptive.py": ["--seeds", "2", "--target", "2.2"],
     "bench_seeds.py": ["--seeds", "2", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
     "bench_train.py": ["--epochs", "1", "--repeats", "1"],
     "bench_simulate.py": ["--quick"],

@@ -91,8 +91,9 @@ def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so
     assert ad.training_samples(job) == n - round(0.1 * n) and len(data_mod.validation(job.data)[1]) == round(0.1 * n)
     assert "carved out" in ad.split_note(job)
     plan.save(tmp_path / "plan.json")
-    r = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "1", "--out", str(tmp_path / "o"))
+    r = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "2", "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stderr
+    assert "adaptive: 2 seeds" in r.stdout                  # trained together: one stack of 2 (--seed-batch 32)
     assert f"carved out of the {n} selected" in r.stdout and f"trains on {ad.training_samples(job)}" in r.stdout
 
 
@@ -131,3 +132,44 @@ def test_run_adaptive_refuses_bad_input_with_one_line(tmp_path):
                      (["--backend", "flower"], "local back end")):
         r = depl("run", str(f), "--adaptive", *bad, "--out", str(tmp_path / "o"))
         assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
+
+
+def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_leaves_it(tmp_path):
+    """Seeds 1-3 of a loose plan: seed 1 stops after epoch 3, seed 2 is re-planned there (it leaves the stack
+    and goes on in the per-seed loop), seed 3 trains the plan to its end in the stack. A kill after the
+    stack's last epoch resumes seed 2 from its checkpoint. Decisions as the per-seed loop's, losses to float
+    rounding."""
+    plan = plan_file(tmp_path, target=2.0)
+    job = ad.adaptive_job(plan)
+    rid = ad.run_id_for(job, {}, True)
+    seeds = [1, 2, 3]
+    with Store(tmp_path / "seed.sqlite") as ref:
+        ref.start_run(rid, "plan", {"adaptive": True})
+        for s in seeds:
+            ad.run_seed(ref, rid, job, plan, s)
+        want = {s: ([d["action"] for d in ref.decisions(rid, s)], [r.test_loss for r in ref.trajectory(rid, s)])
+                for s in seeds}
+    assert want[1][0][-1] == "stop" and "replan" in want[2][0] and want[3][0][-1] == "end"   # every way out
+
+    class Killed(Exception):
+        pass
+
+    def kill(seed, epoch, r, d):
+        if seed == 3 and epoch == 4:
+            raise Killed
+
+    with Store(tmp_path / "batch.sqlite") as st:
+        st.start_run(rid, "plan", {"adaptive": True})
+        with pytest.raises(Killed):
+            ad.run_batch(st, rid, job, plan, seeds, progress=kill)
+        assert ad.pending(st, rid, seeds) == [2]             # the stack's seeds are done; seed 2 left it
+        ad.run_batch(st, rid, job, plan, seeds)               # the resume
+        assert ad.pending(st, rid, seeds) == []
+        for s in seeds:
+            ds, traj = st.decisions(rid, s), st.trajectory(rid, s)
+            assert [d["action"] for d in ds] == want[s][0]
+            assert np.allclose([r.test_loss for r in traj], want[s][1], rtol=0, atol=1e-4)
+            # every seed trained what its decisions said: epoch k's (model, cluster) from the rest decided before
+            for row in traj:
+                decided = [d for d in ds if d["epoch"] < row.epoch][-1]
+                assert [row.epoch, row.model, row.cluster] in [list(e[:3]) for e in decided["rest"]]

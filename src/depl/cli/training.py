@@ -158,7 +158,8 @@ def run(
     insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop or re-plan the rest "
-                                  "where the guarantee allows (docs/adaptive.md); local back end, one seed at a time"),
+                                  "where the guarantee allows (docs/adaptive.md); local back end, --seed-batch seeds "
+                                  "in one stack while their rests agree"),
     validation: float = typer.Option(0.1, "--validation", min=0.01, max=0.5,
                                      help=VALIDATION_HELP),
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
@@ -169,7 +170,7 @@ def run(
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         return _run_adaptive(plan, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
-                             validation, parse_slow(slow))
+                             validation, parse_slow(slow), seed_batch=seed_batch)
     if slow:
         fail("--slow applies to --adaptive runs only")
     if ray_address and backend != "local":
@@ -241,8 +242,9 @@ def parse_slow(values) -> dict[str, float]:
 
 
 def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str, validation: float,
-                  slow: dict[str, float], con=console):
-    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store.
+                  slow: dict[str, float], con=console, seed_batch: int = 32):
+    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; seeds not
+    started yet in batches of `seed_batch` (one vectorised stack while their rests agree, `adaptive.run_batch`).
     Returns (plan, final test losses, costs, actions) of the seeds."""
     dev = start_training(threads, device)
     import numpy as np
@@ -276,17 +278,18 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
     t0 = time.perf_counter()
     with epoch_progress() as bar:
         task = bar.add_task("adaptive", total=len(todo))
-        for seed in todo:
-            def progress(seed, epoch, r, d):
-                bar.update(task, description=f"seed {seed} epoch {epoch} val {d.observed:.3f} {d.action}")
-                if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
-                    warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
 
+        def progress(seed, epoch, r, d):
+            bar.update(task, advance=0 if d.rest else 1,
+                       description=f"seed {seed} epoch {epoch} val {d.observed:.3f} {d.action}")
+            if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
+                warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
+
+        for i in range(0, len(todo), seed_batch):
             try:
-                ad.run_seed(st, run_id, job, p, seed, slow, progress)
+                ad.run_batch(st, run_id, job, p, todo[i:i + seed_batch], slow, progress)
             except training_errors() as e:
                 fail(str(e))
-            bar.update(task, advance=1)
     con.print(f"done in {time.perf_counter() - t0:.1f} s")
     finals, costs, actions = ad.outcome(st, run_id, seed_list)
     ok = np.isfinite(costs)

@@ -41,7 +41,7 @@ def validate(
     if adaptive:
         _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
-                                  validation, as_json)
+                                  validation, as_json, seed_batch)
     dev = start_training(threads, device)
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
@@ -116,7 +116,7 @@ def _same_law(scenario: str, plan_file: Path) -> None:
 
 
 def _validate_adaptive(plan_file: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
-                       validation: float, as_json: bool) -> None:
+                       validation: float, as_json: bool, seed_batch: int = 32) -> None:
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
     import numpy as np
 
@@ -124,7 +124,8 @@ def _validate_adaptive(plan_file: Path, seed_list: list[int], store, out: Path, 
     from .training import _run_adaptive
 
     con = err_console if as_json else console
-    p, finals, costs, actions = _run_adaptive(plan_file, seed_list, store, out, threads, device, validation, {}, con)
+    p, finals, costs, actions = _run_adaptive(plan_file, seed_list, store, out, threads, device, validation, {}, con,
+                                              seed_batch=seed_batch)
     c = coverage(finals, p.loss_target, p.omega)
     mean_cost = float(np.nanmean(costs))
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "

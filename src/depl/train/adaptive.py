@@ -1,7 +1,9 @@
 """Adaptive runs (`depl run --adaptive`, `depl validate --adaptive`): the closed loop of depl.adaptive, for real.
 
-A seed trains the plan epoch by epoch (`walk_plan`, the per-seed loop: each
-seed's rest may change on its own).  After every epoch the model is scored on
+A seed trains the plan epoch by epoch: seeds not started yet together as one
+vectorised stack while their rests agree (`run_batch`), a seed whose rest
+changes on its own, or one resumed, in the per-seed loop (`run_seed`,
+`walk_plan`).  After every epoch the model is scored on
 the validation split (depl.train.data.validation: fresh samples where the
 source can generate them — MNIST-1D —, else a share of the plan's training
 samples held out; never trained on; the test set stays the guarantee's), the policy decides, and the epoch's row, its checkpoint and the
@@ -150,6 +152,78 @@ def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: d
     start = store.resume_point(run_id, seed) if trained else None
     walk_plan(replace(job, epochs=walk), seed, LocalFederation(), on_epoch, start, decide)
     return taken
+
+
+def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float] | None = None,
+              progress=None, **policy_options) -> None:
+    """Train seeds adaptively to their end, resuming from the store: the seeds not started yet as one vectorised
+    stack (`vectorised.walk_plan_stack`) while their rests agree, the others one by one (`run_seed`).
+
+    Every seed of the stack gets its own policy and decision after every epoch, recorded with the epoch's
+    rows and checkpoints in one transaction per epoch; a seed whose decision changes its rest leaves the
+    stack — a stopped or ended seed is over, a re-planned or cut one goes on from its checkpoint in the
+    per-seed loop.  While the rests agree the seeds train what `run_seed` would train each of them; their
+    trajectories equal the per-seed loop's up to float rounding (the batched kernels), and are deterministic
+    for the same seeds in the same stack.  A seed already started (a resumed run) goes on in the per-seed loop.
+    """
+    slow = slow or {}
+    fresh = [s for s in seeds if not finished(store, run_id, s) and not store.decisions(run_id, s)]
+    if len(fresh) > 1:
+        _walk_stack(store, run_id, job, plan, fresh, slow, progress, policy_options)
+    for s in seeds:  # the seeds that left the stack with a rest to train, and those started before
+        run_seed(store, run_id, job, plan, s, slow, progress, **policy_options)
+
+
+def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float],
+                progress, policy_options: dict) -> None:
+    from .vectorised import walk_plan_stack
+
+    device = job.options.device
+    val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
+    n_test = len(test_data(job.data)[1])
+    policies = {s: policy_for(plan, job, **policy_options) for s in seeds}
+    first = {s: policies[s].initial() for s in seeds}
+    rest0 = first[seeds[0]].rest
+    if any(d.rest != rest0 for d in first.values()):  # pragma: no cover - initial() reads no seed
+        raise RuntimeError("seeds of one plan got different epoch-0 decisions")
+    store.record_epochs(run_id, [], decisions=[(s, record(first[s], START)) for s in seeds])
+    now = {"rest": list(rest0), "state": {s: START for s in seeds}}
+
+    def on_epochs(batch, results, models):
+        e, rest = now["rest"][0], tuple(now["rest"][1:])
+        trained = models()
+        items, decisions, leave, after = [], [], set(), []
+        for seed, r, model in zip(batch, results, trained):
+            policy = policies[seed]
+            loss, gap = validation_loss(model, val, n_test)
+            secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
+            policy.observe(e, secs)
+            before = now["state"][seed]
+            st = before.after(e.model, loss, secs, policy.cost_of(e, before.clusters), e.cluster)
+            row = EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
+            if diverges(row) or not math.isfinite(loss):
+                store.record_epoch(run_id, seed, row)  # as run_seed: the seed is over
+                leave.add(seed)
+                continue
+            policy.gap_sd = gap
+            d = policy.decide(st, list(rest)) if rest else Decision(st.epoch, loss, math.nan, math.nan, math.nan,
+                                                                     "end", ())
+            end = not d.rest
+            items.append((seed, row, None if end else state_bytes(model), end))
+            decisions.append((seed, record(d, st, gap)))
+            now["state"][seed] = st
+            if tuple(d.rest) != rest:
+                leave.add(seed)
+            after.append((seed, r, d))
+        if items:
+            store.record_epochs(run_id, items, decisions=decisions)
+        if progress is not None:
+            for seed, r, d in after:
+                progress(seed, r.epoch, r, d)
+        now["rest"] = list(rest)
+        return leave
+
+    walk_plan_stack(replace(job, epochs=[(e.epoch, e.model, e.cluster) for e in rest0]), list(seeds), on_epochs)
 
 
 def _compute(by_epoch: dict, epoch: int) -> float:

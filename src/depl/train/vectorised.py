@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -155,7 +155,8 @@ def federated_round(stack: Stack, job: Job, cluster: str, epoch: int, seeds: lis
 
 
 # on_epochs(seeds: those trained this epoch, results: one EpochResult per seed, models: () -> their trained models)
-StackHook = Callable[[list[int], list[EpochResult], Callable[[], list[nn.Module]]], None]
+# -> None, or the seeds that leave the stack now (an adaptive run's seeds whose rest changed)
+StackHook = Callable[[list[int], list[EpochResult], Callable[[], list[nn.Module]]], "Iterable[int] | None"]
 
 
 def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = None,
@@ -164,9 +165,9 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
 
     Returns the results epoch by epoch (one list of per-seed results per epoch, in the order of
     `seeds`).  A seed whose loss becomes non-finite (`depl.store.diverges`) leaves the stack after
-    that epoch, as `walk_plan` stops: the later lists are shorter and the others train on untouched
-    (no operation mixes seeds: per-seed losses, an element-wise optimiser and FedAvg, and the
-    gradient of a sum is each term's own).
+    that epoch, as `walk_plan` stops, and so does every seed `on_epochs` returns: the later lists
+    are shorter and the others train on untouched (no operation mixes seeds: per-seed losses, an
+    element-wise optimiser and FedAvg, and the gradient of a sum is each term's own).
     """
     dev = job.options.device
     x_test, y_test = on_device(test_data(job.data), dev)
@@ -193,10 +194,11 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
         results = [EpochResult(epoch, version, cluster, float(loss[i]), float(acc[i]), float(train_loss[i]), secs,
                                switched) for i in range(len(seeds))]
         out.append(results)
+        leave: set[int] = set()
         if on_epochs is not None:
             spec = job.versions[current]
-            on_epochs(list(seeds), results, lambda: stack.models(spec))
-        alive = [i for i, r in enumerate(results) if not diverges(r)]
+            leave = set(on_epochs(list(seeds), results, lambda: stack.models(spec)) or ())
+        alive = [i for i, r in enumerate(results) if not diverges(r) and seeds[i] not in leave]
         if len(alive) < len(seeds):
             if not alive:
                 break
