@@ -79,8 +79,8 @@ class Policy:
     """The decision rule for one plan (see the module's docstring).
 
     `loss`: the law decisions condition on (default: the plan's scenario's);
-    `samples`: the samples the run trains on (a real adaptive run holds a
-    validation split out of the plan's data: less data, a lower φ);
+    `samples`: the samples the run trains on (a real adaptive run whose
+    validation split is carved out of the plan's data: less data, a lower φ);
     `truncate`: also consider ending the plan after fewer of its epochs;
     `replan`: also look for a cheaper continuation through the planner
     `method`; `naive`: accept a continuation at conditional P ≥ ω instead
@@ -262,7 +262,7 @@ class Policy:
 
     def initial(self) -> Decision:
         """Before the first epoch: the plan as the run will train it (its data, its clusters' speeds), re-planned
-        at ω if it no longer certifies ω (less data after the validation split is held out)."""
+        at ω if it no longer certifies ω (less data after a carved validation split is held out)."""
         rest = tuple(self.plan.epochs)
         lo, hi, q = self.probability(rest, START)
         if lo >= self.omega * (1 - 1e-12) and self.fits(rest, START):
