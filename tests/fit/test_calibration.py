@@ -128,3 +128,25 @@ def test_too_few_calibration_runs_are_reported_not_certified(tmp_path):
     s = load_scenario(out)
     assert s.calibration is not None and s.calibration.use is False and len(s.calibration.scores) == 10
     assert not isinstance(loss_model_for(s), CalibratedModel)
+
+
+def test_a_new_calibration_table_replaces_the_old_and_leaves_every_other_line():
+    """`depl calibrate` writes the scenario's own text with [calibration] replaced: digits-small's table sits
+    between [training] and [[clusters]], and its header states the old calibration."""
+    from depl.fit.calibrate import with_calibration
+    from depl.scenario import scenario_source
+
+    text, _ = scenario_source("digits-small")
+    table = toml_dumps({"calibration": {"method": "conformal-pit", "use": True, "omega": 0.9,
+                                        "scores": [round(u, 3) for u in np.linspace(0.05, 0.95, 12)]}})
+    new = with_calibration(text, table, ["[calibration]: twelve new runs."])
+    old, got = tomllib.loads(text), tomllib.loads(new)
+    assert got["calibration"]["scores"][0] == 0.05 and len(got["calibration"]["scores"]) == 12
+    assert {k: v for k, v in got.items() if k != "calibration"} == {k: v for k, v in old.items() if k != "calibration"}
+    assert new.count("[calibration]\n") == 1 and new.count("# [calibration]") == 1
+    assert "0.993-quantile" not in new                       # the old header line about it is gone
+    about = ("scores", "method", "use =", "omega", "# `depl plan` plans with the calibrated law")
+    kept = [line for line in text.splitlines() if "calibration" not in line and not line.startswith(about)]
+    assert all(line in new.splitlines() for line in kept)   # every other line, comments included
+    assert with_calibration(new, table, ["[calibration]: twelve new runs."]) == new
+    parse_scenario(got, "new")
