@@ -98,6 +98,7 @@ def test_too_few_runs_say_how_many_more_and_write_use_false(runs):
     r = depl("calibrate", runs / "fitted.toml", runs / "new" / "runs.sqlite", "--out", out, "--omega", 0.9)
     assert r.returncode == 0, r.stderr
     assert "cannot reach ω = 0.9 with 4 new runs: split conformal needs n ≥ 9 (5 more" in r.stdout
+    assert "5 more; profile more seeds past the law's: `depl profile --first-seed 6`" in r.stdout
     s = load_scenario(out)
     assert s.calibration.use is False and s.calibration.omega == 0.9 and len(s.calibration.scores) == 4
     assert not isinstance(loss_model_for(s), CalibratedModel)

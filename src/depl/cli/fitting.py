@@ -257,9 +257,10 @@ def calibrate(
     levels = sorted(set(RELIABILITY_LEVELS) | {round(float(omega), 6)})
     before = reliability(cal.scores, levels, "none")
     after = reliability(cal.scores, levels, "conformal") if cal.runs >= 2 else np.full(len(levels), np.nan)
-    runs = (f" runs ({len(prof.experiments)} experiments, seeds {seeds[0]}..{seeds[-1]}; the law was fitted on seeds "
+    more = f"profile more seeds past the law's: `depl profile --first-seed {max(seeds[-1], base.fitted_seeds[1]) + 1}`"
+    runs = (f"runs ({len(prof.experiments)} experiments, seeds {seeds[0]}..{seeds[-1]}; the law was fitted on seeds "
             f"{base.fitted_seeds[0]}..{base.fitted_seeds[1]}) by `depl calibrate`")
-    comment = [f"[calibration]: {cal.message().replace(' held-out runs', runs)}.",
+    comment = [f"[calibration]: {cal.message(runs, more)}.",
                "[calibration]: `depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
                "(or use = false) with the law as fitted."]
     new = with_calibration(text, toml_dumps({"calibration": table}), comment)
@@ -289,7 +290,7 @@ def calibrate(
         return
     con.print(f"{base.name}: {cal.runs} runs of {len(prof.experiments)} experiments on seeds {seeds[0]}..{seeds[-1]} "
               f"(the law was fitted on seeds {base.fitted_seeds[0]}..{base.fitted_seeds[1]}); {path}", markup=False)
-    con.print(cal.message().replace(" held-out runs", " new runs"), markup=False)
+    con.print(cal.message("new runs", more), markup=False)
     con.print("reliability: observed P(ℓ(E) ≤ the p-quantile) on these runs; calibrated: cross-fitted (each half of "
               "the runs judged by the calibration of the other half)", markup=False)
     con.print(f"{'p':<12}" + "".join(f"{p:>8g}" for p in levels), markup=False)

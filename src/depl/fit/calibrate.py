@@ -85,14 +85,14 @@ class Calibration:
         """The base law's level at which the calibrated ω-quantile is taken (1: none)."""
         return float(conformal_level(self.scores, self.omega))
 
-    def message(self) -> str:
+    def message(self, runs: str = "held-out runs",
+                more: str = "more seeds per experiment with --calibration-seeds, or more profiled seeds") -> str:
         if self.reaches:
-            return (f"calibrated on {self.runs} held-out runs: the certified {self.omega:g}-quantile is the law's "
+            return (f"calibrated on {self.runs} {runs}: the certified {self.omega:g}-quantile is the law's "
                     f"{self.level:.3f}-quantile (split conformal on PIT scores)")
-        return (f"calibration cannot reach ω = {self.omega:g} with {self.runs} held-out runs: split conformal needs "
-                f"n ≥ {self.needed} ({self.needed - self.runs} more; more seeds per experiment with "
-                f"--calibration-seeds, or more profiled seeds); the file keeps the scores with use = false, and plans "
-                f"with the uncalibrated law")
+        return (f"calibration cannot reach ω = {self.omega:g} with {self.runs} {runs}: split conformal needs "
+                f"n ≥ {self.needed} ({self.needed - self.runs} more; {more}); the file keeps the scores with "
+                f"use = false, and plans with the uncalibrated law")
 
     def table(self, method: str = "conformal-pit") -> dict:
         """The scenario's [calibration] table."""
