@@ -66,12 +66,25 @@ def test_simulate_json_and_exit_4_when_refuted(tmp_path):
 
 @pytest.mark.parametrize("scenario,schedule", [("paper-alexnet", "fast-unsteady:10,intermediate:6"),
                                                ("mnist1d-small", "full:8,pruned-0.5:6")])
-def test_predict_agrees_with_monte_carlo(scenario, schedule):
+def test_predict_agrees_with_monte_carlo(scenario, schedule, tmp_path):
+    s = load_scenario(scenario)
+    if s.calibration is not None:  # mnist1d-small ships calibrated: here, its law as fitted (the band is the law's)
+        from depl.fit.report import toml_dumps
+        from depl.scenario import scenario_dict
+
+        calibrated = run("predict", scenario, schedule, "--json", "--quantile", "0.9")
+        assert calibrated.returncode == 0, calibrated.stderr
+        d = loss_model_for(s).distribution([m for m, n in one_object(calibrated.stdout)["schedule"] for _ in range(n)])
+        assert one_object(calibrated.stdout)["loss_quantile"] == pytest.approx(float(d.quantile_bounds(0.9)[1]))
+        data = scenario_dict(s)
+        data.pop("calibration")
+        scenario = tmp_path / "as-fitted.toml"
+        scenario.write_text(toml_dumps(data))
+        s = load_scenario(scenario)
     r = run("predict", scenario, schedule, "--json", "--quantile", "0.9")
     assert r.returncode == 0, r.stderr
     p = one_object(r.stdout)
-    assert p["epochs"] == 16 if scenario == "paper-alexnet" else 14
-    s = load_scenario(scenario)
+    assert p["epochs"] == 16 if s.name == "paper-alexnet" else 14
     sched = [m for m, n in p["schedule"] for _ in range(n)]
     final = simulate_schedule(loss_model_for(s), sched, s.phi(s.samples(p["datasets"])), 40_000, 7)[:, -1]
     lo, hi = quantile_ci(final, 0.9)

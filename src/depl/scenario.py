@@ -414,6 +414,10 @@ class Scenario(_Strict):
     fitted_epochs: int | None = Field(default=None, ge=1, le=10_000,
                                       description="the last epoch the loss law was fitted on (written by `depl fit`); "
                                       "a plan longer than it extrapolates the law, and the commands warn")
+    fitted_seeds: list[int] | None = Field(default=None, min_length=2, max_length=2,
+                                           description="[first, last]: the seeds the loss law was fitted on (written by "
+                                           "`depl fit`, every experiment's, calibration seeds excluded); "
+                                           "`depl calibrate` refuses runs on them")
     clusters: list[Cluster] = Field(min_length=1)
     datasets: list[Dataset] = Field(min_length=1)
     models: list[ModelVersion] = Field(min_length=1)
@@ -466,6 +470,8 @@ class Scenario(_Strict):
             for i, sw in enumerate(self.switches):
                 if getattr(sw, table, None) is None:
                     raise _FieldError(f"switches[{i}].{table}", None, f'loss_model = "{law.name}" needs a `{table}` table for every switch ({sw.from_} -> {sw.to} has none)')
+        if self.fitted_seeds is not None and not 0 <= self.fitted_seeds[0] <= self.fitted_seeds[1]:
+            raise _FieldError("fitted_seeds", self.fitted_seeds, "expected [first, last] with 0 ≤ first ≤ last")
         c = self.calibration
         if c is not None and c.use and len(c.scores) < c.needed(self.target.quantile):
             need = c.needed(self.target.quantile)
@@ -662,6 +668,11 @@ def _read(name_or_path: str | Path) -> tuple[str, str]:
     if name not in builtin_names():
         raise ScenarioError(f"{name!r} is neither a file nor a built-in scenario (built-in: {', '.join(builtin_names())})")
     return resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.toml").read_text(encoding="utf-8"), f"{name} (built-in)"
+
+
+def scenario_source(name_or_path: str | Path) -> tuple[str, str]:
+    """(the TOML text, where it is from) of a built-in scenario by name, or of a file by path."""
+    return _read(name_or_path)
 
 
 def scenario_dict(s: Scenario) -> dict:

@@ -34,7 +34,7 @@ def test_conformal_quantile_covers_omega_under_a_misspecified_law(omega, n):
     """The law (mnist1d-small's level law) is too narrow and too low for the truth (a log-normal 2.5× wider,
     median 4% higher): its own ω-quantile covers far less than ω; recalibrated on n runs of the truth, the
     coverage of a new run is ⌈(n+1)ω⌉/(n+1) ≥ ω, as split conformal promises (Monte Carlo, 6000 trials)."""
-    law = loss_model_for(load_scenario("mnist1d-small"))
+    law = loss_model_for(load_scenario("mnist1d-small"), calibrated=False)   # the law as fitted
     base = law.distribution(["full"] * 10)
     mu, sd = law.final(["full"] * 10)
     rng = np.random.default_rng(int(omega * 100) + n)
@@ -53,7 +53,7 @@ def test_conformal_quantile_covers_omega_under_a_misspecified_law(omega, n):
 
 
 def test_too_few_scores_certify_nothing_and_the_scenario_says_how_many_more():
-    d = loss_model_for(load_scenario("mnist1d-small")).distribution(["full"] * 5)
+    d = loss_model_for(load_scenario("mnist1d-small"), calibrated=False).distribution(["full"] * 5)
     c = CalibratedDistribution(d, np.linspace(0.05, 0.95, 8))
     assert c.quantile(0.9) == math.inf and c.quantile_bounds(0.9) == (math.inf, math.inf)
     assert c.quantile(0.8) < math.inf and c.cdf(c.quantile(0.8)) >= 0.8 - 1e-9
@@ -68,9 +68,9 @@ def test_too_few_scores_certify_nothing_and_the_scenario_says_how_many_more():
 def test_plans_use_the_calibrated_law():
     """Scores that say the law is optimistic (the real losses sit at its upper levels) make a dearer plan;
     scores that say it is pessimistic, a cheaper one; no scores, the law as fitted."""
-    s = load_scenario("mnist1d-small")
-    data = scenario_dict(s)
-    plain = make_plan(s, "depl")
+    data = scenario_dict(load_scenario("mnist1d-small"))
+    data.pop("calibration")                      # the built-in's own (docs/fitting.md): here, the law as fitted
+    plain = make_plan(parse_scenario(data, "plain"), "depl")
     cost = {}
     for name, scores in {"optimistic": np.linspace(0.55, 0.999, 30), "pessimistic": np.linspace(0.01, 0.75, 30)}.items():
         data["calibration"] = {"method": "conformal-pit", "scores": [float(u) for u in scores]}
@@ -128,3 +128,25 @@ def test_too_few_calibration_runs_are_reported_not_certified(tmp_path):
     s = load_scenario(out)
     assert s.calibration is not None and s.calibration.use is False and len(s.calibration.scores) == 10
     assert not isinstance(loss_model_for(s), CalibratedModel)
+
+
+def test_a_new_calibration_table_replaces_the_old_and_leaves_every_other_line():
+    """`depl calibrate` writes the scenario's own text with [calibration] replaced: digits-small's table sits
+    between [training] and [[clusters]], and its header states the old calibration."""
+    from depl.fit.calibrate import with_calibration
+    from depl.scenario import scenario_source
+
+    text, _ = scenario_source("digits-small")
+    table = toml_dumps({"calibration": {"method": "conformal-pit", "use": True, "omega": 0.9,
+                                        "scores": [round(u, 3) for u in np.linspace(0.05, 0.95, 12)]}})
+    new = with_calibration(text, table, ["[calibration]: twelve new runs."])
+    old, got = tomllib.loads(text), tomllib.loads(new)
+    assert got["calibration"]["scores"][0] == 0.05 and len(got["calibration"]["scores"]) == 12
+    assert {k: v for k, v in got.items() if k != "calibration"} == {k: v for k, v in old.items() if k != "calibration"}
+    assert new.count("[calibration]\n") == 1 and new.count("# [calibration]") == 1
+    assert "0.993-quantile" not in new                       # the old header line about it is gone
+    about = ("scores", "method", "use =", "omega", "# `depl plan` plans with the calibrated law")
+    kept = [line for line in text.splitlines() if "calibration" not in line and not line.startswith(about)]
+    assert all(line in new.splitlines() for line in kept)   # every other line, comments included
+    assert with_calibration(new, table, ["[calibration]: twelve new runs."]) == new
+    parse_scenario(got, "new")

@@ -26,6 +26,7 @@ for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan)
     app.command(name)(command)
 app.add_typer(training.runs_app, name="runs")
 app.command("fit")(fitting.fit)
+app.command("calibrate")(fitting.calibrate)
 app.command("validate")(validation.validate)
 app.command("coverage")(coverage.coverage)
 

@@ -140,12 +140,15 @@ def fit(
         chosen = r.chosen if model == "auto" else model
         fitted = fitted_name(base.name, name)
         epochs = max(e.epochs for e in r.profile.experiments)
+        seeds = fitted_seeds(r.profile)
         for tag, data in r.data.items():
-            data = {**with_target(data, target_loss, omega, deadline, fitted), "fitted_epochs": epochs}
+            data = {**with_target(data, target_loss, omega, deadline, fitted), "fitted_epochs": epochs,
+                    "fitted_seeds": seeds}
             header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
                       f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
                       f"loss_model, max_epochs = fitted_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
-                      f"{'logged runs' if logs else 'profiling experiments'}."
+                      f"{'logged runs' if logs else 'profiling experiments'} on seeds {seeds[0]}..{seeds[1]} "
+                      "(fitted_seeds; `depl calibrate` refuses runs on them)."
                       + ("\nThe clusters and datasets are a template of the logs' setting (an epoch at full compute = one time\n"
                          "unit): edit them, and the versions' size and work, to plan for your system." if logs and scenario is None else "")
                       + (f"\n[calibration]: {r.calibration[tag].message()}.\n"
@@ -166,6 +169,12 @@ def fit(
                           "edit them, and the versions' size and work, to plan for your system", markup=False)
 
 
+def fitted_seeds(profile) -> list[int]:
+    """[first, last] of the seeds the laws were fitted on (every experiment's; the calibration seeds are apart)."""
+    seeds = [int(x) for e in profile.experiments for x in e.seeds]
+    return [min(seeds), max(seeds)]
+
+
 def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline,
               calibration_seeds: Optional[int] = None):
     """Fit logs (CSV/Parquet); the base scenario is --scenario's system or a template of the logs' setting."""
@@ -178,3 +187,114 @@ def _fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, nam
                                     target_loss=target_loss, omega=omega, deadline=deadline)
     return base, fit_profile(logs.profile(reference), base, bootstrap=bootstrap, seed=seed,
                              calibration_seeds=calibration_seeds)
+
+
+RELIABILITY_LEVELS = (0.5, 0.8, 0.9, 0.95)
+
+
+def calibrate(
+    scenario: str = typer.Argument(..., help="the scenario whose law to calibrate: a built-in name or a TOML file "
+                                   "(its fitted_seeds say which seeds the law was fitted on)"),
+    store: str = typer.Argument(..., metavar="RUNS", help="runs.sqlite of `depl profile` (path or sqlite:/// URL): "
+                                "experiments of the scenario's versions, on seeds the law was not fitted on "
+                                "(`depl profile --first-seed`)"),
+    out: Path = typer.Option(..., "--out", "-o", help="the calibrated scenario to write (may be SCENARIO's own "
+                             "file): SCENARIO's text with its [calibration] table replaced, the law untouched"),
+    omega: Optional[float] = typer.Option(None, "--omega", help="the ω to calibrate for (the file keeps every score: "
+                                          "any ω the scores reach can be planned) [default: the scenario's target "
+                                          "quantile]"),
+    png: Optional[Path] = typer.Option(None, "--png", help="folder for the plot: reliability before/after and the "
+                                       "PIT histograms (calibration.png)"),
+    as_json: bool = typer.Option(False, "--json", help="print {scenario, runs, level, reliability, ...} on stdout as "
+                                 "one JSON object (nothing else there)"),
+) -> None:
+    """Calibrate a scenario's fitted law on new runs, without refitting it (as `depl fit --calibration-seeds`).
+
+    SCENARIO: a built-in name or a TOML file whose fitted_seeds say which seeds its law was fitted on.
+    RUNS: runs.sqlite of `depl profile` (path or sqlite:/// URL) — experiments of the scenario's versions, under
+    its conditions, on other seeds (`depl profile --first-seed`).
+
+    Each run of RUNS (an experiment's seed, at its last epoch) gives one PIT score under the law; split conformal
+    on the scores recalibrates the law's ω-quantile (docs/fitting.md). Runs on the seeds the law was fitted on,
+    and experiments the law cannot score, are refused (exit 2)."""
+    from .console import err_console, print_json
+
+    if omega is not None and not 1e-6 <= omega <= 1 - 1e-6:
+        fail(f"--omega {omega}: must be in [1e-6, 1 - 1e-6]")
+    if out.is_dir():
+        fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'calibrated.toml'}")
+    check_output_file("--out", out)
+    if png is not None:
+        if png.exists() and not png.is_dir():
+            fail(f"--png {png}: exists and is not a folder (the plot is written into a folder)")
+        check_output_file("--png", png / "calibration.png")
+    path = store.removeprefix("sqlite:///")
+    if not Path(path).is_file():
+        fail(f"{path}: no such store (run `depl profile --first-seed N` first)")
+    import numpy as np
+
+    from ..fit.calibrate import recalibrate, reliability, with_calibration
+    from ..fit.report import toml_dumps
+    from ..fit.runs import load_profile
+    from ..scenario import Calibration, parse_scenario, scenario_source
+    from ..store import Store
+
+    con = err_console if as_json else console
+    try:
+        text, source = scenario_source(scenario)
+        base = parse_scenario(tomllib.loads(text), source)
+        omega = base.target.quantile if omega is None else omega
+        prof = load_profile(Store(store, readonly=True), base, min_seeds=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            cal, pit = recalibrate(base, prof, omega)
+    except fitting_errors() as e:
+        fail(str(e))
+    seeds = sorted({int(s) for e in prof.experiments for s in e.seeds})
+    # as `depl fit`: use = false below ω's runs; also below the scenario's own target quantile, which it must load with
+    table = cal.table()
+    table["use"] = bool(cal.reaches and cal.runs >= Calibration.needed(base.target.quantile))
+    levels = sorted(set(RELIABILITY_LEVELS) | {round(float(omega), 6)})
+    before = reliability(cal.scores, levels, "none")
+    after = reliability(cal.scores, levels, "conformal") if cal.runs >= 2 else np.full(len(levels), np.nan)
+    more = f"profile more seeds past the law's: `depl profile --first-seed {max(seeds[-1], base.fitted_seeds[1]) + 1}`"
+    runs = (f"runs ({len(prof.experiments)} experiments, seeds {seeds[0]}..{seeds[-1]}; the law was fitted on seeds "
+            f"{base.fitted_seeds[0]}..{base.fitted_seeds[1]}) by `depl calibrate`")
+    comment = [f"[calibration]: {cal.message(runs, more)}.",
+               "[calibration]: `depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
+               "(or use = false) with the law as fitted."]
+    new = with_calibration(text, toml_dumps({"calibration": table}), comment)
+    try:
+        written = parse_scenario(tomllib.loads(new), str(out))  # what we write must load, with the same law
+    except Exception as e:  # pragma: no cover - a bug, not a user error
+        fail(f"the calibrated scenario does not validate: {e}", 1)
+    same = {k: v for k, v in tomllib.loads(new).items() if k != "calibration"}
+    if same != {k: v for k, v in tomllib.loads(text).items() if k != "calibration"}:  # pragma: no cover - a bug
+        fail("the calibrated scenario's law differs from the scenario's: not written", 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(new, encoding="utf-8")
+    if png is not None:
+        from ..report.plots import plot_reliability
+
+        png.mkdir(parents=True, exist_ok=True)
+        law = written.loss_model or "increments"
+        plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
+    if as_json:
+        print_json({"scenario": base.name, "source": source, "store": path, "out": str(out),
+                    "experiments": [e.label for e in prof.experiments], "runs": cal.runs,
+                    "seeds": [seeds[0], seeds[-1]], "fitted_seeds": base.fitted_seeds, "omega": cal.omega,
+                    "needed": cal.needed, "reaches": cal.reaches, "use": table["use"],
+                    "level": cal.level if cal.reaches else None,
+                    "reliability": {"levels": levels, "before": before.tolist(), "after": after.tolist()},
+                    "png": str(png / "calibration.png") if png is not None else None})
+        return
+    con.print(f"{base.name}: {cal.runs} runs of {len(prof.experiments)} experiments on seeds {seeds[0]}..{seeds[-1]} "
+              f"(the law was fitted on seeds {base.fitted_seeds[0]}..{base.fitted_seeds[1]}); {path}", markup=False)
+    con.print(cal.message("new runs", more), markup=False)
+    con.print("reliability: observed P(ℓ(E) ≤ the p-quantile) on these runs; calibrated: cross-fitted (each half of "
+              "the runs judged by the calibration of the other half)", markup=False)
+    con.print(f"{'p':<12}" + "".join(f"{p:>8g}" for p in levels), markup=False)
+    con.print(f"{'as fitted':<12}" + "".join(f"{x:8.3f}" for x in before), markup=False)
+    con.print(f"{'calibrated':<12}" + "".join(f"{x:8.3f}" for x in after), markup=False)
+    con.print(f"scenario {written.name!r} written to {out} ([calibration] use = {str(table['use']).lower()}; "
+              "the law as it was)" + (f"; plot: {png / 'calibration.png'}" if png is not None else ""), markup=False)

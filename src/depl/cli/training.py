@@ -382,7 +382,11 @@ def _floats(text: str, name: str) -> list[float]:
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
     epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000),  # as a scenario's max_epochs
-    seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS),
+    seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS,
+                              help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED,
+                                   help="the first seed: new seeds for an experiment already profiled, e.g. to "
+                                   "calibrate a fitted law on seeds it was not fitted on (`depl calibrate`)"),
     fractions: str = typer.Option("1", "--fractions", help="data fractions, e.g. 1,0.5,0.25"),
     version: Optional[List[str]] = typer.Option(None, "--version", help="profile only these versions (repeatable)"),
     switch: Optional[List[str]] = typer.Option(None, "--switch", help="FROM:TO:K1 switch experiment (repeatable)"),
@@ -422,10 +426,11 @@ def profile(
         fail(f"{scenario}: {e}")
     except training_errors() as e:
         fail(str(e))
-    seed_list = list(range(seeds))
+    seed_list = list(range(first_seed, first_seed + seeds))  # the store keys (run, seed): any seeds coexist
     total = len(jobs) * seeds * epochs
     done = sum(min(st.done_epochs(rid, sd), epochs) for _, _, rid in jobs for sd in seed_list)
-    console.print(f"profiling {escape(s.name)}: {len(jobs)} experiments × {seeds} seeds × {epochs} epochs · store {escape(st.path)}"
+    console.print(f"profiling {escape(s.name)}: {len(jobs)} experiments × {seeds} seeds "
+                  f"({first_seed}..{first_seed + seeds - 1}) × {epochs} epochs · store {escape(st.path)}"
                   + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
     t0 = time.perf_counter()
     with epoch_progress() as bar:

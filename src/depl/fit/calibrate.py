@@ -85,14 +85,14 @@ class Calibration:
         """The base law's level at which the calibrated ω-quantile is taken (1: none)."""
         return float(conformal_level(self.scores, self.omega))
 
-    def message(self) -> str:
+    def message(self, runs: str = "held-out runs",
+                more: str = "more seeds per experiment with --calibration-seeds, or more profiled seeds") -> str:
         if self.reaches:
-            return (f"calibrated on {self.runs} held-out runs: the certified {self.omega:g}-quantile is the law's "
+            return (f"calibrated on {self.runs} {runs}: the certified {self.omega:g}-quantile is the law's "
                     f"{self.level:.3f}-quantile (split conformal on PIT scores)")
-        return (f"calibration cannot reach ω = {self.omega:g} with {self.runs} held-out runs: split conformal needs "
-                f"n ≥ {self.needed} ({self.needed - self.runs} more; more seeds per experiment with "
-                f"--calibration-seeds, or more profiled seeds); the file keeps the scores with use = false, and plans "
-                f"with the uncalibrated law")
+        return (f"calibration cannot reach ω = {self.omega:g} with {self.runs} {runs}: split conformal needs "
+                f"n ≥ {self.needed} ({self.needed - self.runs} more; {more}); the file keeps the scores with "
+                f"use = false, and plans with the uncalibrated law")
 
     def table(self, method: str = "conformal-pit") -> dict:
         """The scenario's [calibration] table."""
@@ -149,3 +149,72 @@ def reliability(scores: np.ndarray, levels=LEVELS, rule: str = "none", rng=None,
             lv = np.asarray(LEVEL_RULES[rule](fit, np.asarray(levels)), dtype=float)
             out += np.array([np.mean(test <= lv_p) if lv_p < 1 else 1.0 for lv_p in lv]) / (folds * repeats)
     return out
+
+
+# --------------------------------------------------------------------------- #
+# Recalibrating a scenario's law on new runs (`depl calibrate`)
+# --------------------------------------------------------------------------- #
+
+def check_new_runs(scenario: Scenario, prof: Profile) -> None:
+    """Refuse (FitError, for the user) runs that cannot calibrate the scenario's law: runs on the seeds it was
+    fitted on (its own fitting runs would judge it: no guarantee), or experiments it cannot evaluate."""
+    from .runs import FitError
+
+    where = f"scenario {scenario.name!r}"
+    if scenario.fitted_seeds is None:
+        raise FitError(f"{where} does not say which seeds its law was fitted on (fitted_seeds = [first, last]; "
+                       "docs/scenario-format.md): runs on them would judge the law on its own fit, so none is used")
+    first, last = scenario.fitted_seeds
+    known = {m.name for m in scenario.models}
+    epochs = scenario.fitted_epochs or scenario.max_epochs
+    for e in prof.experiments:
+        unknown = sorted(set(e.schedule) - known)
+        if unknown:
+            raise FitError(f"experiment {e.label}: version {unknown[0]!r} is not a model of {where} "
+                           f"(models: {', '.join(sorted(known))}); its law cannot score these runs")
+        if e.fraction != 1.0 and scenario.data_law is None:
+            raise FitError(f"experiment {e.label}: data fraction {e.fraction:g}, but {where} has no [data_law]: "
+                           "its law is of the full data only; profile at --fractions 1")
+        if epochs is not None and e.epochs > epochs:
+            raise FitError(f"experiment {e.label}: {e.epochs} epochs, beyond the {epochs} epochs the law of {where} "
+                           "describes (fitted_epochs/max_epochs); profile at most that many (--epochs)")
+    bad = sorted({int(s) for e in prof.experiments for s in e.seeds if first <= s <= last})
+    if bad:
+        shown = ", ".join(map(str, bad[:12])) + (", …" if len(bad) > 12 else "")
+        raise FitError(f"the runs include seeds {shown}, which the law of {where} was fitted on (fitted_seeds = "
+                       f"[{first}, {last}]): calibrate on other seeds, e.g. `depl profile --first-seed {last + 1}`")
+
+
+def recalibrate(scenario: Scenario, prof: Profile, omega: float) -> tuple[Calibration, Scores]:
+    """The calibration `depl fit --calibration-seeds` writes, of the scenario's law (uncalibrated) on new runs;
+    with the PIT of ℓ(k) at every epoch (for the histograms)."""
+    check_new_runs(scenario, prof)
+    return calibrate(scenario, prof, omega), pit_scores(scenario, prof, epochs="all")
+
+
+def with_calibration(text: str, table: str, comment: list[str]) -> str:
+    """The scenario file `text` with its [calibration] table (and the header lines about it) replaced by
+    `table` (its TOML text, `[calibration]` first) and `comment`; every other line as it was (the law, its
+    comments, the layout)."""
+    lines = text.splitlines()
+    out, skip = [], False
+    for line in lines:
+        head = line.strip()
+        if head.startswith("["):
+            skip = head.replace(" ", "") == "[calibration]"
+            if skip:
+                while out and not out[-1].strip():
+                    out.pop()
+                continue
+        if skip:
+            continue
+        if head.startswith(("# [calibration]", "# `depl plan` plans with the calibrated law")):
+            continue
+        out.append(line)
+    top = 0  # the header: the comment block the file opens with
+    while top < len(out) and out[top].startswith("#"):
+        top += 1
+    out[top:top] = [f"# {c}" for c in comment]
+    while out and not out[-1].strip():
+        out.pop()
+    return "\n".join(out) + "\n\n" + table.strip("\n") + "\n"

@@ -142,14 +142,20 @@ def plot_calibration(r: "FitResult", path: Path) -> None:
     """Per law: the reliability on the runs set apart (nominal level p vs observed P(ℓ(E) ≤ the p-quantile),
     before and after calibration, the latter cross-fitted so that no run judges its own calibration) and
     the PIT histograms of ℓ(k) per version and for the switches (flat when the law is right)."""
+    plot_reliability(r.calibration, r.pit, path)
+
+
+def plot_reliability(calibration: dict, pit: dict, path: Path, runs: str = "runs set apart") -> None:
+    """`plot_calibration` of {law: Calibration} and {law: Scores (PIT of ℓ(k), every epoch)} of some runs
+    (`depl fit`'s runs set apart, or `depl calibrate`'s new runs)."""
     from ..fit.calibrate import LEVELS, reliability
 
-    laws = list(r.calibration)
-    groups = sorted({g for m in laws for g in r.pit[m].groups()}, key=lambda g: (g == "switches", g))
+    laws = list(calibration)
+    groups = sorted({g for m in laws for g in pit[m].groups()}, key=lambda g: (g == "switches", g))
     cols = 1 + len(groups)
     fig, axes = pyplot().subplots(len(laws), cols, figsize=(3.4 * cols, 3.0 * len(laws)), squeeze=False)
     for row, m in zip(axes, laws):
-        u = r.calibration[m].scores
+        u = calibration[m].scores
         ax = row[0]
         ax.plot([0, 1], [0, 1], color="0.6", lw=0.8)
         ax.plot(LEVELS, reliability(u, LEVELS, "none"), "o-", color="tab:red", ms=3, label="as fitted")
@@ -157,9 +163,9 @@ def plot_calibration(r: "FitResult", path: Path) -> None:
                 label="calibrated (cross-fitted)")
         ax.set_xlabel("nominal level p")
         ax.set_ylabel("observed P(ℓ(E) ≤ p-quantile)")
-        ax.set_title(f"{m}: reliability, {u.size} runs set apart", fontsize=9)
+        ax.set_title(f"{m}: reliability, {u.size} {runs}", fontsize=9)
         ax.legend(fontsize=7)
-        pits = r.pit[m].groups()
+        pits = pit[m].groups()
         for ax, g in zip(row[1:], groups):
             if g in pits:
                 ax.hist(pits[g], bins=10, range=(0, 1), density=True, color="0.6")
