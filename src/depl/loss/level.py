@@ -57,9 +57,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..dist import Term
+from ..families import Frozen
 from ..scenario import LevelLaw, Scenario
 from ..state import RunState
 from .base import LossModel, started
@@ -191,7 +191,7 @@ class LevelBase(LossModel):
 
     def law_parts(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None):
         mu, sd = self.final(schedule, phi, start=start)
-        exact = stats.lognorm(s=max(sd, 1e-6), scale=mu)
+        exact = Frozen("lognorm", (max(sd, 1e-6),), 0.0, mu)
         if sd <= 0:
             return [Term(0.0, None, mu)], exact
         return [Term(mu, self._lognorm(sd))], exact
@@ -202,7 +202,7 @@ class LevelBase(LossModel):
         if key not in self._cache:
             if len(self._cache) > 20_000:
                 self._cache.clear()
-            self._cache[key] = stats.lognorm(s=s)
+            self._cache[key] = Frozen("lognorm", (s,))
         return self._cache[key]
 
     def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator, *,
