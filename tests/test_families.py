@@ -120,3 +120,15 @@ def test_depl_plan_imports_neither_scipy_stats_nor_scipy_signal_nor_torch_nor_ma
     mods = set(p.stderr.split("MODULES", 1)[1].split())
     for banned in ("scipy.stats", "scipy.signal", "scipy.fft", "scipy.optimize", "torch", "matplotlib"):
         assert banned not in mods, banned
+
+
+def test_a_frozen_law_pickles_and_keeps_its_identity_semantics():
+    """Loss models holding them cross process boundaries (experiments, seeds); caches key them by identity."""
+    import copy
+    import pickle
+
+    d = families.frozen("invgamma", {"a": 35.56, "scale": 35.25})
+    e = pickle.loads(pickle.dumps(d))
+    assert isinstance(e, Frozen) and e.kwds == d.kwds and float(e.ppf(0.3)) == float(d.ppf(0.3))
+    assert copy.deepcopy(d).kwds == d.kwds
+    assert e != d and hash(e) != hash(d) and d == d

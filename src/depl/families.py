@@ -264,7 +264,7 @@ class Frozen:
         out = {"m": np.float64(mu * self.scale + self.loc), "v": np.float64(mu2 * self.scale * self.scale),
                "s": np.float64(g1)}
         if "k" in moments:
-            return self._scipy().stats(moments=moments)
+            return self.as_scipy().stats(moments=moments)
         res = tuple(out[m] for m in moments)
         return res[0] if len(res) == 1 else res
 
@@ -287,7 +287,7 @@ class Frozen:
         return self.loc + self.scale * standard_draw(self.name, self.shapes, rng, size)
 
     # -- anything else: scipy.stats ------------------------------------------------------------ #
-    def _scipy(self):
+    def as_scipy(self):
         """The same distribution as a frozen scipy.stats object (imports scipy.stats)."""
         if "_frozen_scipy" not in self.__dict__:
             from scipy import stats
@@ -298,7 +298,7 @@ class Frozen:
     def __getattr__(self, attr: str):
         if attr.startswith("_") or attr in ("name", "shapes", "loc", "scale"):
             raise AttributeError(attr)
-        return getattr(self._scipy(), attr)
+        return getattr(self.as_scipy(), attr)
 
 
 def is_family(name: str) -> bool:
