@@ -1,7 +1,7 @@
 """Numeric distributions of sums of independent random variables.
 
 The final test loss of a schedule is ℓ(0) plus a sum of independent terms
-(c·X with X a scipy.stats distribution).  Its law is a convolution; we
+(c·X with X a depl.families.Frozen or a frozen scipy.stats distribution).  Its law is a convolution; we
 compute it on a lattice with the FFT and answer the questions of a frozen
 scipy distribution: `cdf`, `sf`, `ppf` (= `quantile`), `pdf`, `logpdf`,
 `mean`, `var`, `std`, `rvs(size, random_state)` — so that fitting and
@@ -53,10 +53,10 @@ def draw(dist, size, rng: np.random.Generator) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Term:
-    """One independent term: shift + coef·X, with X a frozen scipy.stats distribution."""
+    """One independent term: shift + coef·X, with X a depl.families.Frozen or a frozen scipy.stats distribution."""
 
     coef: float
-    dist: Any  # frozen scipy.stats distribution
+    dist: Any  # depl.families.Frozen or frozen scipy.stats distribution
     shift: float = 0.0
 
     def mean(self) -> float:
