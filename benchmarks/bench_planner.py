@@ -138,9 +138,12 @@ LADDER = [
     ("an empty interpreter", "pass"),
     ("+ numpy", "import numpy"),
     ("+ scipy.special (the families' cdf/ppf)", "import numpy, scipy.special"),
-    ("+ pydantic (the scenario's checks)", "import numpy, scipy.special, pydantic"),
-    ("+ typer, click, rich (the command line)", "import numpy, scipy.special, pydantic, typer, click, rich.console, "
-                                                "rich.table"),
+    # `import pydantic` alone is lazy: BaseModel and the validators are what a scenario's models need
+    ("+ pydantic (the scenario's checks)", "import numpy, scipy.special\nfrom pydantic import BaseModel, ConfigDict, "
+                                           "Field, ValidationError, field_validator, model_validator"),
+    ("+ typer, click, rich (the command line)", "import numpy, scipy.special, typer, click, rich.console, rich.table\n"
+                                                "from pydantic import BaseModel, ConfigDict, Field, ValidationError, "
+                                                "field_validator, model_validator"),
     ("+ depl's modules, the scenario loaded", "import numpy, scipy.special\nfrom depl.cli import main\n"
                                                "from depl.planners import get_planner\nget_planner('depl')\n"
                                                "from depl.scenario import load_scenario\nload_scenario('paper-alexnet')"),

@@ -213,8 +213,12 @@ class LevelBase(LossModel):
         own = np.sqrt(np.maximum(sd**2 - shared**2, 0.0))
         m, v = self.seed_posterior(mu, sd, shared, start) if k0 else (0.0, 1.0)
         u = m + np.sqrt(v) * rng.standard_normal((runs, 1)) if k0 else rng.standard_normal((runs, 1))
-        e = rng.standard_normal((runs, mu.size))
-        out = mu * np.exp(shared * u + own * e)
+        out = rng.standard_normal((runs, mu.size))
+        # mu·exp(shared·u + own·e) in place: the same numbers, no temporaries of runs × epochs
+        out *= own
+        out += shared * u
+        np.exp(out, out=out)
+        out *= mu
         out[:, 0] = self.initial_loss
         if k0:
             out = out[:, k0:]
