@@ -11,7 +11,12 @@
    and how the CPU time of `depl` grows with K, |N|, |D|, |M| and η around a
    mid-size instance: fitted exponents p in time ∝ size^p.
 
-Run:  .venv/bin/python benchmarks/bench_planner.py  [--quick]
+Part 1 also times the whole `depl plan paper-alexnet` process (CPU of the
+child, least of several runs) and, with `--before-src PATH`, the same command
+with another source tree run by run beside it, printing the ratio; then where
+the process's time goes, import by import.
+
+Run:  .venv/bin/python benchmarks/bench_planner.py  [--quick] [--before-src ../main/src] [--process-only]
 """
 
 from __future__ import annotations
@@ -126,42 +131,89 @@ def scaling(quick: bool) -> None:
           + f"   p = {growth_exponent(xs, ys):.2f}")
 
 
-def process_time(repeat: int) -> None:
-    """The whole `depl plan paper-alexnet` process (interpreter, imports, plan, output), CPU seconds,
-    beside a process that only imports scipy.stats (which the planners' noise laws need)."""
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+PLAN = ["-m", "depl.cli", "plan", "paper-alexnet"]
+# what the process spends, rung by rung: each rung imports what the one before did and more
+LADDER = [
+    ("an empty interpreter", "pass"),
+    ("+ numpy", "import numpy"),
+    ("+ scipy.special (the families' cdf/ppf)", "import numpy, scipy.special"),
+    # `import pydantic` alone is lazy: BaseModel and the validators are what a scenario's models need
+    ("+ pydantic (the scenario's checks)", "import numpy, scipy.special\nfrom pydantic import BaseModel, ConfigDict, "
+                                           "Field, ValidationError, field_validator, model_validator"),
+    ("+ typer, click, rich (the command line)", "import numpy, scipy.special, typer, click, rich.console, rich.table\n"
+                                                "from pydantic import BaseModel, ConfigDict, Field, ValidationError, "
+                                                "field_validator, model_validator"),
+    ("+ depl's modules, the scenario loaded", "import numpy, scipy.special\nfrom depl.cli import main\n"
+                                               "from depl.planners import get_planner\nget_planner('depl')\n"
+                                               "from depl.scenario import load_scenario\nload_scenario('paper-alexnet')"),
+    ("+ planning and printing (the whole process)", None),
+]
+
+
+def process_time(repeat: int, before_src: str | None) -> None:
+    """The whole `depl plan paper-alexnet` process (interpreter, imports, plan, output), CPU seconds of the
+    child (user + sys), the least of `repeat` runs: with this tree's code and, interleaved run by run, with
+    `before_src`'s; then where the time goes.  Bytecode is cached (in a temporary PYTHONPYCACHEPREFIX, never
+    in the source trees) as it is for an installed depl; the first run of each tree fills the cache."""
     import resource
     import subprocess
+    import tempfile
 
-    def child_cpu(args) -> float:
+    cache = tempfile.mkdtemp(prefix="depl-bench-pycache-")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(COLUMNS="200", PYTHONPYCACHEPREFIX=cache)
+
+    def child_cpu(args, src: str) -> float:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, *args], check=True, capture_output=True,
-                       env={**os.environ, "COLUMNS": "200"})
+        subprocess.run([sys.executable, *args], check=True, capture_output=True, env={**env, "PYTHONPATH": src})
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
-    plan = statistics.median(child_cpu(["-m", "depl.cli", "plan", "paper-alexnet"]) for _ in range(repeat))
-    floor = statistics.median(child_cpu(["-c", "import scipy.stats"]) for _ in range(repeat))
-    bare = statistics.median(child_cpu(["-c", "pass"]) for _ in range(repeat))
-    print(f"   whole process `depl plan paper-alexnet`: {plan:.2f} s CPU (target < 1 s); "
-          f"`import scipy.stats` alone {floor:.2f} s, an empty interpreter {bare:.2f} s")
+    trees = [("this tree", SRC)] + ([("before", os.path.abspath(before_src))] if before_src else [])
+    times: dict[str, list[float]] = {label: [] for label, _ in trees}
+    for _, src in trees:
+        child_cpu(PLAN, src)  # compiles the bytecode
+    for _ in range(repeat):
+        for label, src in trees:
+            times[label].append(child_cpu(PLAN, src))
+    print(f"   whole process `depl plan paper-alexnet`, CPU s (least / median of {repeat}, interleaved); target < 1 s")
+    for label, src in trees:
+        print(f"   {label:<10} {min(times[label]):>6.2f} {statistics.median(times[label]):>6.2f}   {src}")
+    if before_src:
+        print(f"   before / this tree: {min(times['before']) / min(times['this tree']):.2f}× (least), "
+              f"{statistics.median(times['before']) / statistics.median(times['this tree']):.2f}× (median)")
+    print("   where the time goes (this tree; least of the runs, each rung includes the ones above):")
+    print(f"   {'':<46} {'cumulative':>10} {'this rung':>10}")
+    prev = 0.0
+    for label, code in LADDER:
+        t = min(times["this tree"]) if code is None else min(child_cpu(["-c", code], SRC) for _ in range(repeat))
+        print(f"   {label:<46} {t:>10.2f} {t - prev:>10.2f}")
+        prev = t
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats and smaller η")
     ap.add_argument("--skip-scaling", action="store_true", help="only parts 1 and 2")
+    ap.add_argument("--before-src", metavar="PATH",
+                    help="another source tree (its src folder, e.g. a checkout of main): the whole `depl plan "
+                         "paper-alexnet` process is timed with it too, run by run, and the ratio printed")
+    ap.add_argument("--process-only", action="store_true", help="only the whole-process timing of part 1")
     args = ap.parse_args()
     repeat = 3 if args.quick else 7
     s = load_scenario("paper-alexnet")
     print(f"python {sys.version.split()[0]}, one thread; scenario paper-alexnet (target {s.target.loss}, ω {s.target.quantile})")
 
-    print("\n1. `depl plan paper-alexnet`, method depl: median solve time")
-    print(f"{'eta':>6} {'seconds':>9} {'cost':>10}")
-    for eta in ([50, 200] if args.quick else [50, 100, 200, 400]):
-        sec, plan = timed(lambda: make_plan(s, "depl", Options(eta=eta)), repeat)
-        print(f"{eta:>6} {sec:>9.3f} {plan.cost:>10.2f}")
-
-    process_time(repeat)
+    print("\n1. `depl plan paper-alexnet`, method depl: median solve time" + (" (skipped)" if args.process_only else ""))
+    if not args.process_only:
+        print(f"{'eta':>6} {'seconds':>9} {'cost':>10}")
+        for eta in ([50, 200] if args.quick else [50, 100, 200, 400]):
+            sec, plan = timed(lambda: make_plan(s, "depl", Options(eta=eta)), repeat)
+            print(f"{eta:>6} {sec:>9.3f} {plan.cost:>10.2f}")
+    process_time(repeat, args.before_src)
+    if args.process_only:
+        return 0
 
     print("\n2. Stage 2 on the same expanded graph: layered recursion vs networkx Dijkstra")
     ctx = Context(s, ["cifar10"])

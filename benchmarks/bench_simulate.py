@@ -42,7 +42,9 @@ def best_of(fn, repeat: int) -> float:
 
 def raw_numpy(loss, schedule, runs: int, rng, scipy: bool = False) -> None:
     """The draws the law needs and nothing else: every epoch's noise, every switch's jump."""
-    sample = (lambda d, size: d.rvs(size=size, random_state=rng)) if scipy else (lambda d, size: draw(d, size, rng))
+    # scipy's own sampler of the same law (a depl.families.Frozen samples with numpy: ask scipy.stats' object)
+    sample = (lambda d, size: getattr(d, "as_scipy", lambda: d)().rvs(size=size, random_state=rng)) if scipy \
+        else (lambda d, size: draw(d, size, rng))
     if hasattr(loss, "_noise"):  # the increments law
         for m in set(schedule):
             sample(loss._noise[m], (runs, schedule.count(m)))

@@ -23,7 +23,8 @@ CASES = {
     "bench_seeds.py": ["--seeds", "2", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
     "bench_train.py": ["--epochs", "1", "--repeats", "1"],
     "bench_simulate.py": ["--quick"],
-    "bench_planner.py": ["--quick", "--skip-scaling"],
+    # --before-src: the side-by-side process timing, here against this same tree
+    "bench_planner.py": ["--quick", "--skip-scaling", "--before-src", str(ROOT / "src")],
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
 }

@@ -1,7 +1,7 @@
 """Numeric distributions of sums of independent random variables.
 
 The final test loss of a schedule is ℓ(0) plus a sum of independent terms
-(c·X with X a scipy.stats distribution).  Its law is a convolution; we
+(c·X with X a depl.families.Frozen or a frozen scipy.stats distribution).  Its law is a convolution; we
 compute it on a lattice with the FFT and answer the questions of a frozen
 scipy distribution: `cdf`, `sf`, `ppf` (= `quantile`), `pdf`, `logpdf`,
 `mean`, `var`, `std`, `rvs(size, random_state)` — so that fitting and
@@ -37,36 +37,26 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import fft as sfft
 
-
-# numpy's generators for the families they have, in standard form (loc 0, scale 1):
-# scipy's invgamma has no sampler of its own and inverts its cdf, ~40× slower than 1/Gamma.
-_NUMPY_DRAWS = {
-    "invgamma": lambda rng, size, a: 1.0 / rng.standard_gamma(a, size),
-    "gamma": lambda rng, size, a: rng.standard_gamma(a, size),
-    "norm": lambda rng, size: rng.standard_normal(size),
-    "lognorm": lambda rng, size, s: np.exp(s * rng.standard_normal(size)),
-    "t": lambda rng, size, df: rng.standard_t(df, size),
-    "expon": lambda rng, size: rng.standard_exponential(size),
-}
+from .families import standard_draw, standard_form
 
 
 def draw(dist, size, rng: np.random.Generator) -> np.ndarray:
-    """Samples of a frozen scipy.stats distribution, from numpy's own generator where it has one."""
-    f = _NUMPY_DRAWS.get(getattr(getattr(dist, "dist", None), "name", ""))
-    if f is None:
+    """Samples of a distribution (depl.families.Frozen or frozen scipy.stats), from numpy's own generator
+    for the families it has (scipy's invgamma has no sampler of its own and inverts its cdf, ~40× slower)."""
+    form = standard_form(dist)
+    if form is None:
         return dist.rvs(size=size, random_state=rng)
-    shapes, loc, scale = dist.dist._parse_args(*dist.args, **dist.kwds)
-    return loc + scale * f(rng, size, *shapes)
+    name, shapes, loc, scale = form
+    return loc + scale * standard_draw(name, shapes, rng, size)
 
 
 @dataclass(frozen=True)
 class Term:
-    """One independent term: shift + coef·X, with X a frozen scipy.stats distribution."""
+    """One independent term: shift + coef·X, with X a depl.families.Frozen or a frozen scipy.stats distribution."""
 
     coef: float
-    dist: Any  # frozen scipy.stats distribution
+    dist: Any  # depl.families.Frozen or frozen scipy.stats distribution
     shift: float = 0.0
 
     def mean(self) -> float:
@@ -197,11 +187,28 @@ class GridDistribution:
         return math.sqrt(self.exact_var)
 
 
+def next_fast_len(n: int) -> int:
+    """The least 5-smooth number (2^i·3^j·5^k) ≥ n: scipy.fft.next_fast_len(n, real=True)."""
+    if n <= 6:
+        return max(n, 1)
+    best = 1 << (n - 1).bit_length()  # the next power of two
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            p = p35 << max(0, (-(-n // p35) - 1).bit_length())  # p35·2^i, the least ≥ n
+            best = min(best, p)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
 def fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Linear convolution by real FFT (scipy.fft; scipy.signal costs ~1 s to import for this)."""
+    """Linear convolution by real FFT (numpy.fft: the same pocketfft as scipy.fft, bit for bit, without
+    importing scipy.fft; scipy.signal costs ~1 s to import for this)."""
     n = a.size + b.size - 1
-    size = sfft.next_fast_len(n, real=True)
-    return sfft.irfft(sfft.rfft(a, size) * sfft.rfft(b, size), size)[:n]
+    size = next_fast_len(n)
+    return np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)[:n]
 
 
 def _standard_cdf(name: str, shapes, y: np.ndarray, upper: bool):
@@ -246,9 +253,9 @@ def _term_pmf(t: Term, h: float, eps: float) -> tuple[int, np.ndarray]:
     edges = h * np.arange(i_lo, i_hi + 2, dtype=float)
     # P(cX ≤ v) = P(X ≤ v/c) for c > 0, P(X ≥ v/c) for c < 0
     F = None
-    name = getattr(getattr(X, "dist", None), "name", "")
-    if name in ("invgamma", "gamma", "norm", "t"):
-        shapes, loc, scale = X.dist._parse_args(*X.args, **X.kwds)
+    form = standard_form(X)
+    if form is not None and form[0] in ("invgamma", "gamma", "norm", "t"):
+        name, shapes, loc, scale = form
         F = _standard_cdf(name, shapes, (edges / c - loc) / scale, upper=c < 0)
     if F is None:
         F = X.cdf(edges / c) if c > 0 else X.sf(edges / c)

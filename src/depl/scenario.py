@@ -31,7 +31,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from scipy import stats
+
+from . import families
 
 BUILTIN_PACKAGE = "depl.scenarios"
 
@@ -134,8 +135,7 @@ class DistSpec(_Strict):
     @field_validator("family")
     @classmethod
     def _known_family(cls, v: str) -> str:
-        dist = getattr(stats, v, None)
-        if not isinstance(dist, stats.rv_continuous):
+        if not families.is_family(v):
             raise ValueError(f"{v!r} is not a continuous distribution of scipy.stats (e.g. invgamma, gamma, norm, lognorm, t)")
         return v
 
@@ -168,18 +168,18 @@ class DistSpec(_Strict):
 
     @property
     def frozen(self):
-        """The frozen scipy.stats distribution."""
-        dist = getattr(stats, self.family)
+        """The distribution: a depl.families.Frozen for the families the laws use (scipy.stats' face and
+        numbers without importing scipy.stats), else the frozen scipy.stats distribution."""
         params = self.resolved_params
-        shapes = [s.strip() for s in (dist.shapes or "").split(",") if s.strip()]
+        shapes = list(families.shape_names(self.family))
         unknown = set(params) - set(shapes) - {"loc", "scale"}
         if unknown:
             raise ValueError(f"unknown parameter(s) {sorted(unknown)}; {self.family} takes {shapes + ['loc', 'scale']}")
         missing = [s for s in shapes if s not in params]
         if missing:
             raise ValueError(f"missing shape parameter(s) {missing} for {self.family}")
-        frozen = dist(**params)
-        if not frozen.dist._argcheck(*[params[s] for s in shapes]) or params.get("scale", 1.0) <= 0:
+        frozen = families.frozen(self.family, params)
+        if not families.in_domain(frozen):
             raise ValueError(f"parameters {params} are outside the domain of {self.family}")
         return frozen
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
@@ -107,7 +108,8 @@ def plan(
     from ..planners.status import status_line
 
     if time_limit is None:
-        from ..planners.optimal import DEFAULT_TIME_LIMIT as time_limit
+        if method == "optimal":  # the other planners take no time limit: their modules are not imported for one
+            from ..planners.optimal import DEFAULT_TIME_LIMIT as time_limit
     elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
         fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
 
@@ -124,8 +126,10 @@ def plan(
             with status_line(sys.stderr) as say:
                 p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
         else:
-            with (err_console if as_json else console).status(f"planning {escape(s.name)} with {method} (η = {eta}) …",
-                                                              spinner="dots"):
+            shown = err_console if as_json else console
+            # a spinner only where it is drawn: rich draws none on a pipe or a file, and importing it costs ~20 ms
+            with (shown.status(f"planning {escape(s.name)} with {method} (η = {eta}) …", spinner="dots")
+                  if shown.is_terminal else nullcontext()):
                 p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)

@@ -57,9 +57,9 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 from ..dist import Term
+from ..families import Frozen
 from ..scenario import LevelLaw, Scenario
 from ..state import RunState
 from .base import LossModel, started
@@ -191,7 +191,7 @@ class LevelBase(LossModel):
 
     def law_parts(self, schedule: Sequence[str], phi: float = 1.0, *, start: RunState | None = None):
         mu, sd = self.final(schedule, phi, start=start)
-        exact = stats.lognorm(s=max(sd, 1e-6), scale=mu)
+        exact = Frozen("lognorm", (max(sd, 1e-6),), 0.0, mu)
         if sd <= 0:
             return [Term(0.0, None, mu)], exact
         return [Term(mu, self._lognorm(sd))], exact
@@ -202,7 +202,7 @@ class LevelBase(LossModel):
         if key not in self._cache:
             if len(self._cache) > 20_000:
                 self._cache.clear()
-            self._cache[key] = stats.lognorm(s=s)
+            self._cache[key] = Frozen("lognorm", (s,))
         return self._cache[key]
 
     def simulate(self, schedule: Sequence[str], phi: float, runs: int, rng: np.random.Generator, *,
@@ -213,8 +213,12 @@ class LevelBase(LossModel):
         own = np.sqrt(np.maximum(sd**2 - shared**2, 0.0))
         m, v = self.seed_posterior(mu, sd, shared, start) if k0 else (0.0, 1.0)
         u = m + np.sqrt(v) * rng.standard_normal((runs, 1)) if k0 else rng.standard_normal((runs, 1))
-        e = rng.standard_normal((runs, mu.size))
-        out = mu * np.exp(shared * u + own * e)
+        out = rng.standard_normal((runs, mu.size))
+        # mu·exp(shared·u + own·e) in place: the same numbers, no temporaries of runs × epochs
+        out *= own
+        out += shared * u
+        np.exp(out, out=out)
+        out *= mu
         out[:, 0] = self.initial_loss
         if k0:
             out = out[:, k0:]

@@ -223,9 +223,9 @@ def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
     loss = ctx.loss
     if type(loss) is not LevelModel or ctx.start.started:
         return []
-    from scipy.stats import norm
+    from ..families import norm_ppf
 
-    names, l0, phi, z = loss.model_names, loss.initial_loss, ctx.phi, float(norm.ppf(ctx.omega))
+    names, l0, phi, z = loss.model_names, loss.initial_loss, ctx.phi, float(norm_ppf(ctx.omega))
     Kmax = ctx.max_epochs
     K = np.arange(1, Kmax + 1)[None, :]
     n = np.arange(1, Kmax + 1)[:, None]

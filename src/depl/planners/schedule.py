@@ -55,9 +55,9 @@ class Surrogate:
 
     @classmethod
     def for_quantile(cls, omega: float, sigma0: float) -> "Surrogate":
-        from scipy.stats import norm
+        from ..families import norm_ppf
 
-        z = float(norm.ppf(omega))
+        z = float(norm_ppf(omega))
         sigma0 = max(sigma0, 1e-9)
         return cls(z / (2 * sigma0), (z * z - 1) / (6 * sigma0**2), z * sigma0 / 2)
 
@@ -72,9 +72,9 @@ class Surrogate:
 
 def cornish_fisher(l0: float, cum: np.ndarray, omega: float) -> tuple[np.ndarray, np.ndarray]:
     """(ω-quantile, σ) of ℓ(0) plus a sum with cumulants `cum[..., 0:3]` (Cornish–Fisher)."""
-    from scipy.stats import norm
+    from ..families import norm_ppf
 
-    z = float(norm.ppf(omega))
+    z = float(norm_ppf(omega))
     sigma = np.sqrt(np.maximum(cum[..., 1], 0.0))
     skew = np.divide(cum[..., 2], sigma**3, out=np.zeros_like(sigma), where=sigma > 0)
     return l0 + cum[..., 0] + sigma * (z + (z * z - 1) * skew / 6), sigma
