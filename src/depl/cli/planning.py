@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sys
 import time
 from pathlib import Path
@@ -277,7 +279,8 @@ def predict(
                   highlight=False)
     console.print(f"  mean ℓ(K)        {r.loss_mean:.5g}  (sd {r.loss_std:.4g})", highlight=False)
     note = ("" if r.band_low_law == "law" else "  (1st: the law as fitted — calibration certifies upper quantiles "
-            "only; 99th: calibrated)")
+            "only; 99th: calibrated" + (", inf: over 1% of the calibration runs at this epoch lay above every loss "
+                                        "the law allows" if math.isinf(r.band[1]) else "") + ")")
     console.print(f"  1st–99th pct     {r.band[0]:.5g} – {r.band[1]:.5g}{note}", highlight=False)
     console.print(f"  P(ℓ(K) ≤ {r.target:g}) in [{r.p_meet[0]:.4f}, {r.p_meet[1]:.4f}]  (the scenario's target)",
                   highlight=False)

@@ -89,7 +89,14 @@ def epoch_pit_scores(scenario: Scenario, prof: Profile) -> list[np.ndarray]:
     return [np.sort(np.concatenate(r)) for r in rows]
 
 
-EPOCH_DIGITS = 4   # epoch_scores are written to 4 decimals (a level to ±5e-5: below any quantile the plans read)
+EPOCH_DIGITS = 6   # epoch_scores are written to 6 decimals, as `scores`
+
+
+def rounded(u: np.ndarray, digits: int = EPOCH_DIGITS) -> np.ndarray:
+    """Scores to `digits` decimals, as `scores` are written. A score within 5e-7 of 1 becomes 1 (a run at the
+    top of a lattice law, whose mass stops 1e-7 or so short of 1, is beyond it: its level certifies nothing,
+    the safe side); within 5e-7 of 0, 0 (low quantiles only: the conformal bound is upper)."""
+    return np.round(np.asarray(u, dtype=float), digits)
 
 
 @dataclass
@@ -147,7 +154,7 @@ class Calibration:
         out = {"method": method, "use": bool(self.reaches), "omega": float(self.omega),
                "scores": [round(float(u), 6) for u in self.scores]}
         if self.epochs:
-            out["epoch_scores"] = [[round(float(u), EPOCH_DIGITS) + 0.0 for u in r] for r in self.epochs]
+            out["epoch_scores"] = [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(r)] for r in self.epochs]
         return out
 
 
@@ -155,7 +162,7 @@ def calibrate(scenario: Scenario, calib: Profile, omega: float) -> Calibration:
     """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores and
     every epoch's (the one implementation behind `depl fit --calibration-seeds` and `depl calibrate`)."""
     s = pit_scores(scenario, calib).all
-    epochs = [np.round(r, EPOCH_DIGITS) for r in epoch_pit_scores(scenario, calib)]  # as the file keeps them
+    epochs = [rounded(r) for r in epoch_pit_scores(scenario, calib)]  # as the file keeps them
     return Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs)
 
 
@@ -246,15 +253,34 @@ def recalibrate(scenario: Scenario, prof: Profile, omega: float) -> tuple[Calibr
     return calibrate(scenario, prof, omega), pit_scores(scenario, prof, epochs="all")
 
 
+def _brackets(line: str) -> int:
+    """'[' minus ']' on a TOML line, outside strings and comments."""
+    n, quote = 0, None
+    for ch in line:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            break
+        elif ch == "[":
+            n += 1
+        elif ch == "]":
+            n -= 1
+    return n
+
+
 def with_calibration(text: str, table: str, comment: list[str]) -> str:
     """The scenario file `text` with its [calibration] table (and the header lines about it) replaced by
     `table` (its TOML text, `[calibration]` first) and `comment`; every other line as it was (the law, its
     comments, the layout)."""
     lines = text.splitlines()
-    out, skip = [], False
+    out, skip, depth = [], False, 0   # depth: inside a multi-line array (epoch_scores' rows are not headers)
     for line in lines:
         head = line.strip()
-        if head.startswith("["):
+        opened = depth
+        depth += _brackets(head)
+        if opened == 0 and head.startswith("["):
             skip = head.replace(" ", "") == "[calibration]"
             if skip:
                 while out and not out[-1].strip():

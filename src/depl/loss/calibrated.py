@@ -115,13 +115,23 @@ class CalibratedDistribution:
         with np.errstate(divide="ignore"):
             return np.log(self.pdf(x))
 
+    def _top(self) -> float:
+        """The highest level the base law has a finite quantile at (a lattice law's mass stops short of 1 by its
+        truncation; runs scored beyond it are at the law's top, not at +∞)."""
+        top = self.__dict__.get("_top_level")
+        if top is None:
+            pmf = getattr(self.base, "pmf", None)
+            mass = float(np.sum(pmf)) if pmf is not None else 1.0
+            top = self._top_level = min(1 - 1e-12, mass - 1e-12)
+        return top
+
     def rvs(self, size=None, random_state=None):
         rng = np.random.default_rng(random_state)
-        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, 1 - 1e-12))
+        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, self._top()))
 
     def _grid(self):
         p = (np.arange(2000) + 0.5) / 2000
-        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, 1 - 1e-12))
+        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, self._top()))
 
     def mean(self) -> float:
         return float(np.mean(self._grid()))
