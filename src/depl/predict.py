@@ -66,6 +66,7 @@ class Prediction:
     band: tuple[float, float]         # 1st and 99th percentiles of ℓ(K)
     target: float
     p_meet: tuple[float, float]       # certified bracket of P(ℓ(K) ≤ target)
+    band_low_law: str = "law"         # whose 1st percentile: "law", or "as fitted" (a calibrated law's base)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -102,6 +103,11 @@ def predict(s: Scenario, schedule: list[str], quantile: float | None = None,
     phi = s.phi(s.samples(names))
     d = loss.distribution(schedule, phi)
     lo, hi = d.quantile_bounds(q)
+    # A calibrated law certifies upper quantiles only (split conformal is one-sided: P(ℓ ≤ q̃_p) ≥ p); its low
+    # quantiles read the lowest scores, which are 0 for runs below the least loss the law allows (then −∞).
+    # The band's lower end is the law's own 1st percentile, said so (docs/fitting.md).
+    calibrated = hasattr(d, "base") and hasattr(d, "scores")
+    low = float((d.base if calibrated else d).quantile(0.01))
     return Prediction(s.name, segs, len(schedule), names, float(phi), float(q), float(hi), (float(lo), float(hi)),
-                      float(d.mean()), float(d.std()), (float(d.quantile(0.01)), float(d.quantile(0.99))),
-                      float(s.target.loss), d.cdf_bounds(s.target.loss))
+                      float(d.mean()), float(d.std()), (low, float(d.quantile(0.99))),
+                      float(s.target.loss), d.cdf_bounds(s.target.loss), "as fitted" if calibrated else "law")

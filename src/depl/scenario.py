@@ -353,13 +353,19 @@ class Switch(_Strict):
 class Calibration(_Strict):
     """The loss law recalibrated on runs it was not fitted on (depl.loss.calibrated; written by `depl fit`).
 
-    `scores` are the PIT values F(ℓ(E)) of the held-out runs under the law; the certified ω-quantile is the
-    law's quantile at the ⌈(n+1)·ω⌉-th smallest score (split conformal), which needs n ≥ ω/(1−ω) scores."""
+    `scores` are the PIT values F(ℓ(E)) of the held-out runs at their last epoch under the law; the certified
+    ω-quantile is the law's quantile at the ⌈(n+1)·ω⌉-th smallest score (split conformal), which needs
+    n ≥ ω/(1−ω) scores.  `epoch_scores[k-1]` (written since; optional) are the PIT values of ℓ(k) of the same
+    runs under the law of their schedule's first k epochs: a K-epoch plan is certified at the level of the
+    epoch-K scores (past the scored epochs, the last scored epoch's); without them, every K at `scores`'."""
 
     method: str = Field(default="conformal-pit", description="conformal-pit: split conformal on PIT scores")
     use: bool = Field(default=True, description="false: plan with the uncalibrated law (the scores stay for the record)")
     omega: float | None = Field(default=None, gt=0.0, lt=1.0, description="the ω the fit calibrated for (a record)")
     scores: list[float] = Field(min_length=1, description="PIT of each held-out (experiment, seed) at its last epoch")
+    epoch_scores: list[list[float]] | None = Field(
+        default=None, description="epoch_scores[k-1]: PIT of ℓ(k) of each held-out (experiment, seed) under the law "
+        "of its schedule's first k epochs; a K-epoch plan is calibrated by row min(K, rows)")
 
     @field_validator("method")
     @classmethod
@@ -375,6 +381,34 @@ class Calibration(_Strict):
         if bad:
             raise ValueError(f"scores are probabilities in [0, 1], got {bad[0]!r}")
         return sorted(v)
+
+    @field_validator("epoch_scores")
+    @classmethod
+    def _epoch_scores(cls, v: list[list[float]] | None) -> list[list[float]] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("epoch_scores: one row of scores per epoch 1, 2, …; got no row (omit the key instead)")
+        for k, row in enumerate(v, 1):
+            if not row:
+                raise ValueError(f"epoch_scores row {k} (epoch {k}) is empty: every scored epoch needs scores")
+            bad = [x for x in row if not 0.0 <= x <= 1.0]
+            if bad:
+                raise ValueError(f"epoch_scores row {k} (epoch {k}): scores are probabilities in [0, 1], got {bad[0]!r}")
+        return [sorted(row) for row in v]
+
+    def scores_at(self, epoch: int) -> list[float]:
+        """The scores that calibrate ℓ(epoch): row min(epoch, rows) of epoch_scores; `scores` without them."""
+        if not self.epoch_scores:
+            return self.scores
+        return self.epoch_scores[min(max(int(epoch), 1), len(self.epoch_scores)) - 1]
+
+    def fewest(self) -> tuple[int, int | None]:
+        """(the fewest scores of any scored epoch, that epoch; None without epoch_scores: then len(scores))."""
+        if not self.epoch_scores:
+            return len(self.scores), None
+        k = min(range(len(self.epoch_scores)), key=lambda i: len(self.epoch_scores[i]))
+        return min(len(self.scores), len(self.epoch_scores[k])), k + 1
 
     @staticmethod
     def needed(omega: float) -> int:
@@ -473,11 +507,12 @@ class Scenario(_Strict):
         if self.fitted_seeds is not None and not 0 <= self.fitted_seeds[0] <= self.fitted_seeds[1]:
             raise _FieldError("fitted_seeds", self.fitted_seeds, "expected [first, last] with 0 ≤ first ≤ last")
         c = self.calibration
-        if c is not None and c.use and len(c.scores) < c.needed(self.target.quantile):
-            need = c.needed(self.target.quantile)
-            raise _FieldError("calibration.scores", f"{len(c.scores)} scores",
-                              f"split conformal needs at least {need} held-out runs to certify ω = "
-                              f"{self.target.quantile:g} ({need - len(c.scores)} more); refit with more calibration "
+        if c is not None and c.use and c.fewest()[0] < c.needed(self.target.quantile):
+            need, (have, k) = c.needed(self.target.quantile), c.fewest()
+            where = "calibration.scores" if k is None or len(c.scores) == have else f"calibration.epoch_scores[{k - 1}]"
+            raise _FieldError(where, f"{have} scores" + (f" (epoch {k})" if k is not None else ""),
+                              f"split conformal needs at least {need} held-out runs at every scored epoch to certify "
+                              f"ω = {self.target.quantile:g} ({need - have} more); refit with more calibration "
                               "seeds, or set calibration.use = false to plan with the uncalibrated law")
         if self.training.dirichlet_alpha is not None and self.training.iid:
             raise _FieldError("training.iid", True, "dirichlet_alpha partitions the data non-IID: set iid = false")
@@ -489,8 +524,18 @@ class Scenario(_Strict):
         """Why a K-epoch schedule runs the loss law past the epochs it was fitted on; None when it does not."""
         if self.fitted_epochs is not None and epochs > self.fitted_epochs:
             return (f"K = {epochs} epochs runs the loss law of {self.name!r} beyond the {self.fitted_epochs} epochs it "
-                    "was fitted on (fitted_epochs): past them the law is extrapolated, not measured")
+                    "was fitted on (fitted_epochs): past them the law is extrapolated, not measured"
+                    + ("; " + self.calibration_beyond(epochs) if self.calibration_beyond(epochs) else ""))
         return None
+
+    def calibration_beyond(self, epochs: int) -> str | None:
+        """Why a K-epoch schedule is calibrated by the scores of an earlier epoch; None when it is not."""
+        c = self.calibration
+        if c is None or not c.use or not c.epoch_scores or epochs <= len(c.epoch_scores):
+            return None
+        n = len(c.epoch_scores)
+        return (f"the [calibration] of {self.name!r} scored epochs 1..{n} only: K = {epochs} is calibrated with the "
+                f"epoch-{n} scores, not at K")
 
     @property
     def resource_time(self) -> bool:

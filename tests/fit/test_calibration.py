@@ -105,8 +105,12 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
     assert again.calibration == s.calibration
     law = loss_model_for(s)
     assert isinstance(law, CalibratedModel)
+    # a 6-epoch plan is read at the level of the epoch-6 scores (one row per profiled epoch, 25 runs each)
+    rows = table["epoch_scores"]
+    assert len(rows) == 12 and all(len(r) == 25 and r == sorted(r) for r in rows)
     d = law.distribution(["full"] * 6)
-    level = u[math.ceil(26 * 0.9 - 1e-9) - 1]
+    level = rows[5][math.ceil(26 * 0.9 - 1e-9) - 1]
+    assert float(d.level(0.9)) == level
     assert d.quantile(0.9) == pytest.approx(float(law.base.distribution(["full"] * 6).quantile(level)))
 
 

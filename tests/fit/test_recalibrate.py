@@ -74,7 +74,14 @@ def test_calibrate_on_new_runs_writes_what_fit_computed_on_the_same_runs(runs):
     assert {k: v for k, v in cal.items() if k != "calibration"} == {k: v for k, v in fitted.items() if k != "calibration"}
     s = load_scenario(out)
     assert isinstance(loss_model_for(s), CalibratedModel)
-    assert rep["level"] == pytest.approx(loss_model_for(s).distribution(["pruned-0.75"] * 3).level(0.5))
+    # every epoch scored (3 epochs, 4 runs each), read back; a K-epoch schedule at the epoch-K level
+    rows = s.calibration.epoch_scores
+    assert len(rows) == 3 and all(len(r) == 4 for r in rows) and len(rep["epoch_levels"]) == 3
+    for K in (1, 2, 3):
+        u = sorted(rows[K - 1])[2]                     # split conformal by hand: j = ⌈(4+1)·0.5⌉ = 3
+        assert float(loss_model_for(s).distribution(["pruned-0.75"] * K).level(0.5)) == u == rep["epoch_levels"][K - 1]
+    assert rep["level"] == pytest.approx(sorted(s.calibration.scores)[2])   # the last epoch's (6 decimals)
+    assert rows[-1] == pytest.approx(s.calibration.scores, abs=1.1e-6)
     assert len(rep["reliability"]["before"]) == len(rep["reliability"]["levels"]) == len(rep["reliability"]["after"])
     assert (runs / "png" / "calibration.png").stat().st_size > 10_000
     r = depl("plan", out, "--out", runs / "plan.json")

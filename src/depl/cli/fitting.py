@@ -214,8 +214,8 @@ def calibrate(
     RUNS: runs.sqlite of `depl profile` (path or sqlite:/// URL) — experiments of the scenario's versions, under
     its conditions, on other seeds (`depl profile --first-seed`).
 
-    Each run of RUNS (an experiment's seed, at its last epoch) gives one PIT score under the law; split conformal
-    on the scores recalibrates the law's ω-quantile (docs/fitting.md). Runs on the seeds the law was fitted on,
+    Each run of RUNS (an experiment's seed) gives one PIT score under the law at each epoch it ran; split
+    conformal on the epoch-K scores recalibrates the ω-quantile of a K-epoch plan (docs/fitting.md). Runs on the seeds the law was fitted on,
     and experiments the law cannot score, are refused (exit 2)."""
     from .console import err_console, print_json
 
@@ -253,7 +253,8 @@ def calibrate(
     seeds = sorted({int(s) for e in prof.experiments for s in e.seeds})
     # as `depl fit`: use = false below ω's runs; also below the scenario's own target quantile, which it must load with
     table = cal.table()
-    table["use"] = bool(cal.reaches and cal.runs >= Calibration.needed(base.target.quantile))
+    fewest = min([cal.runs] + [r.size for r in cal.epochs])  # at every scored epoch (docs/fitting.md)
+    table["use"] = bool(cal.reaches and fewest >= Calibration.needed(base.target.quantile))
     levels = sorted(set(RELIABILITY_LEVELS) | {round(float(omega), 6)})
     before = reliability(cal.scores, levels, "none")
     after = reliability(cal.scores, levels, "conformal") if cal.runs >= 2 else np.full(len(levels), np.nan)
@@ -285,6 +286,7 @@ def calibrate(
                     "seeds": [seeds[0], seeds[-1]], "fitted_seeds": base.fitted_seeds, "omega": cal.omega,
                     "needed": cal.needed, "reaches": cal.reaches, "use": table["use"],
                     "level": cal.level if cal.reaches else None,
+                    "epoch_levels": cal.levels().tolist() if cal.reaches else None,
                     "reliability": {"levels": levels, "before": before.tolist(), "after": after.tolist()},
                     "png": str(png / "calibration.png") if png is not None else None})
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from contextlib import nullcontext
@@ -167,7 +168,7 @@ def _proof(p, time_limit: Optional[float]) -> None:
 
 def _warn_extrapolated(s, epochs: int) -> None:
     """A plan longer than the epochs its law was fitted on is allowed (max_epochs says so), but said."""
-    why = s.extrapolated(epochs)
+    why = s.extrapolated(epochs) or s.calibration_beyond(epochs)
     if why:
         warn(why)
 
@@ -265,7 +266,8 @@ def predict(
     beyond = s.max_epochs is not None and r.epochs > s.max_epochs
     if beyond:
         warn(f"K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
-             "the law is extrapolated past the epochs it was fitted on")
+             "the law is extrapolated past the epochs it was fitted on"
+             + (f"; {s.calibration_beyond(r.epochs)}" if s.calibration_beyond(r.epochs) else ""))
     else:
         _warn_extrapolated(s, r.epochs)
     if as_json:
@@ -279,6 +281,9 @@ def predict(
     console.print(f"  {r.quantile:g}-quantile of ℓ(K)  ≤ {r.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}])",
                   highlight=False)
     console.print(f"  mean ℓ(K)        {r.loss_mean:.5g}  (sd {r.loss_std:.4g})", highlight=False)
-    console.print(f"  1st–99th pct     {r.band[0]:.5g} – {r.band[1]:.5g}", highlight=False)
+    note = ("" if r.band_low_law == "law" else "  (1st: the law as fitted — calibration certifies upper quantiles "
+            "only; 99th: calibrated" + (", inf: over 1% of the calibration runs at this epoch lay above every loss "
+                                        "the law allows" if math.isinf(r.band[1]) else "") + ")")
+    console.print(f"  1st–99th pct     {r.band[0]:.5g} – {r.band[1]:.5g}{note}", highlight=False)
     console.print(f"  P(ℓ(K) ≤ {r.target:g}) in [{r.p_meet[0]:.4f}, {r.p_meet[1]:.4f}]  (the scenario's target)",
                   highlight=False)

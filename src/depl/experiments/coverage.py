@@ -104,9 +104,10 @@ def cell_scenario(task: Task, omega: float, law: str) -> tuple[Scenario | None, 
         if c is None:
             return None, (f"{task.name} has no [calibration] (refit with `depl fit --calibration-seeds N` "
                           "on its profiles)")
-        if len(c.scores) < c.needed(omega):
-            return None, (f"{task.name}'s calibration has {len(c.scores)} scores; split conformal needs "
-                          f"{c.needed(omega)} to certify ω = {omega:g}")
+        have, k = c.fewest()   # at every scored epoch
+        if have < c.needed(omega):
+            return None, (f"{task.name}'s calibration has {have} scores" + (f" at epoch {k}" if k else "")
+                          + f"; split conformal needs {c.needed(omega)} to certify ω = {omega:g}")
         data["calibration"] = {**data["calibration"], "use": True}
     elif law != "increments" and law != own:
         # a law's tables in another law's file were fitted for that law (e.g. switches), not for this one

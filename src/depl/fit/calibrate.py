@@ -1,10 +1,13 @@
-"""Calibration of a fitted law on runs it was not fitted on (`depl fit --calibration-seeds`).
+"""Calibration of a fitted law on runs it was not fitted on (`depl fit --calibration-seeds`, `depl calibrate`).
 
-Each calibration run (an experiment's seed that no fit saw) gives one score:
-the PIT u = F_e(ℓ(E)) of its loss at the experiment's last epoch under the
-fitted law of the experiment's schedule.  One score per (experiment, seed),
-so that scores of different seeds are independent draws; the epochs of one
-seed are not (depl.loss.calibrated states the guarantee and its price).
+Each calibration run (an experiment's seed that no fit saw) gives, for every
+epoch k it ran, one score: the PIT u(k) = F_e,k(ℓ(k)) of its loss at epoch k
+under the fitted law of the experiment's schedule truncated to k epochs.  A
+plan of K epochs is calibrated by the epoch-K scores (`epoch_scores`); the
+last-epoch scores (`scores`) are kept for files and readers before them.  One
+score per (experiment, seed) and epoch, so that for each fixed k the scores of
+different seeds are independent draws; the epochs of one seed are not
+(depl.loss.calibrated states the guarantee and its price).
 
 Also here: the reliability of a law on held-out runs before and after
 calibration (cross-fitted: each half of the calibration runs is judged by the
@@ -69,40 +72,98 @@ def pit_scores(scenario: Scenario, prof: Profile, *, calibrated: bool = False, e
     return out
 
 
+def epoch_pit_scores(scenario: Scenario, prof: Profile) -> list[np.ndarray]:
+    """[k-1]: the sorted PIT of ℓ(k) of every run of `prof` that ran epoch k, under the scenario's law
+    (uncalibrated) of its schedule's first k epochs; one row per epoch 1..the most any experiment ran."""
+    law = loss_model_for(scenario, calibrated=False)
+    known = set(law.model_names)
+    rows: list[list[np.ndarray]] = []
+    for e in prof.experiments:
+        if not set(e.schedule) <= known or e.losses.shape[0] == 0:
+            continue
+        phi = scenario.phi(e.samples)
+        for k in range(1, e.epochs + 1):
+            if len(rows) < k:
+                rows.append([])
+            rows[k - 1].append(np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0))
+    return [np.sort(np.concatenate(r)) for r in rows]
+
+
+EPOCH_DIGITS = 6   # epoch_scores are written to 6 decimals, as `scores`
+
+
+def rounded(u: np.ndarray, digits: int = EPOCH_DIGITS) -> np.ndarray:
+    """Scores to `digits` decimals, as `scores` are written. A score within 5e-7 of 1 becomes 1 (a run at the
+    top of a lattice law, whose mass stops 1e-7 or so short of 1, is beyond it: its level certifies nothing,
+    the safe side); within 5e-7 of 0, 0 (low quantiles only: the conformal bound is upper)."""
+    return np.round(np.asarray(u, dtype=float), digits)
+
+
 @dataclass
 class Calibration:
-    scores: np.ndarray       # sorted PIT scores of the calibration runs
+    scores: np.ndarray       # sorted PIT scores of the calibration runs at their last epoch
     omega: float
     runs: int                # calibration runs (experiment, seed)
     needed: int              # runs split conformal needs to reach ω
+    epochs: list[np.ndarray] = field(default_factory=list)   # [k-1]: sorted PIT scores of ℓ(k)
 
     @property
     def reaches(self) -> bool:
-        return self.runs >= self.needed
+        """Whether ω is reached at the last epoch and at every scored epoch (each epoch's runs ≥ needed)."""
+        return self.runs >= self.needed and all(r.size >= self.needed for r in self.epochs)
 
     @property
     def level(self) -> float:
-        """The base law's level at which the calibrated ω-quantile is taken (1: none)."""
+        """The base law's level at which the calibrated ω-quantile of the last epoch is taken (1: none)."""
         return float(conformal_level(self.scores, self.omega))
+
+    def levels(self, omega: float | None = None) -> np.ndarray:
+        """[k-1]: the base law's level at which a k-epoch plan's calibrated ω-quantile is taken (1: none)."""
+        w = self.omega if omega is None else omega
+        return np.array([float(conformal_level(r, w)) for r in self.epochs])
+
+    def _short(self) -> list[tuple[int, int]]:
+        return [(k, r.size) for k, r in enumerate(self.epochs, 1) if r.size < self.needed]
 
     def message(self, runs: str = "held-out runs",
                 more: str = "more seeds per experiment with --calibration-seeds, or more profiled seeds") -> str:
         if self.reaches:
-            return (f"calibrated on {self.runs} {runs}: the certified {self.omega:g}-quantile is the law's "
-                    f"{self.level:.3f}-quantile (split conformal on PIT scores)")
-        return (f"calibration cannot reach ω = {self.omega:g} with {self.runs} {runs}: split conformal needs "
-                f"n ≥ {self.needed} ({self.needed - self.runs} more; {more}); the file keeps the scores with "
-                f"use = false, and plans with the uncalibrated law")
+            text = (f"calibrated on {self.runs} {runs}: the certified {self.omega:g}-quantile is the law's "
+                    f"{self.level:.3f}-quantile at the last epoch")
+            if self.epochs:
+                lv = self.levels()
+                n = len(lv)
+                shown = ", ".join(f"{k}: {lv[k - 1]:.3f}" for k in sorted({1, max(1, n // 4), max(1, n // 2),
+                                                                             max(1, 3 * n // 4), n}))
+                text += (f"; a K-epoch plan at the epoch-K scores' level (epoch {shown}; "
+                         f"range {lv.min():.3f}–{lv.max():.3f})")
+            return text + " (split conformal on PIT scores)"
+        short = [(k, n) for k, n in self._short() if n < self.runs]  # epochs fewer runs reached than the last
+        fewest = min([self.runs] + [n for _, n in short])
+        where = ""
+        if short:
+            ks = [k for k, _ in short]
+            where = (f" at epoch{'s' if len(ks) > 1 else ''} {ks[0]}" + (f"..{ks[-1]}" if len(ks) > 1 else "")
+                     + " (split conformal needs enough runs at every scored epoch)")
+        return (f"calibration cannot reach ω = {self.omega:g} with {fewest} {runs}{where}: split conformal needs "
+                f"n ≥ {self.needed} ({self.needed - fewest} more; {more}); the file keeps "
+                f"the scores with use = false, and plans with the uncalibrated law")
 
     def table(self, method: str = "conformal-pit") -> dict:
         """The scenario's [calibration] table."""
-        return {"method": method, "use": bool(self.reaches), "omega": float(self.omega),
-                "scores": [round(float(u), 6) for u in self.scores]}
+        out = {"method": method, "use": bool(self.reaches), "omega": float(self.omega),
+               "scores": [round(float(u), 6) for u in self.scores]}
+        if self.epochs:
+            out["epoch_scores"] = [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(r)] for r in self.epochs]
+        return out
 
 
 def calibrate(scenario: Scenario, calib: Profile, omega: float) -> Calibration:
+    """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores and
+    every epoch's (the one implementation behind `depl fit --calibration-seeds` and `depl calibrate`)."""
     s = pit_scores(scenario, calib).all
-    return Calibration(s, float(omega), int(s.size), runs_needed(omega))
+    epochs = [rounded(r) for r in epoch_pit_scores(scenario, calib)]  # as the file keeps them
+    return Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs)
 
 
 # --------------------------------------------------------------------------- #
@@ -192,15 +253,34 @@ def recalibrate(scenario: Scenario, prof: Profile, omega: float) -> tuple[Calibr
     return calibrate(scenario, prof, omega), pit_scores(scenario, prof, epochs="all")
 
 
+def _brackets(line: str) -> int:
+    """'[' minus ']' on a TOML line, outside strings and comments."""
+    n, quote = 0, None
+    for ch in line:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            break
+        elif ch == "[":
+            n += 1
+        elif ch == "]":
+            n -= 1
+    return n
+
+
 def with_calibration(text: str, table: str, comment: list[str]) -> str:
     """The scenario file `text` with its [calibration] table (and the header lines about it) replaced by
     `table` (its TOML text, `[calibration]` first) and `comment`; every other line as it was (the law, its
     comments, the layout)."""
     lines = text.splitlines()
-    out, skip = [], False
+    out, skip, depth = [], False, 0   # depth: inside a multi-line array (epoch_scores' rows are not headers)
     for line in lines:
         head = line.strip()
-        if head.startswith("["):
+        opened = depth
+        depth += _brackets(head)
+        if opened == 0 and head.startswith("["):
             skip = head.replace(" ", "") == "[calibration]"
             if skip:
                 while out and not out[-1].strip():

@@ -190,6 +190,8 @@ def _toml_value(v) -> str:
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, (list, tuple)):
+        if v and all(isinstance(x, (list, tuple)) for x in v):  # an array of arrays: one row a line
+            return "[\n" + "".join(f"  {_toml_value(x)},\n" for x in v) + "]"
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"

@@ -9,11 +9,20 @@ recalibrate the law's levels:
 
     q̃_ω = F⁻¹(u_(j)),   j = ⌈(n+1)·ω⌉,   and q̃_ω = +∞ when j > n.
 
+A calibration written since keeps such scores per epoch: for each epoch k,
+the PIT u_i(k) = F_e,k(ℓ_i(k)) of every held-out run under the law of its
+schedule's first k epochs (one per run and k).  A plan of K epochs is then
+recalibrated by the epoch-K scores, so that its new run is exchangeable with
+runs scored at the same epoch, not at the profiled last one (a run scored at
+epoch 20 says little about where the law errs at epoch 11).
+
 Guarantee (split conformal, Vovk et al. 2005; Lei et al. 2018): if a new
 run's score F(ℓ(K)) and the n calibration scores are exchangeable — seeds
 drawn alike, a plan's run like a calibration run — then
 P(F(ℓ(K)) ≤ u_(j)) ≥ ω, i.e. P(ℓ(K) ≤ q̃_ω) ≥ ω, for any n and any law F,
-however misspecified.  The price is the finite sample: ω is reachable only
+however misspecified — for each K fixed in advance.  A planner that picks
+K among many after seeing every epoch's level selects among guarantees; see
+docs/fitting.md ("Calibration at the plan's length").  The price is the finite sample: ω is reachable only
 with n ≥ ⌈ω/(1−ω)⌉ scores (9 for ω = 0.9, 19 for 0.95), and below that the
 law certifies nothing (its quantile is +∞) instead of certifying wrongly.
 
@@ -106,13 +115,23 @@ class CalibratedDistribution:
         with np.errstate(divide="ignore"):
             return np.log(self.pdf(x))
 
+    def _top(self) -> float:
+        """The highest level the base law has a finite quantile at (a lattice law's mass stops short of 1 by its
+        truncation; runs scored beyond it are at the law's top, not at +∞)."""
+        top = self.__dict__.get("_top_level")
+        if top is None:
+            pmf = getattr(self.base, "pmf", None)
+            mass = float(np.sum(pmf)) if pmf is not None else 1.0
+            top = self._top_level = min(1 - 1e-12, mass - 1e-12)
+        return top
+
     def rvs(self, size=None, random_state=None):
         rng = np.random.default_rng(random_state)
-        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, 1 - 1e-12))
+        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, self._top()))
 
     def _grid(self):
         p = (np.arange(2000) + 0.5) / 2000
-        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, 1 - 1e-12))
+        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, self._top()))
 
     def mean(self) -> float:
         return float(np.mean(self._grid()))
@@ -125,19 +144,30 @@ class CalibratedDistribution:
 
 
 class CalibratedModel(LossModel):
-    """Any loss law, its distribution of ℓ(K) recalibrated by the scenario's [calibration] scores."""
+    """Any loss law, its distribution of ℓ(K) recalibrated by the scenario's [calibration] scores: by the scores
+    of epoch K when the calibration has them (`epoch_scores[K-1]`; past the scored epochs, the last scored
+    epoch's), else by the last-epoch `scores` at every K."""
 
-    def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit"):
+    def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit",
+                 epoch_scores: Sequence[Sequence[float]] | None = None):
         if method not in METHODS:
             raise ValueError(f"calibration method {method!r}: choose {', '.join(METHODS)}")
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
+        self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
         self.method = method
         self.initial_loss = base.initial_loss
         self.model_names = base.model_names
 
+    def scores_at(self, epoch: int) -> np.ndarray:
+        """The sorted scores that calibrate ℓ(epoch)."""
+        if not self.epoch_scores:
+            return self.scores
+        return self.epoch_scores[min(max(int(epoch), 1), len(self.epoch_scores)) - 1]
+
     def distribution(self, schedule, phi: float = 1.0, *, start: RunState | None = None, **kw) -> CalibratedDistribution:
-        return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores)
+        epoch = (start.epoch if start is not None else 0) + len(schedule)
+        return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores_at(epoch))
 
     def terms(self, schedule, phi: float = 1.0, *, start: RunState | None = None):
         raise TypeError("a calibrated law is not a sum of independent terms; use distribution()")

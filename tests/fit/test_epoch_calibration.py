@@ -1,0 +1,149 @@
+"""Calibration at the plan's length: a K-epoch plan is certified at the conformal level of the epoch-K scores
+(`[calibration] epoch_scores`), not of the profiled last epoch; files with `scores` only keep the last-epoch
+behaviour. On the shipped mnist1d-small (its [calibration] from 144 real runs, scripts/calibrate_mnist1d.sh)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from depl.loss import loss_model_for
+from depl.loss.calibrated import CalibratedDistribution, CalibratedModel
+from depl.planners import make_plan
+from depl.predict import predict
+from depl.scenario import ScenarioError, load_scenario, parse_scenario, scenario_dict
+
+
+def direct_level(scores, omega):
+    """u_(j), j = ⌈(n+1)ω⌉ of the sorted scores, 1 (nothing certified) when j > n: split conformal by hand."""
+    u = sorted(scores)
+    j = math.ceil((len(u) + 1) * omega - 1e-9)
+    return 1.0 if j > len(u) else u[j - 1]
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_scenario("mnist1d-small")
+
+
+def test_the_shipped_calibration_scores_every_profiled_epoch(shipped):
+    c = shipped.calibration
+    assert c.use and c.epoch_scores is not None
+    assert len(c.epoch_scores) == shipped.max_epochs == 20          # one row per profiled epoch
+    assert all(len(row) == len(c.scores) == 144 for row in c.epoch_scores)  # one score per run and epoch
+    assert all(row == sorted(row) and 0 <= row[0] and row[-1] <= 1 for row in c.epoch_scores)
+    # the last row and the last-epoch scores are the same runs, to 6 decimals
+    assert np.allclose(c.epoch_scores[-1], c.scores, atol=1.1e-6)
+
+
+@pytest.mark.parametrize("K", [8, 10, 11, 12, 20])
+@pytest.mark.parametrize("omega", [0.8, 0.9, 0.95])
+def test_a_K_epoch_schedule_is_certified_at_the_epoch_K_level(shipped, K, omega):
+    law = loss_model_for(shipped)
+    base = loss_model_for(shipped, calibrated=False)
+    schedule = ["pruned-0.5"] + ["pruned-0.75"] * (K - 1)
+    d = law.distribution(schedule)
+    u = direct_level(shipped.calibration.epoch_scores[K - 1], omega)
+    assert float(d.level(omega)) == u
+    # exact: the calibrated ω-quantile is the law's own quantile at that level
+    b = base.distribution(schedule)
+    assert float(d.quantile(omega)) == pytest.approx(float(b.quantile(u)), rel=1e-12)
+    # (a lattice law: its quantile is the certified upper end, so its cdf there is at least the level, by one lattice step at most)
+    assert u - 1e-9 <= float(b.cdf(d.quantile(omega))) <= u + 3e-3
+
+
+def test_past_the_scored_epochs_the_last_scored_epochs_level_is_used_and_said(shipped):
+    law = loss_model_for(shipped)
+    d = law.distribution(["full"] * 25)
+    assert float(d.level(0.9)) == direct_level(shipped.calibration.epoch_scores[-1], 0.9)
+    why = shipped.calibration_beyond(25)
+    assert why is not None and "scored epochs 1..20 only: K = 25 is calibrated with the epoch-20 scores" in why
+    assert shipped.calibration_beyond(12) is None
+
+
+def test_the_level_moves_with_K_as_measured(shipped):
+    """The measurement of scripts/calibration_by_epoch.py: the 0.9-level is 0.932 at epoch 20 but higher at
+    the epochs the plans run (10–12): a last-epoch calibration certified those plans too low."""
+    rows = shipped.calibration.epoch_scores
+    lv = {k: direct_level(rows[k - 1], 0.9) for k in (10, 11, 12, 20)}
+    assert lv[20] == pytest.approx(0.932, abs=5e-4)
+    assert all(lv[k] > lv[20] + 0.02 for k in (10, 11, 12))
+
+
+def test_monte_carlo_a_new_run_at_epoch_K_is_covered_at_omega():
+    """A law misspecified differently at each epoch (the truth 2.5× wider at K = 6, 1.2× at K = 12, median 4%
+    higher): calibrated by its epoch-K scores, a new K-epoch run falls below the calibrated ω-quantile with
+    probability ⌈(n+1)ω⌉/(n+1) ≥ ω at each K; the last-epoch scores alone under-cover K = 6."""
+    law = loss_model_for(load_scenario("mnist1d-small"), calibrated=False)
+    omega, n, trials = 0.9, 19, 3000
+    rng = np.random.default_rng(7)
+    widen = {6: 2.5, 12: 1.2}
+    expected = math.ceil((n + 1) * omega - 1e-9) / (n + 1)
+    se = math.sqrt(expected * (1 - expected) / trials)
+    truth, pit = {}, {}
+    for K, w in widen.items():
+        mu, sd = law.final(["full"] * K)
+        truth[K] = mu * 1.04 * np.exp(w * sd * rng.standard_normal((trials, n + 1)))
+        pit[K] = np.clip(law.distribution(["full"] * K).cdf(truth[K][:, :n]), 0, 1)
+    for K in widen:
+        hits_k, hits_last = np.empty(trials), np.empty(trials)
+        for t in range(trials):
+            rows = [pit[6][t]] * 6 + [pit[12][t]] * 6     # epochs 1..6 and 7..12
+            m = CalibratedModel(law, pit[12][t], epoch_scores=rows)
+            hits_k[t] = truth[K][t, n] <= m.distribution(["full"] * K).quantile(omega)
+            hits_last[t] = truth[K][t, n] <= CalibratedModel(law, pit[12][t]).distribution(["full"] * K).quantile(omega)
+        assert hits_k.mean() == pytest.approx(expected, abs=4 * se)
+        if K == 6:
+            assert hits_last.mean() < omega - 0.1           # the last epoch's scores certify K = 6 too low
+
+
+def test_an_old_file_with_scores_only_loads_and_plans_as_before(shipped):
+    """No breaking change: without epoch_scores every K is calibrated by the last-epoch scores — the ω 0.9 plan
+    of the shipped law is then the one the last-epoch calibration made (cost 299.3, q 1.4988)."""
+    data = scenario_dict(shipped)
+    data["calibration"].pop("epoch_scores")
+    old = parse_scenario(data, "old")
+    assert old.calibration.epoch_scores is None and old.calibration.scores_at(11) == old.calibration.scores
+    law = loss_model_for(old)
+    for K in (5, 11, 20):
+        assert float(law.distribution(["full"] * K).level(0.9)) == direct_level(old.calibration.scores, 0.9)
+    # and it plans identically to a file whose every epoch row is the last-epoch scores
+    same = scenario_dict(shipped)
+    same["calibration"]["epoch_scores"] = [same["calibration"]["scores"]] * 20
+    p_old, p_same = make_plan(old, "depl"), make_plan(parse_scenario(same, "same"), "depl")
+    assert p_old.schedule == p_same.schedule and p_old.cost == pytest.approx(p_same.cost, rel=1e-12)
+    assert p_old.cost == pytest.approx(299.279, abs=1e-3) and p_old.loss_quantile == pytest.approx(1.4988, abs=1e-4)
+    p_new = make_plan(shipped, "depl")
+    assert p_new.cost == pytest.approx(352.012, abs=1e-3) and len(p_new.schedule) == 12
+    assert p_new.loss_quantile == pytest.approx(1.4611, abs=1e-4)
+
+
+def test_too_few_scores_at_a_scored_epoch_are_refused_with_use_true(shipped):
+    data = scenario_dict(shipped)
+    rows = data["calibration"]["epoch_scores"]
+    rows[14] = rows[14][:8]                             # epoch 15: 8 runs, ω = 0.9 needs 9
+    with pytest.raises(ScenarioError, match=r"epoch_scores\[14\].*8 scores \(epoch 15\).*at least 9 .*1 more"):
+        parse_scenario(data, "short")
+    data["calibration"]["use"] = False
+    assert not isinstance(loss_model_for(parse_scenario(data, "short")), CalibratedModel)
+    data["calibration"]["use"] = True
+    data["calibration"]["epoch_scores"] = [[0.5, 1.5]]
+    with pytest.raises(ScenarioError, match=r"epoch_scores row 1 .*\[0, 1\], got 1.5"):
+        parse_scenario(data, "bad")
+
+
+def test_predict_band_is_finite_and_says_whose_lower_end(shipped):
+    """3 of the 144 last-epoch scores are 0 (runs below the least loss the law allows): the calibrated law's
+    1st percentile would be −∞. The band's lower end is the law's own, labelled; the upper, calibrated."""
+    r = predict(shipped, ["full"] * 12)
+    base = loss_model_for(shipped, calibrated=False).distribution(["full"] * 12)
+    assert math.isfinite(r.band[0]) and r.band_low_law == "as fitted"
+    assert r.band[0] == pytest.approx(float(base.quantile(0.01)))
+    assert r.band[1] == pytest.approx(float(loss_model_for(shipped).distribution(["full"] * 12).quantile(0.99)))
+    assert r.band[0] < r.loss_quantile < r.band[1]
+    data = scenario_dict(shipped)
+    data.pop("calibration")
+    assert predict(parse_scenario(data, "plain"), ["full"] * 12).band_low_law == "law"
+    assert isinstance(loss_model_for(shipped).distribution(["full"] * 12), CalibratedDistribution)
