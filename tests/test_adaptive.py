@@ -17,8 +17,11 @@ from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.state import START
 
 
-def scenario(law: str, **target):
+def scenario(law: str, calibrated: bool = False, **target):
+    """mnist1d-small under `law`, as fitted (its [calibration] dropped) unless `calibrated`."""
     d = scenario_dict(load_scenario("mnist1d-small"))
+    if not calibrated:
+        d.pop("calibration", None)
     d["loss_model"] = law
     d["target"] = {**d["target"], **target}
     return parse_scenario(d)
@@ -86,3 +89,14 @@ def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline():
     pol = Policy(plan, s, slow={c.name: 50.0 for c in s.clusters})
     d = pol.decide(state, plan.epochs[1:])
     assert d.action == "deadline-miss" and "Tmax" in d.note
+
+
+def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
+    """mnist1d-small ships calibrated at the plan's length: its early epochs' levels sit at 0 or 1, where the
+    law cannot be conditioned on a run's state. The policy then keeps the plan (no replacement, only sure stops):
+    coverage at least the open loop's on the same draws, no crash."""
+    s = scenario("level", calibrated=True)
+    plan = make_plan(s, "depl")
+    mc = monte_carlo(Policy(plan, s), 200, seed=5, every=4)
+    assert mc.coverage >= mc.open_coverage
+    assert mc.cost.mean() <= mc.open_cost * (1 + 1e-9)

@@ -180,9 +180,18 @@ class Policy:
         if not rest:
             p = self.stop_probability(state)
             return p, p, state.last_loss if state.last_loss is not None else math.nan
-        d = self.loss.distribution([e.model for e in rest], self.phi, start=state if state.started else None)
-        lo, hi = d.cdf_bounds(self.target)
-        return float(lo), float(hi), float(d.quantile_bounds(self.omega)[1])
+        try:
+            d = self.loss.distribution([e.model for e in rest], self.phi, start=state if state.started else None)
+            lo, hi = d.cdf_bounds(self.target)
+            q = float(d.quantile_bounds(self.omega)[1])
+        except (ValueError, OverflowError, FloatingPointError):
+            # the law cannot be conditioned on this state (a loss outside every loss it allows, e.g. a calibrated
+            # law's early epochs, whose levels sit at 0 or 1): it says nothing, so nothing may replace the plan —
+            # [0, 1] makes every replacement and every stop short of a sure one fail the bar
+            return 0.0, 1.0, math.nan
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return 0.0, 1.0, math.nan
+        return float(lo), float(hi), q
 
     def fits(self, rest: Sequence[Epoch], state: RunState) -> bool:
         return state.time_spent + sum(self.time_of(e) for e in rest) <= self.deadline * (1 + 1e-9)
