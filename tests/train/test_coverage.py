@@ -114,3 +114,27 @@ def test_bad_input_exits_2_with_one_line(args, says, tmp_path):
     r = CliRunner().invoke(app, ["coverage", "--out", str(tmp_path / "o"), *args], env={"COLUMNS": "250"})
     assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
     assert not (tmp_path / "o").exists()  # refused before anything is written
+
+
+def test_the_committed_table_is_what_the_command_makes_from_the_committed_runs(tmp_path):
+    """docs/coverage.md's rows come from `depl coverage --no-train` on docs/coverage-store (a copy: the command
+    writes beside its store): the built-ins' plans remade or reused, every cell judged on the runs stored."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "coverage.md").read_text(encoding="utf-8")
+    command = re.search(r"^depl coverage (.*)$", doc, re.M).group(1).split()
+    assert "--no-train" in command and "docs/coverage-store" in command
+    store = tmp_path / "store"
+    shutil.copytree(root / "docs" / "coverage-store", store)
+    args = [a.replace("docs/coverage-store", str(store)).replace("docs/coverage.md", str(tmp_path / "c.md"))
+            for a in command]
+    r = CliRunner().invoke(app, ["coverage", *args], env={"COLUMNS": "250"})
+    assert r.exit_code in (0, 4), r.output
+    rows = lambda text: [line for line in text.splitlines() if line.startswith("| ")]  # noqa: E731
+    made = (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert rows(made) and rows(made) == rows(doc.split("<!-- written by hand")[0])
+    # exit 4 exactly when the table names refuted cells
+    assert (r.exit_code == 4) == ("**Refuted cells:**" in made)
