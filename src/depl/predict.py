@@ -16,6 +16,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from .loss import loss_model_for
+from .loss.calibrated import CalibratedDistribution
 from .scenario import Scenario
 
 
@@ -106,7 +107,7 @@ def predict(s: Scenario, schedule: list[str], quantile: float | None = None,
     # A calibrated law certifies upper quantiles only (split conformal is one-sided: P(ℓ ≤ q̃_p) ≥ p); its low
     # quantiles read the lowest scores, which are 0 for runs below the least loss the law allows (then −∞).
     # The band's lower end is the law's own 1st percentile, said so (docs/fitting.md).
-    calibrated = hasattr(d, "base") and hasattr(d, "scores")
+    calibrated = isinstance(d, CalibratedDistribution)
     low = float((d.base if calibrated else d).quantile(0.01))
     return Prediction(s.name, segs, len(schedule), names, float(phi), float(q), float(hi), (float(lo), float(hi)),
                       float(d.mean()), float(d.std()), (low, float(d.quantile(0.99))),

@@ -350,6 +350,14 @@ class Switch(_Strict):
     level: LevelSwitch | None = Field(default=None, description="the switch under the level law")
 
 
+def scores_at(scores, epoch_scores, epoch: int):
+    """The calibration scores of ℓ(epoch): row min(epoch, rows) of `epoch_scores` (epoch ≥ 1), or `scores` (the
+    last epoch's) without them — the one rule of a [calibration] table and of depl.loss.calibrated's law."""
+    if not epoch_scores:
+        return scores
+    return epoch_scores[min(max(int(epoch), 1), len(epoch_scores)) - 1]
+
+
 class Calibration(_Strict):
     """The loss law recalibrated on runs it was not fitted on (depl.loss.calibrated; written by `depl fit`).
 
@@ -399,9 +407,7 @@ class Calibration(_Strict):
 
     def scores_at(self, epoch: int) -> list[float]:
         """The scores that calibrate ℓ(epoch): row min(epoch, rows) of epoch_scores; `scores` without them."""
-        if not self.epoch_scores:
-            return self.scores
-        return self.epoch_scores[min(max(int(epoch), 1), len(self.epoch_scores)) - 1]
+        return scores_at(self.scores, self.epoch_scores, epoch)
 
     def fewest(self) -> tuple[int, int | None]:
         """(the fewest scores of any scored epoch, that epoch; None without epoch_scores: then len(scores))."""
@@ -523,9 +529,10 @@ class Scenario(_Strict):
     def extrapolated(self, epochs: int) -> str | None:
         """Why a K-epoch schedule runs the loss law past the epochs it was fitted on; None when it does not."""
         if self.fitted_epochs is not None and epochs > self.fitted_epochs:
+            also = self.calibration_beyond(epochs)
             return (f"K = {epochs} epochs runs the loss law of {self.name!r} beyond the {self.fitted_epochs} epochs it "
                     "was fitted on (fitted_epochs): past them the law is extrapolated, not measured"
-                    + ("; " + self.calibration_beyond(epochs) if self.calibration_beyond(epochs) else ""))
+                    + (f"; {also}" if also else ""))
         return None
 
     def calibration_beyond(self, epochs: int) -> str | None:

@@ -265,9 +265,9 @@ def predict(
         fail(str(e))
     beyond = s.max_epochs is not None and r.epochs > s.max_epochs
     if beyond:
+        also = s.calibration_beyond(r.epochs)
         warn(f"K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
-             "the law is extrapolated past the epochs it was fitted on"
-             + (f"; {s.calibration_beyond(r.epochs)}" if s.calibration_beyond(r.epochs) else ""))
+             "the law is extrapolated past the epochs it was fitted on" + (f"; {also}" if also else ""))
     else:
         _warn_extrapolated(s, r.epochs)
     if as_json:

@@ -41,11 +41,12 @@ guarantee: the scores are of unconditioned runs).
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
 
-from ..scenario import CALIBRATION_METHODS, Calibration
+from ..scenario import CALIBRATION_METHODS, Calibration, scores_at
 from ..state import RunState
 from .base import LossModel
 
@@ -115,23 +116,21 @@ class CalibratedDistribution:
         with np.errstate(divide="ignore"):
             return np.log(self.pdf(x))
 
+    @cached_property
     def _top(self) -> float:
         """The highest level the base law has a finite quantile at (a lattice law's mass stops short of 1 by its
         truncation; runs scored beyond it are at the law's top, not at +∞)."""
-        top = self.__dict__.get("_top_level")
-        if top is None:
-            pmf = getattr(self.base, "pmf", None)
-            mass = float(np.sum(pmf)) if pmf is not None else 1.0
-            top = self._top_level = min(1 - 1e-12, mass - 1e-12)
-        return top
+        pmf = getattr(self.base, "pmf", None)
+        mass = float(np.sum(pmf)) if pmf is not None else 1.0
+        return min(1 - 1e-12, mass - 1e-12)
 
     def rvs(self, size=None, random_state=None):
         rng = np.random.default_rng(random_state)
-        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, self._top()))
+        return self.base.quantile(np.clip(self.smooth_level(rng.random(size)), 1e-12, self._top))
 
     def _grid(self):
         p = (np.arange(2000) + 0.5) / 2000
-        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, self._top()))
+        return self.base.quantile(np.clip(self.smooth_level(p), 1e-12, self._top))
 
     def mean(self) -> float:
         return float(np.mean(self._grid()))
@@ -161,9 +160,7 @@ class CalibratedModel(LossModel):
 
     def scores_at(self, epoch: int) -> np.ndarray:
         """The sorted scores that calibrate ℓ(epoch)."""
-        if not self.epoch_scores:
-            return self.scores
-        return self.epoch_scores[min(max(int(epoch), 1), len(self.epoch_scores)) - 1]
+        return scores_at(self.scores, self.epoch_scores, epoch)
 
     def distribution(self, schedule, phi: float = 1.0, *, start: RunState | None = None, **kw) -> CalibratedDistribution:
         epoch = (start.epoch if start is not None else 0) + len(schedule)

@@ -36,7 +36,8 @@ class Reach:
     horizon_binds: bool = False  # the lowest quantile's plan uses every epoch max_epochs allows
     deadline_epochs: int = 0  # epochs the deadline alone would allow
     unphysical: bool = False  # plans below that quantile exist only where the law predicts a negative loss
-    unbounded: bool = False  # schedules run by the deadline, but the law certifies none of them below 4·|ℓ(0)| + 1
+    unbounded: bool = False  # schedules run by the deadline, but the law certifies none of them below `ceiling`
+    ceiling: float = math.inf  # the loss limit of that last search: 4·|ℓ(0)| + 1, ℓ(0) the search's start
 
 
 def time_horizon(ctx: Context) -> int:
@@ -75,7 +76,8 @@ def reachable(problem: Problem, search) -> Reach:
             if hi - lo < 1e-3 * abs(l0):
                 break
         if found is None and float(ctx.tmin.min()) <= ctx.deadline:  # an epoch fits; none is certified below ℓ(0)
-            found = search(ctx, limit=4 * abs(l0) + 1)
+            out.ceiling = 4 * abs(l0) + 1
+            found = search(ctx, limit=out.ceiling)
             out.unbounded |= found is None
         if found is not None and (out.best_quantile is None or found.quantile < out.best_quantile):
             out.best_quantile, out.witness = found.quantile, (ctx, found)
@@ -122,7 +124,7 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
                          f"the loss law is given for (the deadline alone would allow {r.deadline_epochs}).")
     elif r.unbounded:
         parts.append(f"Schedules run within the deadline, but the loss law certifies no {w} below "
-                     f"{4 * abs(s.initial_loss) + 1:g} (4·|ℓ(0)| + 1) for any of them — a calibrated law whose scores "
+                     f"{r.ceiling:g} (4·|ℓ(0)| + 1) for any of them — a calibrated law whose scores "
                      "do not reach ω, or a law whose spread swamps its progress (constraint (3), target.loss).")
     else:
         parts.append("No schedule can even run within the deadline (constraint (4), target.deadline).")
