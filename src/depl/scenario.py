@@ -358,6 +358,38 @@ def scores_at(scores, epoch_scores, epoch: int):
     return epoch_scores[min(max(int(epoch), 1), len(epoch_scores)) - 1]
 
 
+class CalibrationExperiment(_Strict):
+    """One calibration experiment's own scores (written by `depl calibrate` and `depl fit`): a plan whose schedule
+    is this experiment's first K epochs, at its data factor φ, is a run like the experiment's seeds — exchangeable
+    with them — and is certified by their epoch-K scores where they reach ω (depl.loss.calibrated)."""
+
+    label: str = Field(min_length=1, description="the experiment, as depl fit names it (e.g. full→pruned-0.5@1)")
+    versions: list[str] = Field(min_length=1, description="the versions it trained, in order")
+    epochs: list[int] = Field(min_length=1, description="how many epochs of each of `versions`")
+    phi: float = Field(gt=0.0, description="the data factor φ of its training samples (scenario.phi)")
+    epoch_scores: list[list[float]] = Field(min_length=1, description="epoch_scores[k-1]: PIT of ℓ(k) of each of "
+                                            "its seeds under the law of its first k epochs")
+
+    @model_validator(mode="after")
+    def _shape(self) -> "CalibrationExperiment":
+        if len(self.versions) != len(self.epochs) or any(e < 1 for e in self.epochs):
+            raise ValueError(f"experiment {self.label!r}: versions and epochs pair up (one count ≥ 1 per version), "
+                             f"got {len(self.versions)} versions and epochs {self.epochs}")
+        if len(self.epoch_scores) != sum(self.epochs):
+            raise ValueError(f"experiment {self.label!r}: one row of epoch_scores per epoch ({sum(self.epochs)}), "
+                             f"got {len(self.epoch_scores)}")
+        for k, row in enumerate(self.epoch_scores, 1):
+            bad = [x for x in row if not 0.0 <= x <= 1.0]
+            if not row or bad:
+                raise ValueError(f"experiment {self.label!r}, epoch_scores row {k}: scores are probabilities in "
+                                 f"[0, 1], got {bad[0] if bad else 'no score'!r}")
+        return self
+
+    @property
+    def schedule(self) -> tuple[str, ...]:
+        return tuple(v for v, n in zip(self.versions, self.epochs) for _ in range(n))
+
+
 class Calibration(_Strict):
     """The loss law recalibrated on runs it was not fitted on (depl.loss.calibrated; written by `depl fit`).
 
@@ -374,6 +406,10 @@ class Calibration(_Strict):
     epoch_scores: list[list[float]] | None = Field(
         default=None, description="epoch_scores[k-1]: PIT of ℓ(k) of each held-out (experiment, seed) under the law "
         "of its schedule's first k epochs; a K-epoch plan is calibrated by row min(K, rows)")
+    experiments: list[CalibrationExperiment] | None = Field(
+        default=None, description="each calibration experiment's own epoch scores: a plan whose schedule is an "
+        "experiment's first K epochs (same φ) is certified by the epoch-K scores of the experiments it matches, at "
+        "the levels they reach")
 
     @field_validator("method")
     @classmethod
@@ -520,6 +556,13 @@ class Scenario(_Strict):
                               f"split conformal needs at least {need} held-out runs at every scored epoch to certify "
                               f"ω = {self.target.quantile:g} ({need - have} more); refit with more calibration "
                               "seeds, or set calibration.use = false to plan with the uncalibrated law")
+        names = {m.name for m in self.models}
+        for i, e in enumerate(c.experiments or () if c is not None else ()):
+            unknown = [v for v in e.versions if v not in names]
+            if unknown:
+                raise _FieldError(f"calibration.experiments[{i}].versions", unknown[0],
+                                  f"experiment {e.label!r} trained a version the scenario has no model of "
+                                  f"(models: {', '.join(sorted(names))})")
         if self.training.dirichlet_alpha is not None and self.training.iid:
             raise _FieldError("training.iid", True, "dirichlet_alpha partitions the data non-IID: set iid = false")
         if self.target.loss >= self.initial_loss:

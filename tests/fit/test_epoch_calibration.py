@@ -147,3 +147,82 @@ def test_predict_band_is_finite_and_says_whose_lower_end(shipped):
     data.pop("calibration")
     assert predict(parse_scenario(data, "plain"), ["full"] * 12).band_low_law == "law"
     assert isinstance(loss_model_for(shipped).distribution(["full"] * 12), CalibratedDistribution)
+
+
+def _experiment(versions, epochs, rows, phi=1.0):
+    from depl.scenario import CalibrationExperiment
+    return CalibrationExperiment(label="-".join(versions), versions=versions, epochs=epochs, phi=phi,
+                                 epoch_scores=[sorted(map(float, r)) for r in rows])
+
+
+def test_monte_carlo_a_plan_shaped_like_an_experiment_is_covered_by_that_experiments_runs():
+    """The law right for one experiment (full) and 6% (1.5 log-sd) optimistic for another (pruned-0.5): pooled, the scores
+    certify a pruned-0.5 plan too low; the pruned-0.5 experiment's own runs — exchangeable with the plan's —
+    certify it at ⌈(n+1)ω⌉/(n+1) ≥ ω, whatever the other experiments' runs say."""
+    law = loss_model_for(load_scenario("mnist1d-small"), calibrated=False)
+    omega, n, trials, K = 0.9, 19, 2000, 10
+    rng = np.random.default_rng(11)
+    full, pruned = ["full"] * K, ["pruned-0.5"] * K
+    draws = {}
+    for name, sched, bias in (("full", full, 1.0), ("pruned", pruned, 1.06)):
+        mu, sd = law.final(sched)
+        draws[name] = mu * bias * np.exp(sd * rng.standard_normal((trials, n + 1)))
+    u_full = np.clip(law.distribution(full).cdf(draws["full"][:, :n]), 0, 1)
+    u_pruned = np.clip(law.distribution(pruned).cdf(draws["pruned"][:, :n]), 0, 1)
+    own_hits, pooled_hits = np.empty(trials), np.empty(trials)
+    for t in range(trials):
+        pooled = np.concatenate([u_full[t], u_pruned[t]])
+        exps = [_experiment(["full"], [K], [u_full[t]] * K), _experiment(["pruned-0.5"], [K], [u_pruned[t]] * K)]
+        new = draws["pruned"][t, n]
+        own_hits[t] = new <= CalibratedModel(law, pooled, epoch_scores=[pooled] * K,
+                                             experiments=exps).distribution(pruned).quantile(omega)
+        pooled_hits[t] = new <= CalibratedModel(law, pooled, epoch_scores=[pooled] * K).distribution(pruned).quantile(omega)
+    expected = math.ceil((n + 1) * omega - 1e-9) / (n + 1)
+    se = math.sqrt(expected * (1 - expected) / trials)
+    assert own_hits.mean() == pytest.approx(expected, abs=4 * se)
+    assert pooled_hits.mean() < omega - 0.025      # measured: 0.8585
+
+
+def test_a_schedule_between_profiled_switches_is_held_to_the_worst_of_them():
+    """Switch experiments full→pruned-0.5 after 1 and after 6 epochs: a plan switching after 1 (or 6) is
+    certified by that experiment's runs; one switching after 3, which no experiment ran, by the higher of the
+    two levels; a schedule of other versions (or another φ) by the pooled scores alone. cdf inverts it."""
+    law = loss_model_for(load_scenario("mnist1d-small"), calibrated=False)
+    K = 8
+    lo, hi = np.linspace(0.01, 0.6, 19), np.linspace(0.3, 0.99, 19)    # after 6: law pessimistic; after 1: optimistic
+    pooled = np.linspace(0.02, 0.97, 40)
+    m = CalibratedModel(law, pooled, epoch_scores=[pooled] * K, experiments=[
+        _experiment(["full", "pruned-0.5"], [1, K - 1], [hi] * K), _experiment(["full", "pruned-0.5"], [6, K - 6], [lo] * K)])
+
+    def sched(s):
+        return ["full"] * s + ["pruned-0.5"] * (K - s)
+    omega = 0.9
+    assert float(m.distribution(sched(1)).level(omega)) == direct_level(hi, omega)
+    assert float(m.distribution(sched(6)).level(omega)) == direct_level(lo, omega)
+    assert float(m.distribution(sched(3)).level(omega)) == direct_level(hi, omega)    # the worse of the two
+    assert float(m.distribution(["pruned-0.75"] * K).level(omega)) == direct_level(pooled, omega)
+    assert float(m.distribution(sched(3), 0.5).level(omega)) == direct_level(pooled, omega)
+    # past the level 19 runs reach (19/20 = 0.95): the pooled scores, never below the own runs' highest
+    assert float(m.distribution(sched(1)).level(0.96)) == max(direct_level(pooled, 0.96), hi[-1])
+    # the first K epochs of a longer experiment are that experiment too: full ×1 is what both ran first
+    assert float(m.distribution(["full"]).level(0.5)) == direct_level(np.concatenate([hi, lo]), 0.5)
+    d = m.distribution(sched(3))
+    for q in (0.5, 0.8, 0.9, 0.95):
+        assert float(d.cdf(d.quantile(q))) >= q - 1e-12     # the quantile is where the cdf reaches q
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda e: e.update(epochs=[e["epochs"][0] - 1]), r"calibration\.experiments\[0\].*one row of epoch_scores per epoch"),
+    (lambda e: e["epoch_scores"].__setitem__(1, [0.5, 2.0]), r"calibration\.experiments\[0\].*row 2.*\[0, 1\], got 2\.0"),
+    (lambda e: e.update(versions=["huge"]), r"calibration\.experiments\[0\]\.versions.*'huge'.*no model"),
+    (lambda e: e.update(epochs=[3, 1]), r"versions and epochs pair up"),
+])
+def test_a_bad_experiment_table_is_refused_naming_it(shipped, change, message):
+    data = scenario_dict(shipped)
+    rows = data["calibration"]["epoch_scores"][:3]
+    exp = {"label": "full", "versions": ["full"], "epochs": [3], "phi": 1.0, "epoch_scores": [list(r) for r in rows]}
+    data["calibration"]["experiments"] = [exp]
+    assert parse_scenario(data, "ok").calibration.experiments[0].schedule == ("full",) * 3
+    change(exp)
+    with pytest.raises(ScenarioError, match=message):
+        parse_scenario(data, "bad")

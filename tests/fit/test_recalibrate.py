@@ -77,9 +77,23 @@ def test_calibrate_on_new_runs_writes_what_fit_computed_on_the_same_runs(runs):
     # every epoch scored (3 epochs, 4 runs each), read back; a K-epoch schedule at the epoch-K level
     rows = s.calibration.epoch_scores
     assert len(rows) == 3 and all(len(r) == 4 for r in rows) and len(rep["epoch_levels"]) == 3
+    exps = {e.label: e for e in s.calibration.experiments}
+    assert set(exps) == {"pruned-0.75", "pruned-0.75@0.5"}     # each experiment's own scores, read back
+    whole, half = exps["pruned-0.75"], exps["pruned-0.75@0.5"]
+    assert whole.versions == ["pruned-0.75"] and whole.epochs == [3] and whole.phi == 1.0 > half.phi
     for K in (1, 2, 3):
         u = sorted(rows[K - 1])[2]                     # split conformal by hand: j = ⌈(4+1)·0.5⌉ = 3
-        assert float(loss_model_for(s).distribution(["pruned-0.75"] * K).level(0.5)) == u == rep["epoch_levels"][K - 1]
+        assert rep["epoch_levels"][K - 1] == u
+        assert sorted(whole.epoch_scores[K - 1] + half.epoch_scores[K - 1]) == pytest.approx(rows[K - 1], abs=1e-12)
+        # a plan of the experiment's schedule at its φ is certified by that experiment's 2 runs: j = ⌈3·0.5⌉ = 2
+        for e in (whole, half):
+            own = max(e.epoch_scores[K - 1])
+            assert float(loss_model_for(s).distribution(["pruned-0.75"] * K, e.phi).level(0.5)) == own
+        # beyond the levels 2 runs reach (q > 2/3), the pooled scores decide, never below the own runs' highest
+        assert float(loss_model_for(s).distribution(["pruned-0.75"] * K).level(0.75)) == \
+            max(sorted(rows[K - 1])[3], max(whole.epoch_scores[K - 1]))
+        # at a φ no experiment ran, the pooled scores alone
+        assert float(loss_model_for(s).distribution(["pruned-0.75"] * K, 0.8).level(0.5)) == u
     assert rep["level"] == pytest.approx(sorted(s.calibration.scores)[2])   # the last epoch's (6 decimals)
     assert rows[-1] == pytest.approx(s.calibration.scores, abs=1.1e-6)
     assert len(rep["reliability"]["before"]) == len(rep["reliability"]["levels"]) == len(rep["reliability"]["after"])

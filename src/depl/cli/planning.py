@@ -81,6 +81,8 @@ def _summary(plan) -> None:
     console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
                   f" target {plan.loss_target:g})")
     console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
+    if plan.info.get("certified_by"):
+        console.print(f"  certified by    {plan.info['certified_by']}", markup=False)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
 
@@ -135,6 +137,7 @@ def plan(
     except Infeasible as e:
         fail(str(e), EXIT_INFEASIBLE)
     _warn_extrapolated(s, len(p.epochs))
+    _certified_by(s, p)
     if out is not None:
         from ..plan import PlanError
 
@@ -164,6 +167,17 @@ def _proof(p, time_limit: Optional[float]) -> None:
     lb = "none" if p.lower_bound is None else f"{p.lower_bound:.6g}"
     gap = "" if p.lower_bound is None else f" (gap {(p.cost - p.lower_bound) / p.cost:.2%})"
     console.print(f"  [yellow]not proven optimal[/]: {why}; certified lower bound {lb}{gap}")
+
+
+def _certified_by(s, p) -> None:
+    """With per-experiment calibration scores: which runs certify the plan, in its info (and so its JSON)."""
+    c = s.calibration
+    if c is None or not c.use or not c.experiments:
+        return
+    from ..loss import loss_model_for
+
+    law = loss_model_for(s)
+    p.info["certified_by"] = law.certified_by([e.model for e in p.epochs], s.phi(s.samples(p.datasets)), p.omega)
 
 
 def _warn_extrapolated(s, epochs: int) -> None:

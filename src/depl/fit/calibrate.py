@@ -89,6 +89,26 @@ def epoch_pit_scores(scenario: Scenario, prof: Profile) -> list[np.ndarray]:
     return [np.sort(np.concatenate(r)) for r in rows]
 
 
+def experiment_scores(scenario: Scenario, prof: Profile) -> list[dict]:
+    """Each scorable experiment of `prof` with its own epoch scores: the [[calibration.experiments]] tables
+    (depl.scenario.CalibrationExperiment) that certify a plan of the experiment's schedule by its own runs."""
+    law = loss_model_for(scenario, calibrated=False)
+    known = set(law.model_names)
+    out = []
+    for e in prof.experiments:
+        if not set(e.schedule) <= known or e.losses.shape[0] == 0:
+            continue
+        phi = scenario.phi(e.samples)
+        rows = [rounded(np.sort(np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0)))
+                for k in range(1, e.epochs + 1)]
+        versions, epochs = ([e.version, e.to], [e.switch_after, e.epochs - e.switch_after]) \
+            if e.kind == "switch" and e.epochs > e.switch_after else ([e.version], [min(e.switch_after, e.epochs)
+                                                                          if e.kind == "switch" else e.epochs])
+        out.append({"label": e.label, "versions": versions, "epochs": epochs, "phi": round(float(phi), 9),
+                    "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in r] for r in rows]})
+    return out
+
+
 EPOCH_DIGITS = 6   # epoch_scores are written to 6 decimals, as `scores`
 
 
@@ -106,6 +126,7 @@ class Calibration:
     runs: int                # calibration runs (experiment, seed)
     needed: int              # runs split conformal needs to reach ω
     epochs: list[np.ndarray] = field(default_factory=list)   # [k-1]: sorted PIT scores of ℓ(k)
+    experiments: list[dict] = field(default_factory=list)     # each experiment's own (experiment_scores)
 
     @property
     def reaches(self) -> bool:
@@ -155,6 +176,8 @@ class Calibration:
                "scores": [round(float(u), 6) for u in self.scores]}
         if self.epochs:
             out["epoch_scores"] = [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(r)] for r in self.epochs]
+        if self.experiments:
+            out["experiments"] = self.experiments
         return out
 
 
@@ -163,7 +186,7 @@ def calibrate(scenario: Scenario, calib: Profile, omega: float) -> Calibration:
     every epoch's (the one implementation behind `depl fit --calibration-seeds` and `depl calibrate`)."""
     s = pit_scores(scenario, calib).all
     epochs = [rounded(r) for r in epoch_pit_scores(scenario, calib)]  # as the file keeps them
-    return Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs)
+    return Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs, experiment_scores(scenario, calib))
 
 
 # --------------------------------------------------------------------------- #
@@ -281,7 +304,7 @@ def with_calibration(text: str, table: str, comment: list[str]) -> str:
         opened = depth
         depth += _brackets(head)
         if opened == 0 and head.startswith("["):
-            skip = head.replace(" ", "") == "[calibration]"
+            skip = head.replace(" ", "") in ("[calibration]", "[[calibration.experiments]]")
             if skip:
                 while out and not out[-1].strip():
                     out.pop()

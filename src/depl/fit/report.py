@@ -211,7 +211,11 @@ def toml_dumps(data: dict, header: str = "") -> str:
     arrays = {k: v for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
     lines += [f"{_key(k)} = {_toml_value(v)}" for k, v in scalars.items()]
     for k, t in tables.items():
-        lines += ["", f"[{_key(k)}]"] + [f"{_key(a)} = {_toml_value(b)}" for a, b in t.items()]
+        sub = {a: b for a, b in t.items() if isinstance(b, list) and b and isinstance(b[0], dict)}
+        lines += ["", f"[{_key(k)}]"] + [f"{_key(a)} = {_toml_value(b)}" for a, b in t.items() if a not in sub]
+        for a, arr in sub.items():   # a table's arrays of tables ([[calibration.experiments]]) after it
+            for item in arr:
+                lines += ["", f"[[{_key(k)}.{_key(a)}]]"] + [f"{_key(x)} = {_toml_value(y)}" for x, y in item.items()]
     for k, arr in arrays.items():
         for item in arr:
             lines += ["", f"[[{_key(k)}]]"] + [f"{_key(a)} = {_toml_value(b)}" for a, b in item.items()]

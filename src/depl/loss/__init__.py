@@ -19,5 +19,5 @@ def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
     if calibrated and c is not None and c.use:
         from .calibrated import CalibratedModel
 
-        return CalibratedModel(law, c.scores, c.method, getattr(c, "epoch_scores", None))
+        return CalibratedModel(law, c.scores, c.method, getattr(c, "epoch_scores", None), getattr(c, "experiments", None))
     return law

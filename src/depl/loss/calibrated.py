@@ -62,20 +62,49 @@ def conformal_level(scores: np.ndarray, omega):
     return np.where(np.asarray(omega) <= 0, 0.0, out)
 
 
-class CalibratedDistribution:
-    """The base law (a depl.dist.GridDistribution) with its levels recalibrated by sorted PIT scores."""
+def _path(schedule) -> tuple[str, ...]:
+    """The versions a schedule trains, in order, each once (full, full, pruned → full, pruned)."""
+    return tuple(v for i, v in enumerate(schedule) if i == 0 or schedule[i - 1] != v)
 
-    def __init__(self, base, scores: np.ndarray):
+
+class CalibratedDistribution:
+    """The base law (a depl.dist.GridDistribution) with its levels recalibrated by sorted PIT scores.
+
+    `own`: groups of scores of calibration experiments like this law's schedule (CalibratedModel.own_groups).
+    Each group decides every level it reaches (q ≤ n/(n+1)); above, the pooled `scores` decide, never below the
+    group's highest score; the certified level is the highest of the groups' (so the quantile is monotone in q
+    and `cdf` its inverse)."""
+
+    def __init__(self, base, scores: np.ndarray, own: Sequence[np.ndarray] = ()):
         self.base, self.scores = base, np.sort(np.asarray(scores, dtype=float))
-        n = self.scores.size
-        # the continuous recalibration: knots (u_(i), i/(n+1)), from (0, 0) to (1, 1)
-        self._u = np.concatenate([[0.0], self.scores, [1.0]])
+        self.own = [np.sort(np.asarray(g, dtype=float)) for g in own if len(g)]
+        knots = self.scores if not self.own else max(self.own, key=len)
+        n = knots.size
+        # the continuous recalibration: knots (u_(i), i/(n+1)), from (0, 0) to (1, 1) — of the own scores if any
+        self._u = np.concatenate([[0.0], knots, [1.0]])
         self._p = np.concatenate([[0.0], np.arange(1, n + 1) / (n + 1), [1.0]])
         self.error_bound = base.error_bound
 
     def level(self, q):
         """The base law's level that the calibrated q-quantile is taken at (1: beyond the scores)."""
-        return conformal_level(self.scores, q)
+        pooled = conformal_level(self.scores, q)
+        if not self.own:
+            return pooled
+        levels = [np.where(lv < 1.0, lv, np.maximum(pooled, g[-1])) for g in self.own
+                  for lv in [conformal_level(g, q)]]
+        return np.max(levels, axis=0)
+
+    def _rank(self, u):
+        """The calibrated cdf at base level u: the inverse of `level`."""
+        pooled = np.searchsorted(self.scores, u, side="right") / (self.scores.size + 1)
+        if not self.own:
+            return pooled
+        ranks = []
+        for g in self.own:
+            n = g.size
+            r = np.searchsorted(g, u, side="right") / (n + 1)
+            ranks.append(np.where(r < n / (n + 1), r, np.maximum(r, pooled)))
+        return np.min(ranks, axis=0)
 
     def quantile(self, q):
         u = self.level(q)
@@ -90,16 +119,14 @@ class CalibratedDistribution:
         return self.base.quantile_bounds(u)
 
     def cdf(self, x):
-        return np.searchsorted(self.scores, self.base.cdf(x), side="right") / (self.scores.size + 1)
+        return self._rank(self.base.cdf(x))
 
     def sf(self, x):
         return 1.0 - self.cdf(x)
 
     def cdf_bounds(self, x) -> tuple[float, float]:
         lo, hi = self.base.cdf_bounds(x)
-        n1 = self.scores.size + 1
-        return (float(np.searchsorted(self.scores, lo, side="right") / n1),
-                float(np.searchsorted(self.scores, hi, side="right") / n1))
+        return float(self._rank(lo)), float(self._rank(hi))
 
     # -- the continuous recalibration (density, samples, moments) ----------- #
     def smooth_level(self, p):
@@ -148,13 +175,16 @@ class CalibratedModel(LossModel):
     epoch's), else by the last-epoch `scores` at every K."""
 
     def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit",
-                 epoch_scores: Sequence[Sequence[float]] | None = None):
+                 epoch_scores: Sequence[Sequence[float]] | None = None, experiments: Sequence | None = None):
         if method not in METHODS:
             raise ValueError(f"calibration method {method!r}: choose {', '.join(METHODS)}")
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
         self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
         self.method = method
+        # (schedule, φ, sorted epoch rows) of each calibration experiment (depl.scenario.CalibrationExperiment)
+        self.experiments = [(e.schedule, float(e.phi), [np.sort(np.asarray(r, dtype=float)) for r in e.epoch_scores])
+                            for e in experiments or ()]
         self.initial_loss = base.initial_loss
         self.model_names = base.model_names
 
@@ -162,9 +192,48 @@ class CalibratedModel(LossModel):
         """The sorted scores that calibrate ℓ(epoch)."""
         return scores_at(self.scores, self.epoch_scores, epoch)
 
+    def own_groups(self, schedule, phi: float = 1.0) -> list[np.ndarray]:
+        """The calibration experiments' epoch-K scores (K = len(schedule)) that certify `schedule` at data factor φ.
+
+        The experiments whose first K epochs are `schedule`, at the same φ, are runs exchangeable with a run of
+        it: their scores, pooled, are one group.  Without such an experiment, each experiment at the same φ
+        that trains the same versions in the same order (another switch epoch, another length), for at least
+        K epochs, is a group of its own: a schedule between profiled ones is held to the worst of them.
+        None of either: no group (the pooled calibration alone)."""
+        sched, K = tuple(schedule), len(schedule)
+        if K == 0:
+            return []
+        near = [(s, r[K - 1]) for s, f, r in self.experiments if len(s) >= K and math.isclose(f, phi, rel_tol=1e-6)]
+        same = [row for s, row in near if s[:K] == sched]
+        if same:
+            return [np.concatenate(same)]
+        path = _path(sched)
+        return [row for s, row in near if _path(s[:K]) == path]
+
+    def certified_by(self, schedule, phi: float, omega: float) -> str:
+        """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
+        sched, K = tuple(schedule), len(schedule)
+        near = [(s, r[K - 1].size) for s, f, r in self.experiments if len(s) >= K and math.isclose(f, phi, rel_tol=1e-6)]
+        same = sum(n for s, n in near if s[:K] == sched)
+        pooled = f"the {self.scores_at(K).size} pooled calibration runs' epoch-{K} scores"
+        if same:
+            n = same
+            reach = "" if n >= Calibration.needed(omega) else f"; ω = {omega:g} needs {Calibration.needed(omega)}: above " \
+                                                               f"n/(n+1) by {pooled}"
+            return f"{n} held-out runs of this schedule (its profiled experiments), their epoch-{K} scores{reach}"
+        path = _path(sched)
+        kin = [n for s, n in near if _path(s[:K]) == path]
+        if kin:
+            return (f"the worst of {len(kin)} profiled experiments training the same versions in the same order "
+                    f"({', '.join(map(str, kin))} runs): this schedule itself was not profiled")
+        return pooled + " (no profiled experiment has this schedule)"
+
     def distribution(self, schedule, phi: float = 1.0, *, start: RunState | None = None, **kw) -> CalibratedDistribution:
         epoch = (start.epoch if start is not None else 0) + len(schedule)
-        return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores_at(epoch))
+        whole = (tuple(start.past) if start is not None else ()) + tuple(schedule)
+        own = self.own_groups(whole, phi) if self.experiments and len(whole) == epoch else ()
+        return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores_at(epoch),
+                                      own)
 
     def terms(self, schedule, phi: float = 1.0, *, start: RunState | None = None):
         raise TypeError("a calibrated law is not a sum of independent terms; use distribution()")
