@@ -219,14 +219,25 @@ def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
     one alone (random_instance seeds 178, 186355, 410 of tests/planners/
     test_cheapest.py: 13–66% cheaper).  Closed form over every (K, n), so the
     ranking of dataset choices and DepL's search see those plans; the exact
-    FFT quantile still certifies whatever is planned."""
-    loss = ctx.loss
+    FFT quantile still certifies whatever is planned.
+
+    A calibrated level law (depl.loss.calibrated) certifies a K-epoch plan at
+    its base law's level `Context.levels[K-1]`, so z is taken per K there: the
+    same closed form then sees every K, including where a longer plan is
+    certified and a shorter one is not (per-epoch scores)."""
+    loss = ctx.base_loss
     if type(loss) is not LevelModel or ctx.start.started:
         return []
     from ..families import norm_ppf
 
-    names, l0, phi, z = loss.model_names, loss.initial_loss, ctx.phi, float(norm_ppf(ctx.omega))
+    names, l0, phi = loss.model_names, loss.initial_loss, ctx.phi
     Kmax = ctx.max_epochs
+    if ctx.levels is None:
+        z = float(norm_ppf(ctx.omega))
+    else:  # level 1: the scores cannot reach ω at that K, nothing is certified there
+        u = ctx.levels[:Kmax]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(u < 1.0, norm_ppf(np.minimum(u, 1 - 1e-16)), np.inf)[None, :]
     K = np.arange(1, Kmax + 1)[None, :]
     n = np.arange(1, Kmax + 1)[:, None]
     valid = n < K  # at least one epoch of a before the switch

@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..loss import IncrementsModel, LossModel, loss_model_for
+from ..loss.calibrated import CalibratedModel, conformal_level
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
 from ..state import START, RunState
@@ -93,6 +94,34 @@ class Context:
         """Whether the additive cumulants give ℓ(K)'s exact mean and variance (the increments
         law, from ℓ(0) or an observed loss), so that Cantelli's bound may rule schedules out."""
         return isinstance(self.loss, IncrementsModel) and (not self.start.started or self.start.last_loss is not None)
+
+    @property
+    def base_loss(self) -> LossModel:
+        """The law the certified quantiles are taken from: a calibrated law's base (depl.loss.calibrated),
+        else the law itself."""
+        return self.loss.base if isinstance(self.loss, CalibratedModel) else self.loss
+
+    @cached_property
+    def levels(self) -> np.ndarray | None:
+        """(max_epochs,): where the law is calibrated, the level of its base law at which a plan of
+        K = 1..max_epochs epochs has its ω-quantile certified — the conformal level of the scores of
+        the epoch it ends at (1: the scores cannot reach ω, nothing of that length is certified);
+        None for a law as fitted.  With per-epoch scores these levels jump about with K, so the
+        certified quantile of a schedule need not fall as it grows (a longer plan may be certified
+        where a shorter one is not)."""
+        if not isinstance(self.loss, CalibratedModel):
+            return None
+        ends = self.start.epoch + np.arange(1, self.max_epochs + 1)
+        return np.array([float(conformal_level(self.loss.scores_at(int(e)), self.omega)) for e in ends])
+
+    @property
+    def quantile_monotone(self) -> bool:
+        """Whether one more epoch at the end never raises the certified ω-quantile: the law's progress
+        is monotone (positive noise support) and, calibrated, its levels do not rise with K.  Searches
+        may bisect on a last run's length only then."""
+        if not self.loss.progress_is_monotone():
+            return False
+        return self.levels is None or bool(np.all(np.diff(self.levels) <= 0))
 
     @cached_property
     def first_allowed(self) -> np.ndarray | None:

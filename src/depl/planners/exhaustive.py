@@ -13,7 +13,9 @@ window around its own plan.  Exact, not approximate, thanks to three facts:
   alone, before any convolution;
 * where the noise has positive support, one more epoch at the end lowers the
   loss on every path, so the shortest feasible last run is found by
-  bisection;
+  bisection — unless the law is calibrated per epoch with levels that rise
+  with K somewhere (`Context.quantile_monotone`): a longer run may then be
+  certified less well than a shorter one, and every length is tried in turn;
 * coarse lattices decide most schedules (their certified bracket already
   lies on one side of ℓmax); the planners' own lattice decides the rest, and
   the lattice masses of every (version, epoch) term are computed once.
@@ -79,7 +81,7 @@ class Exhaustive:
         self.best = incumbent
         self.names = ctx.loss.model_names
         self.tmin = ctx.tmin
-        self.monotone = ctx.loss.progress_is_monotone()
+        self.monotone = ctx.quantile_monotone  # (not with per-epoch calibration levels that rise with K)
         self._costs: dict[tuple, float] = {}
         self._pmf_cache: dict = {}
         # A coarse lattice decides most schedules; the planners' own lattice the rest.
