@@ -99,3 +99,20 @@ def test_exhaustive_does_not_bisect_where_the_levels_rise_with_K():
         first = next(n for n in range(1, ctx.max_epochs + 1)
                      if (c := evaluate(ctx, [m] * n)) is not None and c.quantile <= ctx.target)
         assert found is not None and len(found.schedule) == first, m
+
+
+def test_depl_ranks_with_the_level_of_each_length():
+    """The paper's law calibrated per epoch: the epoch-17 scores certify ω 0.9 at the law's
+    0.662-quantile (epochs 16 and 18: 0.875, 0.894), so fast-unsteady ×8 then intermediate ×9
+    (K = 17) is certified and cheaper than fast-unsteady ×15 — which a graph search ranking
+    every length at ω (and one bias from one schedule) does not see.  depl's graph bounds each
+    length at its own level, and finds optimal's plan."""
+    rng = np.random.default_rng(3)
+    rows = [sorted(rng.beta(rng.uniform(0.3, 3.0), 1.0, size=20).tolist()) for _ in range(30)]
+    data = scenario_dict(load_scenario("paper-alexnet"))
+    data["calibration"] = {"method": "conformal-pit", "use": True, "scores": rows[-1], "epoch_scores": rows}
+    s = parse_scenario(with_target(data, quantile=0.9), "paper-alexnet calibrated per epoch")
+    depl, opt = make_plan(s, "depl"), make_plan(s, "optimal")
+    assert opt.optimal_proven
+    assert depl.cost <= opt.cost * (1 + 1e-9), (depl.info["segments"], opt.info["segments"])
+    assert certified(s, [e.model for e in depl.epochs]) <= s.target.loss

@@ -78,3 +78,48 @@ def test_full_grid_and_reachable_graph_agree(seed):
             return np.inf
 
     assert cost(g_full) == pytest.approx(cost(g_reach))
+
+
+def with_targets(spec: GraphSpec, seed: int, never: bool) -> GraphSpec:
+    """`spec` with a bound per path length (a law calibrated per epoch), some lengths never feasible."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(seed)
+    targets = spec.target + rng.uniform(-0.4, 0.4, spec.K)
+    if never:
+        targets[rng.random(spec.K) < 0.3] = -np.inf
+    return replace(spec, targets=targets)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("never", [False, True])
+def test_per_length_targets_recursion_equals_dijkstra(seed, never):
+    spec = with_targets(random_spec(seed, 12), seed, never)
+    path = lowest_cost_path(spec, labels=False)
+    ref = dijkstra_cost(spec)
+    if path is None:
+        assert ref == np.inf
+    else:
+        assert path.cost == pytest.approx(ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_per_length_targets_labelled_paths_meet_their_lengths_target(seed):
+    spec = with_targets(random_spec(seed, 30), seed, True)
+    path = lowest_cost_path(spec)
+    if path is None:
+        pytest.skip("no feasible path")
+    K = len(path.schedule)
+    assert np.isfinite(spec.targets[K - 1]) and path.u <= spec.targets[K - 1] + 1e-12
+    assert path.time <= spec.deadline + 1e-12
+
+
+def test_one_target_per_length_is_the_one_target():
+    """Per-length targets all equal to the target: the same graph, the same path."""
+    from dataclasses import replace
+
+    for seed in range(12):
+        spec = random_spec(seed, 30)
+        same = replace(spec, targets=np.full(spec.K, spec.target))
+        a, b = lowest_cost_path(spec), lowest_cost_path(same)
+        assert (a is None) == (b is None) and (a is None or (a.schedule, a.cost) == (b.schedule, b.cost))

@@ -212,7 +212,9 @@ class Context:
         return self.cumulants_ahead(K)
 
     def spec(self, surrogate: Surrogate, weight: np.ndarray, target: float, *,
-             deadline: float | None = None, eta: int | None = None, horizon: int | None = None) -> GraphSpec:
+             deadline: float | None = None, eta: int | None = None, horizon: int | None = None,
+             targets: np.ndarray | None = None) -> GraphSpec:
+        """The expanded graph's spec; `targets` (≥ the horizon long): a loss bound per path length."""
         du_epoch = surrogate(self.cumulants(horizon or self.max_epochs))
         if self.start.model is not None:  # the first epoch carries the switch out of the run's last version
             du_epoch = du_epoch.copy()
@@ -224,6 +226,7 @@ class Context:
             allowed=self.allowed, weight=np.asarray(weight, float), tmin=self.tmin,
             deadline=self.deadline if deadline is None else deadline,
             target=target, eta=eta or self.options.eta, allowed_start=self.first_allowed,
+            targets=None if targets is None else np.asarray(targets, float)[:du_epoch.shape[1]],
         )
 
     def can_begin(self, schedule) -> bool:

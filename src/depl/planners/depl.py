@@ -34,6 +34,35 @@ from . import reach
 from .schedule import Surrogate, lowest_cost_path
 
 
+def level_shifts(ctx: Context) -> np.ndarray | None:
+    """(max_epochs,): where the law is calibrated per epoch with levels that vary with K
+    (Context.levels), z(u_K) − z(ω) for a plan of K epochs — the certified ω-quantile of a
+    K-epoch plan is its base law's u_K-quantile, about σ·(z(u_K) − z(ω)) above the ω-quantile
+    the graph's surrogate bounds (+inf where u_K = 1: nothing of that length is certified);
+    None otherwise (a constant level is a constant shift, which the bias correction absorbs)."""
+    u = ctx.levels
+    if u is None or np.ptp(u) == 0:
+        return None
+    cached = ctx.__dict__.get("_level_shifts")
+    if cached is None:
+        from ..families import norm_ppf
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(u < 1.0, norm_ppf(np.minimum(u, 1 - 1e-16)), np.inf)
+        cached = ctx.__dict__["_level_shifts"] = z - float(norm_ppf(ctx.omega))
+    return cached
+
+
+def estimate(ctx: Context, schedule) -> tuple[float, float]:
+    """(Cornish–Fisher estimate of the certified ω-quantile, σ): at the calibrated level of the
+    schedule's length where that level varies with K (`level_shifts`), else at ω."""
+    q, sigma = ctx.cornish_fisher(schedule)
+    shift = level_shifts(ctx)
+    if shift is not None and schedule and math.isfinite(shift[len(schedule) - 1]):
+        q += sigma * float(shift[len(schedule) - 1])
+    return q, sigma
+
+
 def full_speed_price(ctx: Context) -> float:
     """A time price at which every version runs at full speed on its best cluster."""
     return ctx.table.full_speed_price()
@@ -71,7 +100,7 @@ def _starts(ctx: Context, exact: bool, incumbent: Candidate | None = None) -> li
         if alone is not None:
             bar = alone
             sched, p = alone.schedule, alone.placement
-            bias = alone.quantile - ctx.cornish_fisher(sched)[0]
+            bias = alone.quantile - estimate(ctx, sched)[0]
         else:
             ok = np.flatnonzero(mean[i] <= ctx.target)
             sched = [name] * (int(ok[0] + 1) if ok.size else ctx.max_epochs)
@@ -120,7 +149,7 @@ class Criterion:
 QUANTILE = Criterion(
     surrogate=Surrogate.for_quantile,
     exact=lambda c: c.quantile,
-    estimate=lambda ctx, s: ctx.cornish_fisher(s),
+    estimate=estimate,
 )
 
 
@@ -184,7 +213,14 @@ def _fixed_point(ctx: Context, criterion: Criterion, limit: float, start: Start,
     best: Candidate | None = None
     for _ in range(ctx.options.max_iter):
         sur = criterion.surrogate(ctx.omega, sigma0)
-        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), limit - bias - sur.const, horizon=horizon)
+        target = limit - bias - sur.const
+        shift = level_shifts(ctx) if criterion is QUANTILE else None
+        targets = None  # per plan length (calibrated per epoch); -inf where nothing of that length is certified
+        if shift is not None:
+            targets = np.full(shift.shape, -math.inf)
+            ok = np.isfinite(shift)
+            targets[ok] = target - sigma0 * shift[ok]
+        spec = ctx.spec(sur, ctx.table.epoch_weight(lam), target, horizon=horizon, targets=targets)
         path = cached_path(ctx, spec)
         if path is None:
             if bias > 0:
@@ -212,7 +248,7 @@ def cached_path(ctx: Context, spec) -> object:
     same samples and a placement at the same time price search the same graph."""
     key = ("path", ctx.samples, spec.l0, spec.deadline, spec.target, spec.eta,
            *(a.tobytes() for a in (spec.du_epoch, spec.du_switch, spec.weight, spec.tmin, spec.allowed)),
-           None if spec.allowed_start is None else spec.allowed_start.tobytes())
+           *(None if a is None else a.tobytes() for a in (spec.allowed_start, spec.targets)))
     if key not in ctx.shared:
         ctx.shared[key] = lowest_cost_path(spec)
     return ctx.shared[key]

@@ -95,15 +95,38 @@ class GraphSpec:
     target: float  # a path is feasible when l0 + Σ u ≤ target
     eta: int
     allowed_start: np.ndarray | None = None  # (M,) bool
+    # (K,) a bound per path length instead (a law calibrated per epoch: depl.planners.common.
+    # Context.levels): a path of k epochs is feasible when l0 + Σ u ≤ targets[k-1] (-inf: never)
+    targets: np.ndarray | None = None
 
     @property
     def K(self) -> int:
         return self.du_epoch.shape[1]
 
+    @property
+    def floor(self) -> float:
+        """The loss the bins are counted from: the target, or the lowest finite per-length target
+        (no path that is not yet feasible lies below it)."""
+        if self.targets is None:
+            return self.target
+        finite = self.targets[np.isfinite(self.targets)]
+        return float(finite.min()) if finite.size else -math.inf
+
+    def target_at(self, k: int) -> float:
+        """The bound a path of k epochs must meet."""
+        return self.target if self.targets is None else float(self.targets[k - 1])
+
+    def terminal_bin(self, k: int, bu: float) -> int:
+        """The highest loss bin from which a path of k epochs reaches the sink (binned graph)."""
+        if self.targets is None:
+            return J0
+        t = self.target_at(k)
+        return J0 + int(math.floor((t - self.floor) / bu + 0.5)) if math.isfinite(t) else -1
+
     def bins(self) -> tuple[float, float, np.ndarray]:
         bt = self.deadline / self.eta
         top = self.l0 + 2.0 * max(0.0, float(np.max(self.du_switch)))
-        bu = max(top - self.target, 1e-12) / self.eta
+        bu = max(top - self.floor, 1e-12) / self.eta
         di = np.rint(self.tmin / bt).astype(np.int64)
         return bt, bu, di
 
@@ -128,9 +151,10 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
     expanded graph of the paper, which `expanded_graph_edges` also lists.
     """
     M, K, eta = len(spec.models), spec.K, spec.eta
-    if not math.isfinite(spec.target):
+    if not math.isfinite(spec.target) or not math.isfinite(spec.floor):
         return None  # e.g. a bias correction from a schedule the law cannot certify (inf)
     bt, bu, di = spec.bins()
+    floor = spec.floor
     n_i, n_j = eta + 1, eta + 1 + J0
     starts = spec.allowed_start if spec.allowed_start is not None else np.ones(M, bool)
 
@@ -143,16 +167,17 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
     back: list[tuple[np.ndarray, int, int]] = []  # per layer: predecessor version (int8) and its window's origin
     best = (math.inf, None)  # (cost, (k, m, i, j, pred))
 
-    def is_terminal(t, u, i, j):
+    def is_terminal(k, t, u, i, j):
+        target = spec.target_at(k)
         if labels:
-            return (u <= spec.target) & (t <= spec.deadline)
-        return (j <= J0) & (i <= eta)
+            return (u <= target) & (t <= spec.deadline)
+        return (j <= spec.terminal_bin(k, bu)) & (i <= eta)
 
     # Layer 1: one vertex per starting version.
     for m in np.flatnonzero(starts):
         t, u = float(spec.tmin[m]), spec.l0 + float(spec.du_epoch[m, 0])
-        i, j = int(di[m]), int(np.rint((u - spec.target) / bu)) + J0
-        if is_terminal(np.float64(t), np.float64(u), i, j):
+        i, j = int(di[m]), int(np.rint((u - floor) / bu)) + J0
+        if is_terminal(1, np.float64(t), np.float64(u), i, j):
             if spec.weight[m] < best[0]:
                 best = (float(spec.weight[m]), (1, int(m), i, j, -1))
         elif 0 <= i < n_i and 0 <= j < n_j and (t <= spec.deadline or not labels):
@@ -196,7 +221,7 @@ def lowest_cost_path(spec: GraphSpec, *, labels: bool = True) -> Path | None:
             du = spec.du_epoch[m, k - 1] + np.where(ps != m, spec.du_switch[ps, m], 0.0)
             u = U[ps][(slice(None), *box)] + du[:, None, None]
             # Terminals may land anywhere (a big drop goes below the grid).
-            term = is_terminal(t, u, (rows[r0:r1] + di[m])[None], cols[:, c0:c1][None] + dj[:, None, None]) & live
+            term = is_terminal(k, t, u, (rows[r0:r1] + di[m])[None], cols[:, c0:c1][None] + dj[:, None, None]) & live
             if term.any():
                 c = np.where(term, cand, np.inf)
                 flat = int(np.argmin(c))
@@ -268,7 +293,7 @@ def expanded_graph_edges(spec: GraphSpec, *, full: bool = False):
 
     def out_edges(v):
         p, k, i, j = v
-        if j <= J0 and i <= eta:
+        if j <= spec.terminal_bin(k, bu) and i <= eta:
             yield v, ("Ω",), 0.0
             return
         if k == K:
@@ -276,13 +301,15 @@ def expanded_graph_edges(spec: GraphSpec, *, full: bool = False):
         for m in range(M):
             if spec.allowed[p, m]:
                 w = (m, k + 1, i + int(di[m]), j + spec.dj(k + 1, p, m, bu))
-                if 0 <= w[2] < n_i and w[3] < n_j:
+                # below the grid only as a terminal (always, with one target; per length, not where
+                # that length's target is lower), as the recursion keeps them
+                if 0 <= w[2] < n_i and w[3] < n_j and (w[3] >= 0 or w[3] <= spec.terminal_bin(k + 1, bu)):
                     yield v, w, float(spec.weight[m])
 
     first = []
     for m in np.flatnonzero(starts):
         u = spec.l0 + float(spec.du_epoch[m, 0])
-        v = (int(m), 1, int(di[m]), int(np.rint((u - spec.target) / bu)) + J0)
+        v = (int(m), 1, int(di[m]), int(np.rint((u - spec.floor) / bu)) + J0)
         yield ("s",), v, float(spec.weight[m])
         first.append(v)
     if full:
