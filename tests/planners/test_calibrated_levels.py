@@ -116,3 +116,28 @@ def test_depl_ranks_with_the_level_of_each_length():
     assert opt.optimal_proven
     assert depl.cost <= opt.cost * (1 + 1e-9), (depl.info["segments"], opt.info["segments"])
     assert certified(s, [e.model for e in depl.epochs]) <= s.target.loss
+
+
+def test_no_bisection_where_a_schedule_is_certified_by_its_own_runs():
+    """With per-experiment scores ([[calibration.experiments]]) a schedule's level is read from the runs of its own
+    kind: pooled levels that never rise with K say nothing about them. Exhaustive search along one version must
+    find the first length that the experiment's own runs certify (their levels made to rise and fall with K)."""
+    rng = np.random.default_rng(1)
+    flat = [sorted(float(x) for x in rng.uniform(0.0, 0.5, 40))] * 30          # pooled: the same level at every K
+    data = scenario_dict(load_scenario("paper-alexnet"))
+    first = data["models"][0]["name"]
+    own = [sorted(float(x) for x in (rng.uniform(0.95, 1.0, 20) if k % 3 else rng.uniform(0.0, 0.3, 20)))
+           for k in range(30)]
+    data["calibration"] = {"method": "conformal-pit", "use": True, "scores": flat[-1], "epoch_scores": flat,
+                           "experiments": [{"label": first, "versions": [first], "epochs": [30], "phi": 1.0,
+                                            "epoch_scores": own}]}
+    s = parse_scenario(with_target(data, quantile=0.9), "paper-alexnet, own runs")
+    ctx = Problem(s).by_cost[0].ctx
+    assert ctx.loss.progress_is_monotone() and np.all(np.diff(ctx.levels) <= 0) and not ctx.quantile_monotone
+    i = ctx.loss.model_names.index(first)
+    found = Exhaustive(ctx, None, [[i]]).run()
+    shortest = next((n for n in range(1, ctx.max_epochs + 1)
+                     if (c := evaluate(ctx, [first] * n)) is not None and c.quantile <= ctx.target), None)
+    assert (found is None) == (shortest is None)
+    if found is not None:
+        assert len(found.schedule) == shortest

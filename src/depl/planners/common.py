@@ -117,10 +117,12 @@ class Context:
     @property
     def quantile_monotone(self) -> bool:
         """Whether one more epoch at the end never raises the certified ω-quantile: the law's progress
-        is monotone (positive noise support) and, calibrated, its levels do not rise with K.  Searches
-        may bisect on a last run's length only then."""
+        is monotone (positive noise support) and, calibrated, its levels do not rise with K (and are not
+        read from per-experiment scores).  Searches may bisect on a last run's length only then."""
         if not self.loss.progress_is_monotone():
             return False
+        if isinstance(self.loss, CalibratedModel) and self.loss.experiments:
+            return False   # a schedule's level comes from the runs of its own kind: it may rise with K anywhere
         return self.levels is None or bool(np.all(np.diff(self.levels) <= 0))
 
     @cached_property
