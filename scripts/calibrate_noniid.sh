@@ -13,29 +13,8 @@
 # seeds × 14 epochs = 5,824 seed-epochs, about 10 min; the calibration itself a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WORK=${1:-/tmp/depl-calib-noniid}
-DOCS=docs/example-noniid
-OUT=src/depl/scenarios/mnist1d-noniid.toml
 SEEDS=${SEEDS:-52}           # new seeds per experiment
 FIRST=${FIRST:-16}           # the first of them: past the law's fitted_seeds and its first calibration's 12..15
-OMEGA=${OMEGA:-0.9}
-DEPL=${DEPL:-.venv/bin/depl}
-mkdir -p "$WORK" "$DOCS"
-export COLUMNS=200
-
-echo "== 1. profile mnist1d-noniid under its plans' conditions on seeds $FIRST..$((FIRST + SEEDS - 1))"
-nice -n 5 "$DEPL" profile mnist1d-noniid --epochs 14 --seeds "$SEEDS" --first-seed "$FIRST" --fractions 1,0.5 \
-    --nodes 4 --switch full:pruned-0.5:1 --switch full:pruned-0.5:2 --switch full:pruned-0.5:3 \
-    --switch full:pruned-0.5:6 --out "$WORK/profile" 2>/dev/null | tail -1
-
-echo "== 2. calibrate the built-in's law on them (not refitted)"
-"$DEPL" calibrate "$OUT" "$WORK/profile/runs.sqlite" --out "$OUT.new" --omega "$OMEGA" --png "$DOCS" \
-    | tee "$DOCS/calibration.txt"
-mv "$OUT.new" "$OUT"
-
-echo "== 3. plan it"
-for w in 0.8 0.9 0.95; do
-    echo "-- ω = $w: calibrated, then as fitted (--uncalibrated)"
-    "$DEPL" plan mnist1d-noniid --quantile "$w" | grep -E "^  (K =|cost|[0-9.]+-quantile|certified by)"
-    "$DEPL" plan mnist1d-noniid --quantile "$w" --uncalibrated | grep -E "^  (K =|cost|[0-9.]+-quantile)"
-done | tee -a "$DOCS/calibration.txt"
+scripts/calibrate_builtin.sh mnist1d-noniid docs/example-noniid "${1:-/tmp/depl-calib-noniid}" "${OMEGA:-0.9}" -- \
+    --epochs 14 --seeds "$SEEDS" --first-seed "$FIRST" --fractions 1,0.5 --nodes 4 \
+    --switch full:pruned-0.5:1 --switch full:pruned-0.5:2 --switch full:pruned-0.5:3 --switch full:pruned-0.5:6
