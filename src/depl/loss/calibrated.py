@@ -32,8 +32,18 @@ level: the conformal rank; mass 1/(n+1) beyond every level) — `cdf`, `ppf`,
 it.  Its `pdf`, `rvs`, `mean` and `var`, and the trajectories of `simulate`,
 are those of the continuous recalibration through the points
 (u_(i), i/(n+1)) — the same law without the mass at +∞ (no finite mean has
-it).  The planners rank schedules with the base law's cumulants and certify
-with `distribution`, which is the calibrated one.  Given a run's state, the
+it).  The planners rank schedules with the base law's cumulants, bound each
+length K at its calibrated level (depl.planners.common.Context.levels), and
+certify with `distribution`, which is the calibrated one.
+
+Pooled over experiments, the scores certify a run of *some* experiment, as
+the calibration mix draws them, not a run of the plan.  A calibration that
+keeps each experiment's own scores (`[[calibration.experiments]]`) certifies
+a plan by the runs of its own kind (`CalibratedModel.own_groups`): the
+experiments whose first K epochs are the plan's schedule, at its φ — runs
+exchangeable with the plan's, so the split-conformal guarantee above holds
+with its assumption met —; failing those, the worst of the experiments that
+train the same versions in the same order; failing those, the pooled scores.  Given a run's state, the
 same level map is applied to the conditional law (not covered by the
 guarantee: the scores are of unconditioned runs).
 """
