@@ -6,6 +6,9 @@
 #
 #   scripts/example_noniid.sh [WORK]        # WORK: the runs store (default /tmp/depl-example-noniid)
 #
+# The shipped built-in is then recalibrated on runs shaped like its plans by scripts/calibrate_noniid.sh
+# (run it after this script: this one writes the fit's own 20-score calibration).
+#
 # SEEDS/EPOCHS/WORKERS size the profile (the shipped fit: 16 × 14, --workers 1); VALIDATE held-out runs
 # of the plan (30; 0: none).
 set -euo pipefail
