@@ -154,3 +154,23 @@ def test_a_new_calibration_table_replaces_the_old_and_leaves_every_other_line():
     assert all(line in new.splitlines() for line in kept)   # every other line, comments included
     assert with_calibration(new, table, ["[calibration]: twelve new runs."]) == new
     parse_scenario(got, "new")
+
+
+def test_a_new_calibration_replaces_old_experiment_tables_whose_headers_carry_a_comment():
+    """A hand note after a header (`[[calibration.experiments]]  # the switch after 1`, `[calibration] # old`)
+    is still that header: the old table and every old experiment go, none is kept beside the new ones (they
+    would certify plans by the old runs) and the file stays TOML with one [calibration]."""
+    from depl.fit.calibrate import with_calibration
+    from depl.scenario import scenario_source
+
+    text, _ = scenario_source("mnist1d-noniid")
+    assert text.count("[[calibration.experiments]]\n") == 8
+    noted = text.replace("[[calibration.experiments]]\n", "[[calibration.experiments]]  # a note\n") \
+        .replace("[calibration]\n", "[calibration] # the old one\n", 1)
+    exp = {"label": "full", "versions": ["full"], "epochs": [1], "phi": 1.0, "epoch_scores": [[0.5] * 12]}
+    table = toml_dumps({"calibration": {"method": "conformal-pit", "use": True, "omega": 0.9,
+                                        "scores": [0.5] * 12, "experiments": [exp]}})
+    new = with_calibration(noted, table, ["[calibration]: twelve new runs."])
+    got = tomllib.loads(new)
+    assert [e["label"] for e in got["calibration"]["experiments"]] == ["full"]
+    assert new == with_calibration(text, table, ["[calibration]: twelve new runs."])

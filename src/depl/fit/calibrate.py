@@ -293,6 +293,20 @@ def _brackets(line: str) -> int:
     return n
 
 
+def _header(line: str) -> str:
+    """A TOML table header without its spaces and trailing comment (`[[calibration.experiments]]  # note`)."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            line = line[:i]
+            break
+    return line.replace(" ", "").replace("\t", "")
+
+
 def with_calibration(text: str, table: str, comment: list[str]) -> str:
     """The scenario file `text` with its [calibration] table (and the header lines about it) replaced by
     `table` (its TOML text, `[calibration]` first) and `comment`; every other line as it was (the law, its
@@ -304,7 +318,7 @@ def with_calibration(text: str, table: str, comment: list[str]) -> str:
         opened = depth
         depth += _brackets(head)
         if opened == 0 and head.startswith("["):
-            skip = head.replace(" ", "") in ("[calibration]", "[[calibration.experiments]]")
+            skip = _header(head) in ("[calibration]", "[[calibration.experiments]]")
             if skip:
                 while out and not out[-1].strip():
                     out.pop()
