@@ -42,7 +42,8 @@ keeps each experiment's own scores (`[[calibration.experiments]]`) certifies
 a plan by the runs of its own kind (`CalibratedModel.own_groups`): the
 experiments whose first K epochs are the plan's schedule, at its φ — runs
 exchangeable with the plan's, so the split-conformal guarantee above holds
-with its assumption met —; failing those, the worst of the experiments that
+with its assumption met; each by its own runs, the worst of them, since a
+profile runs every experiment on the same seeds —; failing those, the worst of the experiments that
 train the same versions in the same order; failing those, the pooled scores.  Given a run's state, the
 same level map is applied to the conditional law (not covered by the
 guarantee: the scores are of unconditioned runs).
@@ -206,7 +207,10 @@ class CalibratedModel(LossModel):
         """The calibration experiments' epoch-K scores (K = len(schedule)) that certify `schedule` at data factor φ.
 
         The experiments whose first K epochs are `schedule`, at the same φ, are runs exchangeable with a run of
-        it: their scores, pooled, are one group.  Without such an experiment, each experiment at the same φ
+        it: each is a group (not pooled: a profile runs every experiment on the same seeds, so full ×1 of the
+        full run and of each switch experiment is one run per seed, not one per experiment — pooled, they would
+        count each seed several times and certify below the level its runs reach; each alone certifies, and
+        the worst of them is used).  Without such an experiment, each experiment at the same φ
         that trains the same versions in the same order (another switch epoch, another length), for at least
         K epochs, is a group of its own: a schedule between profiled ones is held to the worst of them.
         None of either: no group (the pooled calibration alone)."""
@@ -216,7 +220,7 @@ class CalibratedModel(LossModel):
         near = [(s, r[K - 1]) for s, f, r in self.experiments if len(s) >= K and math.isclose(f, phi, rel_tol=1e-6)]
         same = [row for s, row in near if s[:K] == sched]
         if same:
-            return [np.concatenate(same)]
+            return same
         path = _path(sched)
         return [row for s, row in near if _path(s[:K]) == path]
 
@@ -224,13 +228,15 @@ class CalibratedModel(LossModel):
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
         sched, K = tuple(schedule), len(schedule)
         near = [(s, r[K - 1].size) for s, f, r in self.experiments if len(s) >= K and math.isclose(f, phi, rel_tol=1e-6)]
-        same = sum(n for s, n in near if s[:K] == sched)
+        same = [n for s, n in near if s[:K] == sched]
         pooled = f"the {self.scores_at(K).size} pooled calibration runs' epoch-{K} scores"
         if same:
-            n = same
+            n = min(same)
             reach = "" if n >= Calibration.needed(omega) else f"; ω = {omega:g} needs {Calibration.needed(omega)}: above " \
                                                                f"n/(n+1) by {pooled}"
-            return f"{n} held-out runs of this schedule (its profiled experiments), their epoch-{K} scores{reach}"
+            whose = "its profiled experiment" if len(same) == 1 else \
+                f"the worst of {len(same)} profiled experiments that ran it, on the same seeds"
+            return f"{n} held-out runs of this schedule ({whose}), their epoch-{K} scores{reach}"
         path = _path(sched)
         kin = [n for s, n in near if _path(s[:K]) == path]
         if kin:
