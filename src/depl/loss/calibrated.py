@@ -214,34 +214,37 @@ class CalibratedModel(LossModel):
         that trains the same versions in the same order (another switch epoch, another length), for at least
         K epochs, is a group of its own: a schedule between profiled ones is held to the worst of them.
         None of either: no group (the pooled calibration alone)."""
+        same, kin = self._matches(schedule, phi)
+        return same or kin
+
+    def _matches(self, schedule, phi: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(the epoch-K rows of the experiments whose first K epochs are `schedule`, those of the experiments that
+        train its versions in its order for at least K epochs) — both at φ; the second empty when the first is not."""
         sched, K = tuple(schedule), len(schedule)
         if K == 0:
-            return []
+            return [], []
         near = [(s, r[K - 1]) for s, f, r in self.experiments if len(s) >= K and math.isclose(f, phi, rel_tol=1e-6)]
         same = [row for s, row in near if s[:K] == sched]
         if same:
-            return same
+            return same, []
         path = _path(sched)
-        return [row for s, row in near if _path(s[:K]) == path]
+        return [], [row for s, row in near if _path(s[:K]) == path]
 
     def certified_by(self, schedule, phi: float, omega: float) -> str:
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
-        sched, K = tuple(schedule), len(schedule)
-        near = [(s, r[K - 1].size) for s, f, r in self.experiments if len(s) >= K and math.isclose(f, phi, rel_tol=1e-6)]
-        same = [n for s, n in near if s[:K] == sched]
+        K = len(schedule)
+        same, kin = self._matches(schedule, phi)
         pooled = f"the {self.scores_at(K).size} pooled calibration runs' epoch-{K} scores"
         if same:
-            n = min(same)
+            n = min(row.size for row in same)
             reach = "" if n >= Calibration.needed(omega) else f"; ω = {omega:g} needs {Calibration.needed(omega)}: above " \
                                                                f"n/(n+1) by {pooled}"
             whose = "its profiled experiment" if len(same) == 1 else \
                 f"the worst of {len(same)} profiled experiments that ran it, on the same seeds"
             return f"{n} held-out runs of this schedule ({whose}), their epoch-{K} scores{reach}"
-        path = _path(sched)
-        kin = [n for s, n in near if _path(s[:K]) == path]
         if kin:
             return (f"the worst of {len(kin)} profiled experiments training the same versions in the same order "
-                    f"({', '.join(map(str, kin))} runs): this schedule itself was not profiled")
+                    f"({', '.join(str(row.size) for row in kin)} runs): this schedule itself was not profiled")
         return pooled + " (no profiled experiment has this schedule)"
 
     def distribution(self, schedule, phi: float = 1.0, *, start: RunState | None = None, **kw) -> CalibratedDistribution:
