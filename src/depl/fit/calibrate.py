@@ -20,6 +20,7 @@ recalibration of the CDF) that docs/fitting.md reports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 
@@ -55,58 +56,44 @@ class Scores:
         return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def pit_scores(scenario: Scenario, prof: Profile, *, calibrated: bool = False, epochs: str = "last") -> Scores:
-    """PIT of every run of `prof` under the scenario's law (uncalibrated unless asked): F_e(ℓ(E)), or with
-    epochs='all' the PIT of ℓ(k) at every epoch (for the histograms, not for calibration: dependent)."""
+def _scored(scenario: Scenario, prof: Profile, *, calibrated: bool = False, last: bool = False):
+    """[(experiment, φ, [u(k) for its epochs k = 1..E, or only E with `last`])] for every experiment of `prof` the
+    scenario's law (uncalibrated unless asked) can score: u(k) = F_e,k(ℓ(k)), the PIT of each seed's ℓ(k) under
+    the law of the schedule's first k epochs — the one computation behind every score here."""
     law = loss_model_for(scenario, calibrated=calibrated)
-    known = set(law.model_names)
-    out = Scores()
-    for e in prof.experiments:
-        if not set(e.schedule) <= known or e.losses.shape[0] == 0:
-            continue
-        phi = scenario.phi(e.samples)
-        ks = range(1, e.epochs + 1) if epochs == "all" else [e.epochs]
-        u = [np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0) for k in ks]
-        out.values[e.label] = np.concatenate(u)
-        out.kinds[e.label] = e.kind
-    return out
-
-
-def epoch_pit_scores(scenario: Scenario, prof: Profile) -> list[np.ndarray]:
-    """[k-1]: the sorted PIT of ℓ(k) of every run of `prof` that ran epoch k, under the scenario's law
-    (uncalibrated) of its schedule's first k epochs; one row per epoch 1..the most any experiment ran."""
-    law = loss_model_for(scenario, calibrated=False)
-    known = set(law.model_names)
-    rows: list[list[np.ndarray]] = []
-    for e in prof.experiments:
-        if not set(e.schedule) <= known or e.losses.shape[0] == 0:
-            continue
-        phi = scenario.phi(e.samples)
-        for k in range(1, e.epochs + 1):
-            if len(rows) < k:
-                rows.append([])
-            rows[k - 1].append(np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0))
-    return [np.sort(np.concatenate(r)) for r in rows]
-
-
-def experiment_scores(scenario: Scenario, prof: Profile) -> list[dict]:
-    """Each scorable experiment of `prof` with its own epoch scores: the [[calibration.experiments]] tables
-    (depl.scenario.CalibrationExperiment) that certify a plan of the experiment's schedule by its own runs."""
-    law = loss_model_for(scenario, calibrated=False)
     known = set(law.model_names)
     out = []
     for e in prof.experiments:
         if not set(e.schedule) <= known or e.losses.shape[0] == 0:
             continue
         phi = scenario.phi(e.samples)
-        rows = [rounded(np.sort(np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0)))
-                for k in range(1, e.epochs + 1)]
-        versions, epochs = ([e.version, e.to], [e.switch_after, e.epochs - e.switch_after]) \
-            if e.kind == "switch" and e.epochs > e.switch_after else ([e.version], [min(e.switch_after, e.epochs)
-                                                                          if e.kind == "switch" else e.epochs])
-        out.append({"label": e.label, "versions": versions, "epochs": epochs, "phi": round(float(phi), 9),
-                    "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in r] for r in rows]})
+        ks = [e.epochs] if last else range(1, e.epochs + 1)
+        out.append((e, phi, [np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0)
+                             for k in ks]))
     return out
+
+
+def _pits(scored) -> Scores:
+    out = Scores()
+    for e, _, rows in scored:
+        out.values[e.label] = np.concatenate(rows)
+        out.kinds[e.label] = e.kind
+    return out
+
+
+def pit_scores(scenario: Scenario, prof: Profile, *, calibrated: bool = False, epochs: str = "last") -> Scores:
+    """PIT of every run of `prof` under the scenario's law (uncalibrated unless asked): F_e(ℓ(E)), or with
+    epochs='all' the PIT of ℓ(k) at every epoch (for the histograms, not for calibration: dependent)."""
+    return _pits(_scored(scenario, prof, calibrated=calibrated, last=epochs != "all"))
+
+
+def _experiment_table(e, phi: float, rows: list[np.ndarray]) -> dict:
+    """An experiment's own epoch scores: its [[calibration.experiments]] table (depl.scenario.CalibrationExperiment),
+    which certifies a plan of the experiment's schedule by its own runs."""
+    runs = [(v, len(list(g))) for v, g in groupby(e.schedule)]
+    return {"label": e.label, "versions": [v for v, _ in runs], "epochs": [n for _, n in runs],
+            "phi": round(float(phi), 9),
+            "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(np.sort(r))] for r in rows]}
 
 
 EPOCH_DIGITS = 6   # epoch_scores are written to 6 decimals, as `scores`
@@ -126,7 +113,7 @@ class Calibration:
     runs: int                # calibration runs (experiment, seed)
     needed: int              # runs split conformal needs to reach ω
     epochs: list[np.ndarray] = field(default_factory=list)   # [k-1]: sorted PIT scores of ℓ(k)
-    experiments: list[dict] = field(default_factory=list)     # each experiment's own (experiment_scores)
+    experiments: list[dict] = field(default_factory=list)     # each experiment's own ([[calibration.experiments]])
 
     @property
     def reaches(self) -> bool:
@@ -182,11 +169,23 @@ class Calibration:
 
 
 def calibrate(scenario: Scenario, calib: Profile, omega: float) -> Calibration:
-    """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores and
-    every epoch's (the one implementation behind `depl fit --calibration-seeds` and `depl calibrate`)."""
-    s = pit_scores(scenario, calib).all
-    epochs = [rounded(r) for r in epoch_pit_scores(scenario, calib)]  # as the file keeps them
-    return Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs, experiment_scores(scenario, calib))
+    """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores, every
+    epoch's, and each experiment's own (the one implementation behind `depl fit --calibration-seeds` and
+    `depl calibrate`)."""
+    return calibrate_with_pits(scenario, calib, omega)[0]
+
+
+def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tuple[Calibration, Scores]:
+    """`calibrate`, and the PIT of ℓ(k) of every run at every epoch (for the histograms), from one scoring."""
+    scored = _scored(scenario, calib)
+    s = np.sort(np.concatenate([rows[-1] for _, _, rows in scored])) if scored else np.empty(0)
+    depth = max((len(rows) for _, _, rows in scored), default=0)
+    # [k-1]: the epoch-k scores of every run that ran epoch k, as the file keeps them
+    epochs = [rounded(np.sort(np.concatenate([rows[k] for _, _, rows in scored if len(rows) > k])))
+              for k in range(depth)]
+    cal = Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs,
+                      [_experiment_table(e, phi, rows) for e, phi, rows in scored])
+    return cal, _pits(scored)
 
 
 # --------------------------------------------------------------------------- #
@@ -273,7 +272,7 @@ def recalibrate(scenario: Scenario, prof: Profile, omega: float) -> tuple[Calibr
     """The calibration `depl fit --calibration-seeds` writes, of the scenario's law (uncalibrated) on new runs;
     with the PIT of ℓ(k) at every epoch (for the histograms)."""
     check_new_runs(scenario, prof)
-    return calibrate(scenario, prof, omega), pit_scores(scenario, prof, epochs="all")
+    return calibrate_with_pits(scenario, prof, omega)
 
 
 def _brackets(line: str) -> int:

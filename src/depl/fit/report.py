@@ -16,7 +16,7 @@ from ..scenario import Scenario, scenario_dict
 from ..store import Store
 from .compare import Score, build, parse_fitted, scenario_data, score
 from .gof import pvalue_text
-from .calibrate import Calibration, Scores, calibrate, pit_scores
+from .calibrate import Calibration, Scores, calibrate_with_pits
 from .laws import fitters
 from .runs import FitError, Profile, load_profile
 
@@ -124,8 +124,7 @@ def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: in
         omega = base.target.quantile if omega is None else omega
         r.apart = apart
         for m, s in final.items():
-            r.calibration[m] = calibrate(s, apart, omega)
-            r.pit[m] = pit_scores(s, apart, epochs="all")
+            r.calibration[m], r.pit[m] = calibrate_with_pits(s, apart, omega)
             data[m]["target"]["quantile"] = omega
             data[m]["calibration"] = r.calibration[m].table()
         r.scenarios = parse_fitted(data, base.name)
