@@ -275,35 +275,21 @@ def recalibrate(scenario: Scenario, prof: Profile, omega: float) -> tuple[Calibr
     return calibrate_with_pits(scenario, prof, omega)
 
 
-def _brackets(line: str) -> int:
-    """'[' minus ']' on a TOML line, outside strings and comments."""
+def _code(line: str) -> tuple[str, int]:
+    """A TOML line without its comment, and its '[' minus ']' outside strings (one scan of its quotes)."""
     n, quote = 0, None
-    for ch in line:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "\"'":
-            quote = ch
-        elif ch == "#":
-            break
-        elif ch == "[":
-            n += 1
-        elif ch == "]":
-            n -= 1
-    return n
-
-
-def _header(line: str) -> str:
-    """A TOML table header without its spaces and trailing comment (`[[calibration.experiments]]  # note`)."""
-    quote = None
     for i, ch in enumerate(line):
         if quote:
             quote = None if ch == quote else quote
         elif ch in "\"'":
             quote = ch
         elif ch == "#":
-            line = line[:i]
-            break
-    return line.replace(" ", "").replace("\t", "")
+            return line[:i], n
+        elif ch == "[":
+            n += 1
+        elif ch == "]":
+            n -= 1
+    return line, n
 
 
 def with_calibration(text: str, table: str, comment: list[str]) -> str:
@@ -315,9 +301,11 @@ def with_calibration(text: str, table: str, comment: list[str]) -> str:
     for line in lines:
         head = line.strip()
         opened = depth
-        depth += _brackets(head)
+        code, brackets = _code(head)
+        depth += brackets
         if opened == 0 and head.startswith("["):
-            skip = _header(head) in ("[calibration]", "[[calibration.experiments]]")
+            # a header without its spaces and trailing comment (`[[calibration.experiments]]  # note`)
+            skip = code.replace(" ", "").replace("\t", "") in ("[calibration]", "[[calibration.experiments]]")
             if skip:
                 while out and not out[-1].strip():
                     out.pop()
