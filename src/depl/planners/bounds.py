@@ -232,12 +232,8 @@ def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
 
     names, l0, phi = loss.model_names, loss.initial_loss, ctx.phi
     Kmax = ctx.max_epochs
-    if ctx.levels is None:
-        z = float(norm_ppf(ctx.omega))
-    else:  # level 1: the scores cannot reach ω at that K, nothing is certified there
-        u = ctx.levels[:Kmax]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(u < 1.0, norm_ppf(np.minimum(u, 1 - 1e-16)), np.inf)[None, :]
+    # per K where calibrated (+inf where the scores cannot reach ω at that K: nothing is certified there)
+    z = float(norm_ppf(ctx.omega)) if ctx.level_z is None else ctx.level_z[:Kmax][None, :]
     K = np.arange(1, Kmax + 1)[None, :]
     n = np.arange(1, Kmax + 1)[:, None]
     valid = n < K  # at least one epoch of a before the switch

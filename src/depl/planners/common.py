@@ -114,6 +114,18 @@ class Context:
         ends = self.start.epoch + np.arange(1, self.max_epochs + 1)
         return np.array([float(conformal_level(self.loss.scores_at(int(e)), self.omega)) for e in ends])
 
+    @cached_property
+    def level_z(self) -> np.ndarray | None:
+        """(max_epochs,): z(u_K), the standard normal quantile of each length's calibrated level (`levels`);
+        +inf where u_K = 1 (nothing of that length is certified); None for a law as fitted."""
+        if self.levels is None:
+            return None
+        from ..families import norm_ppf
+
+        u = self.levels
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(u < 1.0, norm_ppf(np.minimum(u, 1 - 1e-16)), np.inf)
+
     @property
     def quantile_monotone(self) -> bool:
         """Whether one more epoch at the end never raises the certified ω-quantile: the law's progress

@@ -43,14 +43,9 @@ def level_shifts(ctx: Context) -> np.ndarray | None:
     u = ctx.levels
     if u is None or np.ptp(u) == 0:
         return None
-    cached = ctx.__dict__.get("_level_shifts")
-    if cached is None:
-        from ..families import norm_ppf
+    from ..families import norm_ppf
 
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(u < 1.0, norm_ppf(np.minimum(u, 1 - 1e-16)), np.inf)
-        cached = ctx.__dict__["_level_shifts"] = z - float(norm_ppf(ctx.omega))
-    return cached
+    return ctx.level_z - float(norm_ppf(ctx.omega))
 
 
 def estimate(ctx: Context, schedule) -> tuple[float, float]:
