@@ -358,6 +358,18 @@ def scores_at(scores, epoch_scores, epoch: int):
     return epoch_scores[min(max(int(epoch), 1), len(epoch_scores)) - 1]
 
 
+def _score_rows(rows: list[list[float]], where: str = "") -> list[list[float]]:
+    """Rows of PIT scores, one per epoch, each non-empty and in [0, 1] (else a ValueError naming the row), sorted."""
+    for k, row in enumerate(rows, 1):
+        if not row:
+            raise ValueError(f"{where}epoch_scores row {k} (epoch {k}) is empty: every scored epoch needs scores")
+        bad = [x for x in row if not 0.0 <= x <= 1.0]
+        if bad:
+            raise ValueError(f"{where}epoch_scores row {k} (epoch {k}): scores are probabilities in [0, 1], "
+                             f"got {bad[0]!r}")
+    return [sorted(row) for row in rows]
+
+
 class CalibrationExperiment(_Strict):
     """One calibration experiment's own scores (written by `depl calibrate` and `depl fit`): a plan whose schedule
     is this experiment's first K epochs, at its data factor φ, is a run like the experiment's seeds — exchangeable
@@ -378,11 +390,7 @@ class CalibrationExperiment(_Strict):
         if len(self.epoch_scores) != sum(self.epochs):
             raise ValueError(f"experiment {self.label!r}: one row of epoch_scores per epoch ({sum(self.epochs)}), "
                              f"got {len(self.epoch_scores)}")
-        for k, row in enumerate(self.epoch_scores, 1):
-            bad = [x for x in row if not 0.0 <= x <= 1.0]
-            if not row or bad:
-                raise ValueError(f"experiment {self.label!r}, epoch_scores row {k}: scores are probabilities in "
-                                 f"[0, 1], got {bad[0] if bad else 'no score'!r}")
+        _score_rows(self.epoch_scores, f"experiment {self.label!r}, ")
         return self
 
     @property
@@ -433,13 +441,7 @@ class Calibration(_Strict):
             return v
         if not v:
             raise ValueError("epoch_scores: one row of scores per epoch 1, 2, …; got no row (omit the key instead)")
-        for k, row in enumerate(v, 1):
-            if not row:
-                raise ValueError(f"epoch_scores row {k} (epoch {k}) is empty: every scored epoch needs scores")
-            bad = [x for x in row if not 0.0 <= x <= 1.0]
-            if bad:
-                raise ValueError(f"epoch_scores row {k} (epoch {k}): scores are probabilities in [0, 1], got {bad[0]!r}")
-        return [sorted(row) for row in v]
+        return _score_rows(v)
 
     def scores_at(self, epoch: int) -> list[float]:
         """The scores that calibrate ℓ(epoch): row min(epoch, rows) of epoch_scores; `scores` without them."""
