@@ -9,6 +9,7 @@ lucky runs and loses coverage on the same draws."""
 from __future__ import annotations
 
 import numpy as np
+from scipy import stats
 import pytest
 
 from depl.adaptive import Policy, monte_carlo
@@ -100,3 +101,42 @@ def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
     mc = monte_carlo(Policy(plan, s), 200, seed=5, every=4)
     assert mc.coverage >= mc.open_coverage
     assert mc.cost.mean() <= mc.open_cost * (1 + 1e-9)
+
+
+def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
+    """The law-free closed loop (`conditional=False`, `depl run --adaptive --stop-only`): a run stops when its
+    model's test loss exceeds ℓmax with probability at most δ = V₀ − ω, the policy observing each epoch's loss
+    through a validation split's noise (gap 0.05). On the same draws the stops cost at most δ per stopped run
+    of the open loop's coverage, the marginal coverage is not refuted, and the mean cost falls. Claiming more
+    slack than the plan has (δ = 0.3) loses coverage below ω: the budget is what keeps the guarantee."""
+    s, plan = planned
+    n = 2000
+    pol = Policy(plan, s, replan=False, truncate=False, conditional=False)
+    assert pol.slack == pytest.approx(pol.initial().p_new - plan.omega) and pol.slack > 0
+    mc = monte_carlo(pol, n, seed=5, gap=0.05)
+    stops = mc.actions.get("stop", 0)
+    assert stops > 0.2 * n and mc.cost.mean() < 0.95 * mc.open_cost
+    spent = pol.slack * stops / n  # the most the stops may take, in expectation
+    assert mc.open_coverage - mc.coverage <= spent + 3 * np.sqrt(spent / n)
+    assert mc.interval()[1] >= plan.omega
+    none = monte_carlo(Policy(plan, s, replan=False, truncate=False, conditional=False, slack=0.0), n, seed=5,
+                       gap=0.05)
+    assert none.coverage == none.open_coverage and none.cost.mean() > mc.cost.mean()  # only sure stops
+    greedy = monte_carlo(Policy(plan, s, replan=False, truncate=False, conditional=False, slack=0.3), n, seed=5,
+                         gap=0.05)
+    assert greedy.interval()[1] < plan.omega  # refuted
+
+
+def test_a_slack_stop_needs_the_validation_loss_below_lmax_by_the_gaps_quantile():
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    pol = Policy(plan, s, replan=False, truncate=False, conditional=False)
+    pol.gap_sd = 0.05
+    bar = plan.loss_target - stats.norm.ppf(1 - pol.slack) * pol.gap_sd  # the highest loss a stop accepts
+    state = START
+    for e in plan.epochs[:5]:
+        state = state.after(e.model, 2.0, pol.planned_time(e), pol.cost_of(e, state.clusters), e.cluster)
+    for loss, action in ((bar - 1e-3, "stop"), (bar + 1e-3, "continue")):
+        d = pol.decide(state.after(plan.epochs[5].model, loss, 1.0, 1.0, plan.epochs[5].cluster), plan.epochs[6:])
+        assert d.action == action, (loss, bar, d.note)
+    assert "slack" in d.note or d.action == "continue"

@@ -19,6 +19,15 @@ V_0 = p(plan) ≥ ω: the open-loop guarantee holds marginally.  The tempting ru
 spends on the lucky runs the slack that paid for the unlucky ones); the Monte
 Carlo of `monte_carlo` shows both (tests/test_adaptive.py).
 
+**Spending the plan's slack on stops.**  A plan certified at V_0 > ω has
+δ = V_0 − ω to spare.  A run may also stop when the current model's test
+loss exceeds ℓmax with probability at most δ (1 − P(stop) ≤ δ): a run stops
+once, so the stops lose at most δ of the open loop's success probability,
+P(success) ≥ V_0 − δ = ω — an argument that needs the open-loop certificate
+and the validation–test gap, not the law's conditional statements
+(docs/adaptive.md).  Without it a tight plan saves nothing: its runs cross
+ℓmax only in their last epochs, where P(stop) is about ½.
+
 **Deadlines.** Epoch times are measured in the scenario's units (a cluster
 running `f` times slower than the scenario says takes f·T(k)); when the rest
 no longer fits in Tmax minus the time spent, the rest is re-planned on the
@@ -87,13 +96,17 @@ class Policy:
     of ≥ the plan's (the unsound rule, kept to show that it is); `gap_sd`: the sd of test loss −
     validation loss of one model (0: the observed loss *is* the loss the
     guarantee is about, as in the law's own Monte Carlo); `slow`: cluster →
-    factor the policy already knows (it also learns factors from `observe`).
+    factor the policy already knows (it also learns factors from `observe`);
+    `slack`: δ, the success probability stops may give up (None: the plan's certified probability on the
+    run's data − ω, from `initial`; 0: stop only by the conditional rule); `conditional`: False takes no
+    decision on the law's conditional statements — only the stops that spend the slack (with
+    `truncate=replan=False`: the closed loop whose guarantee rests on the open-loop certificate alone).
     """
 
     def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
                  samples: float | None = None, replan: bool = True, method: str = "depl",
                  options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
-                 truncate: bool = True, naive: bool = False):
+                 truncate: bool = True, naive: bool = False, slack: float | None = None, conditional: bool = True):
         self.plan = plan
         self.scenario = scenario or plan.scenario_object()
         self.loss = loss or loss_model_for(self.scenario)
@@ -106,6 +119,8 @@ class Policy:
         self.options = options or Options(eta=60, dataset_candidates=1)
         self.gap_sd = float(gap_sd)
         self.slow = dict(slow or {})
+        self._slack = None if slack is None else max(0.0, float(slack))
+        self.conditional = conditional
         self._planned: dict[str, float] = {}   # scenario seconds planned / measured, per cluster
         self._measured: dict[str, float] = {}
 
@@ -208,6 +223,13 @@ class Policy:
         # allocations back to the real cluster's units (the view counts compute delivered)
         return [replace(e, compute=e.compute * self.factor(e.cluster)) for e in q.epochs]
 
+    @property
+    def slack(self) -> float:
+        """δ = V_0 − ω ≥ 0: the success probability a stop may give up (`initial`'s certified P − ω)."""
+        if self._slack is None:
+            self.initial()
+        return self._slack
+
     # -- the decision --------------------------------------------------------- #
     def decide(self, state: RunState, rest: Sequence[Epoch]) -> Decision:
         """What to do after `state.epoch` epochs with `rest` still planned."""
@@ -217,7 +239,13 @@ class Policy:
             lo, _, q = self.probability(rest, state)
             return Decision(state.epoch, obs, lo, lo, q, "continue", rest)
         p_stop = self.stop_probability(state) if state.started else 0.0
-        if not self.record and not (self.truncate or self.replan) and p_stop < 1.0 and self.fits(rest, state):
+        if obs is not None and not self.naive and 1.0 - p_stop <= self.slack:
+            # a stop that spends at most δ: sound without the law's conditional statements (module docstring)
+            lo, q = self.probability(rest, state)[0::2] if self.record else (math.nan, math.nan)
+            return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), self.rest_cost(rest, state.clusters),
+                            f"P(test loss > ℓmax) = {1 - p_stop:.3g} ≤ δ = {self.slack:.3g}, the plan's slack")
+        if not self.record and not (self.truncate or self.replan) and (p_stop < 1.0 or not self.conditional) \
+                and self.fits(rest, state):
             # only a sure stop could be taken (p_stop ≥ any p): the plan's own probability is not needed
             return Decision(state.epoch, obs, math.nan, math.nan, math.nan, "continue", rest)
         lo, hi, q = self.probability(rest, state)
@@ -225,7 +253,7 @@ class Policy:
             return self._deadline(state, rest, lo, hi, q)
         bar = min(hi, self.omega) if self.naive else hi  # what a replacement must reach
         old_cost = self.rest_cost(rest, state.clusters)
-        if obs is not None and p_stop >= bar:
+        if obs is not None and p_stop >= bar and self.conditional:
             return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), old_cost,
                             "the current model meets ℓmax as surely as the rest of the plan would")
         for new, how in self._candidates(state, rest, bar):
@@ -272,6 +300,12 @@ class Policy:
     def initial(self) -> Decision:
         """Before the first epoch: the plan as the run will train it (its data, its clusters' speeds), re-planned
         at ω if it no longer certifies ω (less data after a carved validation split is held out)."""
+        d = self._initial()
+        if self._slack is None:
+            self._slack = max(0.0, d.p_new - self.omega) if d.action != "deadline-miss" else 0.0
+        return d
+
+    def _initial(self) -> Decision:
         rest = tuple(self.plan.epochs)
         lo, hi, q = self.probability(rest, START)
         if lo >= self.omega * (1 - 1e-12) and self.fits(rest, START):
@@ -317,28 +351,34 @@ class MonteCarlo:
 
 
 def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
-                slow: dict[str, float] | None = None) -> MonteCarlo:
+                slow: dict[str, float] | None = None, gap: float = 0.0) -> MonteCarlo:
     """Simulate `runs` runs of the law along the plan, the policy deciding after every `every`-th epoch.
 
     A run follows the plan's simulated trajectory until a decision changes
     its rest; it then continues by the law conditioned on its state
     (`simulate(..., start=state)`, exact for the laws here).  `slow`: the
-    clusters that really run slower (the policy learns it from the epoch times)."""
+    clusters that really run slower (the policy learns it from the epoch times).
+    `gap`: the policy observes each epoch's loss plus N(0, gap²) noise (a validation split's) and
+    knows gap as its `gap_sd`; the run's outcome is the loss itself (its test loss)."""
     rng = np.random.default_rng(seed)
+    noise = np.random.default_rng([seed, 1])  # the observation noise: its own stream, the paths stay the same
     policy.record = False
+    policy.gap_sd = float(gap)
     plan, loss, phi = policy.plan, policy.loss, policy.phi
     paths = loss.simulate(plan.schedule, phi, runs, rng)
     slow = slow or {}
     finals, costs, actions = np.empty(runs), np.empty(runs), {}
     for i in range(runs):
         policy._planned.clear(), policy._measured.clear()
-        rest, path, at, state = list(plan.epochs), paths[i], 0, START
+        rest, path, at, state, true = list(plan.epochs), paths[i], 0, START, math.nan
         while rest:
             e, rest = rest[0], rest[1:]
             cost = policy.cost_of(e, state.clusters)
             secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
             policy.observe(e, secs)
-            state = state.after(e.model, float(path[state.epoch + 1 - at]), secs, cost, e.cluster)
+            true = float(path[state.epoch + 1 - at])
+            seen = true + gap * float(noise.standard_normal()) if gap > 0 else true
+            state = state.after(e.model, seen, secs, cost, e.cluster)
             if not rest or state.epoch % every:
                 continue
             d = policy.decide(state, rest)
@@ -348,5 +388,5 @@ def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
             if list(d.rest) != list(rest):
                 rest, at = list(d.rest), state.epoch
                 path = loss.simulate([x.model for x in rest], phi, 1, rng, start=state)[0]
-        finals[i], costs[i] = state.last_loss, state.cost_spent
+        finals[i], costs[i] = true, state.cost_spent
     return MonteCarlo(finals, costs, paths[:, -1], float(plan.cost), actions, policy.target, policy.omega)

@@ -95,6 +95,8 @@ def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so
     assert r.returncode == 0, r.stderr
     assert "adaptive: 2 seeds" in r.stdout                  # trained together: one stack of 2 (--seed-batch 32)
     assert f"carved out of the {n} selected" in r.stdout and f"trains on {ad.training_samples(job)}" in r.stdout
+    r = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--validation", "0.6", "--out", str(tmp_path / "o2"))
+    assert r.returncode == 2 and "at most 0.5" in r.stderr and "Traceback" not in r.stderr  # only fresh splits grow
 
 
 def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_records_it(tmp_path, monkeypatch):
@@ -105,7 +107,7 @@ def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_
     monkeypatch.setattr(data_mod, "select", lambda spec: selected.append(len(real_select(spec)[1])) or real_select(spec))
     node_data.cache_clear()
     with Store(tmp_path / "runs.sqlite") as st:
-        rid = ad.run_id_for(job, {}, True)
+        rid = ad.run_id_for(job, {})
         st.start_run(rid, "plan", {"adaptive": True})
         taken = ad.run_seed(st, rid, job, plan, 7)
         assert selected and set(selected) == {2000}   # all of the plan's samples (d1 + d2), none held out
@@ -138,15 +140,15 @@ def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_lea
     """Seeds 1-3 of a loose plan: seed 1 stops after epoch 3, seed 2 is re-planned there (it leaves the stack
     and goes on in the per-seed loop), seed 3 trains the plan to its end in the stack. A kill after the
     stack's last epoch resumes seed 2 from its checkpoint. Decisions as the per-seed loop's, losses to float
-    rounding."""
+    rounding. (slack=0: the conditional rule alone decides, so that some seed is re-planned.)"""
     plan = plan_file(tmp_path, target=2.0)
-    job = ad.adaptive_job(plan)
-    rid = ad.run_id_for(job, {}, True)
+    job = ad.adaptive_job(plan, validation=0.1)
+    rid = ad.run_id_for(job, {})
     seeds = [1, 2, 3]
     with Store(tmp_path / "seed.sqlite") as ref:
         ref.start_run(rid, "plan", {"adaptive": True})
         for s in seeds:
-            ad.run_seed(ref, rid, job, plan, s)
+            ad.run_seed(ref, rid, job, plan, s, slack=0)
         want = {s: ([d["action"] for d in ref.decisions(rid, s)], [r.test_loss for r in ref.trajectory(rid, s)])
                 for s in seeds}
     assert want[1][0][-1] == "stop" and "replan" in want[2][0] and want[3][0][-1] == "end"   # every way out
@@ -161,9 +163,9 @@ def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_lea
     with Store(tmp_path / "batch.sqlite") as st:
         st.start_run(rid, "plan", {"adaptive": True})
         with pytest.raises(Killed):
-            ad.run_batch(st, rid, job, plan, seeds, progress=kill)
+            ad.run_batch(st, rid, job, plan, seeds, progress=kill, slack=0)
         assert ad.pending(st, rid, seeds) == [2]             # the stack's seeds are done; seed 2 left it
-        ad.run_batch(st, rid, job, plan, seeds)               # the resume
+        ad.run_batch(st, rid, job, plan, seeds, slack=0)      # the resume
         assert ad.pending(st, rid, seeds) == []
         for s in seeds:
             ds, traj = st.decisions(rid, s), st.trajectory(rid, s)
@@ -173,3 +175,41 @@ def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_lea
             for row in traj:
                 decided = [d for d in ds if d["epoch"] < row.epoch][-1]
                 assert [row.epoch, row.model, row.cluster] in [list(e[:3]) for e in decided["rest"]]
+
+
+def test_stop_only_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(tmp_path):
+    """`depl run --adaptive --stop-only` on a loose plan: every stop spends the plan's slack (its note says so;
+    no decision rests on the law's conditional statements), and a stopped seed's final test loss is its
+    open-loop run's test loss at the stop's epoch (a fresh MNIST-1D split: the same epochs trained)."""
+    plan = plan_file(tmp_path, target=2.0, epochs=6)
+    a = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--stop-only", "--seeds", "3", "--out", str(tmp_path / "a"))
+    assert a.returncode == 0, a.stderr
+    o = depl("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
+    assert o.returncode == 0, o.stderr
+    with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st, Store(tmp_path / "o" / "runs.sqlite",
+                                                                           readonly=True) as op:
+        (rid,) = [r["run_id"] for r in st.runs()]
+        (oid,) = [r["run_id"] for r in op.runs()]
+        stops = 0
+        for seed in range(3):
+            ds = st.decisions(rid, seed)
+            slack = ds[0]["p_new"] - plan.omega
+            assert ds[0]["action"] == "continue" and slack > 0
+            assert all(d["action"] in ("continue", "stop", "end") for d in ds)
+            last, traj = ds[-1], st.trajectory(rid, seed)
+            if last["action"] == "stop":
+                stops += 1
+                assert "the plan's slack" in last["note"]
+                assert 1 - _normal_cdf((plan.loss_target - last["observed"]) / last["gap_sd"]) <= slack + 1e-12
+                assert last["epoch"] < 6 and len(traj) == last["epoch"]
+            ref = op.trajectory(oid, seed)
+            assert abs(traj[-1].test_loss - ref[len(traj) - 1].test_loss) < 2e-3
+        assert stops > 0
+    bad = depl("run", str(tmp_path / "plan.json"), "--stop-only", "--out", str(tmp_path / "b"))
+    assert bad.returncode == 2 and "--adaptive" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _normal_cdf(z: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.cdf(z))

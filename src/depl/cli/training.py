@@ -97,8 +97,11 @@ def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
                    "a seed's trajectory is deterministic for a given batching")
 WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
+STOP_ONLY_HELP = ("--adaptive: only stops that spend the plan's slack (P(test loss > ℓmax) ≤ the plan's certified P − ω): "
+                  "no decision on the law's conditional statements, no cut, no re-plan but a deadline's")
 VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, as a share of the plan's training "
-                   "samples (fresh samples for mnist1d; carved out of the training samples for other sources)")
+                   "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
+                   "(default 0.1, at most 0.5)")
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
 # the options every command that trains seeds takes (one object per option: typer may share them)
 THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
@@ -160,19 +163,22 @@ def run(
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop or re-plan the rest "
                                   "where the guarantee allows (docs/adaptive.md); local back end, --seed-batch seeds "
                                   "in one stack while their rests agree"),
-    validation: float = typer.Option(0.1, "--validation", min=0.01, max=0.5,
+    validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
                                              "take FACTOR times their planned time (a rehearsal; repeatable)"),
+    stop_only: bool = typer.Option(False, "--stop-only", help=STOP_ONLY_HELP),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         return _run_adaptive(plan, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
-                             validation, parse_slow(slow), seed_batch=seed_batch)
+                             validation, parse_slow(slow), seed_batch=seed_batch, stop_only=stop_only)
     if slow:
         fail("--slow applies to --adaptive runs only")
+    if stop_only:
+        fail("--stop-only applies to --adaptive runs only")
     if ray_address and backend != "local":
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
@@ -241,8 +247,9 @@ def parse_slow(values) -> dict[str, float]:
     return out
 
 
-def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str, validation: float,
-                  slow: dict[str, float], con=console, seed_batch: int = 32):
+def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
+                  validation: float | None,
+                  slow: dict[str, float], con=console, seed_batch: int = 32, stop_only: bool = False):
     """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; seeds not
     started yet in batches of `seed_batch` (one vectorised stack while their rests agree, `adaptive.run_batch`).
     Returns (plan, final test losses, costs, actions) of the seeds."""
@@ -264,14 +271,14 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
                  f"(clusters: {', '.join(c.name for c in scenario.clusters)})")
         job = ad.adaptive_job(p, dev, validation)
         st = open_store(store, out)
-        run_id = ad.run_id_for(job, slow, True)
+        run_id = ad.run_id_for(job, slow, stop_only)
         execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
-                                                   "slow": slow})
+                                                   "slow": slow, "stop_only": stop_only})
     except training_errors() as e:
         fail(str(e))
     todo = ad.pending(st, run_id, seed_list)
     con.print(f"run [bold]{run_id}[/] · adaptive · plan {escape(str(plan))} · {len(p.epochs)} epochs planned × "
-                  f"{len(seed_list)} seeds · validation split {validation:g} · store {escape(st.path)}"
+                  f"{len(seed_list)} seeds · validation split {job.data.validation:g} · store {escape(st.path)}"
                   + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
                   highlight=False)
     con.print(ad.split_note(job), highlight=False, markup=False)
@@ -287,7 +294,8 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
 
         for i in range(0, len(todo), seed_batch):
             try:
-                ad.run_batch(st, run_id, job, p, todo[i:i + seed_batch], slow, progress)
+                ad.run_batch(st, run_id, job, p, todo[i:i + seed_batch], slow, progress,
+                             **({"replan": False, "truncate": False, "conditional": False} if stop_only else {}))
             except training_errors() as e:
                 fail(str(e))
     con.print(f"done in {time.perf_counter() - t0:.1f} s")

@@ -34,15 +34,20 @@ from ..store import EpochRow, Store, diverges
 from . import data as data_mod
 from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
 
-VALIDATION_SHARE = 0.1
+# the validation split's default size, a share of the selected samples: a carved split is paid for in training
+# samples (0.1); a fresh one only in forward passes, and its noise is half of what the stops must allow for
+# (the gap test − validation, docs/adaptive.md), so it is as large as the training data
+VALIDATION_SHARE = {"carved": 0.1, "fresh": 1.0}
 
 
-def adaptive_job(plan: Plan, device: str = "cpu", validation: float = VALIDATION_SHARE) -> Job:
-    """The plan's job with a validation split held out, every version of the plan's network and every
-    cluster set up (a re-plan may choose them)."""
+def adaptive_job(plan: Plan, device: str = "cpu", validation: float | None = None) -> Job:
+    """The plan's job with a validation split held out (`validation`: its share of the selected samples, None:
+    VALIDATION_SHARE of the source's kind of split), every version of the plan's network and every cluster
+    set up (a re-plan may choose them)."""
     job = job_from_plan(plan, device)
     scenario = plan.scenario_object()
-    data = replace(job.data, validation=validation, split=data_mod.split_kind(job.data.source))
+    split = data_mod.split_kind(job.data.source)
+    data = replace(job.data, validation=VALIDATION_SHARE[split] if validation is None else validation, split=split)
     data_mod.validation(data)  # a split that cannot be made is refused before any training
     first = job.versions[plan.epochs[0].model]
     trainable = [m.name for m in scenario.models if m.train is not None]
@@ -249,8 +254,10 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
     return np.array(finals), np.array(costs), actions
 
 
-def run_id_for(job: Job, slow: dict[str, float], replan: bool) -> str:
+def run_id_for(job: Job, slow: dict[str, float], stop_only: bool = False) -> str:
+    """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack), stop-only or not,
+    the injected slowdowns."""
     from .execute import run_id_for as base
 
-    return base(job, "local-adaptive" + ("" if replan else "-stop")
+    return base(job, "local-adaptive-v2" + ("-stop-only" if stop_only else "")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")

@@ -284,6 +284,7 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
                     scenario.training.dirichlet_alpha)
 
 
+MAX_CARVED_SHARE, MAX_FRESH_SHARE = 0.5, 4.0  # a carved split leaves half to train on; fresh ones cost forward passes
 VALIDATION_SEED = 20261123  # the validation split is a property of the data selected, not of a run's seed
 SPLITS = ("carved", "fresh")
 FRESH_SOURCES = ("mnist1d",)  # the sources that can generate samples they do not hold
@@ -316,9 +317,15 @@ def validation(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
     if not spec.validation:
         raise DataError("this data has no validation split (DataSpec.validation = 0)")
     x, y = _selected(spec)
+    if _split(spec) == "fresh":  # any size: the generator gives as many as asked
+        if not 0.0 < spec.validation <= MAX_FRESH_SHARE:
+            raise DataError(f"validation share {spec.validation}: a fresh split must lie in (0, {MAX_FRESH_SHARE:g}] "
+                            "(times the selected samples)")
+        return mnist1d_fresh(max(1, int(round(spec.validation * len(y)))))
+    if spec.validation > MAX_CARVED_SHARE:
+        raise DataError(f"validation share {spec.validation}: a carved split holds out at most {MAX_CARVED_SHARE:g} of "
+                        f"the selected samples ({spec.source!r} cannot generate more; only mnist1d's split is fresh)")
     idx = validation_indices(len(y), spec.validation)
-    if _split(spec) == "fresh":
-        return mnist1d_fresh(len(idx))
     return x[idx], y[idx]
 
 
