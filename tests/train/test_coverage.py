@@ -138,3 +138,25 @@ def test_the_committed_table_is_what_the_command_makes_from_the_committed_runs(t
     assert rows(made) and rows(made) == rows(doc.split("<!-- written by hand")[0])
     # exit 4 exactly when the table names refuted cells
     assert (r.exit_code == 4) == ("**Refuted cells:**" in made)
+
+
+def test_the_closed_loops_table_is_what_its_script_makes_from_the_committed_runs(tmp_path):
+    """docs/adaptive.md's table of adaptive runs comes from scripts/adaptive_table.py on docs/adaptive-store (a
+    copy: `depl validate --adaptive --stop-only` per cell finds every seed done and judges the stored runs),
+    paired with the open loop's runs in docs/coverage-store."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    store = tmp_path / "store"
+    shutil.copytree(root / "docs" / "adaptive-store", store)
+    r = subprocess.run([sys.executable, str(root / "scripts" / "adaptive_table.py"), "--out", str(store),
+                        "--md", str(tmp_path / "t.md")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = lambda text: [line for line in text.splitlines() if line.startswith("| ")]  # noqa: E731
+    made = rows((tmp_path / "t.md").read_text(encoding="utf-8"))
+    doc = (root / "docs" / "adaptive.md").read_text(encoding="utf-8")
+    assert len(made) == 7 and set(made) <= set(rows(doc))   # the header and the 6 cells
+    assert "| holds |" in made[1] and "**refuted**" not in "".join(made)
