@@ -3,7 +3,7 @@
 For each cell (task, ω) it runs, on the held-out seeds of the open-loop coverage table (docs/coverage.md,
 seeds 10000..10199, never used to fit or calibrate),
 
-    depl validate TASK PLAN --adaptive --stop-only --seeds N --first-seed F --out OUT/CELL --json
+    depl validate TASK PLAN --adaptive --rule slack --seeds N --first-seed F --out OUT/CELL --json
 
 (PLAN: the cell's committed plan, docs/coverage-store/plans/TASK-wΩ-calibrated.json) and sets its outcome
 beside the open loop's on the same seeds (docs/coverage-store/runs.sqlite): coverage with Clopper–Pearson,
@@ -48,7 +48,7 @@ def run_cell(task: str, omega: float, args) -> dict:
     name = cell_name(task, omega)
     plan = args.store / "plans" / f"{name}.json"
     out = args.out / name
-    cmd = [sys.executable, "-m", "depl.cli", "validate", task.split(":")[0], str(plan), "--adaptive", "--stop-only",
+    cmd = [sys.executable, "-m", "depl.cli", "validate", task.split(":")[0], str(plan), "--adaptive", "--rule", "slack",
            "--seeds", str(args.seeds), "--first-seed", str(args.first_seed), "--out", str(out), "--json",
            "--threads", "1"]
     t0 = time.perf_counter()
@@ -56,7 +56,8 @@ def run_cell(task: str, omega: float, args) -> dict:
     if r.returncode not in (0, 4):
         raise SystemExit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr[-2000:]}")
     report = json.loads(r.stdout)
-    return {"task": task, "omega": omega, "name": name, "command": " ".join(["depl", *cmd[3:]]),
+    shown = [str(Path(a).relative_to(ROOT)) if a.startswith(str(ROOT) + "/") else a for a in cmd[3:]]
+    return {"task": task, "omega": omega, "name": name, "command": " ".join(["depl", *shown]),
             "seconds": time.perf_counter() - t0, **report, **paired(task, omega, out, args)}
 
 
@@ -90,7 +91,7 @@ def paired(task: str, omega: float, out: Path, args) -> dict:
 
 def markdown(rows: list[dict], seeds: int, first: int) -> str:
     head = (f"{seeds} held-out seeds ({first}..{first + seeds - 1}) per cell, the calibrated law's plan; "
-            "adaptive = `depl validate TASK PLAN --adaptive --stop-only`\n\n"
+            "adaptive = `depl validate TASK PLAN --adaptive --rule slack`\n\n"
             "| task | ω | plan (open loop) | δ = V₀ − ω | open-loop coverage | adaptive coverage [Clopper–Pearson 95%] "
             "| verdict | stops | mean epochs | mean cost: open → adaptive | saved | seeds lost / gained |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|\n")

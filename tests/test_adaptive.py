@@ -104,8 +104,8 @@ def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
 
 
 def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
-    """The law-free closed loop (`conditional=False`, `depl run --adaptive --stop-only`): a run stops when its
-    model's test loss exceeds ℓmax with probability at most δ = V₀ − ω, the policy observing each epoch's loss
+    """The law-free closed loop (`conditional=False`; `depl run --adaptive`'s default rule, slack): a run stops
+    when its model's test loss exceeds ℓmax with probability at most δ = V₀ − ω, the policy observing each epoch's loss
     through a validation split's noise (gap 0.05). On the same draws the stops cost at most δ per stopped run
     of the open loop's coverage, the marginal coverage is not refuted, and the mean cost falls. Claiming more
     slack than the plan has (δ = 0.3) loses coverage below ω: the budget is what keeps the guarantee."""

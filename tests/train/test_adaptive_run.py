@@ -177,12 +177,12 @@ def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_lea
                 assert [row.epoch, row.model, row.cluster] in [list(e[:3]) for e in decided["rest"]]
 
 
-def test_stop_only_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(tmp_path):
-    """`depl run --adaptive --stop-only` on a loose plan: every stop spends the plan's slack (its note says so;
+def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(tmp_path):
+    """`depl run --adaptive` (its default rule, slack) on a loose plan: every stop spends the plan's slack (its note says so;
     no decision rests on the law's conditional statements), and a stopped seed's final test loss is its
     open-loop run's test loss at the stop's epoch (a fresh MNIST-1D split: the same epochs trained)."""
     plan = plan_file(tmp_path, target=2.0, epochs=6)
-    a = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--stop-only", "--seeds", "3", "--out", str(tmp_path / "a"))
+    a = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--out", str(tmp_path / "a"))
     assert a.returncode == 0, a.stderr
     o = depl("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
     assert o.returncode == 0, o.stderr
@@ -205,8 +205,9 @@ def test_stop_only_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_
             ref = op.trajectory(oid, seed)
             assert abs(traj[-1].test_loss - ref[len(traj) - 1].test_loss) < 2e-3
         assert stops > 0
-    bad = depl("run", str(tmp_path / "plan.json"), "--stop-only", "--out", str(tmp_path / "b"))
-    assert bad.returncode == 2 and "--adaptive" in bad.stderr and "Traceback" not in bad.stderr
+    for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or")):
+        r = depl("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
 
 
 def _normal_cdf(z: float) -> float:

@@ -142,7 +142,7 @@ def test_the_committed_table_is_what_the_command_makes_from_the_committed_runs(t
 
 def test_the_closed_loops_table_is_what_its_script_makes_from_the_committed_runs(tmp_path):
     """docs/adaptive.md's table of adaptive runs comes from scripts/adaptive_table.py on docs/adaptive-store (a
-    copy: `depl validate --adaptive --stop-only` per cell finds every seed done and judges the stored runs),
+    copy: `depl validate --adaptive --rule slack` per cell finds every seed done and judges the stored runs),
     paired with the open loop's runs in docs/coverage-store."""
     import shutil
     import subprocess

@@ -27,6 +27,13 @@ class Backend(str, Enum):
     flower = "flower"
 
 
+class Rule(str, Enum):
+    """The closed loop's decisions (docs/adaptive.md)."""
+
+    slack = "slack"              # stops that spend the plan's slack only: rests on the open-loop certificate
+    conditional = "conditional"  # also the law-conditioned stops, cuts and re-plans
+
+
 class Device(str, Enum):
     cpu = "cpu"
     cuda = "cuda"
@@ -97,8 +104,10 @@ def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
                    "a seed's trajectory is deterministic for a given batching")
 WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
-STOP_ONLY_HELP = ("--adaptive: only stops that spend the plan's slack (P(test loss > ℓmax) ≤ the plan's certified P − ω): "
-                  "no decision on the law's conditional statements, no cut, no re-plan but a deadline's")
+RULE_HELP = ("--adaptive: slack = stop a run once P(its test loss > ℓmax) ≤ δ = the plan's certified P − ω, no other "
+             "decision but a deadline's re-plan (the guarantee rests on the open-loop certificate); conditional = also "
+             "stop, cut or re-plan wherever the law conditioned on the run says the rest is no less likely to succeed "
+             "(sound only if the law's conditional statements are right: on the calibrated built-ins they are not)")
 VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, as a share of the plan's training "
                    "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
                    "(default 0.1, at most 0.5)")
@@ -160,25 +169,25 @@ def run(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
     insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
-    adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop or re-plan the rest "
-                                  "where the guarantee allows (docs/adaptive.md); local back end, --seed-batch seeds "
-                                  "in one stack while their rests agree"),
+    adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop (or, --rule "
+                                  "conditional, re-plan the rest) where the guarantee allows (docs/adaptive.md); local "
+                                  "back end, --seed-batch seeds in one stack while their rests agree"),
     validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
                                              "take FACTOR times their planned time (a rehearsal; repeatable)"),
-    stop_only: bool = typer.Option(False, "--stop-only", help=STOP_ONLY_HELP),
+    rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         return _run_adaptive(plan, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
-                             validation, parse_slow(slow), seed_batch=seed_batch, stop_only=stop_only)
+                             validation, parse_slow(slow), seed_batch=seed_batch, rule=rule or Rule.slack.value)
     if slow:
         fail("--slow applies to --adaptive runs only")
-    if stop_only:
-        fail("--stop-only applies to --adaptive runs only")
+    if rule:
+        fail("--rule applies to --adaptive runs only")
     if ray_address and backend != "local":
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
@@ -249,7 +258,7 @@ def parse_slow(values) -> dict[str, float]:
 
 def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
                   validation: float | None,
-                  slow: dict[str, float], con=console, seed_batch: int = 32, stop_only: bool = False):
+                  slow: dict[str, float], con=console, seed_batch: int = 32, rule: str = Rule.slack.value):
     """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; seeds not
     started yet in batches of `seed_batch` (one vectorised stack while their rests agree, `adaptive.run_batch`).
     Returns (plan, final test losses, costs, actions) of the seeds."""
@@ -271,14 +280,14 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
                  f"(clusters: {', '.join(c.name for c in scenario.clusters)})")
         job = ad.adaptive_job(p, dev, validation)
         st = open_store(store, out)
-        run_id = ad.run_id_for(job, slow, stop_only)
+        run_id = ad.run_id_for(job, slow, rule)
         execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
-                                                   "slow": slow, "stop_only": stop_only})
+                                                   "slow": slow, "rule": rule})
     except training_errors() as e:
         fail(str(e))
     todo = ad.pending(st, run_id, seed_list)
     con.print(f"run [bold]{run_id}[/] · adaptive · plan {escape(str(plan))} · {len(p.epochs)} epochs planned × "
-                  f"{len(seed_list)} seeds · validation split {job.data.validation:g} · store {escape(st.path)}"
+                  f"{len(seed_list)} seeds · rule {rule} · validation split {job.data.validation:g} · store {escape(st.path)}"
                   + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
                   highlight=False)
     con.print(ad.split_note(job), highlight=False, markup=False)
@@ -295,7 +304,7 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
         for i in range(0, len(todo), seed_batch):
             try:
                 ad.run_batch(st, run_id, job, p, todo[i:i + seed_batch], slow, progress,
-                             **({"replan": False, "truncate": False, "conditional": False} if stop_only else {}))
+                             **ad.RULES[rule])
             except training_errors() as e:
                 fail(str(e))
     con.print(f"done in {time.perf_counter() - t0:.1f} s")

@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .console import EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, print_json, warn
-from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, STOP_ONLY_HELP, THREADS, VALIDATION_HELP, WORKERS, run_seeds,
+from .console import EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail, print_json, warn
+from .training import (DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS, run_seeds,
                        seed_options, start_training, training_errors)
 
 
@@ -33,7 +33,7 @@ def validate(
                                   "and judge its coverage and mean cost (docs/adaptive.md)"),
     validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
-    stop_only: bool = typer.Option(False, "--stop-only", help=STOP_ONLY_HELP),
+    rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
 
@@ -42,7 +42,9 @@ def validate(
     if adaptive:
         _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
-                                  validation, as_json, seed_batch, stop_only)
+                                  validation, as_json, seed_batch, rule or Rule.slack.value)
+    if rule:
+        fail("--rule applies to --adaptive validations only")
     dev = start_training(threads, device)
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
@@ -117,7 +119,7 @@ def _same_law(scenario: str, plan_file: Path) -> None:
 
 
 def _validate_adaptive(plan_file: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
-                       validation: float | None, as_json: bool, seed_batch: int = 32, stop_only: bool = False) -> None:
+                       validation: float | None, as_json: bool, seed_batch: int = 32, rule: str = "slack") -> None:
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
     import numpy as np
 
@@ -126,7 +128,7 @@ def _validate_adaptive(plan_file: Path, seed_list: list[int], store, out: Path, 
 
     con = err_console if as_json else console
     p, finals, costs, actions = _run_adaptive(plan_file, seed_list, store, out, threads, device, validation, {}, con,
-                                              seed_batch=seed_batch, stop_only=stop_only)
+                                              seed_batch=seed_batch, rule=rule)
     c = coverage(finals, p.loss_target, p.omega)
     mean_cost = float(np.nanmean(costs))
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "

@@ -254,10 +254,16 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
     return np.array(finals), np.array(costs), actions
 
 
-def run_id_for(job: Job, slow: dict[str, float], stop_only: bool = False) -> str:
-    """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack), stop-only or not,
-    the injected slowdowns."""
+# the closed loop's rules (`--rule`): Policy options; docs/adaptive.md has why slack is the default
+RULES = {"slack": {"replan": False, "truncate": False, "conditional": False}, "conditional": {}}
+
+
+def run_id_for(job: Job, slow: dict[str, float], rule: str = "slack") -> str:
+    """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack; "-stop-only": the
+    slack rule alone), the injected slowdowns."""
     from .execute import run_id_for as base
 
-    return base(job, "local-adaptive-v2" + ("-stop-only" if stop_only else "")
+    if rule not in RULES:
+        raise ValueError(f"rule {rule!r}: expected one of {', '.join(RULES)}")
+    return base(job, "local-adaptive-v2" + ("-stop-only" if rule == "slack" else "")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")
