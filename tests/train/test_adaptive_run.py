@@ -205,6 +205,13 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
             ref = op.trajectory(oid, seed)
             assert abs(traj[-1].test_loss - ref[len(traj) - 1].test_loss) < 2e-3
         assert stops > 0
+        finals = [st.trajectory(rid, seed)[-1].test_loss for seed in range(3)]
+        lengths = [len(st.trajectory(rid, seed)) for seed in range(3)]
+    # `runs show`: an adaptive run's final losses are each seed's last, not the band's at the shortest seed's end
+    r = depl("runs", "show", "--out", str(tmp_path / "a"), "--json")
+    (shown,) = json.loads(r.stdout)["runs"]
+    assert shown["final_loss_mean"] == pytest.approx(np.mean(finals), abs=1e-6)
+    assert (shown["epochs_min"], shown["epochs"]) == (min(lengths), max(lengths)) and min(lengths) < 6
     for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or")):
         r = depl("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr

@@ -525,9 +525,13 @@ def runs_show(
             t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), "0", gone, "0", "", "", "")
             continue
         secs = st.seconds_per_epoch(r["run_id"])
-        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), gone, str(len(b.epochs)),
-                  f"{b.mean[-1]:.4f}", f"{b.low[-1]:.4f} – {b.high[-1]:.4f}", f"{secs:.3f}")
-        decided += [(r["run_id"], d) for d in st.decisions(r["run_id"])]
+        ds = st.decisions(r["run_id"])
+        f = _finals(st, r, b, ds)
+        epochs = f"{f['epochs_min']}–{f['epochs']}" if f["epochs_min"] < f["epochs"] else str(f["epochs"])
+        t.add_row(escape(r["run_id"]), escape(r["kind"]), escape(run_label(r)), str(b.runs), gone, epochs,
+                  f"{f['final_loss_mean']:.4f}", f"{f['final_loss_low']:.4f} – {f['final_loss_high']:.4f}",
+                  f"{secs:.3f}")
+        decided += [(r["run_id"], d) for d in ds]
     console.print(t)
     if decided:
         _decisions_table(decided)
@@ -567,6 +571,23 @@ def _diverged_text(gone: dict[int, int]) -> str:
     return f"{len(gone)} ({where}{', …' if len(gone) > 3 else ''})"
 
 
+def _finals(st, run: dict, b, decisions: list) -> dict:
+    """A run's final losses (mean, 1st and 99th percentile) and its epochs (fewest and most of a seed): the
+    band's last epoch, or for an adaptive run (its seeds end at different epochs) each seed's last loss."""
+    import numpy as np
+
+    from ..train.plots import ends
+
+    if not decisions:
+        k = len(b.epochs)
+        return {"epochs": k, "epochs_min": k, "final_loss_mean": b.mean[-1], "final_loss_low": b.low[-1],
+                "final_loss_high": b.high[-1]}
+    last, n = ends(st, run)
+    low, high = np.percentile(last, [1, 99])
+    return {"epochs": int(n.max()), "epochs_min": int(n.min()), "final_loss_mean": float(last.mean()),
+            "final_loss_low": float(low), "final_loss_high": float(high)}
+
+
 def _runs_json(st, runs: list[dict]) -> None:
     """Every run with its spec and, per seed-averaged epoch, the measured band (what `runs show` tabulates)."""
     from ..jsonout import dumps
@@ -576,13 +597,13 @@ def _runs_json(st, runs: list[dict]) -> None:
     for r in runs:
         b = band(st, r)
         secs = st.seconds_per_epoch(r["run_id"])
+        ds = st.decisions(r["run_id"])
+        f = {"epochs": 0, "epochs_min": 0, "final_loss_mean": None, "final_loss_low": None, "final_loss_high": None} \
+            if b is None else _finals(st, r, b, ds)
         out.append({"run": r["run_id"], "kind": r["kind"], "what": run_label(r), "created": r["created"],
-                    "seeds": 0 if b is None else b.runs, "epochs": 0 if b is None else len(b.epochs),
-                    "final_loss_mean": None if b is None else b.mean[-1],
-                    "final_loss_low": None if b is None else b.low[-1], "final_loss_high": None if b is None else b.high[-1],
-                    "seconds_per_epoch": secs, "spec": r["spec"],
+                    "seeds": 0 if b is None else b.runs, **f, "seconds_per_epoch": secs, "spec": r["spec"],
                     "diverged": [{"seed": s, "epoch": k} for s, k in st.diverged(r["run_id"]).items()],
-                    "decisions": st.decisions(r["run_id"]),
+                    "decisions": ds,
                     "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 

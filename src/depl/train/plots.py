@@ -36,6 +36,14 @@ def band(store: Store, run: dict, q: tuple[float, float] = (1.0, 99.0)) -> Band 
     return Band.of(a, np.arange(1, k + 1), q[0] / 100, q[1] / 100, label=run_label(run), run_id=run["run_id"])
 
 
+def ends(store: Store, run: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(each seed's last test loss, its number of epochs), diverged seeds left out: an adaptive run's seeds end
+    at different epochs, and its final losses are these, not the band's at the epoch every seed reached."""
+    gone = store.diverged(run["run_id"])
+    losses = [v for s, v in store.losses(run["run_id"]).items() if s not in gone and v]
+    return np.array([v[-1] for v in losses]), np.array([len(v) for v in losses], dtype=int)
+
+
 def bands(store: Store, kind: str | None = None, experiment: str | None = "version",
           fraction: float | None = 1.0) -> list[Band]:
     """Bands of the store's runs; for profiles, by default the versions at the full data."""
