@@ -40,5 +40,16 @@ class Band:
         k = np.arange(trajectories.shape[1]) if epochs is None else np.asarray(epochs)
         return cls(trajectories.mean(axis=0), q[0], q[1], k, int(trajectories.shape[0]), label, run_id)
 
+    @classmethod
+    def of_ragged(cls, trajectories: list, lo: float = 0.01, hi: float = 0.99, label: str = "",
+                  run_id: str = "") -> "Band":
+        """The band of trajectories of different lengths (an adaptive run's seeds stop at different epochs):
+        at epoch k (1, 2, …) over the trajectories that reached it."""
+        rows = [np.asarray(t, float) for t in trajectories if len(t)]
+        n = max(len(t) for t in rows)
+        cols = [np.array([t[k] for t in rows if len(t) > k]) for k in range(n)]
+        q = np.array([np.quantile(c, [lo, hi]) for c in cols])
+        return cls(np.array([c.mean() for c in cols]), q[:, 0], q[:, 1], np.arange(1, n + 1), len(rows), label, run_id)
+
 
 __all__ = ["Band"]

@@ -212,6 +212,9 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     (shown,) = json.loads(r.stdout)["runs"]
     assert shown["final_loss_mean"] == pytest.approx(np.mean(finals), abs=1e-6)
     assert (shown["epochs_min"], shown["epochs"]) == (min(lengths), max(lengths)) and min(lengths) < 6
+    # its band: at every epoch over the seeds that trained it, to the last seed's end
+    assert shown["band"]["epoch"][-1] == max(lengths)
+    assert shown["band"]["mean"][-1] == pytest.approx(np.mean([f for f, n in zip(finals, lengths) if n == max(lengths)]))
     for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or")):
         r = depl("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr

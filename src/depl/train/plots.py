@@ -24,11 +24,15 @@ def run_label(run: dict) -> str:
 
 
 def band(store: Store, run: dict, q: tuple[float, float] = (1.0, 99.0)) -> Band | None:
-    """The band of one run over its seeds, for the epochs every seed has reached (diverged seeds left out)."""
+    """The band of one run over its seeds, for the epochs every seed has reached (diverged seeds left out);
+    an adaptive run's (its seeds end where they stop): at every epoch over the seeds that trained it."""
     gone = store.diverged(run["run_id"])
     losses = {s: v for s, v in store.losses(run["run_id"]).items() if s not in gone}
     if not losses:
         return None
+    if store.decisions(run["run_id"]) and any(losses.values()):
+        return Band.of_ragged(list(losses.values()), q[0] / 100, q[1] / 100, label=run_label(run) + ", seeds training",
+                              run_id=run["run_id"])
     k = min(len(v) for v in losses.values())
     if k == 0:
         return None
