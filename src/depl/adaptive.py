@@ -99,8 +99,9 @@ class Policy:
     factor the policy already knows (it also learns factors from `observe`);
     `slack`: δ, the success probability stops may give up (None: the plan's certified probability on the
     run's data − ω, from `initial`; 0: stop only by the conditional rule); `conditional`: False takes no
-    decision on the law's conditional statements — only the stops that spend the slack (with
-    `truncate=replan=False`: the closed loop whose guarantee rests on the open-loop certificate alone).
+    decision on the law's conditional statements (no conditional stop, cut or re-plan; a deadline's
+    re-plan stays) — only the stops that spend the slack: the closed loop whose guarantee rests on the
+    open-loop certificate alone (`--rule slack`).
     """
 
     def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
@@ -256,7 +257,7 @@ class Policy:
         if obs is not None and p_stop >= bar and self.conditional:
             return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), old_cost,
                             "the current model meets ℓmax as surely as the rest of the plan would")
-        for new, how in self._candidates(state, rest, bar):
+        for new, how in self._candidates(state, rest, bar) if self.conditional else ():
             nlo, _, nq = self.probability(new, state)
             new_cost = self.rest_cost(new, state.clusters)
             if nlo >= bar and new_cost < old_cost * (1 - 1e-9) and self.fits(new, state):
@@ -359,7 +360,8 @@ def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
     (`simulate(..., start=state)`, exact for the laws here).  `slow`: the
     clusters that really run slower (the policy learns it from the epoch times).
     `gap`: the policy observes each epoch's loss plus N(0, gap²) noise (a validation split's) and
-    knows gap as its `gap_sd`; the run's outcome is the loss itself (its test loss)."""
+    knows gap as its `gap_sd`; the run's outcome is the loss itself (its test loss).  (A run whose rest
+    changes goes on from its state as observed: with gap > 0, from a noisy loss.)"""
     rng = np.random.default_rng(seed)
     noise = np.random.default_rng([seed, 1])  # the observation noise: its own stream, the paths stay the same
     policy.record = False

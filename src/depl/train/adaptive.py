@@ -255,7 +255,7 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 
 
 # the closed loop's rules (`--rule`): Policy options; docs/adaptive.md has why slack is the default
-RULES = {"slack": {"replan": False, "truncate": False, "conditional": False}, "conditional": {}}
+RULES = {"slack": {"conditional": False}, "conditional": {}}
 
 
 def run_id_for(job: Job, slow: dict[str, float], rule: str = "slack") -> str:
