@@ -107,7 +107,7 @@ WORKERS_HELP = "worker processes over seed batches (default: one per core; with 
 RULE_HELP = ("--adaptive: slack = stop a run once P(its test loss > ℓmax) ≤ δ = the plan's certified P − ω, no other "
              "decision but a deadline's re-plan (the guarantee rests on the open-loop certificate); conditional = also "
              "stop, cut or re-plan wherever the law conditioned on the run says the rest is no less likely to succeed "
-             "(sound only if the law's conditional statements are right: on the calibrated built-ins they are not)")
+             "(sound only if the law's conditional statements are right, which nothing certifies: docs/adaptive.md)")
 VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, as a share of the plan's training "
                    "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
                    "(default 0.1, at most 0.5)")
