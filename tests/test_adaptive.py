@@ -72,12 +72,13 @@ def test_a_decision_never_lowers_the_conditional_probability():
         assert d.saved > 0
 
 
-def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline():
+@pytest.mark.parametrize("conditional", [True, False])  # the slack rule (`--rule slack`) keeps deadline re-plans
+def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline(conditional):
     s = scenario("level")
     plan = make_plan(s, "depl")
     assert plan.time == pytest.approx(s.target.deadline, rel=1e-6)  # no slack: any slowdown overruns
     slow = plan.epochs[0].cluster
-    pol = Policy(plan, s, replan=False, truncate=False)
+    pol = Policy(plan, s, replan=False, truncate=False, conditional=conditional)
     e = plan.epochs[0]
     secs = 1.5 * pol.planned_time(e)
     pol.observe(e, secs)
