@@ -264,3 +264,15 @@ def test_experiments_that_ran_a_schedule_on_the_same_seeds_are_not_more_runs_of_
         assert float(d.level(0.99)) == max(direct_level(law.scores_at(K), 0.99), max(r[-1] for r in rows))
         said = law.certified_by(list(sched), 1.0, 0.9)
         assert said.startswith("52 held-out runs of this schedule") and f"{matches} profiled experiments" in said
+
+
+def test_an_experiments_phi_is_written_to_significant_digits_so_a_small_phi_still_matches():
+    """φ was written to 9 decimals: a φ below 5e-4 lost more than the 1e-6 relative tolerance a plan's φ is
+    matched at, and its experiment never certified a plan."""
+    from types import SimpleNamespace
+
+    from depl.fit.calibrate import _experiment_table
+
+    for phi in (1.23456789e-4, 3.3e-7, 0.987654321987):
+        t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"]), phi, [np.array([0.5])] * 2)
+        assert math.isclose(t["phi"], phi, rel_tol=1e-9), (phi, t["phi"])

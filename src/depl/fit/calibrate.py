@@ -92,7 +92,7 @@ def _experiment_table(e, phi: float, rows: list[np.ndarray]) -> dict:
     which certifies a plan of the experiment's schedule by its own runs."""
     runs = [(v, len(list(g))) for v, g in groupby(e.schedule)]
     return {"label": e.label, "versions": [v for v, _ in runs], "epochs": [n for _, n in runs],
-            "phi": round(float(phi), 9),
+            "phi": float(f"{float(phi):.12g}"),  # significant digits: a plan's φ matches at rel 1e-6 however small
             "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(np.sort(r))] for r in rows]}
 
 
