@@ -219,3 +219,31 @@ def test_the_scenario_knows_the_nets_and_sources_depl_builds():
     from depl.train.nets import NETS
 
     assert set(BUILTIN_NETS) == set(NETS) and set(BUILTIN_SOURCES) == set(SOURCES)
+
+
+@pytest.mark.parametrize("where", [
+    ("clusters", 0, "capacity"),
+    ("datasets", 0, "samples"),
+    ("models", 0, "noise", "params", "a"),
+    ("calibration", "scores", 5),
+    ("calibration", "epoch_scores", 2, 0),
+    ("target", "deadline"),
+])
+def test_true_or_false_where_a_number_goes_is_refused_naming_the_field(where):
+    """pydantic reads true/false as 1/0 for a float (lax mode, which TOML's integers need): a scenario with
+    `capacity = true` planned as if it said 1."""
+    d = scenario_dict(load_scenario("mnist1d-small"))
+    at = d
+    for k in where[:-1]:
+        at = at[k]
+    at[where[-1]] = True
+    with pytest.raises(ScenarioError, match="true/false") as e:
+        parse_scenario(d)
+    assert str(where[-1] if isinstance(where[-1], str) else where[-2]) in str(e.value)
+
+
+def test_booleans_stay_where_they_belong():
+    d = scenario_dict(load_scenario("mnist1d-small"))
+    d["calibration"]["use"] = False
+    d["training"]["iid"] = False
+    assert parse_scenario(d).calibration.use is False

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 import tomllib
+import types
+import typing
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -28,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -76,9 +79,38 @@ def _out_of_range(value: Any, where: str = "") -> str | None:
     return None
 
 
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds numbers only (int, float, and lists, tuples, dicts and optionals of them)."""
+    if annotation in (int, float):
+        return True
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return len(args) == 2 and _numeric(args[1])
+    return origin in (list, tuple, typing.Union, types.UnionType) and bool(args) and \
+        all(a is Ellipsis or _numeric(a) for a in args)
+
+
+def _has_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_bool(x) for x in value)
+    return isinstance(value, dict) and any(_has_bool(x) for x in value.values())
+
+
 class _Strict(BaseModel):
     # allow_inf_nan=False: NaN and ±inf are refused in every float, dict and tuple of floats
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, v: Any, info: ValidationInfo) -> Any:
+        # pydantic reads true/false as 1/0 where a number is expected (lax mode, which ints in TOML need)
+        if _has_bool(v) and _numeric(cls.model_fields[info.field_name].annotation):
+            raise ValueError("expected a number, not true/false" if isinstance(v, bool) else
+                             "expected numbers, got true/false among them")
+        return v
 
     @field_validator("*", mode="after")
     @classmethod
