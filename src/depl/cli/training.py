@@ -291,6 +291,15 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
                   + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
                   highlight=False)
     con.print(ad.split_note(job), highlight=False, markup=False)
+    try:  # what every seed's epoch-0 decision will find (the same for all: it reads no seed)
+        pol = ad.policy_for(p, job, **ad.RULES[rule])
+        d0 = pol.initial()
+    except training_errors() as e:
+        fail(str(e))
+    con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {p.omega:g}"
+              + (" (re-planned at ω)" if d0.action == "replan" else "")
+              + f"; a stop may spend δ = {pol.slack:.4f} (stops once P(test loss > {p.loss_target:g}) ≤ δ)",
+              highlight=False, markup=False)
     t0 = time.perf_counter()
     with epoch_progress() as bar:
         task = bar.add_task("adaptive", total=len(todo))
