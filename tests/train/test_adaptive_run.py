@@ -136,6 +136,20 @@ def test_run_adaptive_refuses_bad_input_with_one_line(tmp_path):
         assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
 
 
+def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(tmp_path):
+    """--rule and --validation (a split only a closed loop holds out) on an open-loop run or validation: exit 2, one
+    line naming the option, nothing trained."""
+    f = tmp_path / "plan.json"
+    plan_file(tmp_path, target=2.25)
+    for cmd in (["run", str(f)], ["validate", "mnist1d-small", str(f)]):
+        for bad, says in ((["--rule", "slack"], "--rule applies to --adaptive"),
+                          (["--validation", "0.2"], "--validation 0.2: applies to --adaptive")):
+            r = depl(*cmd, *bad, "--seeds", "2", "--out", str(tmp_path / "o"))
+            assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (cmd, bad, r.stderr)
+            assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "runs.sqlite").exists()
+
+
 def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_leaves_it(tmp_path):
     """Seeds 1-3 of a loose plan: seed 1 stops after epoch 3, seed 2 is re-planned there (it leaves the stack
     and goes on in the per-seed loop), seed 3 trains the plan to its end in the stack. A kill after the

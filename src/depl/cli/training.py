@@ -188,6 +188,8 @@ def run(
         fail("--slow applies to --adaptive runs only")
     if rule:
         fail("--rule applies to --adaptive runs only")
+    if validation is not None:
+        fail(f"--validation {validation:g}: applies to --adaptive runs only (an open-loop run holds out no split)")
     if ray_address and backend != "local":
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":

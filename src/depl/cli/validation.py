@@ -45,6 +45,8 @@ def validate(
                                   validation, as_json, seed_batch, rule or Rule.slack.value)
     if rule:
         fail("--rule applies to --adaptive validations only")
+    if validation is not None:
+        fail(f"--validation {validation:g}: applies to --adaptive validations only (an open-loop one holds out no split)")
     dev = start_training(threads, device)
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
