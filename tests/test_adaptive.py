@@ -141,3 +141,18 @@ def test_a_slack_stop_needs_the_validation_loss_below_lmax_by_the_gaps_quantile(
         d = pol.decide(state.after(plan.epochs[5].model, loss, 1.0, 1.0, plan.epochs[5].cluster), plan.epochs[6:])
         assert d.action == action, (loss, bar, d.note)
     assert "slack" in d.note or d.action == "continue"
+
+
+def test_the_slack_is_the_plans_before_the_first_epoch_whenever_it_is_first_read():
+    """δ = V₀ − ω is fixed before the run: a policy that first reads it after observing slow epochs (a seed resumed, or
+    one that left the stack, in a new policy that replays its recorded epochs) gets the δ an uninterrupted run has,
+    not that of a plan re-planned at the measured speeds."""
+    s = load_scenario("digits-small")
+    plan = make_plan(s, "depl")
+    fresh = Policy(plan, s, conditional=False)
+    late = Policy(plan, s, conditional=False)
+    for e in plan.epochs[:3]:
+        late.observe(e, 2 * late.planned_time(e))   # the cluster ran twice as slow: the plan no longer fits Tmax
+    assert not late.fits(plan.epochs, START)
+    assert late.slack == fresh.slack > 0
+    assert late.factor(plan.epochs[0].cluster) == pytest.approx(2.0)   # what it measured is kept

@@ -226,9 +226,16 @@ class Policy:
 
     @property
     def slack(self) -> float:
-        """δ = V_0 − ω ≥ 0: the success probability a stop may give up (`initial`'s certified P − ω)."""
+        """δ = V_0 − ω ≥ 0: the success probability a stop may give up (`initial`'s certified P − ω).  Fixed before
+        the first epoch: read first after epochs were observed (a resumed seed's new policy), it is still the plan's
+        at the speeds known before the run, not a re-plan's at the measured ones."""
         if self._slack is None:
-            self.initial()
+            measured = self._planned, self._measured
+            self._planned, self._measured = {}, {}
+            try:
+                self.initial()
+            finally:
+                self._planned, self._measured = measured
         return self._slack
 
     # -- the decision --------------------------------------------------------- #
