@@ -150,6 +150,22 @@ def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(tmp_path)
     assert not (tmp_path / "o" / "runs.sqlite").exists()
 
 
+def test_a_validation_split_too_small_to_measure_the_gap_is_refused_and_one_sample_never_makes_a_stop_sure():
+    """A one-sample split has no spread: its gap sd was 0, so any validation loss ≤ ℓmax made a "sure" slack stop
+    (1 − P(stop) = 0 ≤ δ, even δ = 0). The job refuses it; validation_loss gives such a split an infinite sd."""
+    import torch
+
+    from trainkit import make_plan
+
+    plan = make_plan([("full", "A")] * 3, share_to=0.02)      # 80 selected samples: a 0.01 split is 1 sample
+    with pytest.raises(data_mod.DataError, match="at least 2"):
+        ad.adaptive_job(plan, validation=0.01)
+    assert len(data_mod.validation(ad.adaptive_job(plan, validation=0.05).data)[1]) == 4
+    one = (torch.zeros(1, 1, 40), torch.zeros(1, dtype=torch.long))
+    loss, sd = ad.validation_loss(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(40, 10)), one, 1000)
+    assert np.isfinite(loss) and sd == np.inf
+
+
 def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_leaves_it(tmp_path):
     """Seeds 1-3 of a loose plan: seed 1 stops after epoch 3, seed 2 is re-planned there (it leaves the stack
     and goes on in the per-seed loop), seed 3 trains the plan to its end in the stack. A kill after the

@@ -38,6 +38,7 @@ from .federation import Job, LocalFederation, job_from_plan, on_device, state_by
 # samples (0.1); a fresh one only in forward passes, and its noise is half of what the stops must allow for
 # (the gap test − validation, docs/adaptive.md), so it is as large as the training data
 VALIDATION_SHARE = {"carved": 0.1, "fresh": 1.0}
+MIN_VALIDATION = 2  # a one-sample split has no spread: its gap sd would be 0, every stop below ℓmax "sure"
 
 
 def adaptive_job(plan: Plan, device: str = "cpu", validation: float | None = None) -> Job:
@@ -48,7 +49,11 @@ def adaptive_job(plan: Plan, device: str = "cpu", validation: float | None = Non
     scenario = plan.scenario_object()
     split = data_mod.split_kind(job.data.source)
     data = replace(job.data, validation=VALIDATION_SHARE[split] if validation is None else validation, split=split)
-    data_mod.validation(data)  # a split that cannot be made is refused before any training
+    n_val = len(data_mod.validation(data)[1])  # a split that cannot be made is refused before any training
+    if n_val < MIN_VALIDATION:
+        raise data_mod.DataError(
+            f"validation share {data.validation:g}: a split of {n_val} sample(s) of {len(data_mod.select(data)[1])} "
+            f"selected; the stops need at least {MIN_VALIDATION} to estimate the validation–test gap (raise --validation)")
     first = job.versions[plan.epochs[0].model]
     trainable = [m.name for m in scenario.models if m.train is not None]
     versions = {n: v for n, v in version_specs(scenario, job.data.load(), trainable).items()
@@ -81,7 +86,7 @@ def validation_loss(model, xy, n_test: int) -> tuple[float, float]:
     model.eval()
     per = F.cross_entropy(model(xy[0]), xy[1], reduction="none").double()
     n = per.numel()
-    sd = float(per.std()) if n > 1 else 0.0
+    sd = float(per.std()) if n > 1 else math.inf   # one sample says nothing of the gap: no stop is sure
     return float(per.mean()), sd * math.sqrt(1.0 / n + 1.0 / max(n_test, 1))
 
 
