@@ -30,6 +30,11 @@ class Band:
     runs: int  # trajectories (Monte Carlo runs or measured seeds) behind it
     label: str = ""
     run_id: str = ""
+    counts: np.ndarray | None = None  # trajectories behind each epoch, where they differ (`of_ragged`); else `runs`
+
+    def seeds(self) -> list[int]:
+        """The trajectories behind each epoch's mean and percentiles."""
+        return [int(c) for c in self.counts] if self.counts is not None else [self.runs] * len(self.epochs)
 
     @classmethod
     def of(cls, trajectories: np.ndarray, epochs: np.ndarray | None = None, lo: float = 0.01, hi: float = 0.99,
@@ -49,7 +54,8 @@ class Band:
         n = max(len(t) for t in rows)
         cols = [np.array([t[k] for t in rows if len(t) > k]) for k in range(n)]
         q = np.array([np.quantile(c, [lo, hi]) for c in cols])
-        return cls(np.array([c.mean() for c in cols]), q[:, 0], q[:, 1], np.arange(1, n + 1), len(rows), label, run_id)
+        return cls(np.array([c.mean() for c in cols]), q[:, 0], q[:, 1], np.arange(1, n + 1), len(rows), label, run_id,
+                   np.array([len(c) for c in cols]))
 
 
 __all__ = ["Band"]

@@ -255,3 +255,21 @@ def _normal_cdf(z: float) -> float:
     from scipy import stats
 
     return float(stats.norm.cdf(z))
+
+
+def test_runs_show_json_says_how_many_seeds_are_behind_each_epoch_of_an_adaptive_runs_band(tmp_path):
+    """A committed adaptive store (mnist1d-small, ω 0.9, 200 seeds that stop at epochs 9-12): the band past the first
+    stop is over the seeds still training, and --json says how many (an open-loop band: every seed, every epoch)."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "docs" / "adaptive-store" / "mnist1d-small-w0.9-calibrated" / "runs.sqlite"
+    shutil.copy(src, tmp_path / "runs.sqlite")
+    r = depl("runs", "show", "--store", str(tmp_path / "runs.sqlite"), "--json")
+    assert r.returncode == 0, r.stderr
+    (run,) = json.loads(r.stdout)["runs"]
+    with Store(tmp_path / "runs.sqlite", readonly=True) as st:
+        lengths = [len(v) for v in st.losses(run["run"]).values()]
+    assert run["band"]["seeds"] == [sum(n >= k for n in lengths) for k in run["band"]["epoch"]]
+    assert run["band"]["seeds"][0] == run["seeds"] == 200 and run["band"]["seeds"][-1] < 200
+

@@ -615,7 +615,8 @@ def _runs_json(st, runs: list[dict]) -> None:
                     "seeds": 0 if b is None else b.runs, **f, "seconds_per_epoch": secs, "spec": r["spec"],
                     "diverged": [{"seed": s, "epoch": k} for s, k in st.diverged(r["run_id"]).items()],
                     "decisions": ds,
-                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high}})
+                    "band": None if b is None else {"epoch": list(b.epochs), "mean": b.mean, "low": b.low, "high": b.high,
+                                                   "seeds": b.seeds()}})
     sys.stdout.write(dumps({"store": st.path, "runs": out}) + "\n")
 
 
