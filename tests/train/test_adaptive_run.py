@@ -166,6 +166,14 @@ def test_a_validation_split_too_small_to_measure_the_gap_is_refused_and_one_samp
     assert np.isfinite(loss) and sd == np.inf
 
 
+def test_a_carved_split_share_out_of_range_names_the_carved_range():
+    """nan passes the CLI's range check; for a carved split it was told "must lie strictly between 0 and 1" (0.7 is
+    refused too: the range is (0, 0.5])."""
+    for bad in (float("nan"), 0.7, -0.1):
+        with pytest.raises(data_mod.DataError, match=r"carved split holds out more than 0 and at most 0\.5"):
+            data_mod.validation(data_mod.DataSpec("digits", ((0.0, 1.0),), validation=bad))
+
+
 def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_leaves_it(tmp_path):
     """Seeds 1-3 of a loose plan: seed 1 stops after epoch 3, seed 2 is re-planned there (it leaves the stack
     and goes on in the per-seed loop), seed 3 trains the plan to its end in the stack. A kill after the

@@ -322,9 +322,10 @@ def validation(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
             raise DataError(f"validation share {spec.validation}: a fresh split must lie in (0, {MAX_FRESH_SHARE:g}] "
                             "(times the selected samples)")
         return mnist1d_fresh(max(1, int(round(spec.validation * len(y)))))
-    if spec.validation > MAX_CARVED_SHARE:
-        raise DataError(f"validation share {spec.validation}: a carved split holds out at most {MAX_CARVED_SHARE:g} of "
-                        f"the selected samples ({spec.source!r} cannot generate more; only mnist1d's split is fresh)")
+    if not 0.0 < spec.validation <= MAX_CARVED_SHARE:
+        raise DataError(f"validation share {spec.validation}: a carved split holds out more than 0 and at most "
+                        f"{MAX_CARVED_SHARE:g} of the selected samples ({spec.source!r} cannot generate more; only "
+                        "mnist1d's split is fresh)")
     idx = validation_indices(len(y), spec.validation)
     return x[idx], y[idx]
 
