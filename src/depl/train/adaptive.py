@@ -191,12 +191,13 @@ def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int
     device = job.options.device
     val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
     n_test = len(test_data(job.data)[1])
-    policies = {s: policy_for(plan, job, **policy_options) for s in seeds}
-    first = {s: policies[s].initial() for s in seeds}
-    rest0 = first[seeds[0]].rest
-    if any(d.rest != rest0 for d in first.values()):  # pragma: no cover - initial() reads no seed
-        raise RuntimeError("seeds of one plan got different epoch-0 decisions")
-    store.record_epochs(run_id, [], decisions=[(s, record(first[s], START)) for s in seeds])
+    # the epoch-0 decision reads no seed: made once (a carved split's re-plan runs the planner), and its δ given to
+    # every seed's policy
+    lead = policy_for(plan, job, **policy_options)
+    d0 = lead.initial()
+    rest0 = d0.rest
+    policies = {s: policy_for(plan, job, **{**policy_options, "slack": lead.slack}) for s in seeds}
+    store.record_epochs(run_id, [], decisions=[(s, record(d0, START)) for s in seeds])
     now = {"rest": list(rest0), "state": {s: START for s in seeds}}
 
     def on_epochs(batch, results, models):
