@@ -26,8 +26,7 @@ def run_label(run: dict) -> str:
 def band(store: Store, run: dict, q: tuple[float, float] = (1.0, 99.0)) -> Band | None:
     """The band of one run over its seeds, for the epochs every seed has reached (diverged seeds left out);
     an adaptive run's (its seeds end where they stop): at every epoch over the seeds that trained it."""
-    gone = store.diverged(run["run_id"])
-    losses = {s: v for s, v in store.losses(run["run_id"]).items() if s not in gone}
+    losses = _kept(store, run)
     if not losses:
         return None
     if store.decisions(run["run_id"]) and any(losses.values()):
@@ -43,9 +42,14 @@ def band(store: Store, run: dict, q: tuple[float, float] = (1.0, 99.0)) -> Band 
 def ends(store: Store, run: dict) -> tuple[np.ndarray, np.ndarray]:
     """(each seed's last test loss, its number of epochs), diverged seeds left out: an adaptive run's seeds end
     at different epochs, and its final losses are these, not the band's at the epoch every seed reached."""
-    gone = store.diverged(run["run_id"])
-    losses = [v for s, v in store.losses(run["run_id"]).items() if s not in gone and v]
+    losses = [v for v in _kept(store, run).values() if v]
     return np.array([v[-1] for v in losses]), np.array([len(v) for v in losses], dtype=int)
+
+
+def _kept(store: Store, run: dict) -> dict[int, list[float]]:
+    """Each seed's test losses by epoch, the diverged seeds left out."""
+    gone = store.diverged(run["run_id"])
+    return {s: v for s, v in store.losses(run["run_id"]).items() if s not in gone}
 
 
 def bands(store: Store, kind: str | None = None, experiment: str | None = "version",
