@@ -106,8 +106,9 @@ class _Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_for_a_number(cls, v: Any, info: ValidationInfo) -> Any:
-        # pydantic reads true/false as 1/0 where a number is expected (lax mode, which ints in TOML need)
-        if _has_bool(v) and _numeric(cls.model_fields[info.field_name].annotation):
+        # pydantic reads true/false as 1/0 where a number is expected (lax mode, which ints in TOML need).  Only a
+        # field of numbers is scanned: a nested model's values are checked by its own fields
+        if _numeric(cls.model_fields[info.field_name].annotation) and _has_bool(v):
             raise ValueError("expected a number, not true/false" if isinstance(v, bool) else
                              "expected numbers, got true/false among them")
         return v
