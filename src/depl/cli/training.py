@@ -186,10 +186,7 @@ def run(
                              validation, parse_slow(slow), seed_batch=seed_batch, rule=rule or Rule.slack.value)
     if slow:
         fail("--slow applies to --adaptive runs only")
-    if rule:
-        fail("--rule applies to --adaptive runs only")
-    if validation is not None:
-        fail(f"--validation {validation:g}: applies to --adaptive runs only (an open-loop run holds out no split)")
+    refuse_adaptive_options(rule, validation, "runs")
     if ray_address and backend != "local":
         fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
     if superlink and backend != "flower":
@@ -241,6 +238,14 @@ def run(
             _run_flower_simulation(plan, seeds, first_seed, st, out, dev, job, run_id, progress, threads)
     console.print(f"done in {time.perf_counter() - t0:.1f} s")
     _summary(st, run_id, f"plan {p.method} on {p.scenario}")
+
+
+def refuse_adaptive_options(rule: str | None, validation: float | None, what: str) -> None:
+    """--rule and --validation given to an open-loop command (`what`: runs, validations): exit 2."""
+    if rule:
+        fail(f"--rule applies to --adaptive {what} only")
+    if validation is not None:
+        fail(f"--validation {validation:g}: applies to --adaptive {what} only (an open-loop one holds out no split)")
 
 
 def parse_slow(values) -> dict[str, float]:

@@ -10,8 +10,8 @@ import typer
 from rich.markup import escape
 
 from .console import EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail, print_json, warn
-from .training import (DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS, run_seeds,
-                       seed_options, start_training, training_errors)
+from .training import (DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS,
+                       refuse_adaptive_options, run_seeds, seed_options, start_training, training_errors)
 
 
 def validate(
@@ -43,10 +43,7 @@ def validate(
         _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
                                   validation, as_json, seed_batch, rule or Rule.slack.value)
-    if rule:
-        fail("--rule applies to --adaptive validations only")
-    if validation is not None:
-        fail(f"--validation {validation:g}: applies to --adaptive validations only (an open-loop one holds out no split)")
+    refuse_adaptive_options(rule, validation, "validations")
     dev = start_training(threads, device)
     from ..report.plots import plot_validation
     from ..train.validation import prepare, write_report
