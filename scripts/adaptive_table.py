@@ -120,7 +120,13 @@ def main() -> int:
                                                "digits-small, mnist1d-noniid at ω 0.9 and 0.95)")
     p.add_argument("--md", type=Path, help="write the table here")
     args = p.parse_args()
-    cells = CELLS if not args.cells else [(c.split("@")[0], float(c.split("@")[1])) for c in args.cells.split(",")]
+    try:
+        cells = CELLS if not args.cells else [(t, float(w)) for t, w in (c.split("@") for c in args.cells.split(","))]
+    except ValueError:
+        p.error(f"--cells {args.cells!r}: expected TASK@OMEGA,... (e.g. mnist1d-small:1.5@0.9)")
+    missing = [cell_name(t, w) for t, w in cells if not (args.store / "plans" / f"{cell_name(t, w)}.json").is_file()]
+    if missing:
+        p.error(f"no plan for {', '.join(missing)} in {args.store / 'plans'} (cells of the coverage table only)")
     args.out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda c: run_cell(*c, args), cells))
