@@ -35,7 +35,7 @@ from pydantic import (
     model_validator,
 )
 
-from . import families
+from . import codefiles, families
 
 BUILTIN_PACKAGE = "depl.scenarios"
 
@@ -538,6 +538,10 @@ class Scenario(_Strict):
                                             "(depl fit --calibration-seeds); depl plan uses it unless use = false")
     code_dir: str | None = Field(default=None, description="the folder MODULE:FUNCTION references are imported from "
                                  "first (default: the scenario file's folder)")
+    code_hashes: dict[str, str] | None = Field(
+        default=None, description="sha256 of each file of your code the references run, by its path in code_dir: "
+        "computed when the scenario file is read (a value in the file is replaced), carried by every plan made "
+        "from it; running a plan with other code is refused")
 
     @model_validator(mode="after")
     def _cross_references(self) -> "Scenario":
@@ -770,19 +774,43 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         # user code is found next to the scenario file, wherever the plan made from it is run
         here = Path(source).resolve().parent
         given = data.get("code_dir")
-        data = {**data, "code_dir": str(here if not isinstance(given, str) else (here / given).resolve())}
+        code_dir = here if not isinstance(given, str) else (here / given).resolve()
+        data = {**data, "code_dir": str(code_dir), "code_hashes": _code_hashes(data, code_dir)}
     return parse_scenario(data, source)
+
+
+def _code_hashes(data: dict, code_dir: Path) -> dict[str, str] | None:
+    """The digests of the files the scenario's references run, found in `code_dir` by reading, not importing
+    (a file not found there is left out: running the scenario says so); None if none is found."""
+    out: dict[str, str] = {}
+    for ref in _references(data):
+        module = ref.partition(":")[0]
+        if not module or not all(p.isidentifier() for p in module.split(".")):
+            continue  # the reference itself is refused when it is used
+        try:
+            files = codefiles.module_files(module, code_dir)
+            out.update({f.relative_to(code_dir).as_posix() if f.is_relative_to(code_dir) else str(f):
+                        codefiles.digest(f) for f in files})
+        except (codefiles.NotFound, OSError, ValueError):
+            continue
+    return out or None
+
+
+def _references(data: dict) -> list[str]:
+    """The MODULE:FUNCTION networks and data a scenario (as read from TOML) names."""
+    def ref(v: Any) -> str | None:
+        return v if isinstance(v, str) and ":" in v else None
+
+    models = data.get("models") if isinstance(data.get("models"), list) else []
+    datasets = data.get("datasets") if isinstance(data.get("datasets"), list) else []
+    found = [ref(m["train"].get("net")) for m in models if isinstance(m, dict) and isinstance(m.get("train"), dict)]
+    found += [ref(d.get("source")) for d in datasets if isinstance(d, dict)]
+    return [r for r in found if r]
 
 
 def _references_code(data: dict) -> bool:
     """Whether a scenario (as read from TOML) names MODULE:FUNCTION networks or data."""
-    def has_ref(v: Any) -> bool:
-        return isinstance(v, str) and ":" in v
-
-    models = data.get("models") if isinstance(data.get("models"), list) else []
-    datasets = data.get("datasets") if isinstance(data.get("datasets"), list) else []
-    return (any(isinstance(m, dict) and isinstance(m.get("train"), dict) and has_ref(m["train"].get("net")) for m in models)
-            or any(isinstance(d, dict) and has_ref(d.get("source")) for d in datasets))
+    return bool(_references(data))
 
 
 def _read(name_or_path: str | Path) -> tuple[str, str]:

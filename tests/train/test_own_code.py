@@ -7,11 +7,14 @@ commands (profile → fit → plan → run → validate) with fewer seeds and ep
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -240,33 +243,166 @@ def cli(*args) -> tuple[int, str]:
     return r.exit_code, r.stderr.strip()
 
 
-@pytest.mark.parametrize("command", ["run", "validate", "export-app"])
+ROUTES = {"run": ["run", "{plan}", "--seeds", "1", "--out", "o"],
+          "run --adaptive": ["run", "{plan}", "--seeds", "1", "--out", "o", "--adaptive"],
+          "validate": ["validate", "my-digits.toml", "{plan}", "--seeds", "2", "--out", "o"],
+          "validate --adaptive": ["validate", "my-digits.toml", "{plan}", "--seeds", "2", "--out", "o", "--adaptive"],
+          "export-app": ["export-app", "{plan}", "app"]}
+
+
+def route(command: str, plan: Path, *more) -> tuple[int, str]:
+    return cli(*[str(plan) if a == "{plan}" else a for a in ROUTES[command]], *more)
+
+
+@pytest.mark.parametrize("command", list(ROUTES))
 def test_a_plans_code_dir_outside_the_allowed_folders_is_refused_and_nothing_is_imported(
         project, tmp_path, monkeypatch, command):
     attacker = tmp_path / "elsewhere"
     plan = evil_plan(project, project, attacker)
-    monkeypatch.delenv("DEPL_CODE")
-    monkeypatch.chdir(project)  # the user's own project folder: its own code is allowed, the plan's is not
-    code, line = cli(*{"run": ["run", plan, "--seeds", "1", "--out", "o"],
-                       "validate": ["validate", "my-digits.toml", plan, "--seeds", "2", "--out", "o"],
-                       "export-app": ["export-app", plan, "app"]}[command])
+    monkeypatch.chdir(project)  # the user allowed their own project (DEPL_CODE); the plan's folder is not
+    code, line = route(command, plan)
     assert code == 2 and len(line.splitlines()) == 1, line
-    assert line.startswith(f"error: {plan}: scenario_spec.code_dir = '{attacker}'") and f"DEPL_CODE={attacker}" in line
+    assert line.startswith(f"error: {plan}: scenario_spec.models[0].train.net = 'mymodel:make_net': "
+                           f"code_dir = '{attacker}' is outside the folders you allowed ({project})"), line
+    assert f"--allow-code {attacker}" in line and f"DEPL_CODE={attacker}" in line
     assert not (attacker / "MARKER").exists()
 
 
-def test_depl_code_allows_a_folder_and_the_current_folder_is_the_default(project, tmp_path, monkeypatch):
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    monkeypatch.delenv("DEPL_CODE")
-    monkeypatch.chdir(outside)
-    with pytest.raises(custom.CodeRefused, match="set DEPL_CODE="):
-        custom.resolve("mymodel:make_net", str(project))
-    monkeypatch.setenv("DEPL_CODE", f"{tmp_path / 'nothing'}:{project}")
-    assert callable(custom.resolve("mymodel:make_net", str(project)))
+def test_nothing_is_allowed_by_default_not_even_the_current_folder(project, tmp_path, monkeypatch):
     monkeypatch.delenv("DEPL_CODE")
     monkeypatch.chdir(project)
+    with pytest.raises(custom.CodeRefused, match=f"--allow-code {project}"):
+        custom.resolve("mymodel:make_net", str(project))
+    with pytest.raises(custom.CodeRefused, match="no folder of code is allowed"):
+        custom.resolve("mymodel:make_net", None)
+    monkeypatch.setenv("DEPL_CODE", f"{tmp_path / 'nothing'}:{project}")
+    assert callable(custom.resolve("mymodel:make_net", str(project)))
     assert callable(custom.resolve("mymodel:make_net", None))  # no code_dir: the allowed folders themselves
+
+
+def test_allow_code_allows_a_folder_for_one_command_and_the_processes_it_starts(project, monkeypatch):
+    monkeypatch.delenv("DEPL_CODE")
+    monkeypatch.chdir(project)
+    code, line = cli("profile", "my-digits.toml", "--epochs", "1", "--seeds", "1", "--out", "o", "--version", "half")
+    assert code == 2 and "--allow-code" in line, line
+    code, line = cli("profile", "my-digits.toml", "--epochs", "1", "--seeds", "1", "--out", "o", "--version", "half",
+                     "--allow-code", ".")
+    assert code == 0, line
+    assert [Path(x) for x in os.environ["DEPL_CODE"].split(os.pathsep)] == [project.resolve()]  # what workers inherit
+
+
+def test_a_relative_code_dir_is_taken_from_the_allowed_folder_not_the_current_one(project, tmp_path, monkeypatch):
+    (project / "sub").mkdir()
+    (project / "sub" / "netmod.py").write_text("def which():\n    return 'allowed'\n", encoding="utf-8")
+    cwd = tmp_path / "cwd"
+    (cwd / "sub").mkdir(parents=True)
+    (cwd / "sub" / "netmod.py").write_text(f"open({str(cwd / 'MARKER')!r}, 'w')\ndef which():\n    return 'cwd'\n",
+                                           encoding="utf-8")
+    monkeypatch.chdir(cwd)
+    assert custom.resolve("netmod:which", "sub")() == "allowed"
+    assert not (cwd / "MARKER").exists()
+
+
+def installed_probe(tmp_path: Path, monkeypatch, where: str) -> tuple[Path, str, dict, Path]:
+    """A plan's code in installed Python code, reached from a folder the user allowed that holds it:
+    (allowed folder, net, net_args, code_dir) as the probes of real installs found them."""
+    marker = tmp_path / "MARKER"
+    if where == "venv":  # the README's set-up: the project folder holds its .venv; setuptools' spawn runs a command
+        site = Path(importlib.util.find_spec("setuptools").origin).parents[1]
+        venv = next(p for p in site.parents if (p / "pyvenv.cfg").is_file())
+        return venv.parent, "setuptools._distutils.spawn:spawn", {"cmd": ["touch", str(marker)]}, site
+    if where == "venv-root":  # the virtual environment itself allowed
+        site = Path(importlib.util.find_spec("setuptools").origin).parents[1]
+        venv = next(p for p in site.parents if (p / "pyvenv.cfg").is_file())
+        return venv, "setuptools._distutils.spawn:spawn", {"cmd": ["touch", str(marker)]}, site
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()  # DEPL_CODE=$HOME, a pyenv Python under it
+    return stdlib.parents[1], "subprocess:run", {"args": ["touch", str(marker)]}, stdlib
+
+
+@pytest.mark.parametrize("where", ["venv", "venv-root", "stdlib"])
+@pytest.mark.parametrize("command", ["run", "export-app"])
+def test_installed_code_is_not_yours_even_inside_a_folder_you_allowed(project, tmp_path, monkeypatch, where, command):
+    allowed, net, net_args, code_dir = installed_probe(tmp_path, monkeypatch, where)
+    plan = evil_plan(project, tmp_path / "plan", tmp_path / "unused", net=net, net_args=net_args)
+    d = json.loads(plan.read_text())
+    d["scenario_spec"]["code_dir"] = str(code_dir)
+    plan.write_text(json.dumps(d))
+    monkeypatch.setenv("DEPL_CODE", str(allowed))
+    monkeypatch.chdir(tmp_path)
+    code, line = route(command, plan)
+    assert code == 2 and len(line.splitlines()) == 1, line
+    assert "installed code" in line and "not yours" in line and "--allow-code" in line, line
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_the_probe_of_a_relative_code_dir_into_the_projects_venv_is_refused(project, tmp_path, monkeypatch):
+    """code_dir = ".venv/lib/python3.11/site-packages" taken from the folder the user allowed."""
+    site = Path(importlib.util.find_spec("setuptools").origin).parents[1]
+    venv = next(p for p in site.parents if (p / "pyvenv.cfg").is_file())
+    plan = evil_plan(project, tmp_path / "plan", tmp_path / "unused", net="setuptools._distutils.spawn:spawn",
+                     net_args={"cmd": ["touch", str(tmp_path / "MARKER")]})
+    d = json.loads(plan.read_text())
+    d["scenario_spec"]["code_dir"] = str(site.relative_to(venv.parent))
+    plan.write_text(json.dumps(d))
+    monkeypatch.setenv("DEPL_CODE", str(venv.parent))
+    code, line = route("run", plan)
+    assert code == 2 and "installed code" in line, line
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_a_module_symlinked_out_of_the_allowed_folder_is_refused_before_import(project, tmp_path, monkeypatch):
+    attacker = tmp_path / "elsewhere"
+    plan = evil_plan(project, project, attacker, net="linked:make_net")
+    (project / "linked.py").symlink_to(attacker / "evil.py")
+    d = json.loads(plan.read_text())
+    d["scenario_spec"]["code_dir"] = str(project)
+    plan.write_text(json.dumps(d))
+    monkeypatch.chdir(project)
+    code, line = route("run", plan)
+    assert code == 2 and "a symlink out of it" in line, line
+    assert not (attacker / "MARKER").exists()
+
+
+def test_a_function_imported_into_the_named_module_is_refused(project, monkeypatch):
+    (project / "helper.py").write_text(f"def make_net(**kw):\n    open({str(project / 'MARKER')!r}, 'w')\n",
+                                       encoding="utf-8")
+    (project / "reexport.py").write_text("from helper import make_net\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"is defined in 'helper' \(.*helper.py\), not in .*reexport.py"):
+        custom.resolve("reexport:make_net", str(project))
+    assert not (project / "MARKER").exists()
+
+
+def test_a_plan_runs_only_the_code_it_was_made_with(project, tmp_path, monkeypatch):
+    from depl.plan import Epoch, with_scenario
+
+    s = load_scenario(project / "my-digits.toml")
+    assert set(s.code_hashes) == {"mymodel.py"} and s.code_hashes["mymodel.py"].startswith("sha256:")
+    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0,
+                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+    p.save(tmp_path / "plan.json")
+    assert job_from_plan(Plan.load(tmp_path / "plan.json")).versions["full"].net == "mymodel:make_net"
+    mine = project / "mymodel.py"
+    mine.write_text(mine.read_text(encoding="utf-8")
+                    + f"\nopen({str(project / 'MARKER')!r}, 'w')\n", encoding="utf-8")
+    code, line = route("run", tmp_path / "plan.json")
+    assert code == 2 and "mymodel.py is not the file this plan was made with" in line and "depl plan" in line, line
+    d = json.loads((tmp_path / "plan.json").read_text())
+    del d["scenario_spec"]["code_hashes"]  # a plan of an older depl, or edited: nothing pins its code
+    (tmp_path / "plan.json").write_text(json.dumps(d))
+    code, line = route("run", tmp_path / "plan.json")
+    assert code == 2 and "the plan records no digest of mymodel.py" in line, line
+    assert not (project / "MARKER").exists()
+
+
+def test_a_scenario_file_outside_the_allowed_folders_is_refused_by_profile(project, tmp_path, monkeypatch):
+    attacker = tmp_path / "elsewhere"
+    evil_plan(project, project, attacker)
+    (attacker / "evil.toml").write_text((project / "my-digits.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.chdir(attacker)  # even run from its own folder
+    code, line = cli("profile", attacker / "evil.toml", "--epochs", "1", "--seeds", "1", "--out", "o")
+    assert code == 2 and line.startswith(f"error: {attacker / 'evil.toml'}: models[0].train.net"), line
+    assert f"--allow-code {attacker}" in line
+    assert not (attacker / "MARKER").exists()
 
 
 @pytest.mark.parametrize("net, net_args, why", [
@@ -293,7 +429,8 @@ def test_a_scenario_whose_code_dir_is_not_allowed_is_refused_by_profile(project,
     (project / "far.toml").write_text(f"code_dir = {json.dumps(str(attacker))}\n" + text, encoding="utf-8")
     monkeypatch.chdir(project)
     code, line = cli("profile", "far.toml", "--epochs", "1", "--seeds", "1", "--out", "o")
-    assert code == 2 and line.startswith(f"error: far.toml: code_dir = '{attacker}'"), line
+    assert code == 2 and line.startswith(f"error: far.toml: models[0].train.net = 'mymodel:make_net': "
+                                         f"code_dir = '{attacker}'"), line
     assert not (attacker / "MARKER").exists()
 
 
@@ -306,4 +443,4 @@ def test_the_flower_simulation_imports_from_the_folders_this_command_allowed(tmp
     assert flower_environment(tmp_path / "out")["DEPL_CODE"] == f"{tmp_path / 'a'}:{tmp_path / 'b'}"
     monkeypatch.delenv("DEPL_CODE")
     monkeypatch.chdir(tmp_path)
-    assert flower_environment(tmp_path / "out")["DEPL_CODE"] == str(tmp_path.resolve()) == str(code_roots()[0])
+    assert flower_environment(tmp_path / "out")["DEPL_CODE"] == "" and code_roots() == []  # nothing allowed

@@ -12,14 +12,14 @@ import json
 import shlex
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.markup import escape
 
 from .console import EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, print_json
-from .training import (DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, run_seeds, seed_options,
-                       start_training, training_errors)
+from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, allow_code, run_seeds,
+                       seed_options, start_training, training_errors)
 
 
 def _split(text: str) -> list[str]:
@@ -57,6 +57,7 @@ def coverage(
     seed_batch: int = SEED_BATCH,
     workers: Optional[int] = WORKERS,
     ray_address: Optional[str] = RAY_ADDRESS,
+    allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """The coverage table: for each task × ω × loss law, plan, run on held-out seeds, judge. Resumes.
 
@@ -66,6 +67,7 @@ def coverage(
                                         plan_cell)
     from ..planners import planner_names
 
+    allow_code(allow)
     con = err_console if as_json else console
     if method not in planner_names():
         fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")

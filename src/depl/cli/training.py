@@ -118,6 +118,17 @@ DEVICE = typer.Option(Device.cpu.value, "--device", **choice(Device, "--device")
 SEED_BATCH = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP)
 WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
 RAY_ADDRESS = typer.Option(None, "--ray-address", help=RAY_HELP)
+ALLOW_CODE = typer.Option(None, "--allow-code", metavar="DIR",
+                          help="a folder of your own code (net/source = MODULE:FUNCTION) that this command may import "
+                          "from (repeatable; adds to $DEPL_CODE); a plan or scenario never allows its own code: "
+                          "docs/security.md")
+
+
+def allow_code(folders: Optional[List[Path]]) -> None:
+    """--allow-code: the folders this command (and the processes it starts) may import your code from."""
+    from ..train.custom import allow
+
+    allow(folders)
 
 
 def open_store(store: Optional[str], out: Path):
@@ -177,8 +188,10 @@ def run(
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
                                              "take FACTOR times their planned time (a rehearsal; repeatable)"),
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
+    allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
+    allow_code(allow)
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
@@ -367,9 +380,11 @@ def export_app(
     device: str = typer.Option(AppDevice.cpu.value, "--device", **choice(AppDevice, "--device"),
                                      help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
                                      "are not known here)"),
+    allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
     need_training_extra()
+    allow_code(allow)
     from ..train.flower_app import export_app
 
     try:
@@ -432,8 +447,10 @@ def profile(
     seed_batch: int = SEED_BATCH,
     workers: Optional[int] = WORKERS,
     ray_address: Optional[str] = RAY_ADDRESS,
+    allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
+    allow_code(allow)
     dev = start_training(threads, device)
     from ..scenario import load_scenario
     from ..train import execute

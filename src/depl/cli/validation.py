@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.markup import escape
 
 from .console import EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail, print_json, warn
-from .training import (DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS,
-                       refuse_adaptive_options, run_seeds, seed_options, start_training, training_errors)
+from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS,
+                       allow_code, refuse_adaptive_options, run_seeds, seed_options, start_training, training_errors)
 
 
 def validate(
@@ -34,11 +34,13 @@ def validate(
     validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
+    allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
 
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
+    allow_code(allow)
     if adaptive:
         _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,

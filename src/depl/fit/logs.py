@@ -237,6 +237,7 @@ def base_scenario(logs: Logs, base=None, *, name: str | None = None, target_loss
     placeholder = {"progress": {"A": 1.0, "B": 0.0}, "noise": {"family": "norm", "params": {"loc": 1.0, "scale": 0.1}}}
     if base is not None:
         data = scenario_dict(base)
+        data.pop("code_hashes", None)  # the code's digests are taken whenever the file is read
         by_name = {m["name"]: m for m in data["models"]}
         unknown = [m for m in logs.models if m not in by_name]
         if unknown:

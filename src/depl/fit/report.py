@@ -96,6 +96,7 @@ def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: in
         fits[n] = f.fit(fit_part, held, l0, bootstrap=bootstrap, rng=rng, earlier=dict(fits))
     epochs = max(e.epochs for e in prof.experiments)
     base_data = scenario_dict(base)
+    base_data.pop("code_hashes", None)  # the code's digests are taken whenever the file is read
     trial = build(base_data, fits, epochs, base.name)
     scores = {m: score(s, held, m) for m, s in trial.items()}
     # Within TIE nats per observation of the best, the first registered law (the simpler: the level law with

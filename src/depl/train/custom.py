@@ -8,10 +8,23 @@ imports it on its node), and from nowhere else.
 
 A plan file carries its scenario, and with it `code_dir` and every reference
 with its arguments: a plan received from someone else must not make depl run
-code from wherever it names.  So code is imported only from a folder the user
-allowed (`code_roots`: ``$DEPL_CODE``, else the current folder, as for data),
-never from the rest of the Python path (``net = "os:system"`` is not a
-network), and FUNCTION must be defined in that code, not merely imported by it.
+code from wherever it names (the ecosystem's ``trust_remote_code=False``).  So:
+
+* code is imported only from folders the user allowed on this machine
+  (`code_roots`: ``$DEPL_CODE``, extended by a command's ``--allow-code DIR``)
+  — never by the scenario or plan itself, nor by the current folder; a
+  relative ``code_dir`` is taken from those folders;
+* before anything is imported, the files the import would run are found
+  (`depl.codefiles`) and each must be Python source inside an allowed folder
+  (symlinks followed) and not installed code — the standard library,
+  site-packages, a virtual environment — unless the user allowed a folder
+  inside it by name (`locate`);
+* FUNCTION must be defined in the named module's file (its ``__module__`` and
+  its file), not merely importable from it;
+* a plan records the digest of every such file (`Scenario.code_hashes`), and
+  running it with other code is refused (`check_code`).
+
+docs/security.md says what is trusted, by whom, and how to share a plan.
 
 A data factory returns ``(train, test)``, each a ``torch.utils.data.Dataset``
 of ``(x, y)`` pairs or a pair of tensors/arrays ``(X, y)``; it becomes a
@@ -23,7 +36,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import inspect
 import os
+import shlex
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -31,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import codefiles
 from .source import DataError, Source
 
 
@@ -43,79 +59,217 @@ CODE_ENV = "DEPL_CODE"
 
 
 class CodeRefused(DataError):
-    """A folder of code the user did not allow depl to import from; the message says how to allow it."""
+    """Code depl will not import: not in a folder the user allowed, installed rather than the user's, or not the
+    code a plan was made with.  The message says why and how to allow it; `folder` is the folder to allow."""
+
+    def __init__(self, message: str, folder: Path | None = None):
+        super().__init__(message)
+        self.folder = folder
 
 
 def code_roots() -> list[Path]:
-    """The folders code may be imported from: $DEPL_CODE (several joined by ':'), else the current folder."""
+    """The folders the user allowed code to be imported from on this machine: $DEPL_CODE (several joined by
+    ':'), which `--allow-code DIR` extends for one command.  None by default: a scenario or a plan never
+    allows its own code, and neither does the folder a command happens to run in."""
     given = [x for x in os.environ.get(CODE_ENV, "").split(os.pathsep) if x.strip()]
-    return [Path(x).expanduser().resolve() for x in given] or [Path.cwd().resolve()]
+    return [Path(x).expanduser().resolve() for x in given]
+
+
+def allow(folders) -> None:
+    """Allow `folders` (a command's --allow-code) for this process and every process it starts (seed
+    workers, Flower's SuperLink and ClientApps): they are added to $DEPL_CODE."""
+    extra = [str(Path(f).expanduser().resolve()) for f in folders or ()]
+    if extra:
+        old = [x for x in os.environ.get(CODE_ENV, "").split(os.pathsep) if x.strip()]
+        os.environ[CODE_ENV] = os.pathsep.join(dict.fromkeys([*old, *extra]))
+
+
+def how_to_allow(folder: Path) -> str:
+    """The one command that allows `folder`: this command line again with --allow-code FOLDER."""
+    argv = sys.argv
+    if len(argv) > 1 and Path(argv[0]).name in ("depl", "__main__.py"):
+        cmd = shlex.join(["depl", *argv[1:], "--allow-code", str(folder)])
+    else:
+        cmd = f"the same depl command with --allow-code {shlex.quote(str(folder))}"
+    return f"if you trust the code there, run {cmd} (or export {CODE_ENV}={shlex.quote(str(folder))})"
+
+
+def _refused(why: str, folder: Path) -> CodeRefused:
+    return CodeRefused(f"{why}; {how_to_allow(folder)}", folder)
+
+
+def code_folders(code_dir: str | None) -> list[tuple[Path, Path]]:
+    """The folders a reference's module is looked up in, each with the allowed root it lies in: `code_dir`
+    if it resolves (symlinks followed) inside a root — a relative one is taken from each root, never from the
+    current folder —; the roots themselves if there is no code_dir.  CodeRefused otherwise."""
+    roots = code_roots()
+    if code_dir is not None and not Path(code_dir).is_absolute():
+        inside = [((r / code_dir).resolve(), r) for r in roots]
+        found = [(f, r) for f, r in inside if f.is_relative_to(r) and f.is_dir()]
+        if found:
+            return found[:1]
+        if not roots:
+            raise CodeRefused(f"code_dir = {code_dir!r}: no folder of code is allowed on this machine, and a "
+                              f"relative code_dir is looked up in those only (--allow-code DIR, ${CODE_ENV})")
+        raise CodeRefused(f"code_dir = {code_dir!r}: no such folder inside the folders you allowed "
+                          f"({', '.join(map(str, roots))})")
+    if code_dir is None:
+        if not roots:
+            raise CodeRefused(f"no folder of code is allowed on this machine: allow the folder of your code with "
+                              f"--allow-code DIR (or export {CODE_ENV}=DIR)")
+        return [(r, r) for r in roots]
+    real = Path(code_dir).resolve()
+    root = next((r for r in roots if real.is_relative_to(r)), None)
+    if root is None:
+        where = f"code_dir = {str(code_dir)!r}" + (f" (resolved: {real})" if str(real) != str(code_dir) else "")
+        shown = (f"is outside the folders you allowed ({', '.join(map(str, roots))})" if roots
+                 else f"is not allowed: no folder of code is allowed on this machine (--allow-code, ${CODE_ENV})")
+        raise _refused(f"{where} {shown}", real)
+    return [(real, root)]
 
 
 def trusted(code_dir: str | None) -> list[Path]:
-    """The folders a reference's module is looked up in: `code_dir` (resolved) if it lies inside a
-    code root, the roots themselves if there is none; CodeRefused otherwise."""
-    roots = code_roots()
-    if code_dir is None:
-        return roots
-    real = Path(code_dir).expanduser().resolve()
-    if any(real == r or real.is_relative_to(r) for r in roots):
-        return [real]
-    shown = ", ".join(map(str, roots))
-    unset = "" if os.environ.get(CODE_ENV, "").strip() else f" (the current folder: ${CODE_ENV} is unset)"
-    raise CodeRefused(f"code_dir = {str(code_dir)!r} resolves to {real}, outside {shown}{unset}, the only place "
-                      f"depl imports your networks and data from; if you trust the code there, set {CODE_ENV}={real}")
+    """The folders a reference's module is looked up in (`code_folders` without their roots)."""
+    return [f for f, _ in code_folders(code_dir)]
 
 
-def _import(module: str, folders: list[Path]):
-    """Import `module` from `folders` (allowed ones) only: a module of that name found there wins over
-    one already imported from elsewhere (two scenarios may both have a `models.py`); DataError if none is."""
+def split_reference(ref: str) -> tuple[str, str]:
+    """MODULE:FUNCTION → (module, attribute path); DataError if it is not one, or names a private part."""
+    module, _, attr = str(ref).partition(":")
+    if not module or not attr:
+        raise DataError("expected MODULE:FUNCTION, e.g. mymodels:make_net")
+    if any(not part.isidentifier() for part in module.split(".")):
+        raise DataError(f"{module!r} is not a module name (dotted identifiers, e.g. mypackage.models)")
+    if any(not part.isidentifier() or part.startswith("_") for part in attr.split(".")):
+        raise DataError(f"{attr!r} is not a public name of module {module!r} (FUNCTION or CLASS.METHOD, no '_' names)")
+    return module, attr
+
+
+def locate(ref: str, code_dir: str | None) -> tuple[Path, list[Path]]:
+    """The folder a reference's module is found in and the files importing it would run (package
+    ``__init__.py`` files, then the module's), each checked — before anything is imported — to be a Python
+    source file inside an allowed root (symlinks followed) and not installed code the user did not name.
+    DataError (not found) or CodeRefused (not allowed) otherwise."""
+    module, _ = split_reference(ref)
+    folders = code_folders(code_dir)
+    misses = []
+    for folder, root in folders:
+        try:
+            files = codefiles.module_files(module, folder)
+        except codefiles.NotFound as e:
+            misses.append(str(e))
+            continue
+        for f in files:
+            if not f.is_relative_to(root):
+                raise _refused(f"module {module!r}: {f} lies outside the folder you allowed ({root}): "
+                               "a symlink out of it", f.parent)
+            if f.suffix not in codefiles.SOURCE_SUFFIXES:
+                raise CodeRefused(f"module {module!r}: {f} is not Python source (.py); depl imports your code "
+                                  "from source files only, whose digest a plan records")
+            if not codefiles.allows_installed(root, f):
+                held = codefiles.installed_folders(f)[-1]
+                pkg = f.parent if f.parent != held else f
+                raise _refused(f"importing module {module!r} runs {f}, installed code (in {held}), not yours; "
+                               f"the folder you allowed ({root}) holds it but does not name it", pkg)
+        if not files:
+            raise CodeRefused(f"module {module!r} in {folder} is a namespace package: it has no file to run or pin")
+        return folder, files
+    shown = "; ".join(dict.fromkeys(misses)) or "nothing found"
+    raise DataError(f"{shown} (your code is imported from there only)")
+
+
+def digests(ref: str, code_dir: str | None) -> dict[str, str]:
+    """``{path in its folder: sha256}`` of the files a reference runs (`locate`)."""
+    folder, files = locate(ref, code_dir)
+    return {_key(f, folder): codefiles.digest(f) for f in files}
+
+
+def _key(f: Path, folder: Path) -> str:
+    return f.relative_to(folder).as_posix() if f.is_relative_to(folder) else str(f)
+
+
+def _import(module: str, folder: Path):
+    """Import `module` from `folder` (an allowed one, its files checked by `locate`): a module of that name
+    found there wins over one already imported from elsewhere (two scenarios may both have a `models.py`)."""
     top = module.split(".")[0]
-    found, folder = next(((spec, str(f)) for f in folders
-                          if (spec := importlib.machinery.PathFinder.find_spec(top, [str(f)])) is not None), (None, ""))
-    if found is None:
-        shown = ", ".join(map(str, folders))
-        raise DataError(f"module {top!r} not found in {shown} (your code is imported from there only)")
+    found = importlib.machinery.PathFinder.find_spec(top, [str(folder)])
     loaded = sys.modules.get(top)
-    if loaded is not None and getattr(loaded, "__spec__", None) is not None and loaded.__spec__.origin != found.origin:
+    if (found is not None and loaded is not None and getattr(loaded, "__spec__", None) is not None
+            and loaded.__spec__.origin != found.origin):
         for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
             del sys.modules[name]
-    sys.path.insert(0, folder)
+    sys.path.insert(0, str(folder))
     try:
         return importlib.import_module(module)
     finally:
-        sys.path.remove(folder)
+        sys.path.remove(str(folder))
+
+
+def _defined_in(obj) -> tuple[str | None, Path | None]:
+    """The module name and the file that define `obj` (a function, a class, a method), or Nones."""
+    target = inspect.unwrap(obj) if callable(obj) else obj
+    owner = getattr(target, "__module__", None)
+    try:
+        where = inspect.getfile(target)
+    except (TypeError, OSError):
+        return owner, None
+    return owner, Path(where).resolve()
 
 
 def resolve(ref: str, code_dir: str | None):
     """The callable a ``MODULE:FUNCTION`` reference names; DataError (the reason) if there is none,
-    CodeRefused if `code_dir` is not a folder the user allowed."""
-    module, _, attr = str(ref).partition(":")
-    if not module or not attr:
-        raise DataError("expected MODULE:FUNCTION, e.g. mymodels:make_net")
-    folders = trusted(code_dir)
+    CodeRefused if its files are not the user's to run (`locate`, checked before importing anything)."""
+    module, attr = split_reference(ref)
+    folder, files = locate(ref, code_dir)
     try:
-        mod = _import(module, folders)
-    except DataError:
-        raise
+        mod = _import(module, folder)
     except Exception as e:  # the user's module failed while importing: say how
         raise DataError(f"importing {module!r} failed: {type(e).__name__}: {e}") from None
-    if any(not part.isidentifier() or part.startswith("_") for part in attr.split(".")):
-        raise DataError(f"{attr!r} is not a public name of module {module!r} (FUNCTION or CLASS.METHOD, no '_' names)")
+    if Path(getattr(mod, "__file__", "") or "").resolve() != files[-1]:
+        raise CodeRefused(f"importing {module!r} gave {getattr(mod, '__file__', None)}, not {files[-1]}")
     obj = mod
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:
-            raise DataError(f"module {module!r} ({getattr(mod, '__file__', '?')}) has no {attr!r}")
+            raise DataError(f"module {module!r} ({files[-1]}) has no {attr!r}")
     if not callable(obj):
         raise DataError(f"{attr!r} of module {module!r} is a {type(obj).__name__}, not a function")
-    # only what the user's code defines: `mymodels:os.system` reaches past it
-    top = module.split(".")[0]
-    owner = getattr(obj, "__module__", None) or type(obj).__module__
-    if not isinstance(owner, str) or not (owner == top or owner.startswith(top + ".")):
-        raise DataError(f"{attr!r} of module {module!r} is defined in {owner!r}, not in your code; depl calls only "
-                        f"functions your modules define (write one in {module!r} that calls it)")
+    # only what the named file defines: `mymodels:os.system`, or a function imported into it, reaches past it
+    owner, where = _defined_in(obj)
+    if owner != module or where != files[-1]:
+        shown = f"{owner!r}" + (f" ({where})" if where else "")
+        raise DataError(f"{attr!r} of module {module!r} is defined in {shown}, not in {files[-1]}; depl calls only "
+                        f"functions the named file defines (name the module that defines it, or write one in "
+                        f"{module!r} that calls it)")
     return obj
+
+
+def check_code(scenario, pinned: bool) -> None:
+    """Every MODULE:FUNCTION reference of `scenario` checked before anything is imported: its files are
+    allowed (`locate`) and, if `pinned` (a plan), the very files the plan was made with (the digests in
+    `scenario.code_hashes`).  DataError/CodeRefused naming the field; nothing is run."""
+    refs = [(f"models[{i}].train.net", m.train.net) for i, m in enumerate(scenario.models)
+            if m.train is not None and is_reference(m.train.net)]
+    refs += [(f"datasets[{i}].source", d.source) for i, d in enumerate(scenario.datasets) if is_reference(d.source)]
+    pins = scenario.code_hashes
+    for field, ref in refs:
+        try:
+            found = digests(ref, scenario.code_dir)
+        except CodeRefused as e:
+            raise CodeRefused(f"{field} = {ref!r}: {e}", e.folder) from None
+        except DataError as e:
+            raise DataError(f"{field} = {ref!r}: {e}") from None
+        if not pinned:
+            continue
+        for path, digest in found.items():
+            if pins is None or path not in pins:
+                raise CodeRefused(f"{field} = {ref!r}: the plan records no digest of {path} (made by an older depl, "
+                                  "or where that file was not found), so nothing says it is the code the plan was made "
+                                  "with; make the plan again where your code is: depl plan SCENARIO.toml --out PLAN.json")
+            if pins[path] != digest:
+                raise CodeRefused(f"{field} = {ref!r}: {path} is not the file this plan was made with ({digest[:19]}… "
+                                  f"here, {pins[path][:19]}… in the plan); make the plan again with this code "
+                                  "(depl plan SCENARIO.toml --out PLAN.json), or run it where the plan's code is")
 
 
 def build_net(ref: str, args: dict[str, Any], code_dir: str | None):
@@ -176,7 +330,7 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
 
 def load_source(ref: str, code_dir: str | None) -> Source:
     """FUNCTION() → (train, test) as a `Source` (DataError with the reason if it is not one)."""
-    trusted(code_dir)  # checked on every call, not only on the first (cached) one
+    locate(ref, code_dir)  # checked on every call, not only on the first (cached) one
     return _load_source(ref, code_dir)
 
 

@@ -40,7 +40,7 @@ from ..scenario import TrainingOptions
 from ..state import RunState
 from ..store import EpochRow, diverges
 from . import data as data_mod
-from .custom import CodeRefused
+from .custom import CodeRefused, check_code
 from .prune import VersionSpec, build_version, switch
 
 
@@ -163,11 +163,14 @@ def job_from_plan(plan, device: str = "cpu") -> Job:
         raise JobError("the plan has no epochs")
     schedule = [e.model for e in plan.epochs]
     try:
+        # before anything is imported: the code is the user's to run, and the code the plan was made with
+        check_code(scenario, pinned=plan.scenario_spec is not None)
         spec = data_mod.data_spec(scenario, plan.datasets)
         source = spec.load()
         versions = version_specs(scenario, source, sorted(set(schedule)))
     except CodeRefused as e:  # a plan from elsewhere names the folder its code comes from
-        raise CodeRefused(f"{plan.source}: {'scenario_spec.' if plan.scenario_spec is not None else ''}{e}") from None
+        raise CodeRefused(f"{plan.source}: {'scenario_spec.' if plan.scenario_spec is not None else ''}{e}",
+                          e.folder) from None
     check_switches(versions, schedule)
     clusters = {c.name: c.nodes for c in scenario.clusters}
     nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}

@@ -19,6 +19,7 @@ import json
 from dataclasses import replace
 from ..runspec import Experiment
 from . import data as data_mod
+from .custom import check_code
 from .federation import Job, JobError, TrainOptions, check_switches, version_specs
 
 PROFILE_CLUSTER = "profile"
@@ -61,6 +62,7 @@ def experiments(scenario, versions: list[str] | None, fractions: list[float],
 
 def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, nodes: int = 1,
                    device: str = "cpu") -> Job:
+    check_code(scenario, pinned=False)  # before anything is imported: the scenario's code is the user's to run
     spec = data_mod.data_spec(scenario, datasets, exp.fraction)
     source = spec.load()
     full = len(data_mod.select(replace(spec, fraction=1.0))[1])
