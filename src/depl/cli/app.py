@@ -13,7 +13,7 @@ import os
 import typer
 from rich.markup import escape
 
-from . import coverage, fitting, planning, reproduce, training, validation
+from . import certify, coverage, fitting, planning, reproduce, training, validation
 from .console import EXIT_BAD_INPUT, err_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -28,6 +28,7 @@ app.add_typer(training.runs_app, name="runs")
 app.command("fit")(fitting.fit)
 app.command("calibrate")(fitting.calibrate)
 app.command("validate")(validation.validate)
+app.command("certify")(certify.certify)
 app.command("coverage")(coverage.coverage)
 
 

@@ -1,0 +1,96 @@
+"""`depl certify`: a plan run on fresh seeds until a sequential test certifies or refutes it (depl.train.certify)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .console import EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, print_json
+from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, THREADS, WORKERS, allow_code, start_training,
+                       training_errors)
+
+CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
+
+
+def certify(
+    plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
+    alpha: float = typer.Option(0.05, "--alpha", min=1e-6, max=0.5,
+                                help="the certificate's risk: it is wrong with probability at most α"),
+    first_seed: int = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1,
+                                   help="F: the first fresh seed (F, F+1, … in order); use seeds no step has used"),
+    max_runs: int = typer.Option(500, "--max-runs", min=1, max=100_000,
+                                 help="stop undecided (exit 3) after this many runs"),
+    batch: int = typer.Option(32, "--batch", min=1, max=4096,
+                              help="seeds trained together between two looks at the test (one vectorised stack)"),
+    out: Path = typer.Option(Path("depl-certify"), "--out", help="folder for the store and PLAN-certificate.json"),
+    store: Optional[str] = typer.Option(None, "--store", help="the runs store [default: OUT/runs.sqlite]"),
+    as_json: bool = typer.Option(False, "--json", help="print the certificate (as in the file) on stdout as one "
+                                 "JSON object, nothing else there"),
+    threads: int = THREADS,
+    device: str = DEVICE,
+    workers: Optional[int] = WORKERS,
+    ray_address: Optional[str] = RAY_ADDRESS,
+    allow: Optional[List[Path]] = ALLOW_CODE,
+) -> None:
+    """Certify a plan on fresh real runs: "with probability ≥ 1 − α, it meets ℓmax with probability ≥ ω". Resumes.
+
+    Seeds F, F+1, … are trained in batches and counted in order by an anytime-valid sequential test, which
+    stops as soon as it can decide (docs/certificate.md). Exits 0 certified, 4 refuted, 3 undecided after
+    --max-runs (it says how many more runs it expects to need)."""
+    allow_code(allow)
+    dev = start_training(threads, device)
+    from ..train.certify import certify as run_certify
+
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out}: exists and is not a folder")
+    con = err_console if as_json else console
+    options = dict(workers=workers, threads=threads, ray_address=ray_address)
+    with epoch_progress() as bar:
+        task = bar.add_task("certify", total=None)
+
+        def progress(rid, seed, epoch, r):
+            bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
+
+        def looked(v):
+            bar.update(task, description=f"{v.runs} runs, {v.hits} met ℓmax: {v.verdict}")
+
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            c = run_certify(plan_file, store=store or out / "runs.sqlite", alpha=alpha, first_seed=first_seed,
+                            max_runs=max_runs, batch=batch, device=dev, options=options, progress=progress,
+                            on_decision=looked)
+        except (*training_errors(), ValueError, OSError) as e:
+            fail(str(e))
+    report = out / f"{plan_file.stem}-certificate.json"
+    from ..jsonout import dumps
+
+    report.write_text(dumps(c.to_json()) + "\n", encoding="utf-8")
+    _print(con, c, report)
+    code = CODES[c.verdict.verdict]
+    if as_json:
+        print_json({**json.loads(report.read_text(encoding="utf-8")), "exit_code": code, "report": str(report)})
+    raise typer.Exit(code)
+
+
+def _print(con, c, report: Path) -> None:
+    v = c.verdict
+    con.print(f"{c.plan_file}: {c.plan.method} plan, {len(c.plan.epochs)} epochs, ℓmax {c.plan.loss_target:g}, "
+              f"ω {v.omega:g}, α {v.alpha:g}", markup=False)
+    con.print(f"  {v.runs} runs counted (seeds {c.first_seed}..{c.first_seed + v.runs - 1}), {v.hits} met ℓmax; "
+              f"P(ℓ(K) ≤ ℓmax) ≥ {v.lower:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper {v.upper:.3f}); "
+              f"e-values {min(v.to_json()['e_value_certify'], 1e12):.3g} for, {min(v.to_json()['e_value_refute'], 1e12):.3g} "
+              f"against (decide at {1 / v.alpha:g})", markup=False)
+    con.print(f"  cost: {v.runs + len(c.trained_after)} runs trained ({c.seed_epochs} seed-epochs"
+              + (f"; {len(c.trained_after)} after the decision, not counted" if c.trained_after else "")
+              + f"), {c.seconds / 60:.1f} min in this command", markup=False)
+    if c.more:
+        med = c.more["median_more_runs"]
+        con.print(f"  at the rate observed ({c.more['rate']:.3f}) the test expects about {c.more['mean_more_runs']:.0f} "
+                  f"more runs (median {med if med is not None else 'beyond ' + str(10 * max(c.max_runs, 100))}; "
+                  f"it would certify with probability {c.more['p_certify']:.2f}): rerun with a larger --max-runs "
+                  "to go on where this stopped", markup=False)
+    con.print(f"  certificate written to {report}", markup=False)
+    con.print(f"{v.verdict}: {c.statement()}", markup=False)

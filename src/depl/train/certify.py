@@ -1,0 +1,134 @@
+"""`depl certify`'s pipeline: a plan run on fresh seeds until a sequential test decides "P(ℓ(K) ≤ ℓmax) ≥ ω".
+
+The plan has been chosen already — by the planner, with whatever runs it
+looked at — so the runs that certify it are new ones, used for nothing else:
+confirmation runs of the plan returned.  Whatever chose the plan, the
+statement "with probability ≥ 1 − α over these runs, the plan meets ℓmax with
+probability ≥ ω on a new run" then holds for it, because these runs were
+drawn after the choice and are independent of it (docs/certificate.md).
+
+Seeds F, F+1, … train in batches (the vectorised stack, the worker
+processes, a Ray cluster: `depl.train.seeds.run_all`), and their outcomes
+feed `depl.confidence.Sequential` in seed order; the test stops at the first
+seed after which it can decide, so a batch's later seeds may be trained and
+not counted.  Runs go to the store under their own run id (`certify-…`),
+never shared with `depl run` or `depl validate`; a rerun resumes and replays
+the same seeds in the same order to the same decision.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..confidence import Sequential, Verdict, expected_runs
+from ..plan import Plan
+from ..scenario import Scenario
+from ..store import Store
+from . import execute
+from .federation import Job, job_from_plan
+
+FORMAT = "depl.certificate/1"
+
+
+def covers(scenario: Scenario) -> str:
+    """What randomness the certificate covers: a new seed draws the initialisation and the data order; the
+    data, its split over nodes and the test set are those of these runs."""
+    node_split = ("its Dirichlet(α = %g) partition over nodes" % scenario.training.dirichlet_alpha
+                  if scenario.training.dirichlet_alpha is not None else "its split over nodes")
+    return ("a new seed: the network's initialisation and the order of the data; the data drawn, "
+            f"{node_split} and the test set are the same as in these runs")
+
+
+@dataclass
+class Certificate:
+    """What `certify` decided, on which runs, and what it cost."""
+
+    plan_file: str
+    plan: Plan
+    scenario: Scenario
+    verdict: Verdict
+    first_seed: int
+    counted: list[int]                  # the seeds the test counted, in order
+    finals: dict[int, float]            # ℓ(K) of every trained seed (+inf: diverged)
+    trained_after: list[int]            # seeds trained in the last batch after the decision, not counted
+    run_id: str
+    store: str
+    seconds: float                      # training and testing time of this command (a resumed run adds none)
+    max_runs: int
+    more: dict = field(default_factory=dict)  # undecided: the runs still expected at the observed rate
+
+    @property
+    def seed_epochs(self) -> int:
+        return (len(self.counted) + len(self.trained_after)) * len(self.plan.epochs)
+
+    def statement(self) -> str:
+        v, p = self.verdict, self.plan
+        seeds = f"seeds {self.counted[0]}..{self.counted[-1]}" if self.counted else "no seeds"
+        if v.verdict == "certified":
+            return (f"with probability ≥ {1 - v.alpha:g} over the {v.runs} runs it was built from ({seeds}), this "
+                    f"plan meets ℓmax = {p.loss_target:g} with probability ≥ ω = {v.omega:g} on a new run — "
+                    f"{covers(self.scenario)}")
+        if v.verdict == "refuted":
+            return (f"with probability ≥ {1 - v.alpha:g} over the {v.runs} runs ({seeds}), this plan meets "
+                    f"ℓmax = {p.loss_target:g} with probability < ω = {v.omega:g}: its guarantee is refuted")
+        return (f"after {v.runs} runs ({seeds}), {v.hits} of which met ℓmax = {p.loss_target:g}, the test can "
+                f"neither certify nor refute ω = {v.omega:g} at α = {v.alpha:g}")
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "plan_file": self.plan_file, "method": self.plan.method,
+                "scenario": self.plan.scenario, "loss_target": self.plan.loss_target, "epochs": len(self.plan.epochs),
+                **self.verdict.to_json(), "statement": self.statement(), "covers": covers(self.scenario),
+                "rule": "sequential mixture test (depl.confidence), runs in seed order, stopped at the first decision",
+                "seeds": self.counted, "first_seed": self.first_seed, "finals": [self.finals[s] for s in self.counted],
+                "trained_not_counted": self.trained_after, "seed_epochs": self.seed_epochs,
+                "seconds": self.seconds, "max_runs": self.max_runs, "run_id": self.run_id, "store": self.store,
+                "expected_more_runs": self.more or None}
+
+
+def certify(plan_file: Path, *, store: str | Path | Store, alpha: float = 0.05, first_seed: int = 100_000,
+            max_runs: int = 500, batch: int = 32, device: str = "cpu", options: dict | None = None,
+            progress=None, on_decision=None) -> Certificate:
+    """Run the plan in `plan_file` on seeds first_seed, first_seed+1, … (`batch` at a time) until the sequential
+    test at level `alpha` decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.
+
+    `options`: `depl.train.seeds.run_all`'s keywords (seed_batch, workers, threads, ray_address);
+    `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
+    Raises ValueError (PlanError, StoreError, DataError, JobError, CodeRefused …) with a message for the user.
+    """
+    from .seeds import run_all
+
+    p = Plan.load(plan_file)
+    if not p.feasible or not p.epochs:
+        raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to certify")
+    scenario = p.scenario_object()
+    job: Job = job_from_plan(p, device)
+    st = store if isinstance(store, Store) else Store(store)
+    run_id = execute.run_id_for(job, "local", prefix="certify")
+    execute.register(st, run_id, "certify", job, {"backend": "local", "plan": p.to_json()})
+    test = Sequential(p.omega, alpha)
+    n_epochs, counted, finals = len(p.epochs), [], {}
+    t0, start, after = time.perf_counter(), first_seed, []
+    while not test.decided and test.runs < max_runs:
+        seeds = list(range(start, start + min(batch, max_runs - test.runs)))
+        run_all(st, [(run_id, job, seeds)], progress=progress, **{**(options or {}), "seed_batch": batch})
+        losses, gone = st.losses(run_id), st.diverged(run_id)
+        for s in seeds:
+            finals[s] = float("inf") if s in gone else float(losses[s][n_epochs - 1])
+            if test.decided:
+                after.append(s)
+                continue
+            test.add(finals[s] <= p.loss_target)
+            counted.append(s)
+        start += len(seeds)
+        if on_decision is not None:
+            on_decision(test.state)
+    more = {}
+    if not test.decided:  # what going on would cost, from here, at the rate observed (a Laplace estimate)
+        rate = (test.hits + 1) / (test.runs + 2)
+        need = expected_runs(rate, p.omega, alpha, max_runs=10 * max(max_runs, 100), hits=test.hits, runs=test.runs)
+        more = {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
+                "p_certify": need.certify, "p_refute": need.refute}
+    return Certificate(str(plan_file), p, scenario, test.state, first_seed, counted, finals, after, run_id,
+                       str(st.path), time.perf_counter() - t0, max_runs, more)
