@@ -162,6 +162,7 @@ def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anythi
     (["--listen", "0.0.0.0:9092", "--ssl-certfile", "nosuch.pem"], "--ssl-certfile nosuch.pem: no such file"),
     (["--listen", "0.0.0.0:9092", "--ssl-certfile", "junk", "--ssl-keyfile", "junk"], "not a certificate and its key"),
     (["--listen", "0.0.0.0:9092", "--ssl-ca-certfile", "junk"], "--ssl-ca-certfile"),
+    (["--listen", "0.0.0.0:9092", "--plan", "nosuch.json"], "--plan nosuch.json: no such file"),
 ])
 def test_the_fleet_gateway_refuses_bad_arguments_in_one_line_before_listening(tmp_path, monkeypatch, args, why):
     from typer.testing import CliRunner
@@ -180,13 +181,42 @@ def test_the_fleet_gateway_refuses_bad_arguments_in_one_line_before_listening(tm
     assert r.exit_code == 2 and len(lines) == 1 and why in lines[0], (r.exit_code, r.stderr)
 
 
+@pytest.mark.parametrize("args, why", [
+    (["--max-body", "lots"], "--max-body 'lots' is not a size in bytes"),
+    (["--max-body", "0"], "--max-body '0' is not a size"),
+    (["--body-min-rate", "-1KiB"], "--body-min-rate '-1KiB' is not a size"),
+    (["--header-timeout", "0"], "--header-timeout 0: expected a number > 0"),
+    (["--body-timeout", "nan"], "--body-timeout nan: expected a number > 0"),
+    (["--max-connections", "0"], "--max-connections 0: expected a number > 0"),
+])
+def test_the_fleet_gateway_refuses_bad_limits_in_one_line_before_listening(tmp_path, monkeypatch, args, why):
+    """With a certificate that loads: the limits are checked next, each refused in one line (exit 2)."""
+    import shutil
+    import subprocess as sp
+
+    from typer.testing import CliRunner
+
+    from depl import cli
+
+    if not shutil.which("openssl"):
+        pytest.skip("needs openssl to make a certificate")
+    monkeypatch.chdir(tmp_path)
+    sp.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", "k.pem", "-out",
+            "c.pem", "-subj", "/CN=127.0.0.1"], capture_output=True, check=True, timeout=60)
+    full = ["fleet-gateway", "--listen", "127.0.0.1:9092", "--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem", *args]
+    r = CliRunner().invoke(cli.app, full, env={"COLUMNS": "250"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and why in lines[0], (r.exit_code, r.stderr)
+
+
 def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
     """Hostile requests at the network face: Control and runtime API paths, other methods, dot segments
     (encoded too) get 403 and are never forwarded; a Fleet request is forwarded (here to a SuperLink that
     is down: 502, which a SuperNode retries)."""
     import warnings
 
-    from depl.train.fleet_gateway import make_app
+    from depl.train.fleet_gateway import Limits, make_app
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Starlette's test client on httpx: a deprecation notice
@@ -201,3 +231,11 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
         for method, path in refused:
             assert client.request(method, path, content=b"x").status_code == 403, (method, path)
         assert client.post("/v1/fleet/register-node", content=b"x").status_code == 502
+        # a path the SuperLink's client could not even build (it raised httpx.InvalidURL: 500), or over-long: 400
+        for path in ("/v1/fleet/%00", "/v1/fleet/a%0Ab", "/v1/fleet/a%20b", "/v1/fleet/" + "a" * 300):
+            assert client.post(path, content=b"x").status_code == 400, path
+        # a body over the limit: 413, by its Content-Length or as it streams in (chunked)
+        small = TestClient(make_app("127.0.0.1:1", None, Limits(max_body=1000)))
+        assert small.post("/v1/fleet/push-messages", content=b"x" * 1001).status_code == 413
+        assert small.post("/v1/fleet/push-messages", content=iter([b"x" * 600] * 2)).status_code == 413
+        assert small.post("/v1/fleet/push-messages", content=b"x" * 1000).status_code == 502

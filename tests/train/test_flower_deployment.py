@@ -120,9 +120,12 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
                            "server.pem", "--ssl-keyfile", "server.key", "--enable-supernode-auth",
                            "--disable-runtime-dependency-installation", "--database", "state.db",
                            "--host", "127.0.0.1", "--port", port)
+        plan = make_plan([("full", "A"), ("half", "B")])  # FedAvg on 2 nodes, hand-off, switch
+        plan.save(d / "plan.json")
+        # the gateway's body limit sized from the plan (its messages must pass it, a stranger's 300 MB not)
         procs.start("gateway", sys.executable, "-m", "depl.cli", "fleet-gateway", "--listen", f"127.0.0.1:{face}",
                     "--superlink", f"127.0.0.1:{port}", "--ssl-certfile", "server.pem", "--ssl-keyfile", "server.key",
-                    "--ssl-ca-certfile", "ca.crt")
+                    "--ssl-ca-certfile", "ca.crt", "--plan", "plan.json")
         wait_for(lambda: "Uvicorn running on https" in (d / "superlink.log").read_text(), 60, "the SuperLink")
         wait_for(lambda: listening(face), 60, "the gateway")
         assert link.poll() is None
@@ -151,8 +154,6 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
         assert "refused POST /v1/control/register-node" in (d / "gateway.log").read_text()
         assert run(BIN / "flwr", "supernode", "list", "loopback", env=env, cwd=d).count("registered") <= 2
 
-        plan = make_plan([("full", "A"), ("half", "B")])  # FedAvg on 2 nodes, hand-off, switch
-        plan.save(d / "plan.json")
         r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "run", str(d / "plan.json"),
                             "--backend", "flower", "--superlink", "loopback", "--out", str(d / "out")],
                            env=env, capture_output=True, text=True, timeout=600)
@@ -163,6 +164,10 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
             got = s.losses(run_row["run_id"])[0]
         local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
         assert got == pytest.approx(local, rel=1e-5, abs=1e-6)
+        from depl.train.fleet_gateway import plan_body_limit
+
+        limit = plan_body_limit(d / "plan.json")[0]
+        assert limit < 8 << 20 and f"limits: body {limit} bytes" in (d / "gateway.log").read_text()
         # TLS is on: a plain-HTTP client cannot talk to the SuperLink
         with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
             c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")

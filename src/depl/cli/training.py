@@ -649,9 +649,22 @@ def fleet_gateway(
     keyfile: Path = typer.Option(..., "--ssl-keyfile", help="its private key"),
     ca: Optional[Path] = typer.Option(None, "--ssl-ca-certfile", help="the CA that signed the SuperLink's "
                                       "certificate [default: the system's]"),
+    plan: Optional[Path] = typer.Option(None, "--plan", metavar="PLAN.json", help="the plan the deployment runs: "
+                                        "sizes --max-body from its largest model (2 × its weights + 4 MiB)"),
+    max_body: Optional[str] = typer.Option(None, "--max-body", metavar="SIZE", help="the largest request body "
+                                           "passed on, e.g. 64MiB (413 over it) [default: from --plan, else 64MiB]"),
+    header_timeout: float = typer.Option(10.0, "--header-timeout", metavar="SECONDS",
+                                         help="for the TLS handshake, then for a request's line and headers"),
+    body_timeout: float = typer.Option(30.0, "--body-timeout", metavar="SECONDS",
+                                       help="for a request's body, plus 1 s per --body-min-rate bytes received"),
+    body_min_rate: str = typer.Option("64KiB", "--body-min-rate", metavar="SIZE",
+                                      help="bytes per second a body must keep up after --body-timeout"),
+    keep_alive: int = typer.Option(5, "--keep-alive", metavar="SECONDS", help="idle time between requests"),
+    max_connections: int = typer.Option(100, "--max-connections", metavar="N",
+                                        help="open connections at once (503 and closed over it)"),
 ) -> None:
     """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
-    from ..train.fleet_gateway import check_tls, is_loopback, serve, split_address
+    from ..train.fleet_gateway import Limits, check_tls, is_loopback, parse_size, serve, split_address
 
     for flag, v in (("--listen", listen), ("--superlink", superlink)):
         try:
@@ -661,11 +674,39 @@ def fleet_gateway(
     if not is_loopback(split_address(superlink)[0]):
         fail(f"--superlink {superlink}: the SuperLink must listen on loopback (--host 127.0.0.1), "
               "the gateway is its only network face")
-    for flag, f in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certfile", ca)):
+    for flag, f in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certfile", ca),
+                    ("--plan", plan)):
         if f is not None and not f.is_file():
             fail(f"{flag} {f}: no such file")
     try:
         check_tls(str(certfile), str(keyfile), str(ca) if ca else None)
     except ValueError as e:
         fail(str(e))
-    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None)
+    sizes = {}
+    for flag, v in (("--max-body", max_body), ("--body-min-rate", body_min_rate)):
+        try:
+            sizes[flag] = None if v is None else parse_size(v)
+        except ValueError as e:
+            fail(f"{flag} {e}")
+    for flag, v in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout),
+                    ("--keep-alive", keep_alive), ("--max-connections", max_connections)):
+        if not (math.isfinite(v) and v > 0):
+            fail(f"{flag} {v:g}: expected a number > 0")
+    limit = sizes["--max-body"]
+    if plan is not None:
+        need_training_extra()
+        from ..train.fleet_gateway import plan_body_limit
+
+        try:
+            need, weights = plan_body_limit(plan)
+        except training_errors() as e:
+            fail(str(e))
+        if limit is None:
+            limit = need
+        elif limit < need:
+            warn(f"--max-body {limit} bytes is below what the plan's largest model needs ({need} bytes: "
+                 f"2 × {weights} bytes of weights + 4 MiB); its messages may be refused (413)")
+    limits = Limits(**({} if limit is None else {"max_body": limit}), header_timeout=header_timeout,
+                    body_timeout=body_timeout, body_min_rate=sizes["--body-min-rate"], keep_alive=keep_alive,
+                    max_connections=max_connections)
+    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None, limits)
