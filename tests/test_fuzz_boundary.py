@@ -7,6 +7,7 @@ import copy
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 import tomllib
@@ -239,3 +240,67 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
         assert small.post("/v1/fleet/push-messages", content=b"x" * 1001).status_code == 413
         assert small.post("/v1/fleet/push-messages", content=iter([b"x" * 600] * 2)).status_code == 413
         assert small.post("/v1/fleet/push-messages", content=b"x" * 1000).status_code == 502
+
+
+def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_without_showing_them(plan_doc, tmp_path):
+    """A plan's CIFAR-10 folder lies inside the data folder, but what is in it does not: a batch linked out
+    of it (to a file whose bytes must not show), its cifar-10-batches-py linked out, tiny pickles that
+    would build huge objects, an oversized batch.  `depl run` stops with exit 2, one line naming the
+    field, the file and why, before anything is trained or written."""
+    pytest.importorskip("torch")
+    import numpy as np
+
+    from depl.train.data import MAX_BATCH_BYTES
+
+    secret = b"<<depl-secret-7d1f>>"
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "hostname").write_bytes(secret)
+    good = pickle.dumps({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 1]})
+    nested = (b"\x80\x02}q\x00(U\x04data]q\x01(" + b"K\x00" * 10 + b"e0"
+              + b"".join(b"]q%c(" % k + b"h%c" % (k - 1) * 10 + b"e" + (b"0" if k < 8 else b"") for k in range(2, 9))
+              + b"U\x06labels]q\x09(K\x00eu.")
+    cases = {"link-out": None, "folder-out": None, "nested-list": nested, "memo-index": b"\x80\x02]r\x00\xc2\xeb\x0b.",
+             "oversized": b"", "not-a-pickle": secret}
+    for name, blob in cases.items():
+        folder = work / name / "cifar-10-batches-py"
+        if name == "folder-out":
+            (work / name).mkdir()
+            folder.symlink_to(outside)
+            continue
+        folder.mkdir(parents=True)
+        for batch in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            (folder / batch).write_bytes(good)
+        if name == "link-out":
+            (folder / "data_batch_2").unlink()
+            (folder / "data_batch_2").symlink_to(outside / "hostname")
+        else:
+            (folder / "data_batch_2").write_bytes(blob)
+            if name == "oversized":
+                os.truncate(folder / "data_batch_2", MAX_BATCH_BYTES + 1)
+    for i, name in enumerate(cases):
+        doc = copy.deepcopy(plan_doc)
+        for d in doc["scenario_spec"]["datasets"]:
+            d["source"], d["path"] = "cifar10", name
+        (work / f"p{i}.json").write_text(json.dumps(doc))
+    before = set(os.listdir(work))
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    env.pop("DEPL_DATA", None)  # the data folder: the current one
+    code = ("import sys\nfrom depl.cli import main\nfor f in sys.argv[1:]:\n    sys.argv = ['depl', 'run', f, '--out', 'o']\n"
+            "    try:\n        main()\n    except SystemExit as e:\n        print('EXIT', e.code, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code, *[f"p{i}.json" for i in range(len(cases))]], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert [x for x in lines if x.startswith("EXIT")] == ["EXIT 2"] * len(cases), r.stderr[-2000:]
+    errors = [x for x in lines if not x.startswith("EXIT")]
+    assert len(errors) == len(cases), errors
+    whys = {"link-out": "data_batch_2 resolves to", "folder-out": "cifar-10-batches-py resolves to",
+            "nested-list": "data_batch_2: not a CIFAR-10 python batch", "memo-index": "a memo index",
+            "oversized": f"data_batch_2: {MAX_BATCH_BYTES + 1:,} bytes, more than a CIFAR-10 batch",
+            "not-a-pickle": "not a pickle"}
+    for line, name in zip(errors, cases):
+        assert f"datasets[0].path = {name!r}" in line and whys[name] in line, (name, line)
+        assert "depl-secret" not in line and "'<'" not in line, (name, line)
+    assert set(os.listdir(work)) == before  # nothing written: no run folder, no store

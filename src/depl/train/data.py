@@ -18,8 +18,12 @@ generate more gives them out of the plan's training samples (`validation`).
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
+import pickletools
+import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +33,7 @@ import numpy as np
 from .source import DataError, Source  # noqa: F401  (re-exported: their home is below data and custom)
 
 SOURCES = ("mnist1d", "digits", "cifar10")
+FILE_SOURCES = ("cifar10",)  # the sources read from files under a dataset's `path`
 PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed
 
 
@@ -40,21 +45,89 @@ def data_roots() -> list[Path]:
 
     A plan file carries its scenario, and with it every dataset's `path`; a plan
     from elsewhere must not make depl read (CIFAR-10 batches are pickles) from
-    wherever it names, so a `path` has to lie inside one of these folders.
+    wherever it names, so a `path` has to lie inside one of these folders, and
+    so does every file and folder read under it (`confined_file`).
     """
     given = [x for x in os.environ.get(DATA_ENV, "").split(os.pathsep) if x.strip()]
     return [Path(x).expanduser().resolve() for x in given] or [Path.cwd().resolve()]
+
+
+def _outside(shown: str, real: Path, roots: list[Path]) -> DataError:
+    folders = ", ".join(map(str, roots))
+    return DataError(f"{shown} resolves to {real}, outside the data folder{'s' if len(roots) > 1 else ''} {folders}; "
+                     f"data is read only from there (set {DATA_ENV} to the folder holding your data)")
+
+
+def _inside(real: Path, roots: list[Path]) -> bool:
+    return any(real == r or real.is_relative_to(r) for r in roots)
 
 
 def confined(path: str) -> Path:
     """`path` resolved (`..` and symlinks followed) if that lies inside a data root; DataError otherwise."""
     real = Path(path).expanduser().resolve()
     roots = data_roots()
-    if not any(real == r or real.is_relative_to(r) for r in roots):
-        shown = ", ".join(map(str, roots))
-        raise DataError(f"path = {path!r} resolves to {real}, outside the data folder{'s' if len(roots) > 1 else ''} "
-                        f"{shown}; data is read only from there (set {DATA_ENV} to the folder holding your data)")
+    if not _inside(real, roots):
+        raise _outside(f"path = {path!r}", real, roots)
     return real
+
+
+def confined_file(path: Path) -> Path:
+    """The file or folder `path` with every symlink followed, if it exists and lies inside a data root.
+
+    Checked on each file and folder data.py reads, right before reading it: the folder a
+    scenario names may lie inside a data root while a batch file or a subfolder in it is a
+    link to elsewhere.  FileNotFoundError if there is nothing there; DataError otherwise."""
+    try:
+        real = Path(path).resolve(strict=True)
+    except FileNotFoundError:
+        raise
+    except (OSError, RuntimeError) as e:  # a symlink loop (RuntimeError before Python 3.13), no permission
+        why = getattr(e, "strerror", None) or "a symlink loop"
+        raise DataError(f"{path}: cannot be followed to a file ({why})") from None
+    roots = data_roots()
+    if not _inside(real, roots):
+        raise _outside(str(path), real, roots)
+    return real
+
+
+def read_confined(path: Path, limit: int, what: str = "the file") -> bytes:
+    """The bytes of the regular file at `path`, if it resolves inside a data root (`confined_file`)
+    and holds at most `limit` bytes (`what` says what it should be): the only way data.py reads a file.
+
+    The file is opened at its resolved path without following a link there, and on Linux the file
+    actually opened is checked again, so a link swapped in after the check is not followed out of
+    the data folder; a FIFO or a device is refused, and an oversized file is refused on its size,
+    before a byte of it is read."""
+    real = confined_file(path)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(real, flags)
+    except OSError as e:
+        raise DataError(f"{path}: cannot be opened ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DataError(f"{path}: not a regular file")
+        opened, roots = _opened_path(fd), data_roots()
+        if opened is not None and not _inside(opened, roots):  # a link swapped in since `confined_file`
+            raise _outside(str(path), opened, roots)
+        if st.st_size > limit:
+            raise DataError(f"{path}: {st.st_size:,} bytes, more than {what} holds (at most {limit:,} are read)")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            blob = f.read(limit + 1)
+        if len(blob) > limit:  # it grew since
+            raise DataError(f"{path}: more than {what} holds (at most {limit:,} bytes are read)")
+        return blob
+    finally:
+        os.close(fd)
+
+
+def _opened_path(fd: int) -> Path | None:
+    """Where the open file `fd` lies, as the kernel tells it (Linux's /proc); None where it cannot."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
 
 
 def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -147,32 +220,200 @@ _CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)[:, None, None
 _CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32)[:, None, None]
 
 
-class _ArraysOnly(pickle.Unpickler):
-    """Unpickles CIFAR-10's batches and nothing else: a pickle names the callables it runs,
-    and a batch needs only numpy's array reconstruction (dicts, lists, bytes need none)."""
+MAX_BATCH_BYTES = 40 * 2**20  # a CIFAR-10 batch file: 10,000 images of 3,072 bytes, labels, names (about 31 MB)
+MAX_PICKLE_OPS = 250_000  # pickle opcodes in one batch (a real one has about 35,000: one per label and name)
 
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar")}
+
+class _Refused(pickle.UnpicklingError):
+    """What a batch may not hold; the message says so in our words, never with the file's bytes."""
+
+
+class _StandIn:
+    """What a name a batch loads stands for: a callable of ours, or (`numpy.ndarray`) only the class
+    argument of `_reconstruct`.  BUILD may not set anything on it (it would outlive this batch)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call=None):
+        self.call = call
+
+    def __call__(self, *args):
+        if self.call is None:
+            raise _Refused("numpy.ndarray called directly, not through numpy's array reconstruction")
+        return self.call(*args)
+
+    def __setstate__(self, state):
+        raise _Refused("a state given to numpy's reconstruction functions themselves")
+
+
+_ArrayType = _StandIn()
+
+
+class _Dtype:
+    """A numpy dtype as a batch pickles it (`dtype(code, align, copy)`, then its byte order by BUILD):
+    only plain booleans, integers and floats, never objects, records or subarrays."""
+
+    __slots__ = ("code", "order")
+    CODE = re.compile(r"b1|[iu][1248]|f[248]")
+
+    def __init__(self, code, align=False, copy=False):
+        code = code.decode("latin-1") if isinstance(code, bytes) else code
+        if not (isinstance(code, str) and self.CODE.fullmatch(code)):
+            raise _Refused("an array type other than booleans, integers or floats")
+        self.code, self.order = code, "="
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) >= 3):
+            raise _Refused("a malformed array type")
+        order = state[1].decode("latin-1") if isinstance(state[1], bytes) else state[1]
+        if order not in ("<", ">", "|", "=") or any(x is not None for x in state[2:5]):  # subarray, names, fields
+            raise _Refused("an array type other than booleans, integers or floats")
+        self.order = order
+
+    @property
+    def numpy(self) -> np.dtype:
+        dt = np.dtype(self.code)
+        return dt.newbyteorder(self.order) if self.order in "<>" else dt
+
+
+class _Array:
+    """A numpy array as a batch pickles it (`_reconstruct`, then BUILD with its shape, type and bytes, or
+    protocol 5's `_frombuffer`): a view of bytes the file holds, so it never costs more than the file."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value: np.ndarray | None = None
+
+    def __setstate__(self, state):
+        if not (isinstance(state, tuple) and len(state) in (4, 5)):
+            raise _Refused("a malformed array")
+        shape, dtype, fortran, raw = state[-4:]
+        self.value = self.of(raw, dtype, shape, "F" if fortran else "C")
+
+    @staticmethod
+    def of(raw, dtype, shape, order) -> np.ndarray:
+        if not isinstance(dtype, _Dtype):
+            raise _Refused("an array of another type than booleans, integers or floats")
+        if not (isinstance(shape, tuple) and all(type(n) is int and n >= 0 for n in shape) and len(shape) <= 32):
+            raise _Refused("an array of a malformed shape")
+        if not isinstance(raw, (bytes, bytearray)):
+            raise _Refused("an array whose data are not bytes")
+        dt = dtype.numpy
+        count = 1
+        for n in shape:
+            count *= n
+            if count > len(raw):  # no product of the numbers a hostile shape may hold
+                break
+        if count * dt.itemsize != len(raw):  # the shape is checked against the bytes there, before any array
+            raise _Refused("an array whose shape does not match its data")
+        if order not in ("C", "F", b"C", b"F"):
+            raise _Refused("an array of a malformed memory order")
+        return np.frombuffer(raw, dtype=dt).reshape(shape, order="F" if order in ("F", b"F") else "C")
+
+
+def _reconstruct(cls, shape, typecode) -> _Array:
+    if cls is not _ArrayType:
+        raise _Refused("an array of a class other than numpy.ndarray")
+    return _Array()  # its shape, type and data come by BUILD (`_Array.__setstate__`)
+
+
+def _frombuffer(buf, dtype, shape, order) -> _Array:
+    arr = _Array()
+    arr.value = _Array.of(buf, dtype, shape, order)
+    return arr
+
+
+def _scalar(dtype, raw) -> int | float | bool:
+    if not isinstance(dtype, _Dtype) or not isinstance(raw, bytes):
+        raise _Refused("a numpy number other than a boolean, integer or float")
+    dt = dtype.numpy
+    if len(raw) != dt.itemsize:
+        raise _Refused("a numpy number whose data do not match its type")
+    return np.frombuffer(raw, dtype=dt)[0].item()
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """Unpickles CIFAR-10's batches and nothing else: a pickle names the callables it runs, and a batch
+    needs only numpy's array, dtype and scalar reconstruction (dicts, lists, bytes need none).  Those
+    are not numpy's own functions but stand-ins here that build nothing from the pickle but views of the
+    bytes it holds: numpy's would allocate whatever shape a tiny pickle asks for."""
+
+    ALLOWED = {**{(m, f): _StandIn(call) for m in ("numpy.core.multiarray", "numpy._core.multiarray")
+                  for f, call in (("_reconstruct", _reconstruct), ("scalar", _scalar))},
+               **{(m, "_frombuffer"): _StandIn(_frombuffer) for m in ("numpy.core.numeric", "numpy._core.numeric")},
+               ("numpy", "ndarray"): _ArrayType, ("numpy", "dtype"): _StandIn(_Dtype)}
 
     def find_class(self, module: str, name: str):
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"refused to load {module}.{name}: a CIFAR-10 batch holds only "
-                                         "arrays, lists, dicts and bytes")
-        return super().find_class(module, name)
+        try:
+            return self.ALLOWED[(module, name)]
+        except (KeyError, TypeError):
+            raise _Refused("refused to load a callable other than numpy's array reconstruction: a CIFAR-10 batch "
+                           "holds only arrays, lists, dicts and bytes") from None
+
+
+# what a CIFAR-10 batch never holds: sets, class instances, persistent ids, extension codes, out-of-band buffers
+_NOT_IN_A_BATCH = frozenset({"EMPTY_SET", "ADDITEMS", "FROZENSET", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "PERSID",
+                             "BINPERSID", "EXT1", "EXT2", "EXT4", "NEXT_BUFFER", "READONLY_BUFFER"})
+_MEMO_PUTS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+
+
+def _scan_pickle(blob: bytes) -> None:
+    """Read `blob`'s opcodes before anything is built from them: a whole pickle, at most MAX_PICKLE_OPS
+    opcodes (each builds at most one small object, or one the size of bytes it holds), no memo index
+    beyond them (the unpickler sizes its memo to the largest index: 10 bytes could ask for gigabytes),
+    nothing a CIFAR-10 batch never holds."""
+    try:
+        for n, (op, arg, _pos) in enumerate(pickletools.genops(io.BytesIO(blob))):
+            if n >= MAX_PICKLE_OPS:
+                raise _Refused(f"more than {MAX_PICKLE_OPS:,} pickle opcodes (a CIFAR-10 batch has about 35,000)")
+            if op.name in _NOT_IN_A_BATCH:
+                raise _Refused("objects other than arrays, lists, dicts and bytes")
+            if op.name in _MEMO_PUTS and not (isinstance(arg, int) and 0 <= arg <= n):
+                raise _Refused("a memo index beyond its opcodes")
+    except (ValueError, OverflowError):  # pickletools' reasons quote the file's bytes: not shown
+        raise _Refused("not a pickle, or a damaged or truncated one") from None
+
+
+def _field(d: dict, key: str):
+    for k in (key.encode(), key):  # Python 2's pickles (CIFAR-10's own) have bytes keys
+        if k in d:
+            return d[k]
+    raise _Refused(f"no {key!r} entry")
 
 
 def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A CIFAR-10 batch file's images (uint8, N×3×32×32) and labels (int64), or DataError naming the file
+    and why, never quoting it."""
     try:
-        with open(path, "rb") as f:
-            d = _ArraysOnly(f, encoding="bytes").load()
-        data = np.asarray(d[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-        labels = np.asarray(d[b"labels"], dtype=np.int64)
+        blob = read_confined(path, MAX_BATCH_BYTES, "a CIFAR-10 batch (about 31 MB)")
     except FileNotFoundError:
         raise DataError(f"{path}: missing; a CIFAR-10 folder holds data_batch_1 … data_batch_5 and test_batch "
                         "(the 'python version' of CIFAR-10)") from None
-    except (pickle.UnpicklingError, KeyError, ValueError, EOFError, TypeError, AttributeError, IndexError) as e:
-        raise DataError(f"{path}: not a CIFAR-10 python batch ({type(e).__name__}: {e})") from None
+    try:
+        _scan_pickle(blob)
+        try:
+            d = _ArraysOnly(io.BytesIO(blob), encoding="bytes").load()
+        except _Refused:
+            raise
+        except Exception:  # pickle's and numpy's reasons may quote the file: not shown
+            raise _Refused("its pickle does not unpickle to a batch (damaged, or not CIFAR-10's)") from None
+        if not isinstance(d, dict):
+            raise _Refused("it holds no dict")
+        data, labels = _field(d, "data"), _field(d, "labels")
+        if not isinstance(data, _Array) or data.value is None:
+            raise _Refused("its 'data' is not a numpy array with its pixels")
+        data = data.value
+        if data.dtype != np.uint8 or data.size % 3072:
+            raise _Refused(f"its 'data' is an array of {data.dtype} of shape {data.shape}, not of uint8 pixels, "
+                           "3,072 per image")
+        if isinstance(labels, _Array) and labels.value is not None:
+            labels = labels.value.tolist() if labels.value.ndim == 1 else None
+        if not isinstance(labels, list) or not all(type(v) is int and 0 <= v < 10 for v in labels):
+            raise _Refused("its 'labels' are not a list of classes 0 … 9")
+    except _Refused as e:
+        raise DataError(f"{path}: not a CIFAR-10 python batch: {e}") from None
+    data, labels = data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
     if len(data) != len(labels):
         raise DataError(f"{path}: {len(data)} images but {len(labels)} labels")
     return data, labels
@@ -180,10 +421,17 @@ def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 @lru_cache(maxsize=2)
 def cifar10(folder: str) -> Source:
-    """CIFAR-10 from a local folder in its standard python-pickle format (`load_source` confines the folder)."""
+    """CIFAR-10 from a local folder in its standard python-pickle format (`load_source` confines the folder,
+    `confined_file` every folder and file read under it)."""
     root = Path(folder).expanduser()
-    if (root / "cifar-10-batches-py").is_dir():
-        root = root / "cifar-10-batches-py"
+    sub = root / "cifar-10-batches-py"
+    if os.path.lexists(sub):  # checked before it is looked into
+        try:
+            real = confined_file(sub)
+        except FileNotFoundError:  # a broken link
+            real = None
+        if real is not None and real.is_dir():
+            root = real
     if not root.is_dir():
         raise DataError(f"{folder}: no such folder (CIFAR-10 is never downloaded; point `path` at its "
                         "extracted python version, cifar-10-batches-py)")
@@ -268,6 +516,11 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
             confined(path)
         except DataError as e:
             raise DataError(f"scenario {scenario.name!r}: datasets[{i}].{e}") from None
+        if source in FILE_SOURCES:  # read now (then cached), so a bad file is told with the field that led to it
+            try:
+                load_source(source, path)
+            except DataError as e:
+                raise DataError(f"scenario {scenario.name!r}: datasets[{i}].path = {path!r}: {e}") from None
     code_dir = None
     if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
         code_dir = scenario.code_dir
