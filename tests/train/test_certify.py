@@ -1,0 +1,77 @@
+"""`depl certify`: a plan run on fresh seeds until the sequential test decides, for real (digits-small, a
+3-epoch plan at ω = 0.5 that the test certifies in one or two batches)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from depl.confidence import boundaries
+from depl.store import Store
+
+
+def depl(*args, cwd):
+    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("certify")
+    r = depl("plan", "digits-small", "--quantile", "0.5", "--loss", "1.0", "--out", "plan.json", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    return folder / "plan.json"
+
+
+def test_certify_stops_at_the_first_decision_and_says_what_it_certified(plan):
+    folder = plan.parent
+    r = depl("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    cert = json.loads(r.stdout)
+    assert cert["verdict"] == "certified" and cert["exit_code"] == 0 and cert["alpha"] == 0.05
+    assert cert["statement"].startswith(f"with probability ≥ 0.95 over the {cert['runs']} runs it was built from")
+    assert "a new seed" in cert["covers"] and cert["lower_bound"] >= 0.5
+    # the outcomes are the store's: ℓ(K) of each counted seed, in seed order from the first fresh seed
+    seeds = cert["seeds"]
+    assert seeds == list(range(100_000, 100_000 + cert["runs"]))
+    with Store(folder / "c" / "runs.sqlite") as st:
+        (run,) = st.runs("certify")
+        losses = st.losses(run["run_id"])
+    finals = np.array([losses[s][cert["epochs"] - 1] for s in seeds])
+    assert finals.tolist() == pytest.approx(cert["finals"])
+    met = np.cumsum(finals <= cert["loss_target"])
+    assert met[-1] == cert["hits"]
+    # it stopped at the first run after which the test certifies (checked against its boundaries, computed apart)
+    cert_at, _ = boundaries(0.5, 0.05, len(seeds))
+    n = np.arange(1, len(seeds) + 1)
+    assert met[-1] >= cert_at[len(seeds)] and not np.any(met[:-1] >= cert_at[n[:-1]])
+    # the batch's seeds after the decision were trained and are named, not counted
+    assert len(seeds) + len(cert["trained_not_counted"]) == 8 * -(-len(seeds) // 8)
+    assert cert["seed_epochs"] == 8 * -(-len(seeds) // 8) * cert["epochs"]
+    assert (folder / "c" / "plan-certificate.json").is_file()
+
+    # a rerun resumes: nothing trained again, the same decision on the same seeds
+    again = depl("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
+    assert again.returncode == 0
+    second = json.loads(again.stdout)
+    assert (second["verdict"], second["seeds"], second["finals"]) == (cert["verdict"], cert["seeds"], cert["finals"])
+    with Store(folder / "c" / "runs.sqlite") as st:
+        assert st.losses(run["run_id"]) == losses
+
+
+def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(plan):
+    r = depl("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "u", cwd=plan.parent)
+    assert r.returncode == 3, r.stderr
+    assert "more runs" in r.stdout and "rerun with a larger --max-runs" in r.stdout
+    assert r.stdout.strip().splitlines()[-1].startswith("undecided: after 2 runs")
+
+
+@pytest.mark.parametrize("args, why", [(["--alpha", "0"], "--alpha"), (["--max-runs", "0"], "--max-runs")])
+def test_certify_refuses_bad_options_in_one_line(plan, args, why):
+    r = depl("certify", plan, *args, "--out", "x", cwd=plan.parent)
+    assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
+    assert not (plan.parent / "x").exists()
