@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import check_output_file, choice, console, epoch_progress, fail, user_errors, warn
+from .console import check_output_file, choice, console, epoch_progress, fail, json_option, user_errors, warn
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -51,14 +51,14 @@ class Kind(str, Enum):
     profile = "profile"
 
 
-runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store.")
-
-
 def training_errors() -> tuple[type[Exception], ...]:
     """The exceptions whose message is meant for the user (exit code 2), training's included."""
-    from ..train.data import DataError
-    from ..train.federation import JobError
+    from ..train.source import DataError
 
+    try:
+        from ..train.federation import JobError
+    except ImportError:  # no `train` extra (torch): `runs show` reads a store without it, and no job was made
+        return (*user_errors(), DataError)
     return (*user_errors(), DataError, JobError)
 
 
@@ -493,13 +493,13 @@ def run_seeds(st, runs, options: dict, progress) -> None:
         fail(str(e))
 
 
-@runs_app.command("show")
 def runs_show(
-    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
-    out: Path = typer.Option(Path("depl-runs"), "--out"),
+    store: Optional[str] = typer.Option(None, "--store", help="the store to read: SQLite path or sqlite:/// URL "
+                                        "[default: OUT/runs.sqlite]"),
+    out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder whose store to read (without --store)"),
     png: Optional[Path] = typer.Option(None, "--png", help="draw the loss bands (mean, 1st–99th percentile) here"),
     kind: Optional[str] = typer.Option(None, "--kind", **choice(Kind, "--kind"), help="only runs of this kind: plan or profile"),
-    as_json: bool = typer.Option(False, "--json", help="print {store, runs: [...]} on stdout as one JSON object "
+    as_json: bool = json_option("print {store, runs: [...]} on stdout as one JSON object "
                                  "(nothing else there)"),
 ) -> None:
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
