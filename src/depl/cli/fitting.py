@@ -57,7 +57,7 @@ def fit(
                                      "model of --out"),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, max=100_000,
                                   help="parametric-bootstrap samples per KS test (0: none)"),
-    seed: int = typer.Option(0, "--seed", min=0),
+    seed: int = typer.Option(0, "--seed", min=0, help="random seed of the fit's bootstrap (same seed, same numbers)"),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
     omega: Optional[float] = typer.Option(None, "--omega", help="set [target] quantile in the files written"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="set [target] deadline in the files written"),

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, check_output_file, choice, console, err_console,
-                      fail, print_json, warn)
+                      fail, json_option, print_json, warn)
 
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
 MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
@@ -262,11 +262,14 @@ def simulate(
 
 def predict(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file (its loss law)"),
-    schedule: str = typer.Argument(..., help="VERSION:EPOCHS segments in order, e.g. full:10,pruned-0.5:20"),
+    schedule: str = typer.Argument(..., metavar="SCHEDULE",
+                                   help="the model versions trained, in order: VERSION:EPOCHS segments separated by "
+                                   "commas, e.g. full:10,pruned-0.5:20 (10 epochs of full, then 20 of pruned-0.5); "
+                                   "the versions are the scenario's models"),
     quantile: Optional[float] = typer.Option(None, "--quantile", "-q", help="q (default: the scenario's ω)"),
     datasets: Optional[list[str]] = typer.Option(None, "--dataset", help="train on these datasets (repeatable) "
                                                  "(default: all of the scenario's); they set φ(S)"),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option(JSON_HELP),
 ) -> None:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
     from ..predict import ScheduleError, parse_schedule

@@ -154,7 +154,8 @@ def _summary(store, run_id: str, title: str) -> None:
 def run(
     plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=MAX_SEEDS, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
-    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED,
+                                   help="F: the first seed (new seeds for a plan already run)"),
     backend: str = typer.Option(Backend.local.value, "--backend", **choice(Backend, "--backend"),
                                     help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
@@ -362,7 +363,7 @@ def export_app(
     plan: Path = typer.Argument(..., metavar="PLAN.json", help="a plan file (JSON, from `depl plan`)"),
     folder: Path = typer.Argument(..., metavar="DIR", help="the app folder to write"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="seeds F..F+N-1 (the run config's `seeds`)"),
-    first_seed: int = typer.Option(0, "--first-seed", min=0),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, help="F: the first seed (the run config's `first-seed`)"),
     store: Optional[str] = typer.Option(None, "--store", help="where the ServerApp writes [default: DIR/runs.sqlite]"),
     device: str = typer.Option(AppDevice.cpu.value, "--device", **choice(AppDevice, "--device"),
                                      help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
@@ -414,7 +415,8 @@ def _floats(text: str, name: str) -> list[float]:
 
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
-    epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000),  # as a scenario's max_epochs
+    epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000,  # as a scenario's max_epochs
+                               help="E: epochs of every experiment (the fitted law holds up to E: max_epochs)"),
     seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS,
                               help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
     first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED,
@@ -425,8 +427,8 @@ def profile(
     switch: Optional[List[str]] = typer.Option(None, "--switch", help="FROM:TO:K1 switch experiment (repeatable)"),
     datasets: Optional[List[str]] = typer.Option(None, "--dataset", help="datasets to train on [default: all]"),
     nodes: int = typer.Option(1, "--nodes", min=1, help="nodes doing FedAvg in every experiment"),
-    store: Optional[str] = typer.Option(None, "--store"),
-    out: Path = typer.Option(Path("depl-runs"), "--out"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
+    out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (the store, Ray temp files)"),
     threads: int = THREADS,
     device: str = DEVICE,
     seed_batch: int = SEED_BATCH,

@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from .console import EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail, print_json, warn
+from .console import (EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail,
+                      json_option, print_json, warn)
 from .training import (DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS,
                        refuse_adaptive_options, run_seeds, seed_options, start_training, training_errors)
 
@@ -20,10 +21,10 @@ def validate(
     seeds: int = typer.Option(200, "--seeds", min=2, max=100_000, help="held-out seeds F..F+N-1"),
     first_seed: int = typer.Option(1000, "--first-seed", min=0, max=2**31 - 1, help="F: the first seed (keep clear of the profiling seeds)"),
     out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
-    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
     threads: int = THREADS,
-    as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
+    as_json: bool = json_option("print the report (as in OUT/PLAN-validate.json) on stdout "
                                  "as one JSON object, nothing else there"),
     device: str = DEVICE,
     seed_batch: int = SEED_BATCH,
