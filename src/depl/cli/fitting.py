@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .console import check_output_file, choice, console, fail, user_errors
+from .console import check_output_file, choice, console, fail, json_option, user_errors
 
 
 def _models() -> type[Enum]:
@@ -205,7 +205,7 @@ def calibrate(
                                           "quantile]"),
     png: Optional[Path] = typer.Option(None, "--png", help="folder for the plot: reliability before/after and the "
                                        "PIT histograms (calibration.png)"),
-    as_json: bool = typer.Option(False, "--json", help="print {scenario, runs, level, reliability, ...} on stdout as "
+    as_json: bool = json_option("print {scenario, runs, level, reliability, ...} on stdout as "
                                  "one JSON object (nothing else there)"),
 ) -> None:
     """Calibrate a scenario's fitted law on new runs, without refitting it (as `depl fit --calibration-seeds`).

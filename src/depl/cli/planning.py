@@ -99,7 +99,7 @@ def plan(
     loss: Optional[float] = typer.Option(None, "--loss", help="ℓmax: override the scenario's [target] loss"),
     quantile: Optional[float] = typer.Option(None, "--quantile", help="ω: override the scenario's [target] quantile"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Tmax: override the scenario's [target] deadline"),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP + ": the plan (depl.plan/1)"),
+    as_json: bool = json_option(JSON_HELP + ": the plan (depl.plan/1)"),
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
@@ -135,7 +135,11 @@ def plan(
                   if shown.is_terminal else nullcontext()):
                 p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
-        fail(str(e), EXIT_INFEASIBLE)
+        # under --json: what is reachable, as the message says it (null where it says nothing)
+        fail(str(e), EXIT_INFEASIBLE, {"feasible": False, "reason": str(e), "scenario": s.name, "method": method,
+                                       "target": {"loss": s.target.loss, "quantile": s.target.quantile,
+                                                  "deadline": s.target.deadline},
+                                       "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time})
     _warn_extrapolated(s, len(p.epochs))
     _certified_by(s, p)
     if out is not None:
@@ -206,7 +210,7 @@ def simulate(
     runs: int = typer.Option(10_000, "--runs", "-n", min=100, max=MAX_RUNS, help="Monte Carlo trajectories"),
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="random seed (same seed, same numbers)"),
     png: Optional[Path] = typer.Option(None, "--png", help="loss band plot (default: next to the plan)"),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option(JSON_HELP),
 ) -> None:
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band.
 
