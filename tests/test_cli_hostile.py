@@ -402,3 +402,30 @@ def test_coverage_md_that_is_a_folder_is_refused_before_planning(tmp_path):
     line = _bad_input(_invoke("coverage", "--no-train", "--md", tmp_path / "md", "--out", tmp_path / "o"))
     assert line.startswith(f"error: --md {tmp_path / 'md'}: is a folder")
     assert _files(tmp_path) == ["md"]
+
+
+@pytest.mark.parametrize("args, says", [
+    # a factor past 1e6 passed, and broke the re-planning view (capacity / 1e308 = 0) once the run had started
+    (["run", "p.json", "--adaptive", "--slow", "far-edge:1e308"], "--slow 'far-edge:1e308'"),
+    (["run", "p.json", "--adaptive", "--slow", "far-edge:1e-300"], "--slow 'far-edge:1e-300'"),
+    (["run", "p.json", "--adaptive", "--slow", "far-edge:nan"], "--slow 'far-edge:nan'"),
+    # no cluster there: refused once the store was made and the run's first line printed
+    (["run", "p.json", "--ray-address", "127.0.0.1:{closed}"], "--ray-address 127.0.0.1:{closed}: no Ray cluster answers"),
+    (["run", "p.json", "--ray-address", "head-node"], "--ray-address head-node: not HOST:PORT"),
+    (["profile", "mnist1d-small", "--ray-address", "127.0.0.1:{closed}"], "no Ray cluster answers"),
+    (["validate", "mnist1d-small", "p.json", "--ray-address", "127.0.0.1:{closed}"], "no Ray cluster answers"),
+    (["coverage", "--ray-address", "127.0.0.1:{closed}"], "no Ray cluster answers"),
+    # what an adaptive validation does not use is refused, not ignored
+    (["validate", "mnist1d-small", "p.json", "--adaptive", "--ray-address", "127.0.0.1:{open}"], "local back end"),
+    (["validate", "mnist1d-small", "p.json", "--adaptive", "--png", "b.png"], "--png"),
+])
+def test_options_are_checked_before_any_work(tmp_path, args, says):
+    import socket
+
+    (tmp_path / "p.json").write_text("{}")
+    with socket.create_server(("127.0.0.1", 0)) as listening, socket.create_server(("127.0.0.1", 0)) as closed:
+        ports = {"open": listening.getsockname()[1], "closed": closed.getsockname()[1]}
+        closed.close()  # a port nobody answers on
+        line = _one_line_error(_depl(*[a.format(**ports) for a in args], "--out", tmp_path / "o", cwd=tmp_path))
+    assert says.format(**ports) in line
+    assert sorted(os.listdir(tmp_path)) == ["p.json"]  # no run folder, no store

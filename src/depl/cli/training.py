@@ -112,12 +112,28 @@ VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, 
                    "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
                    "(default 0.1, at most 0.5)")
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
+MAX_SLOW = 1e6  # --slow: a cluster a million times slower (or faster) than planned is as far as a rehearsal goes
+
+
+def check_ray_address(address: Optional[str]) -> Optional[str]:
+    """--ray-address, checked as it is read (before any work): one where no cluster answers was refused only once
+    the run had started (its store made, its first line printed)."""
+    if address is not None:
+        from ..train.ray_pool import RayError, probe
+
+        try:
+            probe(address)
+        except RayError as e:
+            fail(str(e))
+    return address
+
+
 # the options every command that trains seeds takes (one object per option: typer may share them)
 THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
 DEVICE = typer.Option(Device.cpu.value, "--device", **choice(Device, "--device"), help=DEVICE_HELP)
 SEED_BATCH = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP)
 WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
-RAY_ADDRESS = typer.Option(None, "--ray-address", help=RAY_HELP)
+RAY_ADDRESS = typer.Option(None, "--ray-address", callback=check_ray_address, help=RAY_HELP)
 
 
 def open_store(store: Optional[str], out: Path):
@@ -167,7 +183,8 @@ def run(
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
     seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", callback=check_ray_address,
+                                              help="local: " + RAY_HELP),
     insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop (or, --rule "
@@ -258,8 +275,11 @@ def parse_slow(values) -> dict[str, float]:
             factor = float(f)
         except ValueError:
             factor = math.nan
-        if not name or not (math.isfinite(factor) and factor > 0):
-            fail(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor > 0, e.g. far-edge:1.5")
+        # a factor beyond MAX_SLOW (1e308) passed, and broke the re-planning view (capacity / FACTOR = 0) once the
+        # run had started; NaN fails every comparison
+        if not name or not 1 / MAX_SLOW <= factor <= MAX_SLOW:
+            fail(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor from {1 / MAX_SLOW:g} to {MAX_SLOW:g}, "
+                 "e.g. far-edge:1.5")
         out[name] = factor
     return out
 

@@ -40,7 +40,11 @@ def validate(
 
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
-    if adaptive:
+    if adaptive:  # what the closed loop does not use is refused, as `depl run --adaptive` does, before any work
+        if ray_address:
+            fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
+        if png is not None:
+            fail("--png: an adaptive validation draws no band (its seeds stop at different epochs)")
         _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
                                   validation, as_json, seed_batch, rule or Rule.slack.value)
