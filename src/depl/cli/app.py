@@ -18,6 +18,7 @@ from rich.markup import escape
 from . import coverage, fitting, planning, reproduce, training, validation
 from .console import EXIT_BAD_INPUT, err_console, output, print_json
 
+
 def _help(text: str) -> str:
     """A help text as typer shows it, through rich: with rich markup escaped.
 
@@ -59,7 +60,7 @@ def _keeping_argument_help(helps: dict[str, str | None]) -> type:
     return Command
 
 
-# rich markup named, not left to typer's default (none up to 0.1x, rich after): the escaped help reads the same in all
+# rich markup named, not left to typer's default (none in its older releases): the escaped help reads the same in all
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="rich",
                   help=_help("depl: plan, run and check dependable distributed training."))
 runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store."))
