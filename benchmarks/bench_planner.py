@@ -141,7 +141,8 @@ LADDER = [
     # `import pydantic` alone is lazy: BaseModel and the validators are what a scenario's models need
     ("+ pydantic (the scenario's checks)", "import numpy, scipy.special\nfrom pydantic import BaseModel, ConfigDict, "
                                            "Field, ValidationError, field_validator, model_validator"),
-    ("+ typer, click, rich (the command line)", "import numpy, scipy.special, typer, click, rich.console, rich.table\n"
+    # typer (which brings its click: click's own up to typer 0.2x, a bundled copy after) and rich
+    ("+ typer, rich (the command line)", "import numpy, scipy.special, typer, rich.console, rich.table\n"
                                                 "from pydantic import BaseModel, ConfigDict, Field, ValidationError, "
                                                 "field_validator, model_validator"),
     ("+ depl's modules, the scenario loaded", "import numpy, scipy.special\nfrom depl.cli import main\n"

@@ -17,13 +17,13 @@ from depl.simulate import quantile_ci, simulate_schedule
 from depl.store import EpochRow, Store
 
 
-def run(*args, columns: str | None = None):
+def run(*args, columns: str | None = None, cwd=None):
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env["MPLBACKEND"] = "Agg"
     if columns:
         env["COLUMNS"] = columns
     return subprocess.run([sys.executable, "-m", "depl.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=env, timeout=600, cwd=cwd)
 
 
 def one_object(stdout: str) -> dict:
@@ -43,8 +43,35 @@ def test_plan_json_with_target_overrides(tmp_path):
     assert p["scenario_spec"]["target"] == {"loss": 10.0, "quantile": 0.95, "deadline": 50000.0}
     r = run("plan", "paper-alexnet", "--quantile", "1.5")
     assert r.returncode == 2 and "--quantile 1.5" in r.stderr and "target.quantile" in r.stderr and not r.stdout
+    r = run("plan", "paper-alexnet", "--quantile", "1.5", "--json")
+    assert r.returncode == 2 and one_object(r.stdout) == {"error": r.stderr.strip().removeprefix("error: "),
+                                                           "exit_code": 2}
+
+
+def test_plan_json_says_why_infeasible_and_what_is_reachable():
     r = run("plan", "paper-alexnet", "--loss", "1", "--deadline", "20000", "--eta", "60", "--json")
-    assert r.returncode == 3 and not r.stdout                     # infeasible: nothing on stdout
+    assert r.returncode == 3 and "lowest reachable 0.99-quantile" in r.stderr  # the line on stderr as ever
+    p = one_object(r.stdout)                                      # and the verdict on stdout: it used to be empty
+    assert p["feasible"] is False and p["exit_code"] == 3 and p["reason"] in r.stderr
+    assert (p["scenario"], p["method"], p["target"]) == ("paper-alexnet", "depl",
+                                                         {"loss": 1.0, "quantile": 0.99, "deadline": 20000.0})
+    # what the message says is reachable, as numbers
+    assert f"lowest reachable 0.99-quantile is {p['lowest_reachable_quantile']:.4g}" in p["reason"]
+    assert p["lowest_reachable_quantile"] > 1.0 and p["earliest_time"] > 20000.0
+    assert f"at the earliest after {p['earliest_time']:.6g} time units" in p["reason"]
+
+
+@pytest.mark.parametrize("args", [["simulate", "missing.json"], ["simulate", "p.json", "--runs", "5"],
+                                  ["predict", "mnist1d-small", "full:2,nope:3"], ["predict", "nope.toml", "full:3"],
+                                  ["runs", "show", "--store", "missing.sqlite"], ["plan", "paper-alexnet", "--eta", "1"],
+                                  ["coverage", "--runs", "1"], ["validate", "mnist1d-small", "missing.json"],
+                                  ["calibrate", "mnist1d-small", "missing.sqlite", "--out", "c.toml"]])
+def test_every_json_command_refusing_its_input_says_so_in_json(tmp_path, args):
+    # exit 2 with --json: the error line on stderr, and one object naming it on stdout for the script reading it
+    r = run(*args, "--json", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    d = one_object(r.stdout)
+    assert set(d) == {"error", "exit_code"} and d["exit_code"] == 2 and d["error"] in r.stderr
 
 
 def test_simulate_json_and_exit_4_when_refuted(tmp_path):

@@ -8,88 +8,141 @@ No command module imports torch at import time, so planning never needs the
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 
 import typer
 from rich.markup import escape
 
 from . import certify, coverage, fitting, planning, reproduce, training, validation
-from .console import EXIT_BAD_INPUT, err_console
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="depl: plan, run and check dependable distributed training.")
-
-for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
-                      ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
-                      ("profile", training.profile), ("export-app", training.export_app),
-                      ("fleet-gateway", training.fleet_gateway)):
-    app.command(name)(command)
-app.add_typer(training.runs_app, name="runs")
-app.command("fit")(fitting.fit)
-app.command("calibrate")(fitting.calibrate)
-app.command("validate")(validation.validate)
-app.command("certify")(certify.certify)
-app.command("coverage")(coverage.coverage)
+from .console import EXIT_BAD_INPUT, err_console, output, print_json
 
 
-def _escape_help_markup(typer_app: typer.Typer) -> None:
-    """Escape rich markup in every help text, once.
+def _help(text: str) -> str:
+    """A help text as typer shows it, through rich: with rich markup escaped.
 
     Typer renders help through rich, which takes `[target]`, `[tool.flwr.app]` or
     `[default: OUT/runs.sqlite]` for style tags and silently drops them; our help
     texts mean those brackets literally (TOML tables, defaults).
     """
-    import inspect
-
-    if getattr(typer_app, "_depl_help_escaped", False):
-        return
-    typer_app._depl_help_escaped = True
-    if isinstance(typer_app.info.help, str):
-        typer_app.info.help = escape(typer_app.info.help)
-    for info in typer_app.registered_commands:
-        if info.callback is None:
-            continue
-        if info.help is None and info.callback.__doc__:
-            info.help = inspect.getdoc(info.callback)
-        if isinstance(info.help, str):
-            info.help = escape(info.help)
-        for param in inspect.signature(info.callback).parameters.values():
-            # a ParameterInfo (typer.Option/Argument) shared by two commands is escaped once
-            default = param.default
-            if isinstance(default, typer.models.ParameterInfo) and isinstance(default.help, str) \
-                    and not getattr(default, "_depl_help_escaped", False):
-                default.help = escape(default.help)
-                default._depl_help_escaped = True
-    for group in typer_app.registered_groups:
-        if isinstance(group.help, str):
-            group.help = escape(group.help)
-        if group.typer_instance is not None:
-            _escape_help_markup(group.typer_instance)
+    return escape(inspect.cleandoc(text))
 
 
-_escape_help_markup(app)
+_escaped: set[int] = set()  # the Option/Argument objects escaped (one may be shared by several commands)
+
+
+def _command(function) -> dict:
+    """`app.command`'s arguments for one of our command functions: its docstring as the help, and the help of
+    each of its arguments and options (the objects `typer.Option`/`typer.Argument` made for it) escaped."""
+    arguments = {}
+    for param in inspect.signature(function).parameters.values():
+        info = param.default
+        if isinstance(info, typer.models.ParameterInfo) and isinstance(info.help, str) and id(info) not in _escaped:
+            info.help = _help(info.help)
+            _escaped.add(id(info))
+        if isinstance(info, typer.models.ArgumentInfo):
+            arguments[param.name] = info.help
+    return {"help": _help(function.__doc__ or ""), "cls": _keeping_argument_help(arguments)}
+
+
+def _keeping_argument_help(helps: dict[str, str | None]) -> type:
+    """A command class whose arguments keep their help: click ≥ 8.5 gives every parameter a help of its own,
+    and sets it to None over the one typer up to 0.2x gave an argument (`depl plan --help` showed SCENARIO bare)."""
+
+    class Command(typer.core.TyperCommand):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            for p in self.params:
+                if getattr(p, "help", None) is None and helps.get(p.name):
+                    p.help = helps[p.name]
+
+    return Command
+
+
+# rich markup named, not left to typer's default (none in its older releases): the escaped help reads the same in all
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="rich",
+                  help=_help("depl: plan, run and check dependable distributed training."))
+runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store."))
+
+for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
+                      ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
+                      ("profile", training.profile), ("export-app", training.export_app),
+                      ("fleet-gateway", training.fleet_gateway)):
+    app.command(name, **_command(command))(command)
+runs_app.command("show", **_command(training.runs_show))(training.runs_show)
+app.add_typer(runs_app, name="runs")
+app.command("fit", **_command(fitting.fit))(fitting.fit)
+app.command("calibrate", **_command(fitting.calibrate))(fitting.calibrate)
+app.command("validate", **_command(validation.validate))(validation.validate)
+app.command("certify", **_command(certify.certify))(certify.certify)
+app.command("coverage", **_command(coverage.coverage))(coverage.coverage)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("depl")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            from .. import __version__ as v
+        typer.echo(f"depl {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="print depl's version and exit")) -> None:
+    output.json = output.printed = False  # until the command's own --json says otherwise
+
+
+def _parser_errors() -> tuple[type[Exception], type[Exception]]:
+    """(UsageError, ClickException): what typer's parser raises for a command line it refuses, and their base.
+
+    Taken from `typer.BadParameter`, public in every typer: up to 0.2x it is click's (typer re-exports
+    click's exceptions), later typer bundles its own copy of click and no longer installs click.
+    """
+    mro = {c.__name__: c for c in typer.BadParameter.__mro__}
+    return mro["UsageError"], mro["ClickException"]
+
+
+_SUGGESTION = re.compile(r"\s*\(?Did you mean [^?]*\?\)?")
+
+
+def _one_suggestion(message: str) -> str:
+    """The first "Did you mean …?" of a message only: click ≥ 8.4 suggests a command itself, after typer
+    (on that click) has added its own suggestion to the message."""
+    first = _SUGGESTION.search(message)
+    if first is None:
+        return message
+    return message[:first.end()] + _SUGGESTION.sub("", message[first.end():])
 
 
 def main() -> None:
     import sys
 
-    import click
-
+    usage_error, cli_error = _parser_errors()
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # Flower asks before it phones home; depl never does
+    output.json = output.printed = False
     try:
         code = typer.main.get_command(app).main(prog_name="depl", standalone_mode=False)
-    except click.UsageError as e:
-        # one line, like every other refusal: click would draw a usage box of several lines
-        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx is not None else ""
-        if e.format_message():  # none when no arguments showed the help instead
-            err_console.print(f"[bold red]error:[/] {escape(e.format_message())}{escape(hint)}", highlight=False)
+    except usage_error as e:
+        # one line, like every other refusal: typer would draw a usage box of several lines
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        message = _one_suggestion(e.format_message())
+        if message:  # none when no arguments showed the help instead
+            err_console.print(f"[bold red]error:[/] {escape(message)}{escape(hint)}", highlight=False)
+            if output.json and not output.printed:
+                print_json({"error": message, "exit_code": EXIT_BAD_INPUT})
         code = EXIT_BAD_INPUT
-    except click.ClickException as e:
+    except cli_error as e:
         err_console.print(f"[bold red]error:[/] {escape(e.format_message())}", highlight=False)
         code = e.exit_code
-    except click.exceptions.Exit as e:  # raised by `fail` outside a command's context
+    except typer.Exit as e:  # raised by `fail` outside a command's context
         code = e.exit_code
-    except click.Abort:  # Ctrl-C
+    except typer.Abort:  # Ctrl-C
         err_console.print("aborted", highlight=False, markup=False)
         code = 1
     sys.exit(code if isinstance(code, int) else 0)

@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from .console import EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, print_json
+from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option,
+                      print_json)
 from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, THREADS, WORKERS, allow_code, start_training,
                        training_errors)
 
@@ -27,8 +28,8 @@ def certify(
                               help="seeds trained together between two looks at the test (one vectorised stack)"),
     out: Path = typer.Option(Path("depl-certify"), "--out", help="folder for the store and PLAN-certificate.json"),
     store: Optional[str] = typer.Option(None, "--store", help="the runs store [default: OUT/runs.sqlite]"),
-    as_json: bool = typer.Option(False, "--json", help="print the certificate (as in the file) on stdout as one "
-                                 "JSON object, nothing else there"),
+    as_json: bool = json_option("print the certificate (as in the file) on stdout as one JSON object, nothing "
+                                "else there"),
     threads: int = THREADS,
     device: str = DEVICE,
     workers: Optional[int] = WORKERS,

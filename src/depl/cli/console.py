@@ -27,18 +27,50 @@ err_console = Console(stderr=True, soft_wrap=True)
 JSON_HELP = "print one JSON object on stdout (nothing else there)"
 
 
+class _Output:
+    """Whether the command running prints JSON (its --json): then a refusal is a JSON object on stdout too."""
+
+    json = False
+    printed = False  # a JSON object is on stdout already: a later refusal adds none
+
+
+output = _Output()
+
+
+def _json_mode(value: bool) -> bool:
+    output.json, output.printed = bool(value), False
+    return value
+
+
+def json_option(help: str = JSON_HELP):
+    """The --json option of every command that has one.
+
+    Eager, so it is read before the other options are checked: a refusal of one of them (exit 2) is then
+    `{"error": ..., "exit_code": 2}` on stdout as well as its line on stderr (`fail`, and `depl.cli.app.main`
+    for what the parser refuses itself).
+    """
+    return typer.Option(False, "--json", help=help, is_eager=True, callback=_json_mode)
+
+
 def print_json(obj) -> None:
     """One strict JSON object on stdout (non-finite numbers become null: JSON has no NaN/inf)."""
     from ..jsonout import dumps
 
     sys.stdout.write(dumps(obj) + "\n")
     sys.stdout.flush()
+    output.printed = True
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    """Print one clear message to stderr and exit with `code` (no traceback)."""
+def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None) -> None:
+    """Print one clear message to stderr and exit with `code` (no traceback).
+
+    Under --json, stdout gets one JSON object too: `result` (what the command has to say, e.g. an infeasible
+    plan's reachable quantile) or else `{"error": message}`, with `"exit_code": code` added.
+    """
     # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+    if output.json and not output.printed:
+        print_json({**(result if result is not None else {"error": message}), "exit_code": code})
     raise typer.Exit(code)
 
 

@@ -17,7 +17,8 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, print_json
+from .console import (EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, json_option,
+                      print_json)
 from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, allow_code, run_seeds,
                        seed_options, start_training, training_errors)
 
@@ -50,7 +51,7 @@ def coverage(
     md: Optional[Path] = typer.Option(None, "--md", help="write the markdown table here [default: OUT/coverage.md]"),
     train: bool = typer.Option(True, "--train/--no-train", help="--no-train: train nothing; judge each cell on the "
                                "held-out seeds the store has finished (a partial table, its run counts per cell)"),
-    as_json: bool = typer.Option(False, "--json", help="print the table (as in OUT/coverage.json) on stdout as one "
+    as_json: bool = json_option("print the table (as in OUT/coverage.json) on stdout as one "
                                  "JSON object, nothing else there"),
     threads: int = THREADS,
     device: str = DEVICE,

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .console import check_output_file, choice, console, fail, user_errors
+from .console import check_output_file, choice, console, fail, json_option, user_errors
 
 
 def _models() -> type[Enum]:
@@ -57,7 +57,7 @@ def fit(
                                      "model of --out"),
     bootstrap: int = typer.Option(200, "--bootstrap", min=0, max=100_000,
                                   help="parametric-bootstrap samples per KS test (0: none)"),
-    seed: int = typer.Option(0, "--seed", min=0),
+    seed: int = typer.Option(0, "--seed", min=0, help="random seed of the fit's bootstrap (same seed, same numbers)"),
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="set [target] loss in the files written"),
     omega: Optional[float] = typer.Option(None, "--omega", help="set [target] quantile in the files written"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="set [target] deadline in the files written"),
@@ -205,7 +205,7 @@ def calibrate(
                                           "quantile]"),
     png: Optional[Path] = typer.Option(None, "--png", help="folder for the plot: reliability before/after and the "
                                        "PIT histograms (calibration.png)"),
-    as_json: bool = typer.Option(False, "--json", help="print {scenario, runs, level, reliability, ...} on stdout as "
+    as_json: bool = json_option("print {scenario, runs, level, reliability, ...} on stdout as "
                                  "one JSON object (nothing else there)"),
 ) -> None:
     """Calibrate a scenario's fitted law on new runs, without refitting it (as `depl fit --calibration-seeds`).

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, check_output_file, choice, console, err_console,
-                      fail, print_json, warn)
+                      fail, json_option, print_json, warn)
 
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
 MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
@@ -99,7 +99,7 @@ def plan(
     loss: Optional[float] = typer.Option(None, "--loss", help="ℓmax: override the scenario's [target] loss"),
     quantile: Optional[float] = typer.Option(None, "--quantile", help="ω: override the scenario's [target] quantile"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Tmax: override the scenario's [target] deadline"),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP + ": the plan (depl.plan/1)"),
+    as_json: bool = json_option(JSON_HELP + ": the plan (depl.plan/1)"),
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
@@ -135,7 +135,11 @@ def plan(
                   if shown.is_terminal else nullcontext()):
                 p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
-        fail(str(e), EXIT_INFEASIBLE)
+        # under --json: what is reachable, as the message says it (null where it says nothing)
+        fail(str(e), EXIT_INFEASIBLE, {"feasible": False, "reason": str(e), "scenario": s.name, "method": method,
+                                       "target": {"loss": s.target.loss, "quantile": s.target.quantile,
+                                                  "deadline": s.target.deadline},
+                                       "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time})
     _warn_extrapolated(s, len(p.epochs))
     _certified_by(s, p)
     if out is not None:
@@ -206,7 +210,7 @@ def simulate(
     runs: int = typer.Option(10_000, "--runs", "-n", min=100, max=MAX_RUNS, help="Monte Carlo trajectories"),
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="random seed (same seed, same numbers)"),
     png: Optional[Path] = typer.Option(None, "--png", help="loss band plot (default: next to the plan)"),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option(JSON_HELP),
 ) -> None:
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band.
 
@@ -262,11 +266,14 @@ def simulate(
 
 def predict(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file (its loss law)"),
-    schedule: str = typer.Argument(..., help="VERSION:EPOCHS segments in order, e.g. full:10,pruned-0.5:20"),
+    schedule: str = typer.Argument(..., metavar="SCHEDULE",
+                                   help="the model versions trained, in order: VERSION:EPOCHS segments separated by "
+                                   "commas, e.g. full:10,pruned-0.5:20 (10 epochs of full, then 20 of pruned-0.5); "
+                                   "the versions are the scenario's models"),
     quantile: Optional[float] = typer.Option(None, "--quantile", "-q", help="q (default: the scenario's ω)"),
     datasets: Optional[list[str]] = typer.Option(None, "--dataset", help="train on these datasets (repeatable) "
                                                  "(default: all of the scenario's); they set φ(S)"),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = json_option(JSON_HELP),
 ) -> None:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
     from ..predict import ScheduleError, parse_schedule

@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import check_output_file, choice, console, epoch_progress, fail, user_errors, warn
+from .console import check_output_file, choice, console, epoch_progress, fail, json_option, user_errors, warn
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -51,14 +51,14 @@ class Kind(str, Enum):
     profile = "profile"
 
 
-runs_app = typer.Typer(no_args_is_help=True, help="Look at the runs in a store.")
-
-
 def training_errors() -> tuple[type[Exception], ...]:
     """The exceptions whose message is meant for the user (exit code 2), training's included."""
-    from ..train.data import DataError
-    from ..train.federation import JobError
+    from ..train.source import DataError
 
+    try:
+        from ..train.federation import JobError
+    except ImportError:  # no `train` extra (torch): `runs show` reads a store without it, and no job was made
+        return (*user_errors(), DataError)
     return (*user_errors(), DataError, JobError)
 
 
@@ -112,12 +112,28 @@ VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, 
                    "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
                    "(default 0.1, at most 0.5)")
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
+MAX_SLOW = 1e6  # --slow: a cluster a million times slower (or faster) than planned is as far as a rehearsal goes
+
+
+def check_ray_address(address: Optional[str]) -> Optional[str]:
+    """--ray-address, checked as it is read (before any work): one where no cluster answers was refused only once
+    the run had started (its store made, its first line printed)."""
+    if address is not None:
+        from ..train.ray_pool import RayError, probe
+
+        try:
+            probe(address)
+        except RayError as e:
+            fail(str(e))
+    return address
+
+
 # the options every command that trains seeds takes (one object per option: typer may share them)
 THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
 DEVICE = typer.Option(Device.cpu.value, "--device", **choice(Device, "--device"), help=DEVICE_HELP)
 SEED_BATCH = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP)
 WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
-RAY_ADDRESS = typer.Option(None, "--ray-address", help=RAY_HELP)
+RAY_ADDRESS = typer.Option(None, "--ray-address", callback=check_ray_address, help=RAY_HELP)
 ALLOW_CODE = typer.Option(None, "--allow-code", metavar="DIR",
                           help="a folder of your own code (net/source = MODULE:FUNCTION) that this command may import "
                           "from (repeatable; adds to $DEPL_CODE); a plan or scenario never allows its own code: "
@@ -165,7 +181,8 @@ def _summary(store, run_id: str, title: str) -> None:
 def run(
     plan: Path = typer.Argument(..., help="a plan file (JSON, from `depl plan`)"),
     seeds: int = typer.Option(1, "--seeds", min=1, max=MAX_SEEDS, help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
-    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED,
+                                   help="F: the first seed (new seeds for a plan already run)"),
     backend: str = typer.Option(Backend.local.value, "--backend", **choice(Backend, "--backend"),
                                     help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
@@ -177,7 +194,8 @@ def run(
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
     seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="local: " + RAY_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", callback=check_ray_address,
+                                              help="local: " + RAY_HELP),
     insecure: bool = typer.Option(False, "--insecure", help="--superlink: accept a connection without TLS or "
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop (or, --rule "
@@ -270,8 +288,11 @@ def parse_slow(values) -> dict[str, float]:
             factor = float(f)
         except ValueError:
             factor = math.nan
-        if not name or not (math.isfinite(factor) and factor > 0):
-            fail(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor > 0, e.g. far-edge:1.5")
+        # a factor beyond MAX_SLOW (1e308) passed, and broke the re-planning view (capacity / FACTOR = 0) once the
+        # run had started; NaN fails every comparison
+        if not name or not 1 / MAX_SLOW <= factor <= MAX_SLOW:
+            fail(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor from {1 / MAX_SLOW:g} to {MAX_SLOW:g}, "
+                 "e.g. far-edge:1.5")
         out[name] = factor
     return out
 
@@ -375,7 +396,7 @@ def export_app(
     plan: Path = typer.Argument(..., metavar="PLAN.json", help="a plan file (JSON, from `depl plan`)"),
     folder: Path = typer.Argument(..., metavar="DIR", help="the app folder to write"),
     seeds: int = typer.Option(1, "--seeds", min=1, help="seeds F..F+N-1 (the run config's `seeds`)"),
-    first_seed: int = typer.Option(0, "--first-seed", min=0),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, help="F: the first seed (the run config's `first-seed`)"),
     store: Optional[str] = typer.Option(None, "--store", help="where the ServerApp writes [default: DIR/runs.sqlite]"),
     device: str = typer.Option(AppDevice.cpu.value, "--device", **choice(AppDevice, "--device"),
                                      help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
@@ -429,7 +450,8 @@ def _floats(text: str, name: str) -> list[float]:
 
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
-    epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000),  # as a scenario's max_epochs
+    epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000,  # as a scenario's max_epochs
+                               help="E: epochs of every experiment (the fitted law holds up to E: max_epochs)"),
     seeds: int = typer.Option(30, "--seeds", "-N", min=1, max=MAX_SEEDS,
                               help="seeds 0..N-1 (with --first-seed: F..F+N-1)"),
     first_seed: int = typer.Option(0, "--first-seed", min=0, max=MAX_SEED,
@@ -440,8 +462,8 @@ def profile(
     switch: Optional[List[str]] = typer.Option(None, "--switch", help="FROM:TO:K1 switch experiment (repeatable)"),
     datasets: Optional[List[str]] = typer.Option(None, "--dataset", help="datasets to train on [default: all]"),
     nodes: int = typer.Option(1, "--nodes", min=1, help="nodes doing FedAvg in every experiment"),
-    store: Optional[str] = typer.Option(None, "--store"),
-    out: Path = typer.Option(Path("depl-runs"), "--out"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
+    out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (the store, Ray temp files)"),
     threads: int = THREADS,
     device: str = DEVICE,
     seed_batch: int = SEED_BATCH,
@@ -510,13 +532,13 @@ def run_seeds(st, runs, options: dict, progress) -> None:
         fail(str(e))
 
 
-@runs_app.command("show")
 def runs_show(
-    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
-    out: Path = typer.Option(Path("depl-runs"), "--out"),
+    store: Optional[str] = typer.Option(None, "--store", help="the store to read: SQLite path or sqlite:/// URL "
+                                        "[default: OUT/runs.sqlite]"),
+    out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder whose store to read (without --store)"),
     png: Optional[Path] = typer.Option(None, "--png", help="draw the loss bands (mean, 1st–99th percentile) here"),
     kind: Optional[str] = typer.Option(None, "--kind", **choice(Kind, "--kind"), help="only runs of this kind: plan or profile"),
-    as_json: bool = typer.Option(False, "--json", help="print {store, runs: [...]} on stdout as one JSON object "
+    as_json: bool = json_option("print {store, runs: [...]} on stdout as one JSON object "
                                  "(nothing else there)"),
 ) -> None:
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""

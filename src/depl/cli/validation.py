@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail, print_json, warn
+from .console import (EXIT_OK, EXIT_REFUTED, check_output_file, choice, console, epoch_progress, err_console, fail,
+                      json_option, print_json, warn)
 from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS,
                        allow_code, refuse_adaptive_options, run_seeds, seed_options, start_training, training_errors)
 
@@ -20,10 +21,10 @@ def validate(
     seeds: int = typer.Option(200, "--seeds", min=2, max=100_000, help="held-out seeds F..F+N-1"),
     first_seed: int = typer.Option(1000, "--first-seed", min=0, max=2**31 - 1, help="F: the first seed (keep clear of the profiling seeds)"),
     out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
-    store: Optional[str] = typer.Option(None, "--store", help="[default: OUT/runs.sqlite]"),
+    store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
     threads: int = THREADS,
-    as_json: bool = typer.Option(False, "--json", help="print the report (as in OUT/PLAN-validate.json) on stdout "
+    as_json: bool = json_option("print the report (as in OUT/PLAN-validate.json) on stdout "
                                  "as one JSON object, nothing else there"),
     device: str = DEVICE,
     seed_batch: int = SEED_BATCH,
@@ -41,7 +42,11 @@ def validate(
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
     allow_code(allow)
-    if adaptive:
+    if adaptive:  # what the closed loop does not use is refused, as `depl run --adaptive` does, before any work
+        if ray_address:
+            fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
+        if png is not None:
+            fail("--png: an adaptive validation draws no band (its seeds stop at different epochs)")
         _same_law(scenario, plan_file)
         return _validate_adaptive(plan_file, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
                                   validation, as_json, seed_batch, rule or Rule.slack.value)

@@ -139,13 +139,15 @@ def check_connection(name: str, insecure: bool = False) -> str:
     SuperLink listens on 127.0.0.1 and only its operator reaches it: on that
     machine or through an SSH tunnel (docs/flower-deployment.md).
     """
-    import click
     from flwr.cli.flower_config import read_superlink_connection
 
     try:
         conn = read_superlink_connection(name)
-    except (click.ClickException, OSError, ValueError) as e:
-        text = e.format_message() if isinstance(e, click.ClickException) else str(e)
+    except Exception as e:
+        # Flower's CLI refuses a config with its CLI's errors (click's ClickException: they carry format_message)
+        if not isinstance(e, (OSError, ValueError)) and not callable(getattr(e, "format_message", None)):
+            raise
+        text = e.format_message() if callable(getattr(e, "format_message", None)) else str(e)
         raise DeploymentError(f"--superlink {name!r}: {' '.join(text.split())}") from None
     if not conn.address:
         raise DeploymentError(f"--superlink {name!r}: a simulation connection (no address); "

@@ -37,16 +37,23 @@ def _remote_task(task: Task, results, threads: int, run_task: Callable) -> int:
     return len(task.seeds)
 
 
-def connect(address: str):
-    """Join the cluster at `address` (HOST:PORT of its head) as its driver."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+def probe(address: str) -> None:
+    """RayError unless something answers at `address` (HOST:PORT of a cluster's head); it imports no Ray."""
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
-    try:  # Ray aborts the whole process after a minute when nobody answers; ask first
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayError(f"--ray-address {address}: not HOST:PORT (the address of a cluster's head, e.g. 127.0.0.1:6379)")
+    try:
         socket.create_connection((host, int(port)), timeout=10).close()
     except (OSError, ValueError) as e:
         raise RayError(f"--ray-address {address}: no Ray cluster answers there ({e}); "
                        "start one with `ray start --head` and give its address (HOST:PORT)") from None
+
+
+def connect(address: str):
+    """Join the cluster at `address` (HOST:PORT of its head) as its driver."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    probe(address)  # Ray aborts the whole process after a minute when nobody answers; ask first
     import ray
 
     if ray.is_initialized():
