@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
                       ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
                       ("profile", training.profile), ("export-app", training.export_app),
-                      ("fleet-gateway", training.fleet_gateway)):
+                      ("run-app", training.run_app), ("fleet-gateway", training.fleet_gateway)):
     app.command(name)(command)
 app.add_typer(training.runs_app, name="runs")
 app.command("fit")(fitting.fit)
