@@ -366,7 +366,7 @@ RAY_TMPDIR_MAX = 36
 
 class LocalSuperLink:
     """A SuperLink of ours in simulation mode, on 127.0.0.1 only, its state in `home` (default OUT/flower),
-    stopped on exit with every process it started (SuperExec, simulation, Ray)."""
+    stopped on exit with every process it started (SuperExec, simulation, Ray: `stop`)."""
 
     def __init__(self, out: Path, threads: int = 1, home: Path | None = None):
         import subprocess
@@ -374,6 +374,8 @@ class LocalSuperLink:
 
         self.out = Path(out).resolve()
         self.env = {**flower_environment(self.out, home), "DEPL_TORCH_THREADS": str(threads)}
+        self.env[MARK_ENV] = f"{os.getpid()}-{id(self):x}-{time.time_ns()}"
+        self.mark = f"{MARK_ENV}={self.env[MARK_ENV]}"
         self.ray_tmp = None
         if len(self.env["RAY_TMPDIR"].encode()) > RAY_TMPDIR_MAX:
             self.ray_tmp = Path(tempfile.mkdtemp(prefix="depl-ray-", dir="/tmp" if os.path.isdir("/tmp") else None))
@@ -410,27 +412,31 @@ class LocalSuperLink:
         raise RuntimeError(f"flower-superlink did not start within {timeout:.0f} s; see {self.log}")
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the SuperLink and what it started, its session: SuperExec, the simulation, Ray's processes.
+        """Stop the SuperLink and every process it started: SuperExec, the simulation, Ray's processes.
 
-        SIGTERM to the session's process group, then wait until no process of the session is left
-        (a simulation and its Ray workers take a few seconds to shut down); SIGKILL what remains."""
+        SIGTERM to the SuperLink's process group; then to every process still carrying this SuperLink's
+        mark in its environment (SuperExec starts a session of its own, and Ray's workers outlive the
+        simulation for a few seconds); SIGKILL to what is left after `timeout` seconds."""
         import shutil
         import signal
+        import subprocess
 
-        sid = self.proc.pid  # start_new_session: the SuperLink leads its own session and process group
-        try:  # the group, even where the SuperLink itself has exited: what it started may not have
-            os.killpg(sid, signal.SIGTERM)
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # start_new_session: the SuperLink leads its own group
         except OSError:
             pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        left = marked_processes(self.mark)
+        _signal(left, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and (self.proc.poll() is None or session_processes(sid)):
+        while left and time.monotonic() < deadline:
             time.sleep(0.2)
-        for pid in session_processes(sid) + ([sid] if self.proc.poll() is None else []):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        self.proc.wait()
+            left = marked_processes(self.mark)
+        _signal(left, signal.SIGKILL)
         if self.ray_tmp is not None:
             shutil.rmtree(self.ray_tmp, ignore_errors=True)
 
@@ -441,17 +447,34 @@ class LocalSuperLink:
         self.stop()
 
 
-def session_processes(sid: int) -> list[int]:
-    """The processes of session `sid` (from /proc; none where there is no /proc)."""
+MARK_ENV = "DEPL_FLOWER_SUPERLINK"  # in the environment of a LocalSuperLink and of every process it starts
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The live processes, this one aside, whose environment holds `mark` (a NAME=VALUE entry) (from /proc;
+    none where there is no /proc)."""
+    entry = mark.encode()
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
+        if int(proc.name) == os.getpid():
+            continue
         try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # a zombie has ended; its parent has yet to reap it
         except (OSError, IndexError):
             continue
-        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":  # state, ppid, pgrp, session
-            found.append(int(proc.name))
+        found.append(int(proc.name))
     return found
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def simulate_app(app: Path, out: Path, num_supernodes: int, progress=None, threads: int = 1,
