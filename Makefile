@@ -7,12 +7,14 @@ STAMP  := $(VENV)/.installed
 # constraints: each install takes exactly these versions of what it needs, and the
 # ranges in pyproject.toml stay what library users get.
 LOCK   := requirements/lock.txt
+# The installer itself, pinned likewise.
+PIP    := pip==26.3
 
 .PHONY: demo test install install-plan clean bench lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(PIP)
 
 # Planning needs only the light dependencies.
 $(VENV)/.plan-installed: pyproject.toml $(LOCK) | $(BIN)/python
@@ -51,7 +53,7 @@ LOCK_VENV := /tmp/depl-lock-venv
 lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/pip install --quiet pip==26.3 pip-tools==7.6.2
+	$(LOCK_VENV)/bin/pip install --quiet $(PIP) pip-tools==7.6.2
 	mkdir -p $(dir $(LOCK))
 	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet --upgrade --extra dev --extra train \
 	    --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
