@@ -3,21 +3,27 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The tested versions of every distribution (`make lock` writes it). Installed as
+# constraints: each install takes exactly these versions of what it needs, and the
+# ranges in pyproject.toml stay what library users get.
+LOCK   := requirements/lock.txt
+# The installer itself, pinned likewise.
+PIP    := pip==26.3
 
-.PHONY: demo test install install-plan clean bench
+.PHONY: demo test install install-plan clean bench lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(PIP)
 
 # Planning needs only the light dependencies.
-$(VENV)/.plan-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[dev]"
+$(VENV)/.plan-installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e ".[dev]"
 	touch $@
 
 # Tests cover training too, so they install the `train` extra.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[dev,train]"
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e ".[dev,train]"
 	touch $@ $(VENV)/.plan-installed
 
 install-plan: $(VENV)/.plan-installed
@@ -37,6 +43,29 @@ test: $(STAMP)
 
 bench: $(VENV)/.plan-installed
 	$(BIN)/python benchmarks/bench_planner.py
+
+# Re-resolve every dependency of `.[dev,train]` to its newest release that pyproject.toml
+# allows, in a throwaway venv, with pip-tools: exact pins, `# via` notes, no index options.
+# Run it on a machine like CI's (Python 3.11, Linux x86-64, the CPU build of torch on disk):
+# torch is written without its local label (2.13.0, not 2.13.0+cpu), so the lock installs
+# where that file is not on disk too, and a lock with CUDA packages (nvidia-*) is refused.
+LOCK_VENV := /tmp/depl-lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet $(PIP) pip-tools==7.6.2
+	mkdir -p $(dir $(LOCK))
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet --upgrade --extra dev --extra train \
+	    --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
+	    --output-file $(LOCK_VENV)/lock.txt pyproject.toml
+	! grep -qi '^nvidia-' $(LOCK_VENV)/lock.txt || { echo "make lock: the lock pulls CUDA packages (nvidia-*)"; exit 1; }
+	{ echo "# The tested versions of every distribution of a \`.[dev,train]\` install"; \
+	  echo "# ($$($(LOCK_VENV)/bin/python -c 'import platform as p; print("Python", p.python_version(), "on", p.system(), p.machine())'))."; \
+	  echo "# The Makefile installs with \`pip install -c $(LOCK) -e '.[dev,train]'\` (or '.[dev]')."; \
+	  echo "# \`make lock\` rewrites it; pyproject.toml keeps the ranges library users get."; \
+	  sed -e 's/^\(torch==[0-9.]*\)+[a-z0-9.]*/\1/' $(LOCK_VENV)/lock.txt; } > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
+	rm -rf $(LOCK_VENV)
 
 clean:
 	rm -rf $(VENV) demo-plan.json demo-plan.png

@@ -223,6 +223,24 @@ def test_export_app_writes_a_whole_pyproject(tmp_path, plan_file):
     assert r.exit_code == 0, r.output
     assert _files(tmp_path / "app") == ["pyproject.toml"]  # no temporary file left
     assert "[tool.flwr.app.config]" in (tmp_path / "app" / "pyproject.toml").read_text()
+    # what to run next, with this environment's absolute paths (its bin/ need not be on PATH)
+    (run_app,) = [ln.split() for ln in r.stdout.splitlines() if " run-app " in ln]
+    assert os.path.isabs(run_app[0]) and run_app[-1] == str((tmp_path / "app").resolve()), run_app
+
+
+@pytest.mark.parametrize("case", ["no folder", "no pyproject", "not TOML", "not an app of depl", "bad plan"])
+def test_run_app_on_a_folder_that_is_not_an_exported_app_is_one_line_and_writes_nothing(tmp_path, case):
+    app = tmp_path / "app"
+    text = {"not TOML": "[tool", "not an app of depl": '[project]\nname = "x"\n',
+            "bad plan": '[tool.flwr.app.config]\nplan = "{\\"method\\": 1}"\n'}.get(case)
+    if case != "no folder":
+        app.mkdir()
+    if text is not None:
+        (app / "pyproject.toml").write_text(text)
+    before = _files(tmp_path)
+    line = _bad_input(_invoke("run-app", app))
+    assert ("plan" if case == "bad plan" else "pyproject.toml") in line, line
+    assert _files(tmp_path) == before  # no .flwr, no store
 
 
 @pytest.mark.parametrize("store", ["missing.sqlite", "sqlite:///missing.sqlite", "folder.sqlite", "text.sqlite"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest

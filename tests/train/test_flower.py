@@ -1,5 +1,6 @@
 """The flower back end on Flower's simulation engine: same seed, same trajectory as `local`."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -90,52 +91,81 @@ def _check(plan, tmp_path, out):
     assert (out / "flower").is_dir()
 
 
-def test_an_exported_app_runs_with_flwr_run_on_flowers_local_simulation(tmp_path):
-    """`depl export-app` then plain `flwr run DIR` (Flower's default `local` connection starts a
-    simulation SuperLink): the same trajectory as the local back end, in the app's store."""
-    import os
+def _processes_naming(text: str) -> dict[int, str]:
+    """pid -> command line of every process but this one whose command line or environment names `text`."""
+    found = {}
+    for proc in Path("/proc").glob("[0-9]*"):
+        if int(proc.name) == os.getpid():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (proc / "environ").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z" and (text in cmd or text in env):
+            found[int(proc.name)] = cmd
+    return found
+
+
+def test_an_exported_app_runs_the_way_the_readme_says_and_leaves_nothing_running(tmp_path):
+    """`depl export-app PLAN DIR`, then the command it prints (`depl run-app DIR`, with this environment's
+    absolute paths, its bin/ not on PATH): `flwr run` on Flower's simulation engine gives the local back end's
+    trajectory in the app's store; no Flower or Ray process is left; Flower's config is in DIR/.flwr, ~/.flwr
+    is not written."""
+    import shlex
     import signal
-    import socket
+    import threading
     import time
 
-    plan = make_plan(SWITCH_PLAN)
+    plan = make_plan(SWITCH_PLAN)  # cluster A: 2 nodes, then B: 1 node; 4 epochs, 1 seed
     plan.save(tmp_path / "plan.json")
     out = Path(tempfile.mkdtemp(prefix="depl-ex-", dir="/tmp"))  # Ray's socket paths must stay short
-    app = out / "app"
-    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "export-app",
-                        str(tmp_path / "plan.json"), str(app), "--seeds", "1"], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "[tool.flwr.app.components]" in (app / "pyproject.toml").read_text()
+    app, home = out / "app", out / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLWR_", "RAY_"))}
+    env.update(HOME=str(home), FLWR_TELEMETRY_ENABLED="0", PATH="/usr/local/bin:/usr/bin:/bin",
+               PYTHONPATH=os.pathsep.join(sys.path))  # this checkout's depl, whatever bin/depl was installed from
+    seen: dict[int, str] = {}
+    done = threading.Event()
 
-    def port():
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return str(s.getsockname()[1])
+    def watch():  # what runs while the app does: the SuperLink must be seen, or the check below is vacuous
+        while not done.is_set():
+            seen.update(_processes_naming(str(out)))
+            time.sleep(0.5)
 
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "FLWR_HOME": str(out / "flower"), "FLWR_TELEMETRY_ENABLED": "0", "RAY_TMPDIR": str(out / "ray"),
-           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": port(), "FLWR_LOCAL_CONTROL_API_PORT": port(),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    watcher = threading.Thread(target=watch, daemon=True)
     try:
-        # one virtual SuperNode for cluster A's two nodes: it trains both shares of each round
-        r = subprocess.run([str(bin_dir / "flwr"), "run", str(app), "--stream", "--federation-config", "num-supernodes=1"],
-                           env=env, capture_output=True, text=True, timeout=600)
+        r = subprocess.run([sys.executable, "-m", "depl.cli", "export-app", str(tmp_path / "plan.json"), str(app),
+                            "--seeds", "1"], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        (line,) = [x.strip() for x in r.stdout.splitlines() if " run-app " in x]
+        cmd = shlex.split(line)
+        assert Path(cmd[0]).is_absolute() and cmd[-1] == str(app.resolve()), line
+        watcher.start()
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        elapsed = time.monotonic() - t0
+        done.set()
+        watcher.join()
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        left = _processes_naming(str(out))
+        assert left == {}, left  # SuperLink, SuperExec, simulation, Ray: all stopped when the command ends
+        assert any("flower-superlink" in c for c in seen.values()), seen
         with Store(app / "runs.sqlite") as s:
             (run,) = s.runs("plan")
+            assert run["spec"]["backend"] == "flower"
             flower = s.losses(run["run_id"])
         local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
         assert flower[0] == pytest.approx(local, rel=1e-5, abs=1e-6)
-    finally:  # flwr leaves its local SuperLink running, detached: stop the one it started for us
-        for proc in Path("/proc").glob("[0-9]*"):
+        assert (app / ".flwr" / "config.toml").is_file()  # Flower's config and state in the app folder
+        assert not (home / ".flwr").exists(), list(home.rglob("*"))
+        assert elapsed < 600
+    finally:
+        done.set()
+        for pid in _processes_naming(str(out)):  # a failed run leaves nothing behind either
             try:
-                cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(c.endswith(b"flower-superlink") for c in cmd) and str(out).encode() in b" ".join(cmd):
-                try:
-                    os.kill(int(proc.name), signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        time.sleep(1)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(out, ignore_errors=True)

@@ -4,7 +4,7 @@
 * `console` — the consoles, `fail`, the exit codes (0 ok, 2 bad input,
   3 infeasible, 4 a promise refuted), `--json` output, Enum choices;
 * one module per command family: `planning` (scenarios, plan, simulate,
-  predict), `reproduce`, `training` (run, profile, runs, export-app),
+  predict), `reproduce`, `training` (run, profile, runs, export-app, run-app),
   `fitting` (fit), `validation` (validate).
 """
 

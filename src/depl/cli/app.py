@@ -68,7 +68,7 @@ runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help
 for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
                       ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
                       ("profile", training.profile), ("export-app", training.export_app),
-                      ("fleet-gateway", training.fleet_gateway)):
+                      ("run-app", training.run_app), ("fleet-gateway", training.fleet_gateway)):
     app.command(name, **_command(command))(command)
 runs_app.command("show", **_command(training.runs_show))(training.runs_show)
 app.add_typer(runs_app, name="runs")

@@ -1,4 +1,4 @@
-"""Training commands: run, profile, runs show, export-app (torch is imported inside each command).
+"""Training commands: run, profile, runs show, export-app, run-app (torch is imported inside each command).
 
 Every command imports the training code inside its body, so `depl plan` and
 the other planning commands work without the `train` extra.
@@ -414,10 +414,63 @@ def export_app(
         fail(str(e))
     except OSError as e:  # DIR is a file, or cannot be created or written; nothing is left behind
         fail(f"{e.filename or folder}: {e.strerror or e}")
+    from ..train.flower_app import app_commands
+
     console.print(f"Flower app written to {app}/pyproject.toml (the plan is embedded in its run config)\n"
-                  f"  flwr run {app}                      # Flower's local simulation engine\n"
-                  f"  flwr run {app} CONNECTION --stream  # a deployment (docs/flower-deployment.md)\n"
-                  f"  depl runs show --store {app}/runs.sqlite", highlight=False, markup=False)
+                  + "\n".join(f"  {cmd}\n      # {what}" for cmd, what in app_commands(app)),
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+def run_app(
+    folder: Path = typer.Argument(..., metavar="DIR", help="an app folder written by `depl export-app`"),
+    supernodes: Optional[int] = typer.Option(None, "--supernodes", min=1, max=1024,
+                                             help="virtual SuperNodes of the simulation [default: the largest "
+                                             "cluster's nodes]"),
+    threads: int = THREADS,
+    allow: Optional[List[Path]] = ALLOW_CODE,
+) -> None:
+    """Run an app of `depl export-app` with `flwr run` on Flower's simulation engine, here. Resumes.
+
+    A SuperLink of its own on 127.0.0.1, its state in DIR/.flwr (never ~/.flwr), stopped with all it started."""
+    from ..train.flower_app import AppError, app_run_config, job_of_run_config, run_app as run_flower_app
+
+    try:
+        rc = app_run_config(folder)
+        dev = start_training(threads, str(rc.get("device", "cpu")))
+        allow_code(allow)
+        job, run_id, _ = job_of_run_config(rc)
+    except (AppError, *training_errors()) as e:
+        fail(str(e))
+    from ..store import Store
+    from ..train import execute
+
+    first = int(rc.get("first-seed", 0))
+    seed_list = list(range(first, first + int(rc.get("seeds", 1))))
+    store = str(rc.get("store", Path(folder) / "runs.sqlite"))
+    n = len(job.epochs)
+    console.print(f"run [bold]{run_id}[/] · app {escape(str(folder))} · {n} epochs × {len(seed_list)} seeds · "
+                  f"flwr run on Flower's simulation engine ({dev}) · store {escape(store)}", highlight=False)
+    t0 = time.perf_counter()
+    with epoch_progress() as bar:
+        task = bar.add_task("flower", total=n * len(seed_list))
+
+        def progress(seed, epoch, loss):
+            bar.update(task, advance=1, description=f"flower seed {seed} epoch {epoch} loss {loss:.3f}")
+
+        try:
+            run_flower_app(folder, supernodes, progress, threads)
+        except RuntimeError as e:
+            fail(str(e), code=1)
+    try:
+        st = Store(store, readonly=True)
+    except training_errors() as e:
+        fail(str(e), code=1)
+    with st:
+        left = execute.pending(st, run_id, job, seed_list)
+        if left:
+            fail(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {Path(folder) / '.flwr'}", code=1)
+        console.print(f"done in {time.perf_counter() - t0:.1f} s · the SuperLink and all it started are stopped")
+        _summary(st, run_id, f"app {folder}")
 
 
 def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, superlink: str, run_id: str, p,

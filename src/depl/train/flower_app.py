@@ -13,10 +13,12 @@ in its cluster, the seed and epoch), and averages the replies with the same
 The app is a folder with a ``pyproject.toml`` (`export_app`, ``depl
 export-app``) that ``flwr run`` runs — Flower's current way of running an app:
 
-* on the simulation engine (Ray) on this machine: ``flwr run DIR`` with
-  Flower's local SuperLink, or ``depl run --backend flower``, which runs the
-  same app on a SuperLink of its own (`simulate_app`: 127.0.0.1, state and
-  Ray's temp files in the run folder, stopped at the end);
+* on the simulation engine (Ray) on this machine: ``depl run-app DIR``
+  (`run_app`) or ``depl run --backend flower``, which run ``flwr run`` on a
+  SuperLink of their own (`simulate_app`: 127.0.0.1, Flower's state and Ray's
+  temp files in DIR/.flwr or the run folder, stopped with everything it
+  started when the run ends) — plain ``flwr run DIR`` also works, on a
+  SuperLink Flower starts and leaves running (docs/flower-deployment.md);
 * on a deployment — SuperLink and SuperNodes started by hand, the app
   submitted with ``flwr run DIR CONNECTION`` (docs/flower-deployment.md).
   Each SuperNode declares its cluster(s) and its index in them with
@@ -212,8 +214,9 @@ APP_PYPROJECT = """\
 # A Flower app that runs a depl plan: FedAvg within a cluster, hand-offs between
 # clusters, pruning switches.  Written by `depl export-app` (or `depl run --backend flower`).
 #
-#   flwr run .                      Flower's local simulation engine (the `local` SuperLink
-#                                   connection of $FLWR_HOME/config.toml, Flower's default)
+#   depl run-app .                  Flower's simulation engine on this machine: `flwr run` on a
+#                                   SuperLink of its own (127.0.0.1), stopped when the run ends;
+#                                   Flower's state in .flwr/ (FLWR_HOME), never in ~/.flwr
 #   flwr run . CONNECTION --stream  a deployment (docs/flower-deployment.md)
 #
 # The simulation may have fewer virtual SuperNodes than a cluster has nodes: the
@@ -293,10 +296,12 @@ def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 
 # Running the app: `flwr run`, on a SuperLink of ours (simulation) or a deployment's
 # --------------------------------------------------------------------------- #
 
-def flower_environment(out: Path) -> dict[str, str]:
-    """Telemetry off; Flower's and Ray's state inside the run folder; Ray on loopback only."""
+def flower_environment(out: Path, home: Path | None = None) -> dict[str, str]:
+    """Telemetry off; Flower's state (FLWR_HOME: `home`, default OUT/flower) and Ray's inside the run
+    folder; Ray on loopback only."""
     out = Path(out).resolve()
-    env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(out / "flower"), "RAY_USAGE_STATS_ENABLED": "0",
+    home = Path(home).resolve() if home is not None else out / "flower"
+    env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_DISABLE_DOCKER_CPU_WARNING": "1", "RAY_DEDUP_LOGS": "0", "RAY_TMPDIR": str(out / "ray"),
            "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
            # Ray's single-machine mode (its default on macOS and Windows): the node's address is
@@ -306,8 +311,8 @@ def flower_environment(out: Path) -> dict[str, str]:
            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            # the Flower processes import your code from the folders this command allowed, whatever their folder
            CODE_ENV: os.pathsep.join(map(str, code_roots()))}
-    for d in ("flower", "ray"):
-        (out / d).mkdir(parents=True, exist_ok=True)
+    for d in (home, out / "ray"):
+        d.mkdir(parents=True, exist_ok=True)
     return env
 
 
@@ -353,14 +358,28 @@ def flwr_run(app: Path, connection: str, env: dict[str, str], federation_config:
     return code, "".join(lines)
 
 
-class LocalSuperLink:
-    """A SuperLink of ours in simulation mode, on 127.0.0.1 only, its state in OUT/flower, stopped on exit."""
+# Ray's socket paths (RAY_TMPDIR/ray/session_<date>_<pid>/sockets/plasma_store) must fit in an
+# AF_UNIX address (107 bytes on Linux, 103 on macOS): a longer RAY_TMPDIR is replaced by a
+# short temporary folder, removed when the SuperLink stops.
+RAY_TMPDIR_MAX = 36
 
-    def __init__(self, out: Path, threads: int = 1):
+
+class LocalSuperLink:
+    """A SuperLink of ours in simulation mode, on 127.0.0.1 only, its state in `home` (default OUT/flower),
+    stopped on exit with every process it started (SuperExec, simulation, Ray: `stop`)."""
+
+    def __init__(self, out: Path, threads: int = 1, home: Path | None = None):
         import subprocess
+        import tempfile
 
         self.out = Path(out).resolve()
-        self.env = {**flower_environment(self.out), "DEPL_TORCH_THREADS": str(threads)}
+        self.env = {**flower_environment(self.out, home), "DEPL_TORCH_THREADS": str(threads)}
+        self.env[MARK_ENV] = f"{os.getpid()}-{id(self):x}-{time.time_ns()}"
+        self.mark = f"{MARK_ENV}={self.env[MARK_ENV]}"
+        self.ray_tmp = None
+        if len(self.env["RAY_TMPDIR"].encode()) > RAY_TMPDIR_MAX:
+            self.ray_tmp = Path(tempfile.mkdtemp(prefix="depl-ray-", dir="/tmp" if os.path.isdir("/tmp") else None))
+            self.env["RAY_TMPDIR"] = str(self.ray_tmp)
         self.port = _free_port()
         self.connection = "depl-simulation"
         home = Path(self.env["FLWR_HOME"])
@@ -382,6 +401,7 @@ class LocalSuperLink:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.stop()
                 raise RuntimeError(f"flower-superlink exited with code {self.proc.returncode}; see {self.log}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
@@ -391,19 +411,34 @@ class LocalSuperLink:
         self.stop()
         raise RuntimeError(f"flower-superlink did not start within {timeout:.0f} s; see {self.log}")
 
-    def stop(self) -> None:
-        """Stop the SuperLink and what it started (its session: SuperExec, simulation, Ray)."""
-        import signal
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the SuperLink and every process it started: SuperExec, the simulation, Ray's processes.
 
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=20)
-            except (ProcessLookupError, OSError):
-                pass
-            except Exception:  # noqa: BLE001 - it did not stop in time
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        SIGTERM to the SuperLink's process group; then to every process still carrying this SuperLink's
+        mark in its environment (SuperExec starts a session of its own, and Ray's workers outlive the
+        simulation for a few seconds); SIGKILL to what is left after `timeout` seconds."""
+        import shutil
+        import signal
+        import subprocess
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # start_new_session: the SuperLink leads its own group
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        left = marked_processes(self.mark)
+        _signal(left, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = marked_processes(self.mark)
+        _signal(left, signal.SIGKILL)
+        if self.ray_tmp is not None:
+            shutil.rmtree(self.ray_tmp, ignore_errors=True)
 
     def __enter__(self) -> "LocalSuperLink":
         return self
@@ -412,9 +447,40 @@ class LocalSuperLink:
         self.stop()
 
 
+MARK_ENV = "DEPL_FLOWER_SUPERLINK"  # in the environment of a LocalSuperLink and of every process it starts
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The live processes, this one aside, whose environment holds `mark` (a NAME=VALUE entry) (from /proc;
+    none where there is no /proc)."""
+    entry = mark.encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        if int(proc.name) == os.getpid():
+            continue
+        try:
+            if entry not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+            if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # a zombie has ended; its parent has yet to reap it
+        except (OSError, IndexError):
+            continue
+        found.append(int(proc.name))
+    return found
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
 def simulate_app(app: Path, out: Path, num_supernodes: int, progress=None, threads: int = 1,
-                 cpus: int | None = None, device: str = "cpu") -> dict[str, float]:
-    """Run an app folder with `flwr run` on Flower's simulation engine (a SuperLink of ours).
+                 cpus: int | None = None, device: str = "cpu", home: Path | None = None) -> dict[str, float]:
+    """Run an app folder with `flwr run` on Flower's simulation engine (a SuperLink of ours, Flower's state in
+    `home`, default OUT/flower).
 
     Returns timings: the first epoch done (engine start-up included) and the total."""
     cpus = cpus or min(2, os.cpu_count() or 1)
@@ -432,13 +498,72 @@ def simulate_app(app: Path, out: Path, num_supernodes: int, progress=None, threa
         if progress is not None:
             progress(seed, epoch, loss)
 
-    with _lock, LocalSuperLink(out, threads) as link:
+    with _lock, LocalSuperLink(out, threads, home) as link:
         timing["superlink_up"] = time.perf_counter() - t0
         code, text = flwr_run(app, link.connection, link.env, fed, timed)
     timing["total"] = time.perf_counter() - t0
     if code != 0:
         raise RuntimeError(f"flwr run failed (exit {code}): {text.strip()[-3000:]}")
     return timing
+
+
+# --------------------------------------------------------------------------- #
+# An exported app folder: its run config, how to run it, `depl run-app`
+# --------------------------------------------------------------------------- #
+
+APP_HOME = ".flwr"  # FLWR_HOME of `depl run-app DIR`: DIR/.flwr, which Flower leaves out of the app it sends
+
+
+class AppError(Exception):
+    """A folder that is not an app `depl export-app` wrote (the message names the file and why)."""
+
+
+def app_run_config(app: Path) -> dict:
+    """The run config of an app folder (`[tool.flwr.app.config]` of DIR/pyproject.toml)."""
+    import tomllib
+
+    path = Path(app) / "pyproject.toml"
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise AppError(f"{path}: not a Flower app folder ({e.strerror or e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise AppError(f"{path}: not TOML ({e})") from None
+    rc = doc.get("tool", {}).get("flwr", {}).get("app", {}).get("config")
+    if not isinstance(rc, dict) or "plan" not in rc:
+        raise AppError(f"{path}: no [tool.flwr.app.config] with a plan (write the app with `depl export-app`)")
+    return rc
+
+
+def app_commands(app: Path) -> list[tuple[str, str]]:
+    """(command, what it does) for an exported app: the absolute paths of this environment's `depl` and
+    `flwr`, so they work whether or not its bin/ is on PATH."""
+    import shlex
+    import sys
+
+    app = Path(app).resolve()
+    depl = _bin("depl") if Path(_bin("depl")).exists() else f"{sys.executable} -m depl.cli"
+    store = str(app_run_config(app).get("store", app / "runs.sqlite"))
+    q = shlex.quote
+    return [(f"{depl} run-app {q(str(app))}",
+             f"Flower's simulation engine here: flwr run on a SuperLink of its own (127.0.0.1), stopped "
+             f"when the run ends; Flower's state in {app / APP_HOME}"),
+            (f"{_bin('flwr')} run {q(str(app))} CONNECTION --stream", "a deployment (docs/flower-deployment.md)"),
+            (f"{depl} runs show --store {q(store)}", "the runs")]
+
+
+def run_app(app: Path, num_supernodes: int | None = None, progress=None, threads: int = 1) -> dict[str, float]:
+    """`depl run-app DIR`: an exported app on Flower's simulation engine with `flwr run`, on a SuperLink of
+    ours whose state is in DIR/.flwr (FLWR_HOME; never ~/.flwr), stopped with all it started when the run ends.
+
+    Virtual SuperNodes: `num_supernodes`, default the largest cluster's nodes.  Returns `simulate_app`'s timings."""
+    app = Path(app).resolve()
+    rc = app_run_config(app)
+    job, _, _ = job_of_run_config(rc)
+    n = num_supernodes or max(job.nodes.values())
+    home = app / APP_HOME
+    return simulate_app(app, home, n, progress, threads, device=str(rc.get("device", "cpu")), home=home)
 
 
 def run_deployment(app: Path, superlink: str, env: dict[str, str] | None = None, timeout: float | None = None):
