@@ -27,6 +27,7 @@ CASES = {
     "bench_planner.py": ["--quick", "--skip-scaling", "--before-src", str(ROOT / "src")],
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
+    "bench_certify.py": [],
 }
 
 
@@ -38,3 +39,13 @@ def test_benchmark_runs(script, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
     assert r.stdout.strip(), "a benchmark prints its table"
+
+
+def test_the_certificate_doc_shows_the_table_bench_certify_prints():
+    """docs/certificate.md's runs table is the script's output on the committed coverage table, line for line."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_certify.py")], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = (ROOT / "docs" / "certificate.md").read_text(encoding="utf-8")
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) > 10 and all(line in doc for line in rows)
