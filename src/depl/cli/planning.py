@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 import sys
 import time
 from contextlib import nullcontext
@@ -45,8 +46,8 @@ def _load(scenario: str):
         fail(str(e))
 
 
-def _summary(plan) -> None:
-    """Print a plan as a person reads it."""
+def _summary(plan, out: Optional[Path] = None) -> None:
+    """Print a plan as a person reads it (`out`: where it was written)."""
     from collections import Counter
 
     from rich.table import Table
@@ -81,9 +82,26 @@ def _summary(plan) -> None:
     console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
                   f" target {plan.loss_target:g})")
     console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
-    if plan.info.get("certified_by"):
-        console.print(f"  certified by    {plan.info['certified_by']}", markup=False)
+    if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
+        console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
+    if plan.feasible and plan.epochs:
+        console.print(f"  real runs       not certified yet: `depl certify {shlex.quote(str(out)) if out else 'PLAN.json'}` runs fresh seeds until it can say "
+                      f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence 0.95 (at least "
+                      f"{fewest_runs(plan.omega, 0.05)} runs: that many if every one meets the target)", markup=False)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
+
+
+def fewest_runs(omega: float, alpha: float) -> int:
+    """The fewest runs after which `depl certify` can certify ω at level α: when every one meets ℓmax."""
+    from ..confidence import boundaries
+
+    n = 1
+    while True:  # doubling: ω near 1 needs thousands
+        cert, _ = boundaries(omega, alpha, n)
+        hit = [k for k in range(n + 1) if cert[k] <= k]
+        if hit:
+            return hit[0]
+        n *= 2
 
 
 COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
@@ -154,7 +172,7 @@ def plan(
     if as_json:
         print_json(p.to_json())
         return
-    _summary(p)
+    _summary(p, out)
     if method == "optimal":
         _proof(p, time_limit)
     if out is not None:
