@@ -244,8 +244,7 @@ def simulate(
                     "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
                     "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
                     "cost": sim.cost, "cost_model": sim.cost_model,
-                    "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
-                             "high": sim.band.high.tolist()}, "png": str(png)})
+                    "band": sim.band.to_json(), "png": str(png)})
     else:
         console.print(f"[bold]Monte Carlo[/] of {escape(str(plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
                       f"{runs} runs, seed {seed}")
@@ -255,7 +254,8 @@ def simulate(
         console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
         console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
         console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
-        console.print(f"  loss band written to {png}", markup=False)
+        note = sim.band.infinite_note()
+        console.print(f"  loss band written to {png}" + (f"; {note}" if note else ""), markup=False)
     if not verdict:
         raise typer.Exit(EXIT_REFUTED)
 
