@@ -223,6 +223,7 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     a = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--out", str(tmp_path / "a"))
     assert a.returncode == 0, a.stderr
     assert "rule slack" in a.stdout and "a stop may spend δ = " in a.stdout   # the run says what it may spend
+    assert "3/3 seeds" in a.stderr and "/3 epochs" not in a.stderr    # the bar counts seeds, and says so
     o = depl("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
     assert o.returncode == 0, o.stderr
     with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st, Store(tmp_path / "o" / "runs.sqlite",

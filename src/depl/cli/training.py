@@ -321,7 +321,7 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
               + f"; a stop may spend δ = {pol.slack:.4f} (stops once P(test loss > {p.loss_target:g}) ≤ δ)",
               highlight=False, markup=False)
     t0 = time.perf_counter()
-    with epoch_progress() as bar:
+    with epoch_progress("seeds") as bar:  # a seed's epochs are not known in advance: the bar counts finished seeds
         task = bar.add_task("adaptive", total=len(todo))
 
         def progress(seed, epoch, r, d):
