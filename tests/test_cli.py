@@ -57,6 +57,28 @@ def test_other_methods_from_a_toml_path(tmp_path, method):
     assert json.loads((tmp_path / "p.json").read_text())["method"] == method
 
 
+def test_simulate_of_a_calibrated_plan_shows_infinite_epochs_as_infinite_and_warns_nothing(tmp_path):
+    """mnist1d-small ships calibrated; at its plan's early epochs some calibration runs lay above every loss the law
+    allows, so some Monte Carlo runs are +∞ there: the band's mean and 99th percentile are +∞ (not NaN, with
+    numpy's "invalid value" on stderr), the text and the plot say at which epochs and draw the rest, and the
+    JSON writes +∞ as null — only there — and lists those epochs."""
+    plan = tmp_path / "plan.json"
+    assert run("plan", "mnist1d-small", "--out", str(plan)).returncode == 0
+    png = tmp_path / "band.png"
+    r = run("simulate", str(plan), "--runs", "2000", "--png", str(png), "--json")
+    assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr and "invalid value" not in r.stderr
+    band = json.loads(r.stdout)["band"]
+    inf = band["infinite"]
+    assert inf["mean"][0] == 1 and inf["high"] and inf["low"] == []
+    for key in ("mean", "low", "high"):
+        assert [k for k, x in enumerate(band[key]) if x is None] == inf[key]     # null is +∞, and only +∞
+    assert band["mean"][-1] is not None and png.stat().st_size > 10_000
+    r = run("simulate", str(plan), "--runs", "2000", "--png", str(png))
+    assert r.returncode == 0 and "Warning" not in r.stderr
+    assert f"mean +∞ at epochs 1–{inf['mean'][-1]}" in r.stdout and "drawn where finite" in r.stdout
+
+
 def test_bad_scenario_exits_2_with_one_message(tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text('name = "x"\ninitial_loss = 10.0\n[target]\nloss = 5.0\nquantile = 2.0\ndeadline = 10.0\n')

@@ -142,6 +142,36 @@ def test_predict_bad_schedule_is_bad_input():
     assert r.returncode == 2 and "version 'nope': not a model of 'mnist1d-small'" in r.stderr and not r.stdout
 
 
+def test_predict_says_in_words_where_a_level_lies_outside_the_laws_range_and_flags_a_negative_loss():
+    """mnist1d-small (calibrated): at q = 1e-6 the calibration runs scored below every loss the law allows (the
+    quantile is −∞: it was printed "≤ -inf (exact bracket [-inf, -inf])"); q = 0.999999999 is beyond what 144
+    scores certify (+∞: the bracket "[inf, inf]" was eaten as console markup, printed empty). Both are said in
+    words, with no bracket; paper-alexnet's lattice law holds 1 − δ of the mass, and a level above it is said too;
+    a schedule run past where its law holds (a negative mean and quantile) is flagged."""
+    s = load_scenario("mnist1d-small")
+    low, high, mid = (predict(s, parse_schedule("full:3"), q) for q in (1e-6, 0.999999999, 0.5))
+    assert low.quantile_range == "below" and low.notes[0].startswith("below the law's lowest representable loss")
+    assert high.quantile_range == "above" and "not certified with this law's calibration" in high.notes[0]
+    assert "144 epoch-3 calibration scores" in high.notes[0]
+    lo, hi = mid.loss_quantile_bounds
+    assert mid.quantile_range == "within" and mid.notes == () and lo <= mid.loss_quantile == hi < mid.band[1]
+    for q, words in (("1e-6", "1e-06-quantile of ℓ(K)  below the law's lowest representable loss ("),
+                     ("0.999999999", "0.999999999-quantile of ℓ(K)  not certified with this law's calibration")):
+        r = run("predict", "mnist1d-small", "full:3", "--quantile", q)
+        assert r.returncode == 0, r.stderr
+        line = next(x for x in r.stdout.splitlines() if "-quantile of ℓ(K)" in x)
+        assert words in line and "[" not in line and "inf" not in line, line
+        j = one_object(run("predict", "mnist1d-small", "full:3", "--quantile", q, "--json").stdout)
+        assert j["loss_quantile"] is None and j["quantile_range"] in ("below", "above") and j["notes"]
+    grid = predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20"), 1 - 1e-10)
+    assert grid.quantile_range == "above" and "not certified with this law's grid (it holds 1 − " in grid.notes[0]
+    r = run("predict", "paper-alexnet", "intermediate:70")
+    assert r.returncode == 0 and "note: negative mean and 0.99-quantile: a loss is never below 0" in r.stdout
+    neg = one_object(run("predict", "paper-alexnet", "intermediate:70", "--json").stdout)
+    assert neg["loss_mean"] < 0 and neg["quantile_range"] == "within" and "negative mean" in neg["notes"][0]
+    assert predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20")).notes == ()
+
+
 def test_runs_show_json(tmp_path):
     st = Store(tmp_path / "runs.sqlite")
     st.start_run("r1", "plan", {"plan": {"method": "depl", "scenario": "x"}})

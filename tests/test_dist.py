@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -87,3 +89,45 @@ def test_paper_like_sum_against_monte_carlo():
 def test_constants_only():
     d = sum_distribution([Term(0.0, None, 3.5)])
     assert d.quantile(0.99) == pytest.approx(3.5) and d.var() == 0.0
+
+
+def test_band_percentiles_over_infinite_trajectories_are_infinite_not_nan_and_warn_nothing():
+    """A calibrated law's Monte Carlo puts some runs at +∞ (beyond every loss the law allows): a percentile whose
+    order statistics reach +∞ is +∞ and one at a finite order statistic is that value — numpy's quantile gives
+    NaN there, with "invalid value encountered in subtract". Columns of finite values are numpy's, bit for bit."""
+    import warnings
+
+    from depl.band import Band, epoch_ranges, quantiles
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(500, 6))
+    x[:20, 1] = np.inf            # 4% of runs: the 99th percentile is +∞, the 1st finite
+    x[:, 2] = np.inf              # every run
+    x[:3, 3] = np.inf             # 0.6%: both finite
+    x[:, 4] = np.sort(x[:, 4])
+    x[-5:, 4] = np.inf            # exactly 1%: the 99th percentile sits between a finite and a +∞ order statistic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = Band.of(x)
+        q = quantiles(x, [0.0, 0.5, 1.0])
+    finite = [0, 3, 5]
+    with np.errstate(invalid="ignore"):
+        ref = np.quantile(x, [0.01, 0.99], axis=0)
+    assert np.array_equal(np.c_[b.low, b.high].T[:, [0, 5]], ref[:, [0, 5]])          # numpy's, bit for bit
+    assert np.isposinf(b.high[[1, 2, 4]]).all() and np.isfinite(b.low[[0, 1, 3, 4, 5]]).all()
+    assert b.low[1] == ref[0, 1] and b.high[3] == ref[1, 3]     # finite order statistics: numpy's lerp
+    assert np.isposinf(b.mean[[1, 2, 3, 4]]).all() and np.isfinite(b.mean[finite[::2]]).all()
+    assert not np.isnan(np.r_[b.mean, b.low, b.high, q.ravel()]).any()
+    assert np.isposinf(q[2, [1, 2, 3, 4]]).all() and q[1, 1] == pytest.approx(np.median(np.sort(x[:, 1])), abs=0.1)
+    assert b.infinite() == {"mean": [1, 2, 3, 4], "low": [2], "high": [1, 2, 4]}
+    assert b.infinite_note() == ("mean +∞ at epochs 1–4; 1st pct +∞ at epoch 2; 99th pct +∞ at epochs 1–2, 4 "
+                                 "(some runs +∞): drawn where finite")
+    assert epoch_ranges([1, 2, 3, 5, 7, 8]) == "1–3, 5, 7–8" and Band.of(x[:, [0]]).infinite_note() == ""
+    # the ragged band (seeds that stop at different epochs) the same way
+    r = Band.of_ragged([[1.0, np.inf], [1.0, 2.0], [1.0, 3.0], [1.0]], lo=0.01, hi=0.99)
+    assert r.high.tolist() == [1.0, np.inf] and r.low[1] == pytest.approx(2.02) and r.seeds() == [4, 3]
+    # strict JSON: +∞ is null, and `infinite` says which nulls are +∞
+    from depl.jsonout import dumps
+
+    j = json.loads(dumps(b.to_json()))
+    assert j["high"][1] is None and j["infinite"]["high"] == [1, 2, 4] and j["mean"][0] == pytest.approx(b.mean[0])

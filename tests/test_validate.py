@@ -38,3 +38,32 @@ def test_validate_judges_runs_drawn_from_the_plans_own_law(tmp_path):
     assert (tmp_path / "band.png").stat().st_size > 10_000
     d = v.to_json()
     assert d["runs"] == 400 and d["not_refuted"] is True and len(d["measured_band"]["mean"]) == len(plan.epochs) + 1
+
+
+def test_a_calibrated_plans_planned_band_is_infinite_where_its_law_is_and_nothing_warns(tmp_path):
+    """mnist1d-small ships calibrated, and at its plan's early epochs some calibration runs lay above every loss
+    the law allows: there the planned band's mean and 99th percentile are +∞ — not NaN with numpy's "invalid value
+    encountered in subtract" —, the plot draws it where finite and says so, and the JSON writes +∞ as null with
+    the epochs at which it is +∞."""
+    import json
+    import warnings
+
+    from depl.jsonout import dumps
+    from depl.loss import loss_model_for
+
+    s = load_scenario("mnist1d-small")
+    plan = make_plan(s)
+    base = loss_model_for(s, calibrated=False)      # measured runs: finite, as trained runs are
+    traj = base.simulate(plan.schedule, s.phi(s.samples(plan.datasets)), 60, np.random.default_rng(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        v = validate(plan, s, traj, list(range(60)), mc_runs=3000)
+        plot_validation(v, tmp_path / "band.png")
+    inf = v.planned.infinite()
+    assert inf["high"] and inf["mean"] and inf["mean"][0] == 1 and not inf["low"]
+    assert np.isposinf(v.planned.high[inf["high"]]).all() and not np.isnan(v.planned.high).any()
+    assert v.measured.infinite() == {"mean": [], "low": [], "high": []}
+    d = json.loads(dumps(v.to_json()))
+    band = d["planned_band"]
+    assert [k for k, x in enumerate(band["high"]) if x is None] == band["infinite"]["high"] == inf["high"]
+    assert (tmp_path / "band.png").stat().st_size > 10_000

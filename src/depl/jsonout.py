@@ -2,6 +2,14 @@
 
 Python's json writes NaN and Infinity, which are not JSON; they become null.
 numpy scalars and arrays become numbers and lists.
+
+Where a number may be infinite, null is that infinity, and the output says
+which: a loss band (`depl.band.Band.to_json`: `simulate`'s band, `validate`'s
+planned and measured bands) is +∞ at the epochs its `infinite` lists — a
+calibrated law's runs beyond every loss it allows — and never NaN; `predict`'s
+quantile is −∞ or +∞ as its `quantile_range` says ("below"/"above" the law's
+range, with `notes` in words).  A band with no runs at all (every seed
+diverged) is null throughout with nothing in `infinite`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,14 @@ A schedule is ``version:epochs`` segments in order, e.g. ``full:10,pruned-0.5:20
 (10 epochs of `full`, then 20 of `pruned-0.5`).  The quantile is certified the
 way a plan's is: the upper end of the FFT lattice's bracket (depl.dist).
 
+A level outside the law's range is said in words, not as a bracket: below the
+law's lowest representable loss (a calibrated law whose calibration runs at
+that level scored below every loss it allows: its quantile is −∞), or above
+its highest (a lattice law holds 1 − δ of the mass; a calibrated one reaches
+levels up to n/(n+1) of its n scores) — `quantile_range` and `notes`; the
+bound is then ±∞ (null in --json).  A negative mean or quantile is noted too:
+a loss is never below 0, and no plan is certified where the law says so.
+
 >>> from depl.scenario import load_scenario
 >>> p = predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20"))
 >>> p.epochs, p.quantile, p.loss_quantile >= p.loss_mean
@@ -12,6 +20,7 @@ way a plan's is: the upper end of the FFT lattice's bracket (depl.dist).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 
@@ -68,13 +77,64 @@ class Prediction:
     target: float
     p_meet: tuple[float, float]       # certified bracket of P(ℓ(K) ≤ target)
     band_low_law: str = "law"         # whose 1st percentile: "law", or "as fitted" (a calibrated law's base)
+    quantile_range: str = "within"    # "within" the law's range; "below" its lowest / "above" its highest loss
+    notes: tuple[str, ...] = ()       # what the numbers cannot say, in words (out of range, a negative loss)
+
+    def quantile_words(self) -> str:
+        """What is known of the q-quantile, after "q-quantile of ℓ(K)": a bound with its exact bracket, or, out of
+        the law's range, why there is none — never an empty or inverted bracket."""
+        lo, hi = self.loss_quantile_bounds
+        if self.quantile_range == "within":
+            return f"≤ {signed(self.loss_quantile)}  (exact bracket [{signed(lo)}, {signed(hi)}])"
+        return self.notes[0]
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["loss_quantile_bounds"] = list(self.loss_quantile_bounds)
         d["band"] = list(self.band)
         d["p_meet"] = list(self.p_meet)
+        d["notes"] = list(self.notes)
         return d
+
+
+def signed(x: float, digits: int = 5) -> str:
+    """A loss to `digits` significant digits, ±∞ as ±∞ (Python writes inf, which a rich console takes for markup)."""
+    return ("+∞" if x > 0 else "−∞") if math.isinf(x) else f"{x:.{digits}g}"
+
+
+def _out_of_range(d, q: float, epochs: int) -> tuple[str, list[str]]:
+    """("within"/"below"/"above", the notes) for the q-quantile of the law `d` (calibrated or not)."""
+    lo, hi = d.quantile_bounds(q)
+    calibrated = isinstance(d, CalibratedDistribution)
+    grid = d.base if calibrated else d
+    qs = f"{q:.10g}"
+    if hi == -math.inf:
+        low = float(grid.support[0]) if grid.pmf.size else math.nan
+        why = (": the calibration runs at this level scored below every loss the law allows" if calibrated else "")
+        return "below", [f"below the law's lowest representable loss ({signed(low)}){why} — no certified bound, "
+                         "no bracket"]
+    if hi == math.inf:
+        if calibrated and float(d.level(q)) >= 1.0:
+            n = d.scores.size
+            if math.ceil((n + 1) * q - 1e-9) > n:
+                why = (f"its {n} epoch-{epochs} calibration scores reach levels up to n/(n+1) = {n / (n + 1):.4g}; "
+                       f"q = {qs} needs at least {max(1, math.ceil(q / (1 - q) - 1e-9)):.4g}")
+            else:
+                why = f"over {1 - q:.3g} of its calibration runs at epoch {epochs} lay above every loss the law allows"
+            return "above", [f"not certified with this law's calibration: {why}"]
+        top = float(grid.support[-1] + grid.n_terms * grid.h) if grid.pmf.size else math.nan
+        return "above", [f"above the law's highest representable loss ({signed(top)}): not certified with this "
+                         f"law's grid (it holds 1 − {grid.delta:.2g} of the mass)"]
+    return "within", []
+
+
+def _negative(mean: float, hi: float, q: float) -> list[str]:
+    """Notes on a negative mean or quantile: a loss is never below 0, so the law is out of its range there."""
+    what = [w for w, v in (("mean", mean), (f"{q:.10g}-quantile", hi)) if math.isfinite(v) and v < 0]
+    if not what:
+        return []
+    return [f"negative {' and '.join(what)}: a loss is never below 0, so the law is extrapolated past where it "
+            "holds here (no plan is certified on such a schedule)"]
 
 
 def predict(s: Scenario, schedule: list[str], quantile: float | None = None,
@@ -109,6 +169,9 @@ def predict(s: Scenario, schedule: list[str], quantile: float | None = None,
     # The band's lower end is the law's own 1st percentile, said so (docs/fitting.md).
     calibrated = isinstance(d, CalibratedDistribution)
     low = float((d.base if calibrated else d).quantile(0.01))
+    where, notes = _out_of_range(d, q, len(schedule))
+    mean = float(d.mean())
     return Prediction(s.name, segs, len(schedule), names, float(phi), float(q), float(hi), (float(lo), float(hi)),
-                      float(d.mean()), float(d.std()), (low, float(d.quantile(0.99))),
-                      float(s.target.loss), d.cdf_bounds(s.target.loss), "as fitted" if calibrated else "law")
+                      mean, float(d.std()), (low, float(d.quantile(0.99))),
+                      float(s.target.loss), d.cdf_bounds(s.target.loss), "as fitted" if calibrated else "law",
+                      where, tuple(notes + _negative(mean, float(hi), q)))

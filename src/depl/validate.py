@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-from .band import Band
+from .band import Band, quantiles
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .plan import Plan
@@ -86,11 +86,9 @@ class Validation:
         c = self.coverage
         d.update(runs=c.runs, hits=c.hits, omega=c.omega, target=c.target, coverage=c.rate,
                  ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted, guarantee=self.guarantee,
-                 measured_band={"mean": self.measured.mean.tolist(), "low": self.measured.low.tolist(),
-                                "high": self.measured.high.tolist()},
-                 planned_band={"mean": self.planned.mean.tolist(), "low": self.planned.low.tolist(),
-                               "high": self.planned.high.tolist()})
-        return clean(d)  # strict JSON: an infinite quantile or an empty band is null
+                 measured_band=self.measured.to_json(), planned_band=self.planned.to_json())
+        # strict JSON: an infinite quantile, a band's +∞ (its `infinite` epochs) or an empty band is null
+        return clean(d)
 
 
 def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) -> str | None:
@@ -138,11 +136,5 @@ def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: li
 
 
 def _quantile(x: np.ndarray, q: float) -> float:
-    """numpy's (linear) quantile, also when +inf values are among `x` (numpy gives NaN there)."""
-    if np.all(np.isfinite(x)):
-        return float(np.quantile(x, q))
-    x = np.sort(x)
-    h = (x.size - 1) * q
-    i = int(np.floor(h))
-    a, b, t = x[i], x[min(i + 1, x.size - 1)], h - i
-    return float(a if t == 0 or a == b else a + (b - a) * t)
+    """numpy's (linear) quantile, also when +inf values are among `x` (numpy gives NaN there): depl.band.quantiles."""
+    return float(quantiles(x, q))

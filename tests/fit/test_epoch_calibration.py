@@ -101,7 +101,8 @@ def test_monte_carlo_a_new_run_at_epoch_K_is_covered_at_omega():
 
 def test_an_old_file_with_scores_only_loads_and_plans_as_before(shipped):
     """No breaking change: without epoch_scores every K is calibrated by the last-epoch scores — the ω 0.9 plan
-    of the shipped law is then the one the last-epoch calibration made (cost 299.3, q 1.4988)."""
+    of the shipped law is then the one the last-epoch calibration made (cost 299.3; q 1.4971, certified on the
+    planners' lattice: depl.planners.common.final_certification)."""
     data = scenario_dict(shipped)
     data["calibration"].pop("epoch_scores")
     old = parse_scenario(data, "old")
@@ -114,10 +115,10 @@ def test_an_old_file_with_scores_only_loads_and_plans_as_before(shipped):
     same["calibration"]["epoch_scores"] = [same["calibration"]["scores"]] * 20
     p_old, p_same = make_plan(old, "depl"), make_plan(parse_scenario(same, "same"), "depl")
     assert p_old.schedule == p_same.schedule and p_old.cost == pytest.approx(p_same.cost, rel=1e-12)
-    assert p_old.cost == pytest.approx(299.279, abs=1e-3) and p_old.loss_quantile == pytest.approx(1.4988, abs=1e-4)
+    assert p_old.cost == pytest.approx(299.279, abs=1e-3) and p_old.loss_quantile == pytest.approx(1.4971, abs=1e-4)
     p_new = make_plan(shipped, "depl")
     assert p_new.cost == pytest.approx(352.012, abs=1e-3) and len(p_new.schedule) == 12
-    assert p_new.loss_quantile == pytest.approx(1.4611, abs=1e-4)
+    assert p_new.loss_quantile == pytest.approx(1.4599, abs=1e-4)
 
 
 def test_too_few_scores_at_a_scored_epoch_are_refused_with_use_true(shipped):
@@ -276,3 +277,38 @@ def test_an_experiments_phi_is_written_to_significant_digits_so_a_small_phi_stil
     for phi in (1.23456789e-4, 3.3e-7, 0.987654321987):
         t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"]), phi, [np.array([0.5])] * 2)
         assert math.isclose(t["phi"], phi, rel_tol=1e-9), (phi, t["phi"])
+
+
+def test_a_plan_longer_than_the_scored_epochs_is_said_certified_by_the_scores_actually_used(shipped, tmp_path):
+    """A calibration of 3-epoch runs (`depl calibrate` on a 3-epoch profile) and a plan of K > 3 epochs: the plan
+    is calibrated by the epoch-3 scores (the warning says so), and its certificate names the epoch-3 scores too
+    (it said "epoch-K scores", which do not exist)."""
+    import subprocess
+    import sys
+
+    from depl.fit.report import toml_dumps
+
+    data = scenario_dict(shipped)
+    rows = data["calibration"]["epoch_scores"][:3]
+    data["calibration"]["epoch_scores"] = rows
+    data["calibration"]["experiments"] = [{"label": "full", "versions": ["full"], "epochs": [3], "phi": 1.0,
+                                           "epoch_scores": rows}]
+    three = parse_scenario(data, "three")
+    law = loss_model_for(three)
+    assert [law.scored_epoch(k) for k in (1, 3, 12)] == [1, 3, 3]
+    said = law.certified_by(["pruned-0.75"] * 12, 1.0, 0.9)
+    assert "144 pooled calibration runs' epoch-3 scores (they were scored to epoch 3 only; K = 12)" in said
+    assert "epoch-12" not in said
+    assert "epoch-3 scores" in law.certified_by(["full"] * 3, 1.0, 0.9)          # its own runs, at K = 3
+    data["calibration"].pop("epoch_scores")
+    data["calibration"].pop("experiments")
+    assert "last-epoch scores" in loss_model_for(parse_scenario(data, "last")).certified_by(["full"] * 12, 1.0, 0.9)
+    f = tmp_path / "three.toml"
+    f.write_text(toml_dumps(scenario_dict(three)))
+    r = subprocess.run([sys.executable, "-m", "depl.cli", "plan", str(f)], capture_output=True, text=True,
+                       timeout=600, env={**__import__("os").environ, "COLUMNS": "300"})
+    assert r.returncode == 0, r.stderr
+    K = int(r.stdout.split("K = ")[1].split()[0])
+    assert K > 3 and f"K = {K} is calibrated with the epoch-3 scores" in r.stderr
+    line = next(x for x in r.stdout.splitlines() if "certified by" in x)
+    assert "epoch-3 scores" in line and f"epoch-{K}" not in line

@@ -51,6 +51,32 @@ def test_plan_meets_quantile_deadline_and_cost_equations(seed, method):
     assert plan.loss_mean == pytest.approx(sim.final.mean(), abs=4 * sim.final.std() / np.sqrt(sim.runs) + 1e-6)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 6])
+def test_a_schedule_reports_the_same_tight_quantile_under_every_method_that_returns_it(seed):
+    """Every planner's plan is certified once more, on the planners' own lattice (common.final_certification):
+    the reported ω-quantile is the upper end of that bracket, the same for the same schedule whichever method
+    returned it (depl reported a coarse search lattice's bound, 0.5–1.2% of the loss range above the Monte
+    Carlo quantile on these scenarios, where optimal re-certified), and above the plan's Monte Carlo quantile
+    by no more than the bracket's width (up to the Monte Carlo's own 95% interval)."""
+    s = random_scenario(seed)
+    plans = [make_plan(s, m, Options(time_limit=120)) for m in ("depl", "optimal", "best-exp", "best-exp-loss")]
+    same: dict[tuple, list] = {}
+    for p in plans:
+        same.setdefault((tuple(p.schedule), tuple(p.datasets)), []).append(p)
+    assert max(len(ps) for ps in same.values()) >= 3       # depl, optimal and best-exp agree on the schedule
+    for (schedule, datasets), ps in same.items():
+        assert len({(p.loss_quantile, p.loss_quantile_bounds, p.loss_mean) for p in ps}) == 1, \
+            [(p.method, p.loss_quantile) for p in ps]
+        p = ps[0]
+        lo, hi = p.loss_quantile_bounds
+        assert lo <= p.loss_quantile == hi <= s.target.loss
+        q, d = Context(s, list(datasets)).certify(list(schedule))
+        assert (p.loss_quantile, p.loss_quantile_bounds) == (q, d.quantile_bounds(s.target.quantile))
+        assert hi - lo <= 0.011 * p.info["loss_std"] + 1e-12       # the planners' lattice: 1% of the sd wide
+        sim = simulate_plan(p, runs=40_000, seed=seed)
+        assert p.loss_quantile - sim.quantile_ci[1] <= hi - lo
+
+
 @pytest.mark.parametrize("name", ["paper-alexnet", "paper-mobilenet"])
 @pytest.mark.parametrize("target", [12.0, 8.0, 5.0])
 def test_depl_within_one_percent_of_optimal_on_paper_instances(name, target):

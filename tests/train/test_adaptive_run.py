@@ -215,6 +215,93 @@ def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_lea
                 assert [row.epoch, row.model, row.cluster] in [list(e[:3]) for e in decided["rest"]]
 
 
+def _everything(st: Store, rid: str, seeds) -> dict:
+    """Every seed's decisions and epoch rows as recorded, but the wall seconds (not a result)."""
+    return {s: ([{k: v for k, v in d.items()} for d in st.decisions(rid, s)],
+                [(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss) for r in st.trajectory(rid, s)])
+            for s in seeds}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """Seeds 1-3 of a loose plan by the conditional rule (slack=0), uninterrupted: seeds 1 and 3 in one stack to
+    their end, seed 2 re-planned after epoch 3 (it leaves the stack for the per-seed loop)."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    plan = plan_file(tmp, target=2.0)
+    job = ad.adaptive_job(plan, validation=0.1)
+    rid = ad.run_id_for(job, {})
+    with Store(tmp / "ref.sqlite") as ref:
+        ref.start_run(rid, "plan", {"adaptive": True})
+        ad.run_batch(ref, rid, job, plan, [1, 2, 3], slack=0)
+        want = _everything(ref, rid, [1, 2, 3])
+    assert "replan" in [d["action"] for d in want[2][0]] and want[1][0][1]["stack"] == [1, 2, 3]
+    return plan, job, rid, want
+
+
+@pytest.mark.parametrize("kill_at", [(2, 3), (2, 4)], ids=["at-the-replan", "per-seed-loop"])
+def test_an_interrupted_adaptive_run_resumes_bit_for_bit(tmp_path, uninterrupted, kill_at):
+    """Interrupted after an epoch — at the decision that sends seed 2 out of the stack (seeds 1 and 3 go on in it),
+    or in seed 2's per-seed loop — and resumed: every decision and every loss as the uninterrupted run's, bit for
+    bit. The stack is re-formed from its recorded composition (`stack`) and its seeds' checkpoints; resumed in
+    the per-seed loop instead, its seeds' later losses moved by float rounding (the batched kernels round
+    otherwise, and differently for stacks of other sizes)."""
+    plan, job, rid, want = uninterrupted
+
+    class Killed(Exception):
+        pass
+
+    def kill(seed, epoch, r, d):
+        if (seed, epoch) == kill_at:
+            raise Killed
+
+    with Store(tmp_path / "runs.sqlite") as st:
+        st.start_run(rid, "plan", {"adaptive": True})
+        with pytest.raises(Killed):
+            ad.run_batch(st, rid, job, plan, [1, 2, 3], progress=kill, slack=0)
+        assert ad.pending(st, rid, [1, 2, 3])
+        ad.run_batch(st, rid, job, plan, [1, 2, 3], slack=0)      # the resume
+        assert _everything(st, rid, [1, 2, 3]) == want
+
+
+def test_an_adaptive_run_killed_mid_stack_resumes_bit_for_bit_from_the_command_line(tmp_path):
+    """`depl run --adaptive --rule conditional` killed (SIGKILL) once its stack has trained an epoch, then run again:
+    the store holds what an uninterrupted run's holds, every loss and decision bit for bit (seeds 0-1 one stack,
+    seed 2 alone in the per-seed loop: --seed-batch 2)."""
+    import signal
+    import sqlite3
+    import time
+
+    plan_file(tmp_path, target=1.8, epochs=5)
+    args = ["run", str(tmp_path / "plan.json"), "--adaptive", "--rule", "conditional", "--seeds", "3", "--seed-batch", "2"]
+    ref = depl(*args, "--out", str(tmp_path / "ref"))
+    assert ref.returncode == 0, ref.stderr
+    proc = subprocess.Popen([sys.executable, "-c", "from depl.cli import main; main()", *args, "--out",
+                             str(tmp_path / "cut")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = tmp_path / "cut" / "runs.sqlite"
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.1) as c:
+                    if c.execute("SELECT COUNT(*) FROM epochs").fetchone()[0] >= 2:   # the stack's first epoch
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL                  # killed, not finished
+    with Store(db, readonly=True) as st:
+        (rid,) = [r["run_id"] for r in st.runs()]
+        assert ad.pending(st, rid, [0, 1, 2])                    # something was left to do
+    again = depl(*args, "--out", str(tmp_path / "cut"))
+    assert again.returncode == 0, again.stderr
+    with Store(tmp_path / "ref" / "runs.sqlite", readonly=True) as a, Store(db, readonly=True) as b:
+        assert [r["run_id"] for r in a.runs()] == [rid]
+        assert _everything(b, rid, [0, 1, 2]) == _everything(a, rid, [0, 1, 2])
+
+
 def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(tmp_path):
     """`depl run --adaptive` (its default rule, slack) on a loose plan: every stop spends the plan's slack (its note says so;
     no decision rests on the law's conditional statements), and a stopped seed's final test loss is its
@@ -223,6 +310,7 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     a = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--out", str(tmp_path / "a"))
     assert a.returncode == 0, a.stderr
     assert "rule slack" in a.stdout and "a stop may spend δ = " in a.stdout   # the run says what it may spend
+    assert "3/3 seeds" in a.stderr and "/3 epochs" not in a.stderr    # the bar counts seeds, and says so
     o = depl("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
     assert o.returncode == 0, o.stderr
     with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st, Store(tmp_path / "o" / "runs.sqlite",

@@ -130,12 +130,12 @@ def choice(enum: type[Enum], flag: str) -> dict:
     return {"parser": parse, "metavar": "[" + "|".join(values) + "]"}
 
 
-def epoch_progress():
-    """The progress bar of the training commands (on stderr: stdout keeps the results)."""
+def epoch_progress(unit: str = "epochs"):
+    """The progress bar of the training commands (on stderr: stdout keeps the results); `unit`: what it counts."""
     # rich's Progress is a bar; depl's `Progress` is a model version's progress (A, B) in a scenario
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.progress import Progress as Bar
 
-    return Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("epochs"),
+    return Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
                     TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
                     transient=False)

@@ -266,8 +266,7 @@ def simulate(
                     "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
                     "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
                     "cost": sim.cost, "cost_model": sim.cost_model,
-                    "band": {"mean": sim.band.mean.tolist(), "low": sim.band.low.tolist(),
-                             "high": sim.band.high.tolist()}, "png": str(png)})
+                    "band": sim.band.to_json(), "png": str(png)})
     else:
         console.print(f"[bold]Monte Carlo[/] of {escape(str(plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
                       f"{runs} runs, seed {seed}")
@@ -277,7 +276,8 @@ def simulate(
         console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
         console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
         console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
-        console.print(f"  loss band written to {png}", markup=False)
+        note = sim.band.infinite_note()
+        console.print(f"  loss band written to {png}" + (f"; {note}" if note else ""), markup=False)
     if not verdict:
         raise typer.Exit(EXIT_REFUTED)
 
@@ -294,7 +294,7 @@ def predict(
     as_json: bool = json_option(JSON_HELP),
 ) -> None:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
-    from ..predict import ScheduleError, parse_schedule
+    from ..predict import ScheduleError, parse_schedule, signed
     from ..predict import predict as ask
 
     s = _load(scenario)
@@ -313,16 +313,16 @@ def predict(
         print_json({**r.to_json(), "beyond_max_epochs": beyond,
                     "beyond_fitted_epochs": s.extrapolated(r.epochs) is not None})
         return
-    lo, hi = r.loss_quantile_bounds
     segs = ", ".join(f"{m} ×{n}" for m, n in r.schedule)
     console.print(f"[bold]{escape(s.name)}[/]: K = {r.epochs} epochs ({segs}) on {', '.join(r.datasets)} (φ = {r.phi:.4g})",
                   highlight=False)
-    console.print(f"  {r.quantile:g}-quantile of ℓ(K)  ≤ {r.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}])",
-                  highlight=False)
+    console.print(f"  {r.quantile:.10g}-quantile of ℓ(K)  {r.quantile_words()}", highlight=False, markup=False)
     console.print(f"  mean ℓ(K)        {r.loss_mean:.5g}  (sd {r.loss_std:.4g})", highlight=False)
+    for line in r.notes[1:] if r.quantile_range != "within" else r.notes:
+        console.print(f"  note: {line}", highlight=False, markup=False)
     note = ("" if r.band_low_law == "law" else "  (1st: the law as fitted — calibration certifies upper quantiles "
-            "only; 99th: calibrated" + (", inf: over 1% of the calibration runs at this epoch lay above every loss "
+            "only; 99th: calibrated" + (", +∞: over 1% of the calibration runs at this epoch lay above every loss "
                                         "the law allows" if math.isinf(r.band[1]) else "") + ")")
-    console.print(f"  1st–99th pct     {r.band[0]:.5g} – {r.band[1]:.5g}{note}", highlight=False)
+    console.print(f"  1st–99th pct     {signed(r.band[0])} – {signed(r.band[1])}{note}", highlight=False, markup=False)
     console.print(f"  P(ℓ(K) ≤ {r.target:g}) in [{r.p_meet[0]:.4f}, {r.p_meet[1]:.4f}]  (the scenario's target)",
                   highlight=False)

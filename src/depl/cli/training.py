@@ -342,7 +342,7 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
               + f"; a stop may spend δ = {pol.slack:.4f} (stops once P(test loss > {p.loss_target:g}) ≤ δ)",
               highlight=False, markup=False)
     t0 = time.perf_counter()
-    with epoch_progress() as bar:
+    with epoch_progress("seeds") as bar:  # a seed's epochs are not known in advance: the bar counts finished seeds
         task = bar.add_task("adaptive", total=len(todo))
 
         def progress(seed, epoch, r, d):
@@ -351,10 +351,13 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
             if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
                 warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
 
-        for i in range(0, len(todo), seed_batch):
+        # batches cut from the whole seed list, not from the seeds still to do: a resumed run stacks its fresh seeds
+        # as the first attempt did (their batched kernels round alike), so it resumes bit for bit
+        for i in range(0, len(seed_list), seed_batch):
+            batch = [s for s in seed_list[i:i + seed_batch] if s in todo]
             try:
-                ad.run_batch(st, run_id, job, p, todo[i:i + seed_batch], slow, progress,
-                             **ad.RULES[rule])
+                if batch:
+                    ad.run_batch(st, run_id, job, p, batch, slow, progress, **ad.RULES[rule])
             except training_errors() as e:
                 fail(str(e))
     con.print(f"done in {time.perf_counter() - t0:.1f} s")

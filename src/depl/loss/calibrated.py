@@ -203,6 +203,23 @@ class CalibratedModel(LossModel):
         """The sorted scores that calibrate ℓ(epoch)."""
         return scores_at(self.scores, self.epoch_scores, epoch)
 
+    def scored_epoch(self, epoch: int) -> int | None:
+        """The epoch whose scores calibrate ℓ(epoch) (`scores_at`): `epoch` itself, or the last scored epoch when
+        the calibration runs stopped short of it; None without per-epoch scores (the profiled runs' last)."""
+        if not self.epoch_scores:
+            return None
+        return min(max(int(epoch), 1), len(self.epoch_scores))
+
+    def pooled_scores_label(self, epoch: int) -> str:
+        """Which pooled scores calibrate ℓ(epoch), in words: the epoch named is the one actually read."""
+        used = self.scored_epoch(epoch)
+        if used is None:
+            return f"the {self.scores_at(epoch).size} pooled calibration runs' last-epoch scores"
+        if used == epoch:
+            return f"the {self.scores_at(epoch).size} pooled calibration runs' epoch-{epoch} scores"
+        return (f"the {self.scores_at(epoch).size} pooled calibration runs' epoch-{used} scores (they were scored "
+                f"to epoch {used} only; K = {epoch})")
+
     def own_groups(self, schedule, phi: float = 1.0) -> list[np.ndarray]:
         """The calibration experiments' epoch-K scores (K = len(schedule)) that certify `schedule` at data factor φ.
 
@@ -234,7 +251,7 @@ class CalibratedModel(LossModel):
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
         K = len(schedule)
         same, kin = self._matches(schedule, phi)
-        pooled = f"the {self.scores_at(K).size} pooled calibration runs' epoch-{K} scores"
+        pooled = self.pooled_scores_label(K)
         if same:
             n = min(row.size for row in same)
             reach = "" if n >= Calibration.needed(omega) else f"; ω = {omega:g} needs {Calibration.needed(omega)}: above " \

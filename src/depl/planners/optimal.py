@@ -98,11 +98,7 @@ class OptimalPlanner(ChoicePlanner):
                 raise Infeasible(f"optimal found no plan within its time limit of {options.time_limit:g} s "
                                  "(and DepL found none): raise --time-limit to search further")
             raise infeasible(problem)
-        ctx, cand = walk.best
-        # Re-certify with the default lattice, the same as the other planners.
-        q, d = ctx.certify(cand.schedule)
-        if q <= cand.quantile:  # both are valid upper bounds: report the tighter
-            cand = Candidate(cand.schedule, q, cand.placement, d)
+        ctx, cand = walk.best  # certified once more by to_plan, as every planner's plan (final_certification)
         plan = to_plan(self.name, ctx, cand, t0, quantiles_evaluated=evaluated,
                        time_limit=options.time_limit, time_limit_reached=timed_out)
         plan.optimal_proven = proven

@@ -23,17 +23,29 @@ if TYPE_CHECKING:  # only for annotations: fit/ and validate sit beside report/,
 
 def plot_loss_band(bands: Sequence[tuple[str, Band]], *, target: float | None = None,
                    switches: Sequence[Sequence[int]] = (), title: str = "", ax=None):
-    """Expected loss (line) and 1st–99th percentile (shaded) per epoch — paper Fig. 9 style."""
+    """Expected loss (line) and 1st–99th percentile (shaded) per epoch — paper Fig. 9 style.  Where a band is +∞
+    (some runs are: a calibrated law's runs beyond every loss it allows) it is drawn where finite, and a note
+    in the plot says where it is not (`Band.infinite_note`)."""
     fig = None
     if ax is None:
         fig, ax = pyplot().subplots(figsize=(6.4, 4.0), dpi=120)
+    notes = []
     for i, (label, band) in enumerate(bands):
         k = range(band.mean.size)
-        line, = ax.plot(k, band.mean, label=f"{label}: expected", lw=1.8)
-        ax.fill_between(k, band.low, band.high, color=line.get_color(), alpha=0.25,
+        note = band.infinite_note()
+        # where some of it is +∞, points too: a finite epoch between +∞ ones is no line
+        line, = ax.plot(k, band.finite("mean"), label=f"{label}: expected", lw=1.8, marker="." if note else None)
+        low, high = band.finite("low"), band.finite("high")
+        ax.fill_between(k, low, high, where=np.isfinite(low) & np.isfinite(high), color=line.get_color(), alpha=0.25,
                         label=f"{label}: 1st–99th pct")
+        if note:  # each end where it is finite, also where the other is +∞
+            for edge in (low, high):
+                ax.plot(k, edge, color=line.get_color(), lw=0.8, alpha=0.6, marker=".", ms=3)
         for sw in (switches[i] if i < len(switches) else ()):
             ax.axvline(sw, color=line.get_color(), ls=":", lw=0.8)
+        if note:
+            notes.append(f"{label}: {note}" if len(bands) > 1 else note)
+    _note(ax, notes)
     if target is not None:
         ax.axhline(target, color="k", ls="--", lw=1.0, label=f"target ℓmax = {target:g}")
     ax.set_xlabel("epoch k")
@@ -43,6 +55,13 @@ def plot_loss_band(bands: Sequence[tuple[str, Band]], *, target: float | None = 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
     return fig or ax.figure
+
+
+def _note(ax, notes: Sequence[str]) -> None:
+    """Say in the plot what it cannot draw (a band's +∞ epochs)."""
+    if notes:
+        ax.text(0.01, 0.01, "\n".join(notes), transform=ax.transAxes, fontsize=6.5, va="bottom", ha="left",
+                color="0.25", wrap=True)
 
 
 def switch_epochs(plan: Plan) -> list[int]:
@@ -181,11 +200,15 @@ def plot_validation(v: "Validation", path: Path, title: str = "") -> None:
     """The measured band (mean, 1–99%) over the planned one."""
     k = np.arange(v.measured.mean.size)
     fig, ax = pyplot().subplots(figsize=(6.4, 4.0))
-    ax.fill_between(k, v.planned.low, v.planned.high, color="tab:blue", alpha=0.2, label="planned 1–99% (loss model)")
+    for band, color, alpha, label in ((v.planned, "tab:blue", 0.2, "planned 1–99% (loss model)"),
+                                      (v.measured, "k", 0.15, "measured 1–99%")):
+        low, high = band.finite("low"), band.finite("high")  # drawn where finite; the note says where it is +∞
+        ax.fill_between(k, low, high, where=np.isfinite(low) & np.isfinite(high), color=color, alpha=alpha, label=label)
     # the legend quotes the plan's own mean ℓ(K), the number the text reports, beside the band of the same law
-    ax.plot(k, v.planned.mean, color="tab:blue", lw=1.2, label=f"planned mean (ℓ(K) = {v.planned_mean:.4g})")
-    ax.fill_between(k, v.measured.low, v.measured.high, color="k", alpha=0.15, label="measured 1–99%")
-    ax.plot(k, v.measured.mean, "k-", lw=1.5, label="measured mean")
+    ax.plot(k, v.planned.finite("mean"), color="tab:blue", lw=1.2, label=f"planned mean (ℓ(K) = {v.planned_mean:.4g})")
+    ax.plot(k, v.measured.finite("mean"), "k-", lw=1.5, label="measured mean")
+    _note(ax, [f"{who}: {n}" for who, b in (("planned", v.planned), ("measured", v.measured))
+               for n in [b.infinite_note()] if n])
     ax.axhline(v.coverage.target, color="tab:red", ls="--", lw=1, label=f"ℓmax = {v.coverage.target:g}")
     c = v.coverage
     ax.set_title(title or f"{v.loss_model} plan: coverage {c.rate:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}] vs ω = {c.omega:g}",

@@ -2,8 +2,8 @@
 
 A seed trains the plan epoch by epoch: seeds not started yet together as one
 vectorised stack while their rests agree (`run_batch`), a seed whose rest
-changes on its own, or one resumed, in the per-seed loop (`run_seed`,
-`walk_plan`).  After every epoch the model is scored on
+changes on its own in the per-seed loop (`run_seed`, `walk_plan`); a resumed
+run re-forms the stacks its seeds were in (bit for bit: `run_batch`).  After every epoch the model is scored on
 the validation split (depl.train.data.validation: fresh samples where the
 source can generate them — MNIST-1D —, else a share of the plan's training
 samples held out; never trained on; the test set stays the guarantee's), the policy decides, and the epoch's row, its checkpoint and the
@@ -116,22 +116,13 @@ def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: d
     device = job.options.device
     val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
     n_test = len(test_data(job.data)[1])
-    past = store.decisions(run_id, seed)
-    trained = store.trajectory(run_id, seed)
     taken: list[Decision] = []
-    if not past:
+    if not store.decisions(run_id, seed):
         d0 = policy.initial()
         store.record_epochs(run_id, [], decisions=[(seed, record(d0, START))])
-        past, taken = store.decisions(run_id, seed), [d0]
-    # where the seed stands: its recorded epochs, their validation losses and times, the rest last decided
-    state, by_epoch = START, {d["epoch"]: d for d in past}
-    for row in trained:
-        e = Epoch(row.epoch, row.model, row.cluster, _compute(by_epoch, row.epoch))
-        secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
-        policy.observe(e, secs)
-        state = state.after(e.model, by_epoch[row.epoch]["observed"], secs, policy.cost_of(e, state.clusters), e.cluster)
-    last = by_epoch[max(k for k in by_epoch if k <= len(trained))]
-    now = {"rest": [Epoch(int(a), str(m), str(c), float(x)) for a, m, c, x in last["rest"]], "state": state}
+        taken = [d0]
+    state, rest, trained = _standing(store, run_id, seed, policy, slow)
+    now = {"rest": rest, "state": state}
 
     def on_epoch(r, model) -> None:
         e = now["rest"][0]
@@ -164,6 +155,21 @@ def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: d
     return taken
 
 
+def _standing(store: Store, run_id: str, seed: int, policy: Policy, slow: dict[str, float]):
+    """Where a seed stands in the store: (its state after its recorded epochs — their validation losses, times and
+    costs, which `policy` has now observed —, the rest last decided, its recorded epochs)."""
+    past = store.decisions(run_id, seed)
+    trained = store.trajectory(run_id, seed)
+    state, by_epoch = START, {d["epoch"]: d for d in past}
+    for row in trained:
+        e = Epoch(row.epoch, row.model, row.cluster, _compute(by_epoch, row.epoch))
+        secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
+        policy.observe(e, secs)
+        state = state.after(e.model, by_epoch[row.epoch]["observed"], secs, policy.cost_of(e, state.clusters), e.cluster)
+    last = by_epoch[max(k for k in by_epoch if k <= len(trained))]
+    return state, [Epoch(int(a), str(m), str(c), float(x)) for a, m, c, x in last["rest"]], trained
+
+
 def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float] | None = None,
               progress=None, **policy_options) -> None:
     """Train seeds adaptively to their end, resuming from the store: the seeds not started yet as one vectorised
@@ -173,10 +179,18 @@ def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int],
     rows and checkpoints in one transaction per epoch; a seed whose decision changes its rest leaves the
     stack — a stopped or ended seed is over, a re-planned or cut one goes on from its checkpoint in the
     per-seed loop.  While the rests agree the seeds train what `run_seed` would train each of them; their
-    trajectories equal the per-seed loop's up to float rounding (the batched kernels), and are deterministic
-    for the same seeds in the same stack.  A seed already started (a resumed run) goes on in the per-seed loop.
+    trajectories equal the per-seed loop's up to float rounding (the batched kernels round otherwise, and
+    differently for stacks of different sizes), and are deterministic for the same seeds in the same stack.
+
+    Resuming is bit for bit: each decision of a seed that goes on in the stack records the stack it trains in
+    next (`stack`: its seeds, in order), and a resumed run re-forms that stack from its seeds' checkpoints,
+    policies and states (`_resumed_stacks`) — not the per-seed loop, whose kernels round otherwise —, then
+    starts the fresh seeds' stack and the per-seed loop as an uninterrupted run does.  (Ask for the same
+    seeds: a stack resumed with fewer of its seeds is a smaller stack.)
     """
     slow = slow or {}
+    for group in _resumed_stacks(store, run_id, seeds):
+        _walk_stack(store, run_id, job, plan, group, slow, progress, policy_options, resume=True)
     fresh = [s for s in seeds if not finished(store, run_id, s) and not store.decisions(run_id, s)]
     if len(fresh) > 1:
         _walk_stack(store, run_id, job, plan, fresh, slow, progress, policy_options)
@@ -184,21 +198,51 @@ def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int],
         run_seed(store, run_id, job, plan, s, slow, progress, **policy_options)
 
 
+def _resumed_stacks(store: Store, run_id: str, seeds: list[int]) -> list[list[int]]:
+    """The stacks a resumed run re-forms: the unfinished seeds of `seeds` whose last decision names the stack they
+    train in next (`stack`), grouped by it, in its order."""
+    groups: dict[tuple[int, ...], set[int]] = {}
+    for s in seeds:
+        ds = store.decisions(run_id, s)
+        if not ds or finished(store, run_id, s) or not ds[-1].get("stack") or not ds[-1]["rest"]:
+            continue
+        groups.setdefault(tuple(int(x) for x in ds[-1]["stack"]), set()).add(s)
+    return [[s for s in stack if s in members] for stack, members in groups.items()]
+
+
 def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float],
-                progress, policy_options: dict) -> None:
+                progress, policy_options: dict, resume: bool = False) -> None:
+    """Train `seeds` as one stack while their rests agree: fresh seeds from the epoch-0 decision, or (`resume`)
+    seeds of one recorded stack from where the store has them — the same epochs trained and the same rest, each
+    seed's policy and state rebuilt from its recorded epochs and decisions (`_standing`), the stack from their
+    checkpoints."""
     from .vectorised import walk_plan_stack
 
     device = job.options.device
     val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
     n_test = len(test_data(job.data)[1])
-    # the epoch-0 decision reads no seed: made once (a carved split's re-plan runs the planner), and its δ given to
-    # every seed's policy
-    lead = policy_for(plan, job, **policy_options)
-    d0 = lead.initial()
-    rest0 = d0.rest
-    policies = {s: policy_for(plan, job, **{**policy_options, "slack": lead.slack}) for s in seeds}
-    store.record_epochs(run_id, [], decisions=[(s, record(d0, START)) for s in seeds])
-    now = {"rest": list(rest0), "state": {s: START for s in seeds}}
+    start = None
+    if resume:
+        policies = {s: policy_for(plan, job, **policy_options) for s in seeds}
+        standing = {s: _standing(store, run_id, s, policies[s], slow) for s in seeds}
+        state, rest, trained = standing[seeds[0]]
+        done = [(r.epoch, r.model, r.cluster) for r in trained]
+        if any(([(r.epoch, r.model, r.cluster) for r in t], list(r_)) != (done, list(rest))
+               for _, r_, t in standing.values()):
+            return  # not one stack after all (an altered store): the per-seed loop takes them
+        walk = done + [(e.epoch, e.model, e.cluster) for e in rest]
+        if done:
+            start = (len(done), [store.resume_point(run_id, s)[1] for s in seeds])
+        now = {"rest": list(rest), "state": {s: standing[s][0] for s in seeds}}
+    else:
+        # the epoch-0 decision reads no seed: made once (a carved split's re-plan runs the planner), and its δ
+        # given to every seed's policy
+        lead = policy_for(plan, job, **policy_options)
+        d0 = lead.initial()
+        policies = {s: policy_for(plan, job, **{**policy_options, "slack": lead.slack}) for s in seeds}
+        store.record_epochs(run_id, [], decisions=[(s, {**record(d0, START), "stack": list(seeds)}) for s in seeds])
+        walk = [(e.epoch, e.model, e.cluster) for e in d0.rest]
+        now = {"rest": list(d0.rest), "state": {s: START for s in seeds}}
 
     def on_epochs(batch, results, models):
         e, rest = now["rest"][0], tuple(now["rest"][1:])
@@ -213,7 +257,7 @@ def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int
             st = before.after(e.model, loss, secs, policy.cost_of(e, before.clusters), e.cluster)
             row = EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
             if diverges(row) or not math.isfinite(loss):
-                store.record_epoch(run_id, seed, row)  # as run_seed: the seed is over
+                items.append((seed, row, None, False))  # as run_seed: the seed is over (with the others' epoch)
                 leave.add(seed)
                 continue
             policy.gap_sd = gap
@@ -226,6 +270,10 @@ def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int
             if tuple(d.rest) != rest:
                 leave.add(seed)
             after.append((seed, r, d))
+        stack = [s for s in batch if s not in leave]  # the stack the staying seeds train in next
+        for seed, d in decisions:
+            if seed not in leave and d["rest"]:
+                d["stack"] = stack
         if items:
             store.record_epochs(run_id, items, decisions=decisions)
         if progress is not None:
@@ -234,7 +282,7 @@ def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int
         now["rest"] = list(rest)
         return leave
 
-    walk_plan_stack(replace(job, epochs=[(e.epoch, e.model, e.cluster) for e in rest0]), list(seeds), on_epochs)
+    walk_plan_stack(replace(job, epochs=walk), list(seeds), on_epochs, start)
 
 
 def _compute(by_epoch: dict, epoch: int) -> float:
