@@ -496,6 +496,32 @@ class Calibration(_Strict):
 CALIBRATION_METHODS = ("conformal-pit",)
 
 
+class Measured(_Strict):
+    """What the profile behind a fitted law measured (written by `depl fit`): a plan is made of these conditions
+    only — clusters of the measured node count, datasets holding a measured amount of training data."""
+
+    nodes: int = Field(ge=1, le=1_000_000, description="the nodes per cluster every profiled run trained on (FedAvg)")
+    samples: list[float] = Field(min_length=1, max_length=1000,
+                                 description="the training samples (all nodes) the profiled runs trained on: a plan's "
+                                 "datasets must hold between the fewest and the most of them")
+
+    @field_validator("samples")
+    @classmethod
+    def _positive(cls, v: list[float]) -> list[float]:
+        if not all(math.isfinite(x) and x > 0 for x in v):
+            raise ValueError("every amount of samples must be a positive number")
+        return v
+
+    def allows_samples(self, samples: float) -> bool:
+        """Whether `samples` training samples lie within what was measured (relative tolerance 1e-9)."""
+        return min(self.samples) * (1 - 1e-9) <= samples <= max(self.samples) * (1 + 1e-9)
+
+    def words(self) -> str:
+        lo, hi = min(self.samples), max(self.samples)
+        amount = f"{lo:g} training samples" if lo == hi else f"{lo:g} to {hi:g} training samples"
+        return f"{self.nodes} node{'s' if self.nodes > 1 else ''} per cluster, {amount}"
+
+
 class TrainingOptions(_Strict):
     """Options of real training (`depl run`): optimiser and batching."""
 
@@ -538,6 +564,8 @@ class Scenario(_Strict):
                                             "(depl fit --calibration-seeds); depl plan uses it unless use = false")
     code_dir: str | None = Field(default=None, description="the folder MODULE:FUNCTION references are imported from "
                                  "first (default: the scenario file's folder)")
+    measured: Measured | None = Field(default=None, description="what the profile behind a fitted law measured "
+                                      "(written by `depl fit`); plans are made of these conditions only")
     code_hashes: dict[str, str] | None = Field(
         default=None, description="sha256 of each file of your code the references run, by its path in code_dir: "
         "computed when the scenario file is read (a value in the file is replaced), carried by every plan made "
@@ -689,6 +717,30 @@ class Scenario(_Strict):
     def samples(self, dataset_names) -> float:
         by_name = {d.name: d for d in self.datasets}
         return float(sum(by_name[n].samples for n in dataset_names))
+
+    def measured_data(self, dataset_names) -> bool:
+        """Whether a choice of datasets holds an amount of training data the profile measured (always, without
+        a [measured] table)."""
+        return self.measured is None or self.measured.allows_samples(self.samples(dataset_names))
+
+    def measured_only(self) -> "Scenario":
+        """The scenario with only the clusters of the measured node count (their transfer costs too); itself when
+        nothing is dropped.  ValueError, saying what to profile, when no cluster is left."""
+        if self.measured is None or all(c.nodes == self.measured.nodes for c in self.clusters):
+            return self
+        keep = [c.name for c in self.clusters if c.nodes == self.measured.nodes]
+        if not keep:
+            have = ", ".join(f"{c.name}: {c.nodes}" for c in self.clusters)
+            nodes = sorted({c.nodes for c in self.clusters})
+            raise ValueError(f"scenario {self.name!r}: its loss law was measured on {self.measured.nodes} node(s) per "
+                             f"cluster ([measured] nodes), and no cluster has that many ({have}); to plan on them, "
+                             f"profile on {' or '.join(map(str, nodes))} node(s): depl profile SCENARIO --nodes "
+                             f"{nodes[0]} …, then depl fit")
+        data = scenario_dict(self)
+        data["clusters"] = [c for c in data["clusters"] if c["name"] in keep]
+        for d in data["datasets"]:
+            d["transfer_cost"] = {k: v for k, v in d.get("transfer_cost", {}).items() if k in keep}
+        return parse_scenario(data, f"{self.name} (its measured clusters)")
 
     def transfer_cost(self, dataset_names, cluster_name: str) -> float:
         by_name = {d.name: d for d in self.datasets}

@@ -39,6 +39,7 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
         assert s.name == "tiny" and s.target.quantile == 0.9 and s.max_epochs == 4 and s.fitted_epochs == 4
         assert {m.name for m in s.models} == {"pruned-0.5", "pruned-0.75"}
         assert s.clusters == load_scenario("mnist1d-small").clusters
+        assert s.measured.nodes == 2 and s.measured.samples == [1000.0, 2000.0]  # mnist1d-a at half and all of it
     assert load_scenario(tmp_path / "fitted.level.toml").loss_model == "level"
     assert (tmp_path / "png" / "fit-bands.png").is_file()
     plan = tmp_path / "plan.json"
@@ -46,6 +47,7 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     p = Plan.load(plan)
     assert p.feasible and len(p.epochs) <= 4
+    assert p.datasets in (["mnist1d-a"], ["mnist1d-b"])  # the amount of data profiled, not both datasets
     r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
              "--out", str(tmp_path / "val"))
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())

@@ -238,6 +238,7 @@ def base_scenario(logs: Logs, base=None, *, name: str | None = None, target_loss
     if base is not None:
         data = scenario_dict(base)
         data.pop("code_hashes", None)  # the code's digests are taken whenever the file is read
+        data.pop("measured", None)  # the base's profile, not these logs
         by_name = {m["name"]: m for m in data["models"]}
         unknown = [m for m in logs.models if m not in by_name]
         if unknown:

@@ -74,6 +74,11 @@ def default_calibration_seeds(seeds: int) -> int:
     return max(0, min(seeds // 4, seeds - MIN_FIT_SEEDS))
 
 
+def measured(prof: Profile) -> dict:
+    """The [measured] table of a fitted scenario: the node count and the amounts of training data its profile ran."""
+    return {"nodes": int(prof.experiments[0].nodes), "samples": sorted({float(e.samples) for e in prof.experiments})}
+
+
 def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: int = 0,
                 calibration_seeds: int | None = None, omega: float | None = None) -> FitResult:
     """Fit every registered law to `prof` (from a store or from logs); `base` gives ℓ(0) and the other sections.
@@ -119,6 +124,8 @@ def fit_profile(prof: Profile, base: Scenario, *, bootstrap: int = 200, seed: in
     for n, f in laws.items():
         fits_all[n] = f.refit(prof, fits[n], l0, earlier=dict(fits_all))
     data = {m: scenario_data(base_data, fits_all, m, epochs) for m in fits_all}
+    for d in data.values():  # what the runs measured: the planner keeps to it (Scenario.measured)
+        d["measured"] = measured(prof)
     final = parse_fitted(data, base.name)
     r = FitResult(prof, fits, scores, _level_ks(fit_part, bootstrap, rng), chosen, why, final, data)
     if n_cal:

@@ -8,6 +8,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from ..loss import LossModel
@@ -28,6 +29,7 @@ def make_plan(scenario: Scenario, method: str = "depl", options: Options | None 
     """
     planner = get_planner(method)
     options = options or Options()
+    scenario = measured_only(scenario)
     t0 = time.perf_counter()
     try:
         return planner.plan(scenario, options, start, loss)
@@ -40,6 +42,26 @@ def make_plan(scenario: Scenario, method: str = "depl", options: Options | None 
 
         ctx, cand = e.witness
         return to_plan(method, ctx, cand, t0, eta=options.eta, found_by="reachability search")
+
+
+def measured_only(scenario: Scenario) -> Scenario:
+    """A fitted scenario's [measured] conditions as the planners' space: only clusters of the measured node count
+    (`Scenario.measured_only`); Infeasible, saying what to profile, when nothing measured is left.  The dataset
+    choices are kept to measured amounts of data where they are enumerated (datasets.all_subsets)."""
+    if scenario.measured is None:
+        return scenario
+    try:
+        restricted = scenario.measured_only()
+    except ValueError as e:
+        raise Infeasible(str(e)) from None
+    names = [d.name for d in scenario.datasets]
+    if len(names) <= 12 and not any(scenario.measured_data(c) for r in range(1, len(names) + 1)
+                                    for c in itertools.combinations(names, r)):
+        sizes = ", ".join(f"{d.name}: {d.samples:g}" for d in scenario.datasets)
+        raise Infeasible(f"scenario {scenario.name!r}: its loss law was measured on {scenario.measured.words()} "
+                         f"([measured]), and no choice of its datasets holds that much ({sizes}); profile the data "
+                         "the plans may use (depl profile SCENARIO --dataset NAME … --fractions …), then depl fit")
+    return restricted
 
 
 __all__ = ["make_plan", "planner_names", "get_planner", "register", "Planner", "Options", "Infeasible", "Plan"]

@@ -80,15 +80,17 @@ def ranked_subsets(s: Scenario, loss: LossModel | None = None) -> list[tuple[str
 
 def all_subsets(s: Scenario, loss: LossModel, score) -> list[tuple[str, ...]]:
     """Every non-empty subset up to `ENUMERATE_UP_TO` datasets; beyond, the
-    submodular minimiser of `score` and its one-element neighbours."""
+    submodular minimiser of `score` and its one-element neighbours.  A fitted
+    scenario keeps only the choices holding an amount of data its profile
+    measured (`Scenario.measured_data`)."""
     names = [d.name for d in s.datasets]
     if len(names) <= ENUMERATE_UP_TO:
-        return [c for r in range(1, len(names) + 1) for c in itertools.combinations(names, r)]
+        return [c for r in range(1, len(names) + 1) for c in itertools.combinations(names, r) if s.measured_data(c)]
     from .submodular import minimize_set_function
 
     best = minimize_set_function(lambda sub: score(tuple(sub)), names)
     subsets = [tuple(best)] + [tuple(sorted(set(best) ^ {n})) for n in names]
-    return [x for x in subsets if x]
+    return [x for x in subsets if x and s.measured_data(x)]
 
 
 def ranked_by_cost(s: Scenario, loss: LossModel, options, context=None
