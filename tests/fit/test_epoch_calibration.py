@@ -279,7 +279,7 @@ def test_an_experiments_phi_is_written_to_significant_digits_so_a_small_phi_stil
         assert math.isclose(t["phi"], phi, rel_tol=1e-9), (phi, t["phi"])
 
 
-def test_a_plan_longer_than_the_scored_epochs_is_said_certified_by_the_scores_actually_used(shipped, tmp_path):
+def test_a_plan_longer_than_the_scored_epochs_names_the_scores_actually_used(shipped, tmp_path):
     """A calibration of 3-epoch runs (`depl calibrate` on a 3-epoch profile) and a plan of K > 3 epochs: the plan
     is calibrated by the epoch-3 scores (the warning says so), and its certificate names the epoch-3 scores too
     (it said "epoch-K scores", which do not exist)."""
@@ -310,5 +310,5 @@ def test_a_plan_longer_than_the_scored_epochs_is_said_certified_by_the_scores_ac
     assert r.returncode == 0, r.stderr
     K = int(r.stdout.split("K = ")[1].split()[0])
     assert K > 3 and f"K = {K} is calibrated with the epoch-3 scores" in r.stderr
-    line = next(x for x in r.stdout.splitlines() if "certified by" in x)
+    line = next(x for x in r.stdout.splitlines() if "calibrated on" in x)
     assert "epoch-3 scores" in line and f"epoch-{K}" not in line
