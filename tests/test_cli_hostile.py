@@ -135,6 +135,25 @@ def test_fit_bad_log_file_is_one_line(tmp_path, case, content, why):
     assert why in line and "logs.csv" in line, (case, line)
 
 
+def test_a_switch_between_a_network_and_a_misspelt_one_says_the_name_is_unknown(tmp_path):
+    # it said "the versions are different networks (mymodels:make_net width None, mymodels:make_nte width None)"
+    from importlib import resources
+
+    (tmp_path / "mymodels.py").write_text("import torch\n\n\ndef make_net(width=8):\n    return None\n")
+    src = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
+    own = re.sub(r'train = \{ net = "cnn1d", prune_ratio = ([0-9.]+), width = 64 \}',
+                 r'train = { net = "mymodels:make_net", prune_ratio = \1 }', src)
+    assert own.count("mymodels:make_net") == 3
+    (tmp_path / "good.toml").write_text(own)
+    assert _invoke("predict", tmp_path / "good.toml", "full:3").exit_code == 0
+    for typo, why in (("mymodels:make_nte", "mymodels.py defines no 'make_nte' (is it misspelt? it defines make_net"),
+                      ("mymodel:make_net", "module 'mymodel' not found in")):
+        (tmp_path / "typo.toml").write_text(own.replace("mymodels:make_net", typo, 2).replace(typo, "mymodels:make_net", 1))
+        line = _bad_input(_invoke("plan", tmp_path / "typo.toml"))
+        assert f"models[1].train.net = {typo!r}: no network of this name: " in line and why in line, line
+        assert "different networks" not in line
+
+
 @pytest.mark.parametrize("make", ["missing", "directory"])
 def test_fit_log_path_that_is_no_file_is_one_line(tmp_path, make):
     logs = tmp_path / "logs.csv"

@@ -108,8 +108,16 @@ CORPUS = {
 
 def _corpus(tmp_path):
     src = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
+    assert "initial_loss = " in src and "reference_samples = 4000.0" in src
     files = dict(CORPUS)
     files["nan-target.toml"] = src.replace("loss = 1.5", "loss = nan").encode()
+    # Python reads at most 4300 digits of an integer (ValueError, not a TOML/JSON error)
+    files["huge-integer.toml"] = src.replace("initial_loss = ", "initial_loss = " + "1" * 5001 + " #", 1).encode()
+    # tomllib recurses once per nested table: a RecursionError
+    files["deep-tables.toml"] = (src + "\nzz = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n").encode()
+    # φ = 2e303: the laws' sums were NaN, then int(NaN) in the planner
+    files["tiny-reference.toml"] = src.replace("reference_samples = 4000.0", "reference_samples = 1e-300").encode()
+    files["bell-in-name.toml"] = src.replace('name = "mnist1d-small"', 'name = "mnist\\u0007small"', 1).encode()
     for name, blob in files.items():
         (tmp_path / name).write_bytes(blob)
     return sorted(files)
@@ -125,6 +133,9 @@ def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(
                            text=True, timeout=120)
         assert r.returncode in (2, 3), (name, r.returncode, r.stderr[-500:])
         assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, (name, r.stderr[-500:])
+        if name not in CORPUS:  # the new cases: exit 2, one line naming the file, not beyond a terminal's width twice
+            lines = [x for x in r.stderr.splitlines() if x.strip()]
+            assert r.returncode == 2 and len(lines) == 1 and name in lines[0] and len(lines[0]) < 400, (name, r.stderr)
     assert set(os.listdir(tmp_path)) == before  # nothing written on failure
 
 
