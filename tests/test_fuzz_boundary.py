@@ -212,3 +212,14 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
         for method, path in refused:
             assert client.request(method, path, content=b"x").status_code == 403, (method, path)
         assert client.post("/v1/fleet/register-node", content=b"x").status_code == 502
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=12), key=st.text(min_size=1, max_size=6))
+def test_what_depl_fit_writes_is_toml_that_reads_back_the_same(text, key):
+    """Names, descriptions and keys with quotes, backslashes, newlines or other control characters are escaped
+    (the writer used to leave a newline raw: the fitted scenario did not load, exit 1 after the whole fit)."""
+    from depl.fit.report import toml_dumps
+
+    data = {"name": text, "t": {key: text}, "rows": [{"name": text, "m": {key: 1.0}}]}
+    assert tomllib.loads(toml_dumps(data, f"header {text}\n{key}")) == data
