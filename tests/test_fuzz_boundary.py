@@ -106,7 +106,17 @@ CORPUS = {
 }
 
 
-def _corpus(tmp_path):
+def _used_cluster(doc: dict) -> dict:
+    return next(c for c in doc["scenario_spec"]["clusters"] if c["name"] == doc["epochs"][0]["cluster"])
+
+
+def _altered(doc: dict, change) -> bytes:
+    doc = copy.deepcopy(doc)
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def _corpus(tmp_path, plan_doc):
     src = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
     assert "initial_loss = " in src and "reference_samples = 4000.0" in src
     files = dict(CORPUS)
@@ -118,13 +128,22 @@ def _corpus(tmp_path):
     # φ = 2e303: the laws' sums were NaN, then int(NaN) in the planner
     files["tiny-reference.toml"] = src.replace("reference_samples = 4000.0", "reference_samples = 1e-300").encode()
     files["bell-in-name.toml"] = src.replace('name = "mnist1d-small"', 'name = "mnist\\u0007small"', 1).encode()
+    text = json.dumps(plan_doc)
+    files["plan-huge-integer.json"] = text.replace('"solve_seconds": ', '"solve_seconds": ' + "1" * 5001 + ', "x": ', 1).encode()
+    files["plan-huge-cost.json"] = _altered(plan_doc, lambda d: d.__setitem__("cost", 10**4000))
+    files["plan-deep-info.json"] = text.replace('"info": {', '"info": {"deep": ' + "[" * 600 + "]" * 600 + ", ", 1).encode()
+    # silently wrong before: simulate reported the file's figures, never recomputed
+    files["plan-cost-altered.json"] = _altered(plan_doc, lambda d: d.__setitem__("cost", d["cost"] / 2))
+    files["plan-time-altered.json"] = _altered(plan_doc, lambda d: d.__setitem__("time", d["time"] / 2))
+    files["plan-quantile-negative.json"] = _altered(plan_doc, lambda d: d.__setitem__("loss_quantile", -1.0))
+    files["plan-nodes-altered.json"] = _altered(plan_doc, lambda d: _used_cluster(d).__setitem__("nodes", 7))
     for name, blob in files.items():
         (tmp_path / name).write_bytes(blob)
     return sorted(files)
 
 
-def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(tmp_path):
-    names = _corpus(tmp_path)
+def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(tmp_path, plan_doc):
+    names = _corpus(tmp_path, plan_doc)
     before = set(os.listdir(tmp_path))
     env = {**os.environ, "MPLBACKEND": "Agg"}
     for name in names:
