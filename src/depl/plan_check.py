@@ -190,19 +190,38 @@ def check_figures(plan, s, source: str, cost: float, time: float, loss=None) -> 
         raise _error(source, "lower_bound", plan.lower_bound, f"above the plan's own cost {cost:.10g}; a lower bound "
                      "on the cost of every plan cannot be")
     q, bounds = plan.loss_quantile, plan.loss_quantile_bounds
+    law = None if len(plan.epochs) > RECERTIFY_MAX_EPOCHS or plan.info.get("start_epoch") else \
+        _recertified(plan, s, source, loss)  # too long to re-certify when read; or a plan continuing a run
+    said = "" if law is None else (f"; the loss law of the plan's scenario puts the {plan.omega:g}-quantile of ℓ(K) "
+                                   f"for its epochs in [{law[0]:.10g}, {law[1]:.10g}]")
     if bounds is not None:
         lo, hi = (float(x) for x in bounds)
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi + _slack(lo, hi)):
             raise _error(source, "loss_quantile_bounds", list(bounds), "must be [low, high] with low ≤ high")
         if not _close(q, hi):
-            raise _error(source, "loss_quantile", q, f"the plan's bracket loss_quantile_bounds ends at {hi:.10g}; "
-                         "the certified quantile is its upper end")
+            raise _error(source, "loss_quantile", q, f"the plan's bracket loss_quantile_bounds ends at {hi:.10g} "
+                         f"(the certified quantile is its upper end){said}")
     else:
         lo = hi = q
-    if len(plan.epochs) > RECERTIFY_MAX_EPOCHS or plan.info.get("start_epoch"):
-        return  # too long to re-certify when read; or a plan continuing a run, whose law is conditional on its state
+    if law is None:
+        return
+    law_lo, law_hi, law_mean = law
+    eps = _slack(lo, hi, law_lo, law_hi)
+    if hi < law_lo - eps or (bounds is not None and lo > law_hi + eps):
+        shown = f"bracket [{lo:.10g}, {hi:.10g}]" if bounds is not None else "value"
+        raise _error(source, "loss_quantile", q, f"{said.removeprefix('; ')}, outside the plan's {shown}")
+    width = max(hi - lo, law_hi - law_lo)
+    if not abs(plan.loss_mean - law_mean) <= width + _slack(plan.loss_mean, law_mean):
+        raise _error(source, "loss_mean", plan.loss_mean, f"the loss law of the plan's scenario gives E[ℓ(K)] = "
+                     f"{law_mean:.10g} for its epochs")
+
+
+def _recertified(plan, s, source: str, loss=None) -> tuple[float, float, float]:
+    """(lo, hi, mean): the certified bracket of the ω-quantile of ℓ(K) and E[ℓ(K)] for the plan's schedule, on
+    `loss` or the scenario's law, as the planners certify a schedule (default lattice: 1% of the sd)."""
     from .loss import loss_model_for
 
+    q = plan.loss_quantile
     try:
         law = loss_model_for(s) if loss is None else loss
         d = law.distribution([e.model for e in plan.epochs], s.phi(s.samples(plan.datasets)))
@@ -214,12 +233,4 @@ def check_figures(plan, s, source: str, cost: float, time: float, loss=None) -> 
     if not (math.isfinite(law_lo) and math.isfinite(law_hi) and math.isfinite(law_mean)):
         raise _error(source, "loss_quantile", q, "the loss law of the plan's scenario certifies no finite quantile "
                      "for its epochs")
-    eps = _slack(lo, hi, law_lo, law_hi)
-    if hi < law_lo - eps or (bounds is not None and lo > law_hi + eps):
-        shown = f"bracket [{lo:.10g}, {hi:.10g}]" if bounds is not None else "value"
-        raise _error(source, "loss_quantile", q, f"the loss law of the plan's scenario puts the {plan.omega:g}-quantile "
-                     f"of ℓ(K) for its epochs in [{law_lo:.10g}, {law_hi:.10g}], outside the plan's {shown}")
-    width = max(hi - lo, law_hi - law_lo)
-    if not abs(plan.loss_mean - law_mean) <= width + _slack(plan.loss_mean, law_mean):
-        raise _error(source, "loss_mean", plan.loss_mean, f"the loss law of the plan's scenario gives E[ℓ(K)] = "
-                     f"{law_mean:.10g} for its epochs")
+    return float(law_lo), float(law_hi), law_mean
