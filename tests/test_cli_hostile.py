@@ -136,13 +136,110 @@ def _log_rows(spread: bool = True) -> list[str]:
     # every loss at 1e300 or equal across seeds: the noise fit was 0/0 = NaN, then a pydantic line and warnings
     ("same loss on every seed", "\n".join(_log_rows(spread=False)).encode(), "every seed has the same test_loss"),
     ("huge losses", "\n".join(r if i == 0 else r.rsplit(",", 1)[0] + f",{float(r.rsplit(',', 1)[1]) * 1e200!r}"
-                              for i, r in enumerate(_log_rows())).encode(), "is beyond ±1e+12"),
+                              for i, r in enumerate(_log_rows())).encode(), "the largest loss depl fits"),
+    # one absurd loss among the rows changed every fitted mean, and the plan made from the fit, without a word
+    ("one loss of 1e300", "\n".join(_log_rows()).replace(",1.694985", ",1e300", 1).encode(),
+     "line 4, column test_loss: '1e300': beyond 1e+06, the largest loss depl fits"),
+    ("negative loss", "\n".join(_log_rows()).replace(",1.694985", ",-1.694985", 1).encode(), "a loss must be positive"),
+    # the last of two test_loss columns was read without a word
+    ("test_loss twice", "\n".join([_log_rows()[0] + ",test_loss"] + [r + ",9.9" for r in _log_rows()[1:]]).encode(),
+     "column 'test_loss' appears 2 times in the header (columns 5, 6)"),
+    # a newline in a version's name, or a negative seed, failed after the fit, writing the scenario (exit 1)
+    ("newline in a model name", "\n".join(_log_rows()).replace(",full,", ',"fu\nll",', 1).encode(),
+     "column model: 'fu\\nll': a name holds no control character"),
+    ("escape in a model name", "\n".join(_log_rows()).replace(",full,", ",fu\x1bll,", 1).encode(),
+     "a name holds no control character"),
+    ("negative seed", "\n".join(_log_rows()).replace("a,0,", "a,-1,").encode(), "column seed: '-1': a seed is a whole number ≥ 0"),
 ])
 def test_fit_bad_log_file_is_one_line(tmp_path, case, content, why):
     logs = tmp_path / "logs.csv"
     logs.write_bytes(content)
     line = _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0"))
     assert why in line and "logs.csv" in line, (case, line)
+
+
+def test_fit_refuses_control_characters_in_names_before_fitting(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()) + "\n")
+    line = _bad_input(_invoke("fit", logs, "--target-loss", "0.5", "--name", "a\nb", "--out", tmp_path / "f.toml"))
+    assert "--name 'a\\nb': a name holds no control character" in line
+    odd = tmp_path / "lo\ngs.csv"
+    odd.write_text("\n".join(_log_rows()) + "\n")
+    line = _bad_input(_invoke("fit", odd, "--target-loss", "0.5", "--out", tmp_path / "f.toml"))
+    assert "lo\\ngs.csv" in line and "the file name holds the control character '\\n'" in line
+    assert not list(tmp_path.glob("f*.toml"))
+
+
+def test_fit_escapes_quotes_and_backslashes_in_names(tmp_path):
+    logs = tmp_path / "logs.csv"
+    logs.write_text("\n".join(_log_rows()).replace(",full,", ',"f\\u""ll",') + "\n")
+    r = _invoke("fit", logs, "--target-loss", "0.5", "--bootstrap", "0", "--name", 'my "fit" \\ 1',
+                "--out", tmp_path / "fitted.toml")
+    assert r.exit_code == 0, r.output
+    from depl.scenario import load_scenario
+
+    s = load_scenario(tmp_path / "fitted.toml")
+    assert s.name == 'my "fit" \\ 1' and [m.name for m in s.models] == ['f\\u"ll']
+
+
+def _profile_store(path, losses) -> None:
+    """A store of one profiling experiment of mnist1d-small's `full` (seeds × epochs test losses)."""
+    from depl.store import EpochRow
+
+    with Store(path) as st:
+        E = len(losses[0])
+        st.start_run("p", "profile", {
+            "experiment": {"kind": "version", "version": "full", "fraction": 1.0, "to": None, "switch_after": 0},
+            "job": {"data": {"source": "mnist1d", "shares": [[0.0, 0.5], [0.5, 1.0]], "fraction": 1.0, "path": None},
+                    "epochs": [[k + 1, "full", "profile"] for k in range(E)], "nodes": {"profile": 2}},
+            "scenario": "mnist1d-small"})
+        for s, row in enumerate(losses):
+            for k, loss in enumerate(row, start=1):
+                st.record_epoch("p", s, EpochRow(k, "full", "profile", loss, 0.5, 1.0, 0.1), final=k == E)
+
+
+def test_a_store_with_negative_losses_is_refused_by_fit_naming_the_epoch(tmp_path):
+    # the level fit met log(−3): an AttributeError on None after a failed optimisation
+    _profile_store(tmp_path / "runs.sqlite", [[2.0 - 0.6 * k - 0.01 * s for k in range(6)] for s in range(4)])
+    line = _bad_input(_invoke("fit", tmp_path / "runs.sqlite", "--bootstrap", "0"))
+    assert "epochs.test_loss of run 'p', seed 0, epoch 5 = -0.39" in line and "a loss must be positive" in line
+
+
+@pytest.mark.parametrize("column, value, why", [
+    ("test_loss", "'abc'", "epochs.test_loss of run 'p', seed 1, epoch 2 = 'abc': not a finite number"),
+    ("test_loss", "9e999", "epochs.test_loss of run 'p', seed 1, epoch 2 = inf: not a finite number"),
+    ("seconds", "x'00'", "epochs.seconds of run 'p', seed 1, epoch 2 = '<1 bytes>': not a finite number"),
+    ("model", "x'00'", "epochs.model of run 'p', seed 1, epoch 2 = '<1 bytes>': not text"),
+])
+def test_a_store_whose_numbers_were_altered_is_one_line_for_every_reader(tmp_path, column, value, why):
+    import sqlite3
+
+    path = tmp_path / "runs.sqlite"
+    _profile_store(path, [[2.0 - 0.1 * k - 0.01 * s for k in range(4)] for s in range(3)])
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE epochs SET {column} = {value} WHERE seed = 1 AND epoch = 2")
+    for args in (["runs", "show", "--store", path], ["runs", "show", "--store", path, "--json"],
+                 ["fit", path, "--bootstrap", "0"]):
+        assert why in _bad_input(_invoke(*args)), args
+
+
+def test_a_switch_between_a_network_and_a_misspelt_one_says_the_name_is_unknown(tmp_path):
+    # it said "the versions are different networks (mymodels:make_net width None, mymodels:make_nte width None)"
+    from importlib import resources
+
+    (tmp_path / "mymodels.py").write_text("import torch\n\n\ndef make_net(width=8):\n    return None\n")
+    src = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
+    own = re.sub(r'train = \{ net = "cnn1d", prune_ratio = ([0-9.]+), width = 64 \}',
+                 r'train = { net = "mymodels:make_net", prune_ratio = \1 }', src)
+    assert own.count("mymodels:make_net") == 3
+    (tmp_path / "good.toml").write_text(own)
+    assert _invoke("predict", tmp_path / "good.toml", "full:3").exit_code == 0
+    for typo, why in (("mymodels:make_nte", "mymodels.py defines no 'make_nte' (is it misspelt? it defines make_net"),
+                      ("mymodel:make_net", "module 'mymodel' not found in")):
+        (tmp_path / "typo.toml").write_text(own.replace("mymodels:make_net", typo, 2).replace(typo, "mymodels:make_net", 1))
+        line = _bad_input(_invoke("plan", tmp_path / "typo.toml"))
+        assert f"models[1].train.net = {typo!r}: no network of this name: " in line and why in line, line
+        assert "different networks" not in line
 
 
 @pytest.mark.parametrize("make", ["missing", "directory"])

@@ -107,17 +107,44 @@ CORPUS = {
 }
 
 
-def _corpus(tmp_path):
+def _used_cluster(doc: dict) -> dict:
+    return next(c for c in doc["scenario_spec"]["clusters"] if c["name"] == doc["epochs"][0]["cluster"])
+
+
+def _altered(doc: dict, change) -> bytes:
+    doc = copy.deepcopy(doc)
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def _corpus(tmp_path, plan_doc):
     src = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
+    assert "initial_loss = " in src and "reference_samples = 4000.0" in src
     files = dict(CORPUS)
     files["nan-target.toml"] = src.replace("loss = 1.5", "loss = nan").encode()
+    # Python reads at most 4300 digits of an integer (ValueError, not a TOML/JSON error)
+    files["huge-integer.toml"] = src.replace("initial_loss = ", "initial_loss = " + "1" * 5001 + " #", 1).encode()
+    # tomllib recurses once per nested table: a RecursionError
+    files["deep-tables.toml"] = (src + "\nzz = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n").encode()
+    # φ = 2e303: the laws' sums were NaN, then int(NaN) in the planner
+    files["tiny-reference.toml"] = src.replace("reference_samples = 4000.0", "reference_samples = 1e-300").encode()
+    files["bell-in-name.toml"] = src.replace('name = "mnist1d-small"', 'name = "mnist\\u0007small"', 1).encode()
+    text = json.dumps(plan_doc)
+    files["plan-huge-integer.json"] = text.replace('"solve_seconds": ', '"solve_seconds": ' + "1" * 5001 + ', "x": ', 1).encode()
+    files["plan-huge-cost.json"] = _altered(plan_doc, lambda d: d.__setitem__("cost", 10**4000))
+    files["plan-deep-info.json"] = text.replace('"info": {', '"info": {"deep": ' + "[" * 600 + "]" * 600 + ", ", 1).encode()
+    # silently wrong before: simulate reported the file's figures, never recomputed
+    files["plan-cost-altered.json"] = _altered(plan_doc, lambda d: d.__setitem__("cost", d["cost"] / 2))
+    files["plan-time-altered.json"] = _altered(plan_doc, lambda d: d.__setitem__("time", d["time"] / 2))
+    files["plan-quantile-negative.json"] = _altered(plan_doc, lambda d: d.__setitem__("loss_quantile", -1.0))
+    files["plan-nodes-altered.json"] = _altered(plan_doc, lambda d: _used_cluster(d).__setitem__("nodes", 7))
     for name, blob in files.items():
         (tmp_path / name).write_bytes(blob)
     return sorted(files)
 
 
-def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(tmp_path):
-    names = _corpus(tmp_path)
+def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(tmp_path, plan_doc):
+    names = _corpus(tmp_path, plan_doc)
     before = set(os.listdir(tmp_path))
     env = {**os.environ, "MPLBACKEND": "Agg"}
     for name in names:
@@ -126,6 +153,9 @@ def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(
                            text=True, timeout=120)
         assert r.returncode in (2, 3), (name, r.returncode, r.stderr[-500:])
         assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, (name, r.stderr[-500:])
+        if name not in CORPUS:  # the new cases: exit 2, one line naming the file, not beyond a terminal's width twice
+            lines = [x for x in r.stderr.splitlines() if x.strip()]
+            assert r.returncode == 2 and len(lines) == 1 and name in lines[0] and len(lines[0]) < 400, (name, r.stderr)
     assert set(os.listdir(tmp_path)) == before  # nothing written on failure
 
 
@@ -304,3 +334,14 @@ def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_with
         assert f"datasets[0].path = {name!r}" in line and whys[name] in line, (name, line)
         assert "depl-secret" not in line and "'<'" not in line, (name, line)
     assert set(os.listdir(work)) == before  # nothing written: no run folder, no store
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=12), key=st.text(min_size=1, max_size=6))
+def test_what_depl_fit_writes_is_toml_that_reads_back_the_same(text, key):
+    """Names, descriptions and keys with quotes, backslashes, newlines or other control characters are escaped
+    (the writer used to leave a newline raw: the fitted scenario did not load, exit 1 after the whole fit)."""
+    from depl.fit.report import toml_dumps
+
+    data = {"name": text, "t": {key: text}, "rows": [{"name": text, "m": {key: 1.0}}]}
+    assert tomllib.loads(toml_dumps(data, f"header {text}\n{key}")) == data

@@ -52,7 +52,36 @@ TAMPER = [
     (lambda d: d.pop("method"), "the key 'method' is missing"),
     (lambda d: d["scenario_spec"]["target"].__setitem__("loss", -1.0), "scenario_spec (the plan's scenario): target.loss = -1.0"),
     (lambda d: d.__setitem__("scenario_spec", [1, 2]), "scenario_spec: not a table"),
+    # the plan's own figures, recomputed from its epochs and scenario (eqs. (1)–(2) and the loss law)
+    (lambda d: d.__setitem__("cost", d["cost"] * 0.5), "cost = 176.00"),
+    (lambda d: d.__setitem__("time", 100.0), "time = 100.0: the plan's epochs and scenario give 120 (eq. (1))"),
+    (lambda d: d.__setitem__("loss_quantile", -1.0), "loss_quantile = -1.0: the plan's bracket"),
+    (lambda d: (d.__setitem__("loss_quantile", 1.2), d.__setitem__("loss_quantile_bounds", [1.1, 1.2])),
+     "loss_quantile = 1.2: the loss law of the plan's scenario puts the 0.9-quantile of ℓ(K)"),
+    (lambda d: d.__setitem__("loss_mean", 1.0), "loss_mean = 1.0: the loss law of the plan's scenario gives E[ℓ(K)]"),
+    (lambda d: d.__setitem__("loss_quantile_bounds", [1.5, 1.4]), "must be [low, high] with low ≤ high"),
+    (lambda d: _used_cluster(d).__setitem__("nodes", _used_cluster(d)["nodes"] + 1),
+     "cost = 352.0115205413361: the plan's epochs and scenario give 528.0172808"),
+    (lambda d: _used_cluster(d).__setitem__("unit_cost", 2.0), "cost = 352.0115205413361"),
+    (lambda d: d["scenario_spec"].__setitem__("cost_model", "resource-time"), "under cost_model 'resource-time'"),
+    (lambda d: d.__setitem__("scenario", "paper-alexnet"), "scenario = 'paper-alexnet': the plan's scenario"),
+    (lambda d: d.__setitem__("lower_bound", 1e6), "lower_bound = 1000000.0: above the plan's own cost"),
+    (lambda d: d.__setitem__("cost", 10**400), "cost = 1000000000"),
+    (lambda d: d.__setitem__("lower_bound", 10**400), "lower_bound = 1000000000"),
+    (lambda d: d.__setitem__("loss_quantile_bounds", [1, 10**400]), "must be [low, high] (finite numbers)"),
+    (lambda d: d["info"].__setitem__("deep", _nested(200)), "info.deep[0][0]"),
 ]
+
+
+def _used_cluster(d: dict) -> dict:
+    return next(c for c in d["scenario_spec"]["clusters"] if c["name"] == d["epochs"][0]["cluster"])
+
+
+def _nested(depth: int) -> list:
+    v: list = []
+    for _ in range(depth):
+        v = [v]
+    return v
 
 
 @pytest.mark.parametrize("mutate,fragment", TAMPER)
@@ -63,3 +92,58 @@ def test_a_tampered_plan_is_refused_naming_the_field(tmp_path, plan_doc, mutate,
         load(tmp_path, doc)
     assert fragment in str(e.value) and str(tmp_path / "p.json") in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_the_figures_are_compared_with_a_relative_tolerance_of_1e_9(tmp_path, plan_doc):
+    # what float rounding leaves (the sums in another order) passes; what a person types does not
+    doc = copy.deepcopy(plan_doc)
+    doc["cost"] *= 1 + 1e-12
+    doc["time"] *= 1 - 1e-12
+    load(tmp_path, doc)
+    doc["cost"] = plan_doc["cost"] * (1 + 1e-7)
+    with pytest.raises(PlanError, match="cost = "):
+        load(tmp_path, doc)
+
+
+def test_a_looser_bracket_still_bounds_the_quantile(tmp_path, plan_doc):
+    # the depl planner certifies on a coarse lattice: a wider bracket that holds the law's passes
+    doc = copy.deepcopy(plan_doc)
+    lo, hi = doc["loss_quantile_bounds"]
+    doc["loss_quantile_bounds"], doc["loss_quantile"] = [lo - 0.05, hi + 0.05], hi + 0.05
+    load(tmp_path, doc)
+
+
+def test_a_plan_written_by_hand_gets_its_figures_from_with_figures(tmp_path, plan_doc):
+    from depl.plan import Epoch, with_figures, with_scenario
+    from depl.scenario import parse_scenario
+
+    s = parse_scenario(plan_doc["scenario_spec"])
+    c = s.clusters[0]
+    hand = Plan("hand", s.name, True, ["mnist1d-a"], [Epoch(k, "full", c.name, c.capacity / 2) for k in range(1, 9)],
+                0.0, 0.0, 0.0, 0.0, 0.0, omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline)
+    with pytest.raises(PlanError, match="cost = 0.0: the plan's epochs and scenario give"):
+        load(tmp_path, json.loads(json.dumps(with_scenario(hand, s).to_json())))
+    p = load(tmp_path, json.loads(json.dumps(with_figures(hand, s).to_json())))
+    assert p.cost > 0 and p.time > 0 and p.loss_quantile_bounds[0] <= p.loss_quantile and p.method == "hand"
+
+
+@pytest.mark.parametrize("name", sorted(__import__("depl.scenario", fromlist=["builtin_names"]).builtin_names()))
+def test_every_builtin_plan_of_every_method_loads_and_simulates(tmp_path, name):
+    """`depl plan NAME --method M --out f.json` (the defaults: η = 200) for every planner: the file is read
+    back, its figures recomputed and accepted, and simulated."""
+    from depl.planners import Infeasible
+    from depl.simulate import simulate_plan
+
+    s = load_scenario(name)
+    made = 0
+    for method in ("depl", "optimal", "best-exp", "best-exp-loss"):
+        try:
+            p = make_plan(s, method, Options())
+        except Infeasible:  # best-exp on mnist1d-noniid: it reasons with the mean only
+            continue
+        p.save(tmp_path / f"{method}.json")
+        again = Plan.load(tmp_path / f"{method}.json")
+        again.scenario_object()
+        assert simulate_plan(again, runs=200, seed=0).runs == 200
+        made += 1
+    assert made >= 3

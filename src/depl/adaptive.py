@@ -109,7 +109,7 @@ class Policy:
                  options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
                  truncate: bool = True, naive: bool = False, slack: float | None = None, conditional: bool = True):
         self.plan = plan
-        self.scenario = scenario or plan.scenario_object()
+        self.scenario = scenario or plan.scenario_object(loss)
         self.loss = loss or loss_model_for(self.scenario)
         self.samples = float(self.scenario.samples(plan.datasets) if samples is None else samples)
         self.phi = self.scenario.phi(self.samples)

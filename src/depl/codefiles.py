@@ -16,6 +16,7 @@ allowed, what is refused and how it is said — is depl.train.custom's.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.machinery
 import re
@@ -52,6 +53,30 @@ def module_files(module: str, folder: Path) -> list[Path]:
                 raise NotFound(f"{name!r} is a module, not a package: it has no {parts[i + 1]!r}")
             search = [str(p) for p in spec.submodule_search_locations]
     return files
+
+
+def top_level_names(path: Path) -> set[str] | None:
+    """The names a module file binds at its top level (def, class, assignment, import, …), read without running
+    it; None where reading cannot tell (``from X import *``, ``globals()``, ``setattr``, a module ``__getattr__``).
+    Statements other than def and class are read whole: a name bound anywhere in them counts (more, never fewer)."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
+                return None
+            if isinstance(n, ast.Name) and n.id in ("globals", "setattr", "vars", "exec"):
+                return None
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(n.name)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in n.names)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+    return None if "__getattr__" in names else names
 
 
 def digest(path: Path) -> str:

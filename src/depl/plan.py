@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .plan_check import PlanError, check_plan, check_types
-from .scenario import Scenario, ScenarioError, parse_scenario, scenario_dict
+from .plan_check import PlanError, check_figures, check_plan, check_types
+from .scenario import (MAX_NESTING, Scenario, ScenarioError, parse_scenario, scenario_dict, shown_value, too_deep,
+                       unreadable_text)
 
 FORMAT = "depl.plan/1"
 
@@ -82,7 +83,11 @@ class Plan:
         if not isinstance(d, dict):
             raise PlanError(f"{source}: a plan file holds a JSON object, not {type(d).__name__}")
         if d.get("format") != FORMAT:
-            raise PlanError(f"{source}: format = {d.get('format')!r}: expected {FORMAT!r}")
+            raise PlanError(f"{source}: format = {shown_value(d.get('format'))}: expected {FORMAT!r}")
+        deep = too_deep(d, MAX_NESTING + 1)  # the scenario it embeds nests as deep as a scenario may, one level down
+        if deep:
+            raise PlanError(f"{source}: {deep}: lists or objects nested more than {MAX_NESTING + 1} deep; a plan "
+                            "nests a few levels")
         try:
             check_types(d, source)
             epochs = [Epoch(int(e["epoch"]), str(e["model"]), str(e["cluster"]), float(e["compute"])) for e in d["epochs"]]
@@ -100,26 +105,44 @@ class Plan:
             )
         except KeyError as e:
             raise PlanError(f"{source}: the key {e.args[0]!r} is missing") from None
-        except (TypeError, ValueError) as e:
+        except PlanError:
+            raise
+        except (TypeError, ValueError, OverflowError) as e:
             raise PlanError(f"{source}: a value has the wrong type: {e}") from None
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
         p = Path(path)
         try:
-            d = json.loads(p.read_text(encoding="utf-8"))
+            text = p.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise PlanError(f"{p}: no such plan file") from None
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        except UnicodeDecodeError as e:
             raise PlanError(f"{p}: not valid JSON: {e}") from None
         except OSError as e:
             raise PlanError(f"{p}: cannot be read: {e.strerror or e}") from None
+        try:
+            d = json.loads(text)
+        except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError; so is int()'s digit limit
+            raise PlanError(unreadable_text(text, str(p), e, "JSON", "plan")) from None
         plan = cls.from_json(d, str(p))
         plan.source = str(p)
         return plan
 
-    def scenario_object(self) -> Scenario:
-        """The scenario this plan was made for (embedded in the plan file), the plan checked against it."""
+    def scenario_object(self, loss=None) -> Scenario:
+        """The scenario this plan was made for (embedded in the plan file), the plan checked against it: its
+        references and epochs (`check_plan`), then its cost, time and certified quantile recomputed
+        (`check_figures`; the quantile on `loss`, a LossModel, when the plan was made with a law given in code
+        rather than the scenario's).  Checked once per content of the plan and law (simulate asks twice)."""
+        key = json.dumps(self.to_json(), sort_keys=True, default=repr)
+        memo = self.__dict__.get("_checked")
+        if memo is not None and memo[0] == key and memo[1] is loss:
+            return memo[2]
+        s = self._checked_scenario(loss)
+        self.__dict__["_checked"] = (key, loss, s)
+        return s
+
+    def _checked_scenario(self, loss) -> Scenario:
         if self.scenario_spec is None:
             from .scenario import load_scenario
             s = load_scenario(self.scenario)
@@ -128,6 +151,8 @@ class Plan:
         else:
             s = parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
         check_plan(self, s, self.source)
+        check_figures(self, s, self.source, plan_cost(s, self.datasets, self.epochs),
+                      plan_time(s, self.datasets, self.epochs), loss)
         return s
 
 
@@ -195,5 +220,21 @@ def with_scenario(plan: Plan, s: Scenario) -> Plan:
     return plan
 
 
+def with_figures(plan: Plan, s: Scenario) -> Plan:
+    """`plan` with the figures `depl plan` writes computed from its epochs and scenario `s` — cost and time (eqs.
+    (1)–(2)), the certified ω-quantile of ℓ(K) with its bracket and E[ℓ(K)] (the loss law, as the planners certify a
+    schedule), the target and the scenario embedded — so that a plan written by hand, or edited, passes the check of
+    its figures when read (`Plan.scenario_object`).  Feasibility is not judged: `feasible` is kept."""
+    from .loss import loss_model_for
+
+    out = replace(plan, scenario=s.name, omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline)
+    check_plan(out, s, out.source)  # its epochs first: a version, cluster or switch the scenario lacks has no figures
+    d = loss_model_for(s).distribution(out.schedule, s.phi(s.samples(out.datasets)))
+    lo, hi = d.quantile_bounds(out.omega)
+    out = replace(out, cost=plan_cost(s, out.datasets, out.epochs), time=plan_time(s, out.datasets, out.epochs),
+                  loss_quantile=float(hi), loss_quantile_bounds=(float(lo), float(hi)), loss_mean=float(d.mean()))
+    return with_scenario(out, s)
+
+
 __all__ = ["Plan", "Epoch", "PlanError", "FORMAT", "epoch_time", "epoch_cost", "epoch_costs", "plan_time", "plan_cost",
-           "compute_needed", "with_scenario", "ScenarioError"]
+           "compute_needed", "with_scenario", "with_figures", "ScenarioError"]

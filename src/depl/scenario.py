@@ -16,9 +16,11 @@ message names the file, the field, the bad value and why.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 import types
 import typing
+import unicodedata
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -49,6 +51,9 @@ class ScenarioError(ValueError):
 # physical quantity of a training system needs more than 12 decimal digits of
 # range once its unit is chosen sensibly.
 MAGNITUDE = 1e12
+# The data factor φ(S) multiplies the laws' progress (and their time axis): within ±6 orders of magnitude of 1 a
+# fitted law stays in floating point; φ = 1e300 (reference_samples = 1e-300) turns its sums into NaN.
+PHI_MAX = 1e6
 
 # The networks and data sources depl builds itself (depl.train.nets.NETS and
 # depl.train.data.SOURCES; a test keeps the lists equal).  They are named here
@@ -77,6 +82,82 @@ def _out_of_range(value: Any, where: str = "") -> str | None:
         if why:
             return why
     return None
+
+
+def control_character(text: str) -> str | None:
+    """The first control character (a newline, a tab, an escape, …: Unicode category Cc) of `text`, or None."""
+    return next((c for c in text if unicodedata.category(c) == "Cc"), None)
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a scenario, a cluster, a dataset or a model version; None when it can.  A control
+    character would break the one-line messages, the tables and the TOML files that carry the name."""
+    c = control_character(name)
+    if c is not None:
+        return f"a name holds no control character (newline, tab, …); found {c!r}"
+    return None
+
+
+def _plain_name(v: str) -> str:
+    why = name_problem(v)
+    if why:
+        raise ValueError(why)
+    return v
+
+
+# Scenario and plan documents nest a few levels (a plan's scenario_spec.calibration.epoch_scores: 5); Python's
+# parsers and pydantic recurse once per level, and a document nested thousands deep stops them with a RecursionError.
+MAX_NESTING = 32
+# Python reads at most 4300 digits of a whole number (sys.get_int_max_str_digits); no field takes such a number.
+_HUGE_INTEGER = re.compile(r"[0-9][0-9_]{4300,}")
+
+
+def too_deep(data: Any, limit: int = MAX_NESTING) -> str | None:
+    """The path (`models[0].train.net_args.a`) of the first value of `data` nested more than `limit` lists or
+    tables deep, found without recursion; None when there is none."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        v, where, depth = stack.pop()
+        if isinstance(v, dict):
+            items = [(f"{where}.{k}" if where else str(k), x) for k, x in v.items()]
+        elif isinstance(v, (list, tuple)):
+            items = [(f"{where}[{i}]", x) for i, x in enumerate(v)]
+        else:
+            continue
+        if depth >= limit:
+            return where or "the document"
+        stack.extend((x, w, depth + 1) for w, x in reversed(items))
+    return None
+
+
+def unreadable_text(text: str, source: str, e: Exception, kind: str, what: str) -> str:
+    """One line saying why `text` (TOML or JSON) could not be parsed: where an integer is too long for Python or
+    the nesting too deep for its parser, the line and the key; else the parser's own message."""
+    if isinstance(e, ValueError) and "digits" in str(e):
+        m = _HUGE_INTEGER.search(text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            head = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+            named = re.search(r'"((?:[^"\\]|\\.)*)"\s*:\s*\[?\s*$' if kind == "JSON" else r"([\w.\-\"']+)\s*=\s*\[?\s*$",
+                              head)
+            key = named.group(1) if named else "a value"
+            return (f"{source}: line {line}: {key} = an integer of {len(m.group().replace('_', ''))} digits: Python "
+                    "reads at most 4300 digits of a number, and no field takes one so large")
+    if isinstance(e, RecursionError):
+        depth, line = 0, 1
+        for c in text:
+            if c == "\n":
+                line += 1
+            elif c in "[{":
+                depth += 1
+                if depth > MAX_NESTING:
+                    break
+            elif c in "]}":
+                depth -= 1
+        where = f"line {line}: " if depth > MAX_NESTING else ""
+        return (f"{source}: {where}lists or tables nested too deep to be read (a {what} nests a few levels; "
+                f"{MAX_NESTING} at most)")
+    return f"{source}: not valid {kind}: {e}"
 
 
 def _numeric(annotation: Any) -> bool:
@@ -241,6 +322,7 @@ class DataLaw(_Strict):
 
 class Cluster(_Strict):
     name: str = Field(min_length=1)
+    _name = field_validator("name")(_plain_name)
     capacity: float = Field(gt=0.0, description="r(n): compute per node, work units per second")
     bandwidth: float = Field(gt=0.0, description="b(n): size units per second, node to coordinator")
     unit_cost: float = Field(gt=0.0, description="κ(n): cost of one unit of allocated compute for one epoch")
@@ -287,6 +369,7 @@ class TrainSpec(_Strict):
 
 class Dataset(_Strict):
     name: str = Field(min_length=1)
+    _name = field_validator("name")(_plain_name)
     samples: float = Field(gt=0.0)
     transfer_cost: dict[str, float] = Field(default_factory=dict, description="β(d, n); a missing cluster = 0")
     source: str | None = Field(default=None, description="real data: mnist1d, digits, cifar10 or MODULE:FUNCTION (for `depl run`)")
@@ -364,6 +447,7 @@ class LevelSwitch(_Strict):
 
 class ModelVersion(_Strict):
     name: str = Field(min_length=1)
+    _name = field_validator("name")(_plain_name)
     size: float = Field(ge=0.0, description="s(m)")
     work: float = Field(gt=0.0, description="w(m): compute per sample")
     progress: Progress
@@ -539,6 +623,7 @@ COST_MODELS = (None, "per-epoch", "resource-time")
 
 class Scenario(_Strict):
     name: str = Field(min_length=1)
+    _name = field_validator("name")(_plain_name)
     description: str = ""
     initial_loss: float = Field(gt=0.0, description="ℓ(0)")
     loss_model: str | None = Field(default=None, description="increments (the paper's eq. 8, the default), level, "
@@ -632,6 +717,7 @@ class Scenario(_Strict):
                                   f"(models: {', '.join(sorted(names))})")
         if self.training.dirichlet_alpha is not None and self.training.iid:
             raise _FieldError("training.iid", True, "dirichlet_alpha partitions the data non-IID: set iid = false")
+        self._data_law_usable()
         if self.target.loss >= self.initial_loss:
             raise _FieldError("target.loss", self.target.loss, f"must be below initial_loss = {self.initial_loss}: the target is met before training")
         return self
@@ -659,6 +745,23 @@ class Scenario(_Strict):
         """Whether an epoch costs κ·x·nodes·T(k) (resource-time) rather than κ·x·nodes (eq. 2 as printed)."""
         return self.cost_model == "resource-time"
 
+    def _data_law_usable(self) -> None:
+        """φ(S) of every choice of datasets within [1/PHI_MAX, PHI_MAX] (φ grows with S: the smallest dataset and
+        all of them bound it); a φ of 1e300 (reference_samples = 1e-300) makes the laws' sums NaN."""
+        if self.data_law is None:
+            return
+        sizes = [d.samples for d in self.datasets]
+        for what, S in (("its smallest dataset", min(sizes)), ("all its datasets", float(sum(sizes)))):
+            try:
+                phi = self.data_law.phi(S)
+            except (ZeroDivisionError, OverflowError):
+                phi = math.nan
+            if not 1 / PHI_MAX <= phi <= PHI_MAX:
+                raise _FieldError("data_law.reference_samples", self.data_law.reference_samples,
+                                  f"gives φ = {phi:g} for {what} ({S:g} samples, s0 = {self.data_law.s0:g}); the data "
+                                  f"law scales progress by a factor within [{1 / PHI_MAX:g}, {PHI_MAX:g}] "
+                                  "(reference_samples: the samples the law was measured with)")
+
     def _switches_followable(self) -> None:
         """A switch prunes the trained model further (paper Sec. III): versions are ordered, so
         the switches form no cycle, and where both ends are real networks the pruning can be done."""
@@ -668,6 +771,10 @@ class Scenario(_Strict):
             if a is None or b is None:
                 continue
             if (a.net, a.width) != (b.net, b.width):
+                for j, m in ((self.model_index[sw.from_], a), (self.model_index[sw.to], b)):
+                    why = _unknown_network(m.net, self.code_dir) if a.net != b.net else None
+                    if why:  # a misspelt name: say so, rather than that the switch changes networks
+                        raise _FieldError(f"models[{j}].train.net", m.net, why)
                 raise _FieldError(f"switches[{i}]", f"{sw.from_} -> {sw.to}",
                                   f"the versions are different networks ({a.net} width {a.width}, {b.net} width "
                                   f"{b.width}); a switch prunes one network, it cannot change it")
@@ -747,6 +854,29 @@ class Scenario(_Strict):
         return float(sum(by_name[n].transfer_cost.get(cluster_name, 0.0) for n in dataset_names))
 
 
+def _unknown_network(net: str, code_dir: str | None) -> str | None:
+    """Why the MODULE:FUNCTION network `net` names nothing in `code_dir`, found by reading its file, not running
+    it; None when it may exist (a built-in name, a function the file defines, no folder to look in, a file the
+    reading cannot settle: a syntax error, ``import *``, names made at run time)."""
+    if ":" not in net or not code_dir:
+        return None
+    module, _, attr = net.partition(":")
+    if not all(p.isidentifier() for p in module.split(".")):
+        return None
+    try:
+        files = codefiles.module_files(module, Path(code_dir))
+        defined = codefiles.top_level_names(files[-1]) if files else None
+    except codefiles.NotFound as e:
+        return f"no network of this name: {e}"
+    except (OSError, ValueError, SyntaxError, RecursionError):
+        return None
+    head = attr.split(".")[0].strip()
+    if defined is None or head in defined:
+        return None
+    return (f"no network of this name: {files[-1]} defines no {head!r} (is it misspelt? it defines "
+            f"{', '.join(sorted(n for n in defined if not n.startswith('_'))[:8]) or 'no public name'})")
+
+
 class _FieldError(ValueError):
     """A cross-field error that knows its field path (raised inside validators)."""
 
@@ -795,14 +925,20 @@ def _name_hint(data: dict, loc: tuple) -> str:
 
 def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
     """Validate a scenario given as a dict (the content of a TOML file)."""
+    deep = too_deep(data)
+    if deep:
+        raise ScenarioError(f"{source}: {deep}: lists or tables nested more than {MAX_NESTING} deep; a scenario "
+                            "nests a few levels")
     try:
         return Scenario.model_validate(data)
+    except RecursionError:  # pragma: no cover - too_deep refuses what would recurse this far
+        raise ScenarioError(f"{source}: nested too deep to be read") from None
     except ValidationError as e:
         err = e.errors(include_url=False)[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         ctx_err = (err.get("ctx") or {}).get("error")
         if isinstance(ctx_err, _FieldError):
-            raise ScenarioError(f"{source}: {ctx_err.loc} = {ctx_err.value!r}: {ctx_err.why}") from None
+            raise ScenarioError(f"{source}: {ctx_err.loc} = {shown_value(ctx_err.value)}: {ctx_err.why}") from None
         msg = err["msg"].removeprefix("Value error, ")
         field = _format_loc(loc)
         if err["type"] == "missing":
@@ -810,18 +946,24 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
         if err["type"] == "extra_forbidden":
             raise ScenarioError(f"{source}: {field}: unknown field{_name_hint(data, loc)}; see docs/scenario-format.md for the keys") from None
         value = err.get("input")
-        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        shown = "" if isinstance(value, dict) else f" = {shown_value(value)}"
         more = f"; {len(e.errors())-1} more error(s) after this one" if len(e.errors()) > 1 else ""
         raise ScenarioError(f"{source}: {field}{shown}: {msg}{_name_hint(data, loc)}{more}") from None
+
+
+def shown_value(value: Any, width: int = 80) -> str:
+    """`value` as a message shows it: its repr, cut to `width` characters (a 4000-digit number stays one line)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4300 digits has no repr
+        return "<an integer of more than 4300 digits>"
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load a built-in scenario by name, or a TOML file by path."""
     text, source = _read(name_or_path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ScenarioError(f"{source}: not valid TOML: {e}") from None
+    data = read_toml(text, source)
     if Path(source).is_file() and _references_code(data):
         # user code is found next to the scenario file, wherever the plan made from it is run
         here = Path(source).resolve().parent
@@ -829,6 +971,15 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         code_dir = here if not isinstance(given, str) else (here / given).resolve()
         data = {**data, "code_dir": str(code_dir), "code_hashes": _code_hashes(data, code_dir)}
     return parse_scenario(data, source)
+
+
+def read_toml(text: str, source: str) -> dict:
+    """The TOML document `text` (read from `source`); ScenarioError in one line when it cannot be parsed — invalid
+    TOML, an integer of more digits than Python reads, tables nested deeper than its parser recurses."""
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as e:  # TOMLDecodeError is a ValueError; so is int()'s digit limit
+        raise ScenarioError(unreadable_text(text, source, e, "TOML", "scenario")) from None
 
 
 def _code_hashes(data: dict, code_dir: Path) -> dict[str, str] | None:

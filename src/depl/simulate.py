@@ -56,7 +56,7 @@ def simulate_schedule(loss: LossModel, schedule, phi: float, runs: int, seed: in
 
 def simulate_plan(plan: Plan, runs: int = 10_000, seed: int = 0, loss: LossModel | None = None) -> Simulation:
     """Draw `runs` trajectories of the plan's schedule and summarise them."""
-    s = plan.scenario_object()
+    s = plan.scenario_object(loss)
     loss = loss or loss_model_for(s)
     phi = s.phi(s.samples(plan.datasets))
     traj = simulate_schedule(loss, plan.schedule, phi, runs, seed)

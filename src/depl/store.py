@@ -146,6 +146,22 @@ COLUMNS = {"runs": ["run_id", "kind", "spec", "created"],
            "decisions": ["run_id", "seed", "epoch", "observed", "p_plan", "p_new", "quantile", "action", "detail",
                          "finished"]}
 
+_NUMBER = ("real", "integer")
+_WHOLE = ("integer",)
+# (table, the columns that name a row, the typed columns and the SQLite types each may hold)
+_TYPED = (
+    ("runs", ("run_id",), {"kind": ("text",), "spec": ("text",)}),
+    ("epochs", ("run_id", "seed", "epoch"), {"seed": _WHOLE, "epoch": _WHOLE, "model": ("text",), "cluster": ("text",),
+                                             "test_loss": _NUMBER, "test_accuracy": _NUMBER, "train_loss": _NUMBER,
+                                             "seconds": _NUMBER}),
+    ("checkpoints", ("run_id", "seed"), {"seed": _WHOLE, "epoch": _WHOLE}),
+    ("diverged", ("run_id", "seed"), {"seed": _WHOLE, "epoch": _WHOLE}),
+    ("decisions", ("run_id", "seed", "epoch"), {"seed": _WHOLE, "epoch": _WHOLE, "observed": (*_NUMBER, "null"),
+                                                "p_plan": (*_NUMBER, "null"), "p_new": (*_NUMBER, "null"),
+                                                "quantile": (*_NUMBER, "null"), "action": ("text",),
+                                                "detail": ("text",)}),
+)
+
 # One writer per store file: a second `depl run` into the same folder would interleave
 # epochs with the first.  flock locks belong to an open file, so the lock is held once per
 # process (the Flower back end opens a second connection in its ServerApp thread).
@@ -259,6 +275,33 @@ class Store:
         bad = self._db.execute("PRAGMA quick_check").fetchone()[0]
         if bad != "ok":
             raise StoreError(f"{self.path}: the SQLite file is damaged ({bad}); restore it from a copy")
+        self._check_values()
+
+    def _check_values(self) -> None:
+        """Every recorded number is one: SQLite keeps whatever a column is given (the text 'abc' in a REAL
+        column), so an altered store is refused here, naming the table, column, row and value, before any
+        command reads a loss.  depl writes finite numbers only (a non-finite loss goes to `diverged`)."""
+        for table, key, cols in _TYPED:
+            if (table == "diverged" and not self._has_diverged) or (table == "decisions" and not self._has_decisions):
+                continue
+            tests = [f"typeof({c}) NOT IN ({', '.join(repr(k) for k in kinds)})"
+                     + (f" OR abs({c}) > 1.7976931348623157e308" if "real" in kinds else "") for c, kinds in cols.items()]
+            names = list(cols)
+            row = self._db.execute(f"SELECT {', '.join(key + tuple(names))}, {', '.join(f'typeof({c})' for c in names)} "
+                                   f"FROM {table} WHERE {' OR '.join(f'({x})' for x in tests)} LIMIT 1").fetchone()
+            if row is None:
+                continue
+            values, types = row[len(key):len(key) + len(names)], row[len(key) + len(names):]
+            for col, value, kind in zip(names, values, types):
+                kinds = cols[col]
+                if kind in kinds and not (kind == "real" and not math.isfinite(value)):
+                    continue
+                where = ", ".join(f"{k.removesuffix('_id')} {v!r}" for k, v in zip(key, row))
+                value = value if not isinstance(value, bytes) else f"<{len(value)} bytes>"
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                want = "a whole number" if kinds == _WHOLE else "a finite number" if "real" in kinds else "text"
+                raise StoreError(f"{self.path}: {table}.{col} of {where} = {shown}: not {want}; the store was "
+                                 "altered")
 
     def _release(self) -> None:
         if self._locked:

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from depl.plan import Epoch, Plan, with_scenario
+from depl.plan import Epoch, Plan, with_figures
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario
 from depl.store import Store
@@ -21,8 +21,8 @@ def plan_file(tmp_path, target: float, epochs: int = 4):
     d = scenario_dict(lr=0.2)
     d["target"] = {**d["target"], "loss": target, "quantile": 0.9}
     s = parse_scenario(d)
-    p = with_scenario(Plan("hand", "tiny", True, ["d1", "d2"], [Epoch(k + 1, "full", "A", 100.0) for k in range(epochs)],
-                           0.0, 0.0, 0.0, 0.0, 0.0, omega=0.9, loss_target=target, deadline=s.target.deadline), s)
+    p = with_figures(Plan("hand", "tiny", True, ["d1", "d2"], [Epoch(k + 1, "full", "A", 100.0) for k in range(epochs)],
+                          0.0, 0.0, 0.0, 0.0, 0.0), s)
     f = tmp_path / "plan.json"
     p.save(f)
     return Plan.load(f)
@@ -83,8 +83,8 @@ def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so
     d["datasets"][0]["samples"], d["datasets"][1]["samples"] = 718, 719   # scikit-learn's 1,437 training images
     d["target"] = {**d["target"], "loss": 2.0, "quantile": 0.9}
     s = parse_scenario(d)
-    plan = with_scenario(Plan("hand", "tiny", True, ["d1", "d2"], [Epoch(1, "full", "A", 100.0)], 0.0, 0.0, 0.0, 0.0,
-                              0.0, omega=0.9, loss_target=2.0, deadline=s.target.deadline), s)
+    plan = with_figures(Plan("hand", "tiny", True, ["d1", "d2"], [Epoch(1, "full", "A", 100.0)], 0.0, 0.0, 0.0, 0.0,
+                             0.0), s)
     job = ad.adaptive_job(plan)
     n = len(data_mod.digits().y_train)
     assert job.data.split == "carved" and job.data.to_json().get("split") is None

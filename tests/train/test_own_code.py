@@ -192,11 +192,10 @@ def test_the_module_next_to_the_scenario_wins_over_one_of_the_same_name(tmp_path
 
 def test_a_plan_of_your_own_network_runs_the_same_job_from_any_folder(project, tmp_path, monkeypatch):
     """The plan embeds code_dir: run from elsewhere, the job is the same."""
-    from depl.plan import Epoch, with_scenario
+    from depl.plan import Epoch, with_figures
 
     s = load_scenario(project / "my-digits.toml")
-    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0,
-                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+    p = with_figures(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
     p.save(tmp_path / "plan.json")
     monkeypatch.chdir(tmp_path)
     job = job_from_plan(Plan.load(tmp_path / "plan.json"))
@@ -211,7 +210,7 @@ def evil_plan(project: Path, where: Path, attacker: Path, net: str = "mymodel:ma
               net_args: dict | None = None) -> Path:
     """The tutorial's plan, rewritten by someone else: code_dir points at `attacker`, whose
     modules would write a marker file when imported or called."""
-    from depl.plan import Epoch, with_scenario
+    from depl.plan import Epoch, with_figures
 
     attacker.mkdir(parents=True, exist_ok=True)
     marker = attacker / "MARKER"
@@ -221,8 +220,7 @@ def evil_plan(project: Path, where: Path, attacker: Path, net: str = "mymodel:ma
             f"def make_net(**kw):\n    open({str(marker)!r}, 'w').write('called')\n"
             f"load_data = make_net\n", encoding="utf-8")
     s = load_scenario(project / "my-digits.toml")
-    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0,
-                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+    p = with_figures(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
     d = p.to_json()
     d["scenario_spec"]["code_dir"] = str(attacker)
     for m in d["scenario_spec"]["models"]:
@@ -373,12 +371,11 @@ def test_a_function_imported_into_the_named_module_is_refused(project, monkeypat
 
 
 def test_a_plan_runs_only_the_code_it_was_made_with(project, tmp_path, monkeypatch):
-    from depl.plan import Epoch, with_scenario
+    from depl.plan import Epoch, with_figures
 
     s = load_scenario(project / "my-digits.toml")
     assert set(s.code_hashes) == {"mymodel.py"} and s.code_hashes["mymodel.py"].startswith("sha256:")
-    p = with_scenario(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0,
-                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+    p = with_figures(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
     p.save(tmp_path / "plan.json")
     assert job_from_plan(Plan.load(tmp_path / "plan.json")).versions["full"].net == "mymodel:make_net"
     mine = project / "mymodel.py"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from depl.plan import Epoch, Plan, with_scenario
+from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import parse_scenario
 
 
@@ -32,11 +32,10 @@ def scenario_dict(width: int = 16, nodes: tuple[int, int] = (2, 1), share_to: fl
 
 
 def make_plan(schedule: list[tuple[str, str]], **kw) -> Plan:
-    """A plan (as `depl plan` would write it) with epochs (model, cluster)."""
+    """A plan (as `depl plan` would write it: its figures computed) with epochs (model, cluster)."""
     s = parse_scenario(scenario_dict(**kw), "test scenario")
     epochs = [Epoch(k + 1, m, c, 1.0) for k, (m, c) in enumerate(schedule)]
-    return with_scenario(Plan("hand", "tiny", True, ["d1", "d2"], epochs, 0.0, 0.0, 0.0, 0.0, 0.0,
-                              omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
+    return with_figures(Plan("hand", "tiny", True, ["d1", "d2"], epochs, 0.0, 0.0, 0.0, 0.0, 0.0), s)
 
 
 SWITCH_PLAN = [("full", "A"), ("full", "A"), ("half", "B"), ("quarter", "B")]

@@ -76,6 +76,10 @@ def fit(
         if v is not None and not ok(v):  # also refuses nan (every comparison is false)
             fail(f"{flag} {v}: must be {rule}")
     # refused before the fit, not after minutes of it
+    from ..scenario import name_problem
+
+    if name is not None and (name_problem(name) or not name.strip()):
+        fail(f"--name {name!r}: {name_problem(name) or 'empty'}")
     if png is not None and png.exists() and not png.is_dir():
         fail(f"--png {png}: exists and is not a folder (the plots are written into a folder)")
     if out is not None:
@@ -236,13 +240,13 @@ def calibrate(
     from ..fit.calibrate import recalibrate, reliability, with_calibration
     from ..fit.report import toml_dumps
     from ..fit.runs import load_profile
-    from ..scenario import Calibration, parse_scenario, scenario_source
+    from ..scenario import Calibration, parse_scenario, read_toml, scenario_source
     from ..store import Store
 
     con = err_console if as_json else console
     try:
         text, source = scenario_source(scenario)
-        base = parse_scenario(tomllib.loads(text), source)
+        base = parse_scenario(read_toml(text, source), source)
         omega = base.target.quantile if omega is None else omega
         prof = load_profile(Store(store, readonly=True), base, min_seeds=1)
         with warnings.catch_warnings():

@@ -25,7 +25,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .runs import ProfiledExperiment, FitError, Profile
+from ..scenario import control_character, name_problem
+from .runs import ProfiledExperiment, FitError, Profile, loss_problem
 
 REQUIRED = ("run", "seed", "epoch", "model", "test_loss")
 OPTIONAL = ("data_fraction", "nodes", "test_accuracy")
@@ -100,10 +101,18 @@ def _number(path: Path, where: str, col: str, value: Any, *, integer: bool = Fal
 def read_logs(path: str | Path, min_seeds: int = 3) -> Logs:
     """Read and check a log file; every problem is a FitError naming the file, the row, the column and why."""
     p = Path(path)
+    c = control_character(str(p))
+    if c is not None:  # the file's name goes into the written scenario's name and comments, and into every message
+        raise FitError(f"{ascii(str(p))}: the file name holds the control character {c!r}; rename the file")
     if not p.is_file():
         raise FitError(f"{p}: no such log file")
     try:
         cols, rows = _rows(p)
+        twice = next((c for i, c in enumerate(cols) if c in cols[:i]), None)
+        if twice is not None:
+            at = [i + 1 for i, c in enumerate(cols) if c == twice]
+            raise FitError(f"{p}: column {twice!r} appears {len(at)} times in the header (columns "
+                           f"{', '.join(map(str, at))}); which one to read is not said: keep one")
         missing = [c for c in REQUIRED if c not in cols]
         if missing:
             raise FitError(f"{p}: column {missing[0]!r} is missing (columns found: {', '.join(cols) or 'none'}; "
@@ -117,15 +126,21 @@ def read_logs(path: str | Path, min_seeds: int = 3) -> Logs:
             if not run:
                 raise FitError(f"{p}: {where}, column run: empty; every row names its run")
             seed = int(_number(p, where, "seed", row["seed"], integer=True))
+            if seed < 0:
+                raise FitError(f"{p}: {where}, column seed: {row['seed']!r}: a seed is a whole number ≥ 0")
             epoch = int(_number(p, where, "epoch", row["epoch"], integer=True))
             if epoch < 0:
                 raise FitError(f"{p}: {where}, column epoch: {epoch}: an epoch cannot be negative (0 = the untrained network)")
             model = str(row["model"] if row["model"] is not None else "").strip()
             if not model:
                 raise FitError(f"{p}: {where}, column model: empty; every row names the model version trained")
+            why = name_problem(model)
+            if why:  # the version becomes a model of the written scenario
+                raise FitError(f"{p}: {where}, column model: {model!r}: {why}")
             loss = _number(p, where, "test_loss", row["test_loss"])
-            if loss <= 0:
-                raise FitError(f"{p}: {where}, column test_loss: {row['test_loss']!r}: a loss must be positive")
+            why = loss_problem(loss)
+            if why:
+                raise FitError(f"{p}: {where}, column test_loss: {row['test_loss']!r}: {why}")
             key = (run, seed, epoch)
             if key in seen:
                 raise FitError(f"{p}: {where}: run {run!r}, seed {seed}, epoch {epoch} repeats {seen[key]}; "

@@ -5,6 +5,8 @@ held-out seeds, choose, report, plot, and write the scenario sections
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,7 +197,7 @@ def _toml_value(v) -> str:
     if isinstance(v, (float, np.floating)):
         return repr(float(v)) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return _toml_string(v)
     if isinstance(v, (list, tuple)):
         if v and all(isinstance(x, (list, tuple)) for x in v):  # an array of arrays: one row a line
             return "[\n" + "".join(f"  {_toml_value(x)},\n" for x in v) + "]"
@@ -205,13 +207,29 @@ def _toml_value(v) -> str:
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_string(s: str) -> str:
+    """A TOML basic string: quotes and backslashes escaped, every control character too (TOML allows none in a
+    string but tab; \\uXXXX for those without a short escape)."""
+    return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cc" else c)
+                         for c in s) + '"'
+
+
 def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _toml_value(k)
+    return k if _BARE_KEY.fullmatch(k) else _toml_string(k)
+
+
+def _comment(line: str) -> str:
+    """A header line as a TOML comment: control characters (TOML allows none in a comment but tab) escaped."""
+    return "".join(c if c == "\t" or unicodedata.category(c) != "Cc" else repr(c)[1:-1] for c in line)
 
 
 def toml_dumps(data: dict, header: str = "") -> str:
     """A scenario dict as TOML: scalars, then tables, then arrays of tables (nested tables inline)."""
-    lines = [f"# {h}" if h else "#" for h in header.splitlines()] if header else []
+    lines = [f"# {_comment(h)}" if h else "#" for h in header.splitlines()] if header else []
     scalars = {k: v for k, v in data.items() if not isinstance(v, (dict, list)) or
                (isinstance(v, list) and not (v and isinstance(v[0], dict)))}
     tables = {k: v for k, v in data.items() if isinstance(v, dict)}

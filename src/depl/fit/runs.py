@@ -10,6 +10,7 @@ seeds of each experiment can be set apart for calibration (no fit sees them).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,23 @@ from ..store import Store
 
 class FitError(ValueError):
     """Runs that cannot be fitted; the message is meant for the user."""
+
+
+# The largest test loss a fit takes.  A loss is positive (the laws fit its logarithm or its decrease from ℓ(0));
+# cross-entropy and squared errors in sensible units stay far below 1e6, and one value of 1e300 among a thousand
+# would move every fitted mean (and every plan made from the fit) without a word.
+LOSS_MAX = 1e6
+
+
+def loss_problem(loss: float) -> str | None:
+    """Why `loss` cannot be fitted; None when it can."""
+    if not math.isfinite(loss):
+        return "not a finite number"
+    if loss <= 0:
+        return "a loss must be positive"
+    if loss > LOSS_MAX:
+        return f"beyond {LOSS_MAX:g}, the largest loss depl fits (rescale the losses, or drop the run)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,11 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
         done = sorted(s for s, v in losses.items() if len(v) == E and s not in gone)
         if len(done) < min_seeds:
             continue
+        for s in done:
+            bad = next(((k, x, loss_problem(x)) for k, x in enumerate(losses[s], 1) if loss_problem(x)), None)
+            if bad is not None:
+                raise FitError(f"{store.path}: epochs.test_loss of run {run['run_id']!r}, seed {s}, epoch {bad[0]} = "
+                               f"{bad[1]!r}: {bad[2]}")
         out.experiments.append(ProfiledExperiment(
             exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
             _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done])))
