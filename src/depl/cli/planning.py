@@ -84,7 +84,8 @@ def _summary(plan, out: Optional[Path] = None) -> None:
     console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
     if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
-    if plan.feasible and plan.epochs:
+    trainable = {m.get("name") for m in (plan.scenario_spec or {}).get("models", []) if m.get("train")}
+    if plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # a plan that can run for real
         console.print(f"  real runs       not certified yet: `depl certify {shlex.quote(str(out)) if out else 'PLAN.json'}` runs fresh seeds until it can say "
                       f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence 0.95 (at least "
                       f"{fewest_runs(plan.omega, 0.05)} runs: that many if every one meets the target)", markup=False)
