@@ -88,6 +88,7 @@ def test_the_tutorial_end_to_end_in_a_small_version(tmp_path):
     # the fitted scenario still points at the user's code, wherever it is read from
     fitted = load_scenario(project / "fitted.toml")
     assert fitted.models[0].train.net == "mymodel:make_net" and fitted.code_dir == str(project.resolve())
+    assert 'code_dir = "."' in (project / "fitted.toml").read_text(encoding="utf-8")  # relative: the folder moves whole
     plan = Plan.load(project / "plan.json")
     assert plan.feasible and plan.epochs
     with Store(project / "runs" / "runs.sqlite") as st:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import tomllib
 import warnings
@@ -158,6 +159,9 @@ def fit(
                       + (f"\n[calibration]: {r.calibration[tag].message()}.\n"
                          "`depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
                          "(or use = false) with the law as fitted." if tag in r.calibration else ""))
+            if isinstance(data.get("code_dir"), str) and Path(data["code_dir"]).is_absolute():
+                # your code's folder relative to the written file (read relative to it): the project moves whole
+                data = {**data, "code_dir": os.path.relpath(data["code_dir"], out.resolve().parent)}
             text = toml_dumps(data, header)
             try:
                 parse_scenario(tomllib.loads(text), str(out))  # what we write must load
