@@ -46,7 +46,7 @@ import time
 
 
 def _job(epochs: int, samples: int):
-    from depl.plan import Epoch, Plan, with_scenario
+    from depl.plan import Epoch, Plan, with_figures
     from depl.scenario import load_scenario, parse_scenario
     from depl.train.federation import job_from_plan
 
@@ -56,7 +56,7 @@ def _job(epochs: int, samples: int):
     d["datasets"] = [{"name": "bench", "samples": samples, "source": "mnist1d", "share": [0.0, samples / 4000]}]
     s = parse_scenario(d, "bench")
     eps = [Epoch(k + 1, "full", "solo", 1.0) for k in range(epochs)]
-    return job_from_plan(with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
+    return job_from_plan(with_figures(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s))
 
 

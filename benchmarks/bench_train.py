@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from depl.plan import Epoch, Plan, with_scenario
+from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import load_scenario
 from depl.train.federation import (INIT_STREAM, LocalFederation, derive_seed, job_from_plan, node_data,
                                    test_data, walk_plan)
@@ -42,7 +42,7 @@ def make_plan(epochs: int, cluster: str = "solo") -> Plan:
 
     s = parse_scenario(d, "bench")
     eps = [Epoch(k + 1, "full", cluster, 1.0) for k in range(epochs)]
-    return with_scenario(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
+    return with_figures(Plan("bench", s.name, True, [x.name for x in s.datasets], eps, 0, 0, 0, 0, 0,
                           omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline), s)
 
 

@@ -194,6 +194,8 @@ def check_figures(plan, s, source: str, cost: float, time: float, loss=None) -> 
         _recertified(plan, s, source, loss)  # too long to re-certify when read; or a plan continuing a run
     said = "" if law is None else (f"; the loss law of the plan's scenario puts the {plan.omega:g}-quantile of ℓ(K) "
                                    f"for its epochs in [{law[0]:.10g}, {law[1]:.10g}]")
+    if law is None and q == math.inf:  # a +∞ quantile the law agrees with (a plan written by hand): nothing to bracket
+        return
     if bounds is not None:
         lo, hi = (float(x) for x in bounds)
         if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi + _slack(lo, hi)):
@@ -216,7 +218,7 @@ def check_figures(plan, s, source: str, cost: float, time: float, loss=None) -> 
                      f"{law_mean:.10g} for its epochs")
 
 
-def _recertified(plan, s, source: str, loss=None) -> tuple[float, float, float]:
+def _recertified(plan, s, source: str, loss=None) -> tuple[float, float, float] | None:
     """(lo, hi, mean): the certified bracket of the ω-quantile of ℓ(K) and E[ℓ(K)] for the plan's schedule, on
     `loss` or the scenario's law, as the planners certify a schedule (default lattice: 1% of the sd)."""
     from .loss import loss_model_for
@@ -231,6 +233,8 @@ def _recertified(plan, s, source: str, loss=None) -> tuple[float, float, float]:
         raise _error(source, "loss_quantile", q, f"the loss law of the plan's scenario cannot be evaluated for its "
                      f"epochs ({e})") from None
     if not (math.isfinite(law_lo) and math.isfinite(law_hi) and math.isfinite(law_mean)):
+        if math.isinf(law_hi) and q == law_hi:  # a plan that says so (one written by hand): nothing finite to compare
+            return None
         raise _error(source, "loss_quantile", q, "the loss law of the plan's scenario certifies no finite quantile "
                      "for its epochs")
     return float(law_lo), float(law_hi), law_mean
