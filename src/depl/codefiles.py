@@ -84,6 +84,12 @@ def digest(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def file_digests(files: list[Path], folder: Path) -> dict[str, str]:
+    """``{path: sha256}`` of `files`, each named by its path in `folder` (absolute if it lies elsewhere): the
+    keys a plan's `code_hashes` records and running it compares."""
+    return {(f.relative_to(folder).as_posix() if f.is_relative_to(folder) else str(f)): digest(f) for f in files}
+
+
 @lru_cache(maxsize=1)
 def _interpreter_folders() -> tuple[Path, ...]:
     """The folders of this Python's own installation: its prefixes and sysconfig's library folders."""

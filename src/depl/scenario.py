@@ -992,8 +992,7 @@ def _code_hashes(data: dict, code_dir: Path) -> dict[str, str] | None:
             continue  # the reference itself is refused when it is used
         try:
             files = codefiles.module_files(module, code_dir)
-            out.update({f.relative_to(code_dir).as_posix() if f.is_relative_to(code_dir) else str(f):
-                        codefiles.digest(f) for f in files})
+            out.update(codefiles.file_digests(files, code_dir))
         except (codefiles.NotFound, OSError, ValueError):
             continue
     return out or None

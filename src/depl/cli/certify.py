@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -68,22 +67,23 @@ def certify(
     report = out / f"{plan_file.stem}-certificate.json"
     from ..jsonout import dumps
 
-    report.write_text(dumps(c.to_json()) + "\n", encoding="utf-8")
-    _print(con, c, report)
+    cert = c.to_json()  # the bounds are searched once, for the file, the text and --json alike
+    report.write_text(dumps(cert) + "\n", encoding="utf-8")
+    _print(con, c, cert, report)
     code = CODES[c.verdict.verdict]
     if as_json:
-        print_json({**json.loads(report.read_text(encoding="utf-8")), "exit_code": code, "report": str(report)})
+        print_json({**cert, "exit_code": code, "report": str(report)})
     raise typer.Exit(code)
 
 
-def _print(con, c, report: Path) -> None:
+def _print(con, c, cert: dict, report: Path) -> None:
     v = c.verdict
     con.print(f"{c.plan_file}: {c.plan.method} plan, {len(c.plan.epochs)} epochs, ℓmax {c.plan.loss_target:g}, "
               f"ω {v.omega:g}, α {v.alpha:g}", markup=False)
     con.print(f"  {v.runs} runs counted (seeds {c.first_seed}..{c.first_seed + v.runs - 1}), {v.hits} met ℓmax; "
-              f"P(ℓ(K) ≤ ℓmax) ≥ {v.lower:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper {v.upper:.3f}); "
-              f"e-values {min(v.to_json()['e_value_certify'], 1e12):.3g} for, {min(v.to_json()['e_value_refute'], 1e12):.3g} "
-              f"against (decide at {1 / v.alpha:g})", markup=False)
+              f"P(ℓ(K) ≤ ℓmax) ≥ {cert['lower_bound']:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper "
+              f"{cert['upper_bound']:.3f}); e-values {min(cert['e_value_certify'], 1e12):.3g} for, "
+              f"{min(cert['e_value_refute'], 1e12):.3g} against (decide at {1 / v.alpha:g})", markup=False)
     con.print(f"  cost: {v.runs + len(c.trained_after)} runs trained ({c.seed_epochs} seed-epochs"
               + (f"; {len(c.trained_after)} after the decision, not counted" if c.trained_after else "")
               + f"), {c.seconds / 60:.1f} min in this command", markup=False)

@@ -86,23 +86,13 @@ def _summary(plan, out: Optional[Path] = None) -> None:
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
     trainable = {m.get("name") for m in (plan.scenario_spec or {}).get("models", []) if m.get("train")}
     if plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # a plan that can run for real
-        console.print(f"  real runs       not certified yet: `depl certify {shlex.quote(str(out)) if out else 'PLAN.json'}` runs fresh seeds until it can say "
+        from ..confidence import fewest_runs
+
+        shown = shlex.quote(str(out)) if out else "PLAN.json"
+        console.print(f"  real runs       not certified yet: `depl certify {shown}` runs fresh seeds until it can say "
                       f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence 0.95 (at least "
                       f"{fewest_runs(plan.omega, 0.05)} runs: that many if every one meets the target)", markup=False)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
-
-
-def fewest_runs(omega: float, alpha: float) -> int:
-    """The fewest runs after which `depl certify` can certify ω at level α: when every one meets ℓmax."""
-    from ..confidence import boundaries
-
-    n = 1
-    while True:  # doubling: ω near 1 needs thousands
-        cert, _ = boundaries(omega, alpha, n)
-        hit = [k for k in range(n + 1) if cert[k] <= k]
-        if hit:
-            return hit[0]
-        n *= 2
 
 
 COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}

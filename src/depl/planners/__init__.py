@@ -54,8 +54,10 @@ def measured_only(scenario: Scenario) -> Scenario:
         restricted = scenario.measured_only()
     except ValueError as e:
         raise Infeasible(str(e)) from None
+    from .datasets import ENUMERATE_UP_TO
+
     names = [d.name for d in scenario.datasets]
-    if len(names) <= 12 and not any(scenario.measured_data(c) for r in range(1, len(names) + 1)
+    if len(names) <= ENUMERATE_UP_TO and not any(scenario.measured_data(c) for r in range(1, len(names) + 1)
                                     for c in itertools.combinations(names, r)):
         sizes = ", ".join(f"{d.name}: {d.samples:g}" for d in scenario.datasets)
         raise Infeasible(f"scenario {scenario.name!r}: its loss law was measured on {scenario.measured.words()} "

@@ -128,11 +128,6 @@ def code_folders(code_dir: str | None) -> list[tuple[Path, Path]]:
     return [(real, root)]
 
 
-def trusted(code_dir: str | None) -> list[Path]:
-    """The folders a reference's module is looked up in (`code_folders` without their roots)."""
-    return [f for f, _ in code_folders(code_dir)]
-
-
 def split_reference(ref: str) -> tuple[str, str]:
     """MODULE:FUNCTION → (module, attribute path); DataError if it is not one, or names a private part."""
     module, _, attr = str(ref).partition(":")
@@ -181,11 +176,7 @@ def locate(ref: str, code_dir: str | None) -> tuple[Path, list[Path]]:
 def digests(ref: str, code_dir: str | None) -> dict[str, str]:
     """``{path in its folder: sha256}`` of the files a reference runs (`locate`)."""
     folder, files = locate(ref, code_dir)
-    return {_key(f, folder): codefiles.digest(f) for f in files}
-
-
-def _key(f: Path, folder: Path) -> str:
-    return f.relative_to(folder).as_posix() if f.is_relative_to(folder) else str(f)
+    return codefiles.file_digests(files, folder)
 
 
 def _import(module: str, folder: Path):
