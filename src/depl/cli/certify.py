@@ -43,9 +43,14 @@ def certify(
     allow_code(allow)
     dev = start_training(threads, device)
     from ..train.certify import certify as run_certify
+    from ..train.certify import prepare
 
     if out.exists() and not out.is_dir():
         fail(f"--out {out}: exists and is not a folder")
+    try:  # every refusal before anything is written or drawn
+        prep = prepare(plan_file, alpha, dev)
+    except (*training_errors(), ValueError, OSError) as e:
+        fail(str(e))
     con = err_console if as_json else console
     options = dict(workers=workers, threads=threads, ray_address=ray_address)
     with epoch_progress() as bar:
@@ -59,9 +64,8 @@ def certify(
 
         try:
             out.mkdir(parents=True, exist_ok=True)
-            c = run_certify(plan_file, store=store or out / "runs.sqlite", alpha=alpha, first_seed=first_seed,
-                            max_runs=max_runs, batch=batch, device=dev, options=options, progress=progress,
-                            on_decision=looked)
+            c = run_certify(prep, store=store or out / "runs.sqlite", first_seed=first_seed, max_runs=max_runs,
+                            batch=batch, options=options, progress=progress, on_decision=looked)
         except (*training_errors(), ValueError, OSError) as e:
             fail(str(e))
     report = out / f"{plan_file.stem}-certificate.json"

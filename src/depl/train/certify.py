@@ -87,27 +87,42 @@ class Certificate:
                 "expected_more_runs": self.more or None}
 
 
-def certify(plan_file: Path, *, store: str | Path | Store, alpha: float = 0.05, first_seed: int = 100_000,
-            max_runs: int = 500, batch: int = 32, device: str = "cpu", options: dict | None = None,
-            progress=None, on_decision=None) -> Certificate:
-    """Run the plan in `plan_file` on seeds first_seed, first_seed+1, … (`batch` at a time) until the sequential
-    test at level `alpha` decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.
+@dataclass
+class Prepared:
+    """A plan checked for certifying — its scenario, its training job, the test at its ω and α — nothing written."""
 
-    `options`: `depl.train.seeds.run_all`'s keywords (seed_batch, workers, threads, ray_address);
-    `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
-    Raises ValueError (PlanError, StoreError, DataError, JobError, CodeRefused …) with a message for the user.
-    """
-    from .seeds import run_all
+    plan_file: Path
+    plan: Plan
+    scenario: Scenario
+    job: Job
+    test: Sequential
 
+
+def prepare(plan_file: Path, alpha: float = 0.05, device: str = "cpu") -> Prepared:
+    """Load and check the plan (its figures, its code, its data) and the test's levels; writes nothing.
+    Raises ValueError (PlanError, DataError, JobError, CodeRefused …) with a message for the user."""
     p = Plan.load(plan_file)
     if not p.feasible or not p.epochs:
         raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to certify")
-    scenario = p.scenario_object()
-    job: Job = job_from_plan(p, device)
+    test = Sequential(p.omega, alpha)
+    return Prepared(Path(plan_file), p, p.scenario_object(), job_from_plan(p, device), test)
+
+
+def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int = 100_000, max_runs: int = 500,
+            batch: int = 32, options: dict | None = None, progress=None, on_decision=None) -> Certificate:
+    """Run the prepared plan on seeds first_seed, first_seed+1, … (`batch` at a time) until its sequential test
+    decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.
+
+    `options`: `depl.train.seeds.run_all`'s keywords (workers, threads, ray_address);
+    `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
+    Raises ValueError (StoreError …) with a message for the user.
+    """
+    from .seeds import run_all
+
+    p, job, test, alpha = prep.plan, prep.job, prep.test, prep.test.alpha
     st = store if isinstance(store, Store) else Store(store)
     run_id = execute.run_id_for(job, "local", prefix="certify")
     execute.register(st, run_id, "certify", job, {"backend": "local", "plan": p.to_json()})
-    test = Sequential(p.omega, alpha)
     n_epochs, counted, finals = len(p.epochs), [], {}
     t0, start, after = time.perf_counter(), first_seed, []
     while not test.decided and test.runs < max_runs:
@@ -130,5 +145,5 @@ def certify(plan_file: Path, *, store: str | Path | Store, alpha: float = 0.05, 
         need = expected_runs(rate, p.omega, alpha, max_runs=10 * max(max_runs, 100), hits=test.hits, runs=test.runs)
         more = {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
                 "p_certify": need.certify, "p_refute": need.refute}
-    return Certificate(str(plan_file), p, scenario, test.state, first_seed, counted, finals, after, run_id,
+    return Certificate(str(prep.plan_file), p, prep.scenario, test.state, first_seed, counted, finals, after, run_id,
                        str(st.path), time.perf_counter() - t0, max_runs, more)
