@@ -37,7 +37,7 @@ from pydantic import (
     model_validator,
 )
 
-from . import codefiles, families
+from .. import codefiles, families
 
 BUILTIN_PACKAGE = "depl.scenarios"
 
@@ -684,7 +684,7 @@ class Scenario(_Strict):
         if self.cost_model not in COST_MODELS:
             raise _FieldError("cost_model", self.cost_model, "choose 'per-epoch' (eq. 2 as printed: κ·x·nodes per "
                               "epoch, the default) or 'resource-time' (κ·x·nodes·T(k) per epoch)")
-        from .laws import get_law, law_names
+        from ..laws import get_law, law_names
 
         if self.loss_model is not None and self.loss_model not in law_names():
             known = law_names()
