@@ -244,7 +244,7 @@ def calibrate(
     from ..fit.calibrate import recalibrate, reliability, with_calibration
     from ..fit.report import toml_dumps
     from ..fit.runs import load_profile
-    from ..scenario import Calibration, parse_scenario, read_toml, scenario_source
+    from ..scenario import CalibrationTable, parse_scenario, read_toml, scenario_source
     from ..store import Store
 
     con = err_console if as_json else console
@@ -262,7 +262,7 @@ def calibrate(
     # as `depl fit`: use = false below ω's runs; also below the scenario's own target quantile, which it must load with
     table = cal.table()
     fewest = min([cal.runs] + [r.size for r in cal.epochs])  # at every scored epoch (docs/fitting.md)
-    table["use"] = bool(cal.reaches and fewest >= Calibration.needed(base.target.quantile))
+    table["use"] = bool(cal.reaches and fewest >= CalibrationTable.needed(base.target.quantile))
     levels = sorted(set(RELIABILITY_LEVELS) | {round(float(omega), 6)})
     before = reliability(cal.scores, levels, "none")
     after = reliability(cal.scores, levels, "conformal") if cal.runs >= 2 else np.full(len(levels), np.nan)

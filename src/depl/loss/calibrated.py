@@ -57,12 +57,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..scenario import CALIBRATION_METHODS, Calibration, scores_at
+from ..scenario import CALIBRATION_METHODS, CalibrationTable, scores_at
 from ..state import RunState
 from .base import LossModel
 
 METHODS = CALIBRATION_METHODS
-runs_needed = Calibration.needed
+runs_needed = CalibrationTable.needed
 
 
 def conformal_level(scores: np.ndarray, omega):
@@ -254,7 +254,7 @@ class CalibratedModel(LossModel):
         pooled = self.pooled_scores_label(K)
         if same:
             n = min(row.size for row in same)
-            reach = "" if n >= Calibration.needed(omega) else f"; ω = {omega:g} needs {Calibration.needed(omega)}: above " \
+            reach = "" if n >= CalibrationTable.needed(omega) else f"; ω = {omega:g} needs {CalibrationTable.needed(omega)}: above " \
                                                                f"n/(n+1) by {pooled}"
             whose = "its profiled experiment" if len(same) == 1 else \
                 f"the worst of {len(same)} profiled experiments that ran it, on the same seeds"
