@@ -125,5 +125,5 @@ def test_a_decided_test_takes_no_more_runs():
     assert t.state.verdict == "certified" and t.state.lower > 0.5
     with pytest.raises(RuntimeError):
         t.add(True)
-    with pytest.raises(ValueError, match="strictly between"):
+    with pytest.raises(ValueError, match=r"ω = 1.0: must be in \[1e-6, 1 - 1e-6\]"):
         c.Sequential(1.0, 0.05)

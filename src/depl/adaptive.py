@@ -49,6 +49,7 @@ import numpy as np
 from scipy import stats
 
 from .loss import LossModel, loss_model_for
+from .omega import OMEGA_MAX
 from .plan import Epoch, Plan, epoch_cost, epoch_time
 from .planners import Infeasible, Options, make_plan
 from .scenario import Scenario, parse_scenario, scenario_dict
@@ -57,7 +58,7 @@ from .validate import coverage as measured_coverage  # one Clopper–Pearson for
 
 ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss", "end")
 RUN_DATA = "run-data"  # the one dataset of a re-plan: the run's own data (re-planning never changes it)
-CAP = 1 - 1e-6  # the highest level a re-plan is asked for (Target.quantile's bound)
+CAP = OMEGA_MAX  # the highest level a re-plan is asked for (ω's bound)
 
 
 @dataclass(frozen=True)

@@ -43,10 +43,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from .omega import Omega, check_omega
 
-def _check(omega: float, alpha: float) -> None:
-    if not 0.0 < omega < 1.0:
-        raise ValueError(f"ω = {omega!r}: must lie strictly between 0 and 1")
+
+def _check(omega: Omega, alpha: float) -> None:
+    check_omega(omega)
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"α = {alpha!r}: must lie strictly between 0 and 1")
 
@@ -156,7 +157,7 @@ class Sequential:
     """The sequential test of "p ≥ ω" at level α, fed one run at a time in a fixed order (seed order):
     it stops at the first run after which M⁺ ≥ 1/α (certified) or M⁻ ≥ 1/α (refuted)."""
 
-    def __init__(self, omega: float, alpha: float):
+    def __init__(self, omega: Omega, alpha: float):
         _check(omega, alpha)
         self.omega, self.alpha = float(omega), float(alpha)
         self.runs = self.hits = 0
@@ -188,7 +189,7 @@ class Sequential:
         return self._state
 
 
-def boundaries(omega: float, alpha: float, max_runs: int) -> tuple[np.ndarray, np.ndarray]:
+def boundaries(omega: Omega, alpha: float, max_runs: int) -> tuple[np.ndarray, np.ndarray]:
     """For n = 0..max_runs, the fewest hits that certify and the most hits that refute after n runs
     (n + 1 and −1 where none does): the test as two integer sequences.  M⁺ grows and M⁻ shrinks with the
     hits at a given n (a hit for a miss multiplies M⁺ by (θ/ω)/((1−θ)/(1−ω)) > 1 for every θ > ω), so each
@@ -214,7 +215,7 @@ def boundaries(omega: float, alpha: float, max_runs: int) -> tuple[np.ndarray, n
     return cert.astype(np.int64), lo.astype(np.int64)
 
 
-def fewest_runs(omega: float, alpha: float) -> int:
+def fewest_runs(omega: Omega, alpha: float) -> int:
     """The fewest runs after which the sequential test can certify ω at level α: when every one meets ℓmax
     (43 at ω 0.9, α 0.05)."""
     n = 64
@@ -238,7 +239,7 @@ class RunsNeeded:
     max_runs: int
 
 
-def expected_runs(p: float, omega: float, alpha: float, max_runs: int = 1000, hits: int = 0,
+def expected_runs(p: float, omega: Omega, alpha: float, max_runs: int = 1000, hits: int = 0,
                   runs: int = 0) -> RunsNeeded:
     """The law of the sequential test's stopping time for success probability `p`, exactly: a dynamic
     programme over the runs' hit counts, each path stopped where it crosses `boundaries`.  From a test that
@@ -268,7 +269,7 @@ def expected_runs(p: float, omega: float, alpha: float, max_runs: int = 1000, hi
     return RunsNeeded(float(p), mean, median, certified, refuted, max_runs)
 
 
-def fixed_n_for(p: float, omega: float, alpha: float, power: float, max_runs: int = 5000) -> int | None:
+def fixed_n_for(p: float, omega: Omega, alpha: float, power: float, max_runs: int = 5000) -> int | None:
     """The fewest runs n, fixed in advance, whose one-sided Clopper–Pearson bound reaches ω with probability
     ≥ `power` when each run meets ℓmax with probability p (None if none up to max_runs does)."""
     _check(omega, alpha)

@@ -20,6 +20,8 @@ from pydantic import Field
 
 OMEGA_MIN = 1e-6
 OMEGA_MAX = 1 - 1e-6
+OMEGA_RULE = "in [1e-6, 1 - 1e-6] (ω, as [target] quantile)"
+"""What a message says ω must be."""
 
 Omega = Annotated[float, Field(ge=OMEGA_MIN, le=OMEGA_MAX, description="ω")]
 """ω in a pydantic model: refused outside [OMEGA_MIN, OMEGA_MAX] (and NaN) with pydantic's own message."""
@@ -30,7 +32,7 @@ def omega_problem(value: float, where: str = "ω =") -> str | None:
     (every comparison with it is false)."""
     if OMEGA_MIN <= value <= OMEGA_MAX:
         return None
-    return f"{where} {value}: must be in [1e-6, 1 - 1e-6] (ω, as [target] quantile)"
+    return f"{where} {value}: must be {OMEGA_RULE}"
 
 
 def check_omega(value: float, where: str = "ω =") -> float:

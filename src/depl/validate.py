@@ -28,6 +28,7 @@ from scipy import stats
 from .band import Band, quantiles
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
+from .omega import Omega
 from .plan import Plan
 from .scenario import Scenario
 
@@ -49,7 +50,7 @@ class Coverage:
         return self.ci[1] >= self.omega
 
 
-def coverage(final: np.ndarray, target: float, omega: float, level: float = 0.95) -> Coverage:
+def coverage(final: np.ndarray, target: float, omega: Omega, level: float = 0.95) -> Coverage:
     """Empirical P(ℓ(K) ≤ target) with its exact (Clopper–Pearson) interval."""
     n, hits = int(final.size), int(np.sum(final <= target))
     ci = stats.binomtest(hits, n, omega).proportion_ci(confidence_level=level, method="exact")

@@ -105,7 +105,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--omegas", "0.9,1.5"], "--omegas 1.5: ω is a probability in (0, 1)"),
+    (["--omegas", "0.9,1.5"], "--omegas 1.5: must be in [1e-6, 1 - 1e-6] (ω, as [target] quantile)"),
     (["--laws", "level,magic"], "--laws 'magic': choose among increments, level, level-memory, calibrated"),
     (["--tasks", "no-such-task"], "--tasks 'no-such-task'"),
     (["--tasks", "digits-small:abc"], "'abc' after ':' is not a loss target"),

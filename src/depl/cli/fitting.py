@@ -71,7 +71,8 @@ def fit(
              "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
-    for flag, v, ok, rule in (("--omega", omega, lambda x: 1e-6 <= x <= 1 - 1e-6, "in [1e-6, 1 - 1e-6] (as [target] quantile)"),
+    from ..scenario import OMEGA_RULE, omega_problem
+    for flag, v, ok, rule in (("--omega", omega, lambda x: omega_problem(x) is None, OMEGA_RULE),
                               ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
         if v is not None and not ok(v):  # also refuses nan (every comparison is false)
@@ -227,8 +228,9 @@ def calibrate(
     and experiments the law cannot score, are refused (exit 2)."""
     from .console import err_console, print_json
 
-    if omega is not None and not 1e-6 <= omega <= 1 - 1e-6:
-        fail(f"--omega {omega}: must be in [1e-6, 1 - 1e-6]")
+    from ..scenario import omega_problem
+    if omega is not None and (why := omega_problem(omega, "--omega")):
+        fail(why)
     if out.is_dir():
         fail(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'calibrated.toml'}")
     check_output_file("--out", out)

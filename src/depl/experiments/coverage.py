@@ -30,7 +30,8 @@ from pathlib import Path
 
 from ..laws import law_names
 from ..plan import Plan
-from ..scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_dict, with_target
+from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, parse_scenario, scenario_dict,
+                        with_target)
 from ..validate import Validation
 
 CALIBRATED = "calibrated"
@@ -81,8 +82,9 @@ def parse_task(spec: str) -> Task:
 
 def check_omegas(omegas: list[float]) -> list[float]:
     for w in omegas:
-        if not 0.0 < w < 1.0:  # also nan
-            raise CoverageError(f"--omegas {w}: ω is a probability in (0, 1)")
+        why = omega_problem(w, "--omegas")
+        if why:
+            raise CoverageError(why)
     return list(dict.fromkeys(omegas))
 
 

@@ -24,7 +24,7 @@ built-in scenarios).  ω's type and range are depl.omega's.
 
 from __future__ import annotations
 
-from ..omega import OMEGA_MAX, OMEGA_MIN, Omega, check_omega, omega_problem
+from ..omega import OMEGA_MAX, OMEGA_MIN, OMEGA_RULE, Omega, check_omega, omega_problem
 from .base import MAGNITUDE, FieldError, ScenarioError, Strict, control_character, name_problem
 from .calibration import CALIBRATION_METHODS, CalibrationExperiment, CalibrationTable, scores_at
 from .checks import COST_MODELS, PHI_MAX
@@ -40,7 +40,7 @@ from .training import TrainingOptions, TrainSpec
 
 __all__ = [
     "BUILTIN_NETS", "BUILTIN_PACKAGE", "BUILTIN_SOURCES", "CALIBRATION_METHODS", "COST_MODELS", "LOG_SD_MAX",
-    "MAGNITUDE", "MAX_NESTING", "OMEGA_MAX", "OMEGA_MIN", "PHI_MAX",
+    "MAGNITUDE", "MAX_NESTING", "OMEGA_MAX", "OMEGA_MIN", "OMEGA_RULE", "PHI_MAX",
     "CalibrationExperiment", "CalibrationTable", "Cluster", "DataLaw", "DistSpec", "FieldError", "LawParameters",
     "LevelLaw", "LevelSwitch", "Measured", "ModelVersion", "Omega", "Progress", "Scenario", "ScenarioError",
     "Strict", "Switch", "Target", "TrainSpec", "TrainingOptions",

@@ -118,6 +118,6 @@ class CalibrationTable(Strict):
         return min(len(self.scores), len(self.epoch_scores[k])), k + 1
 
     @staticmethod
-    def needed(omega: float) -> int:
+    def needed(omega: Omega) -> int:
         """The fewest scores that reach ω: ⌈(n+1)ω⌉ ≤ n ⇔ n ≥ ω/(1−ω)."""
         return max(1, math.ceil(omega / (1.0 - omega) - 1e-9))
