@@ -11,7 +11,7 @@ scenario the law reads (`models[i].level`, `switches[i].level`); a scenario
 that names the law and lacks one is refused when it is read.
 
 The built-in laws are registered here by dotted path, resolved on first use:
-scenario.py checks names against this registry, and sits below the laws
+depl.scenario checks names against this registry, and sits below the laws
 (depl.loss imports the scenario), so it must know the names without
 importing them.  Kept in a module of its own at the bottom of the house,
 beside depl.state.
