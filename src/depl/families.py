@@ -41,7 +41,9 @@ def _special():
 
 class Family:
     """A continuous family in standard form (loc 0, scale 1), its shape parameters given positionally in
-    scipy.stats' order.  The support is [lower, +inf) for all of depl's families."""
+    scipy.stats' order.  The support is [lower, +inf) for all of depl's families.  Each family gives `cdf`,
+    `sf`, `ppf`, `isf`, `logpdf`, `stats` (mean, variance, skewness) and `draw` (samples from a numpy
+    generator), and `pdf` where scipy's is not exp(logpdf)."""
 
     name: str
     shapes: tuple[str, ...] = ()
