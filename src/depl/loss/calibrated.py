@@ -57,20 +57,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..scenario import CALIBRATION_METHODS, Calibration, scores_at
+from .. import conformal
+from ..scenario import scores_at
 from ..state import RunState
 from .base import LossModel
-
-METHODS = CALIBRATION_METHODS
-runs_needed = Calibration.needed
-
-
-def conformal_level(scores: np.ndarray, omega):
-    """u_(⌈(n+1)ω⌉) of the sorted scores, 1 where the rank is beyond n (then the quantile is +∞)."""
-    n = scores.size
-    j = np.ceil((n + 1) * np.asarray(omega, dtype=float) - 1e-9).astype(int)
-    out = np.where(j > n, 1.0, scores[np.clip(j, 1, max(n, 1)) - 1] if n else 1.0)
-    return np.where(np.asarray(omega) <= 0, 0.0, out)
 
 
 def _path(schedule) -> tuple[str, ...]:
@@ -98,22 +88,22 @@ class CalibratedDistribution:
 
     def level(self, q):
         """The base law's level that the calibrated q-quantile is taken at (1: beyond the scores)."""
-        pooled = conformal_level(self.scores, q)
+        pooled = conformal.level(self.scores, q)
         if not self.own:
             return pooled
         levels = [np.where(lv < 1.0, lv, np.maximum(pooled, g[-1])) for g in self.own
-                  for lv in [conformal_level(g, q)]]
+                  for lv in [conformal.level(g, q)]]
         return np.max(levels, axis=0)
 
     def _rank(self, u):
         """The calibrated cdf at base level u: the inverse of `level`."""
-        pooled = np.searchsorted(self.scores, u, side="right") / (self.scores.size + 1)
+        pooled = conformal.cdf_rank(self.scores, u)
         if not self.own:
             return pooled
         ranks = []
         for g in self.own:
             n = g.size
-            r = np.searchsorted(g, u, side="right") / (n + 1)
+            r = conformal.cdf_rank(g, u)
             ranks.append(np.where(r < n / (n + 1), r, np.maximum(r, pooled)))
         return np.min(ranks, axis=0)
 
@@ -187,8 +177,6 @@ class CalibratedModel(LossModel):
 
     def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit",
                  epoch_scores: Sequence[Sequence[float]] | None = None, experiments: Sequence | None = None):
-        if method not in METHODS:
-            raise ValueError(f"calibration method {method!r}: choose {', '.join(METHODS)}")
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
         self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
@@ -254,8 +242,8 @@ class CalibratedModel(LossModel):
         pooled = self.pooled_scores_label(K)
         if same:
             n = min(row.size for row in same)
-            reach = "" if n >= Calibration.needed(omega) else f"; ω = {omega:g} needs {Calibration.needed(omega)}: above " \
-                                                               f"n/(n+1) by {pooled}"
+            need = conformal.scores_needed(omega)
+            reach = "" if n >= need else f"; ω = {omega:g} needs {need}: above n/(n+1) by {pooled}"
             whose = "its profiled experiment" if len(same) == 1 else \
                 f"the worst of {len(same)} profiled experiments that ran it, on the same seeds"
             return f"{n} held-out runs of this schedule ({whose}), their epoch-{K} scores{reach}"
@@ -298,6 +286,18 @@ class CalibratedModel(LossModel):
 
     def can_switch(self, a: str, b: str) -> bool:
         return self.base.can_switch(a, b)
+
+    def uncalibrated(self) -> LossModel:
+        return self.base
+
+    def certified_levels(self, ends: np.ndarray, omega: float) -> np.ndarray:
+        """The conformal level of the scores of the epoch each plan ends at (1: they cannot reach ω).  With
+        per-epoch scores these levels jump about with K, so the certified quantile of a schedule need not fall
+        as it grows (a longer plan may be certified where a shorter one is not)."""
+        return np.array([float(conformal.level(self.scores_at(int(e)), omega)) for e in ends])
+
+    def levels_follow_schedule(self) -> bool:
+        return bool(self.experiments)   # a schedule's level comes from the runs of its own kind
 
     def progress_is_monotone(self) -> bool:
         return self.base.progress_is_monotone()
