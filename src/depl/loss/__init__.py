@@ -18,5 +18,7 @@ def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
     c = getattr(scenario, "calibration", None)
     if calibrated and c is not None and c.use:
         wrap = get_calibrator(c.method).model_class
-        return wrap(law, c.scores, c.method, getattr(c, "epoch_scores", None), getattr(c, "experiments", None))
+        t = scenario.target
+        return wrap(law, c.scores, c.method, getattr(c, "epoch_scores", None), getattr(c, "experiments", None),
+                    alpha=getattr(t, "alpha", None), target=(t.loss, t.quantile))
     return law
