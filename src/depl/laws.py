@@ -10,6 +10,14 @@ describes what it must answer).  Adding a law is one module and one line:
 scenario the law reads (`models[i].level`, `switches[i].level`); a scenario
 that names the law and lacks one is refused when it is read.
 
+A calibrator wraps a law as fitted and recalibrates its levels on held-out
+runs (`[calibration] method = NAME`); it is registered beside the laws:
+
+    register_calibrator("mine", MyCalibratedModel)
+
+and built as `MyCalibratedModel(law, scores, method, epoch_scores,
+experiments)` (depl.loss.calibrated.CalibratedModel is the built-in one).
+
 The built-in laws are registered here by dotted path, resolved on first use:
 depl.scenario checks names against this registry, and sits below the laws
 (depl.loss imports the scenario), so it must know the names without
@@ -87,3 +95,40 @@ register_law("level", "depl.loss.level:LevelModel", fit="depl.fit.level:FITTER",
              about="the measured level: a median curve to a floor times log-normal noise")
 register_law("level-memory", "depl.loss.level:LevelMemoryModel", fit="depl.fit.level:MEMORY_FITTER", tables=("level",),
              about="the level law with memory: after a switch, the new version resumes its curve at the level reached")
+
+
+# --------------------------------------------------------------------------- #
+# Calibrators: `[calibration] method = NAME` → the class that wraps a law
+# --------------------------------------------------------------------------- #
+
+_CALIBRATORS: dict[str, Law] = {}
+
+
+def register_calibrator(name: str, model, *, about: str = "") -> Law:
+    """Make `[calibration] method = name` mean `model` (a class built as model(law, scores, method,
+    epoch_scores, experiments); replacing an earlier calibrator of that name)."""
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"a calibrator's name is a plain word, got {name!r}")
+    _CALIBRATORS[name] = cal = Law(name, model, about=about)
+    return cal
+
+
+def unregister_calibrator(name: str) -> None:
+    _CALIBRATORS.pop(name, None)
+
+
+def calibrator_names() -> list[str]:
+    """Registered calibrator names, the built-in first."""
+    return list(_CALIBRATORS)
+
+
+def get_calibrator(name: str) -> Law:
+    """The calibrator called `name`; KeyError naming the known ones otherwise."""
+    try:
+        return _CALIBRATORS[name]
+    except KeyError:
+        raise KeyError(f"no calibration method {name!r} (known: {', '.join(_CALIBRATORS)})") from None
+
+
+register_calibrator("conformal-pit", "depl.loss.calibrated:CalibratedModel",
+                    about="split conformal on the PIT scores of held-out runs")

@@ -25,7 +25,7 @@ from itertools import groupby
 import numpy as np
 
 from ..loss import loss_model_for
-from ..loss.calibrated import conformal_level, runs_needed
+from .. import conformal
 from ..scenario import Scenario
 from .runs import Profile
 
@@ -123,12 +123,12 @@ class Calibration:
     @property
     def level(self) -> float:
         """The base law's level at which the calibrated ω-quantile of the last epoch is taken (1: none)."""
-        return float(conformal_level(self.scores, self.omega))
+        return float(conformal.level(self.scores, self.omega))
 
     def levels(self, omega: float | None = None) -> np.ndarray:
         """[k-1]: the base law's level at which a k-epoch plan's calibrated ω-quantile is taken (1: none)."""
         w = self.omega if omega is None else omega
-        return np.array([float(conformal_level(r, w)) for r in self.epochs])
+        return np.array([float(conformal.level(r, w)) for r in self.epochs])
 
     def _short(self) -> list[tuple[int, int]]:
         return [(k, r.size) for k, r in enumerate(self.epochs, 1) if r.size < self.needed]
@@ -183,7 +183,7 @@ def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tup
     # [k-1]: the epoch-k scores of every run that ran epoch k, as the file keeps them
     epochs = [rounded(np.sort(np.concatenate([rows[k] for _, _, rows in scored if len(rows) > k])))
               for k in range(depth)]
-    cal = Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs,
+    cal = Calibration(s, float(omega), int(s.size), conformal.scores_needed(omega), epochs,
                       [_experiment_table(e, phi, rows) for e, phi, rows in scored])
     return cal, _pits(scored)
 
@@ -210,7 +210,7 @@ def isotonic_level(scores: np.ndarray, omega):
 LEVEL_RULES = {
     "none": lambda fit, p: np.asarray(p, dtype=float),
     "isotonic": isotonic_level,
-    "conformal": conformal_level,
+    "conformal": conformal.level,
 }
 
 

@@ -11,13 +11,14 @@ __all__ = ["LossModel", "IncrementsModel", "LevelModel", "LevelMemoryModel", "lo
 
 def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
     """The loss model a scenario describes: the registered law named by `loss_model` (default: the paper's
-    increments), recalibrated by the scenario's [calibration] when it has one in use (unless `calibrated=False`)."""
-    from ..laws import get_law
+    increments), recalibrated by the scenario's [calibration] (its registered calibrator, depl.laws) when it has one in use (unless `calibrated=False`)."""
+    from ..laws import get_calibrator, get_law
 
     law = get_law(getattr(scenario, "loss_model", None)).model_class(scenario)
     c = getattr(scenario, "calibration", None)
     if calibrated and c is not None and c.use:
-        from .calibrated import CalibratedModel
-
-        return CalibratedModel(law, c.scores, c.method, getattr(c, "epoch_scores", None), getattr(c, "experiments", None))
+        wrap = get_calibrator(c.method).model_class
+        t = scenario.target
+        return wrap(law, c.scores, c.method, getattr(c, "epoch_scores", None), getattr(c, "experiments", None),
+                    alpha=t.alpha, target=(t.loss, t.quantile))
     return law

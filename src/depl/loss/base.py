@@ -24,6 +24,14 @@ in order) and a data factor φ:
 Another loss model (a fitted one) plugs into the planners by implementing
 `terms`, `simulate`, `epoch_cumulants`, `switch_cumulants` and `can_switch`,
 and into scenarios by one line of depl.laws (`register_law`).
+
+What else the planners need of a law they ask it (never its class): the law
+its certified quantiles are read from (`uncalibrated`), whether its
+cumulants are exact (`cumulants_exact`), the level a K-epoch plan is
+certified at (`certified_levels`, `levels_follow_schedule`), and the handles
+some laws give for bounding a search (`median_floor`,
+`memoryless_switches`).  The defaults are the safe answers: a law that
+overrides none of them is planned correctly, only searched with less help.
 """
 
 from __future__ import annotations
@@ -103,6 +111,43 @@ class LossModel(ABC):
                 step += self.switch_cumulants(schedule[k - 1], m, phi)[0]
             out[k + 1] = out[k] + step
         return out
+
+
+    # -- what the planners ask of a law ------------------------------------- #
+    def uncalibrated(self) -> "LossModel":
+        """The law the certified quantiles are taken from: a recalibrated law's base (depl.loss.calibrated),
+        else the law itself."""
+        return self
+
+    def cumulants_exact(self) -> bool:
+        """Whether the additive cumulants give ℓ(K)'s exact mean and variance from ℓ(0) or an observed loss (so
+        that Cantelli's bound may rule schedules out)."""
+        return False
+
+    def cumulants_scale_with_phi(self) -> bool:
+        """Whether every epoch's cumulants κ1, κ2, κ3 at data factor φ are φ, φ², φ³ times those at φ = 1 and a
+        plan's certified quantile is read at ω itself (so one search at φ = 1 ranks every dataset choice)."""
+        return False
+
+    def certified_levels(self, ends: np.ndarray, omega: float) -> np.ndarray | None:
+        """Per end epoch in `ends`, the level of `uncalibrated()` at which a plan ending there has its
+        ω-quantile certified (1: nothing of that length is); None: the level is ω itself (a law as fitted)."""
+        return None
+
+    def levels_follow_schedule(self) -> bool:
+        """Whether the certified level of a plan depends on its schedule, not only on its length (then one more
+        epoch may raise the certified quantile anywhere, and searches must not bisect on a length)."""
+        return False
+
+    def median_floor(self, phi: float, K: int, switches: np.ndarray) -> np.ndarray | None:
+        """(K,): a lower bound on the median of ℓ(k), k = 1..K, over every schedule with at most `switches[k-1]`
+        switches in its first k epochs, before training; None: the law gives no such bound."""
+        return None
+
+    def memoryless_switches(self) -> dict | None:
+        """Where ℓ(K) after a switch a → b depends only on b's curve at the global epoch K and the switch's own
+        parameters: {(a, b): (the switch's parameters, b's curve)}; None for any other law."""
+        return None
 
 
 def started(start: RunState | None) -> bool:

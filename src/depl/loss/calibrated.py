@@ -57,20 +57,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..scenario import CALIBRATION_METHODS, CalibrationTable, scores_at
+from .. import conformal
+from ..confidence import clopper_pearson_lower
+from ..scenario import scores_at
 from ..state import RunState
 from .base import LossModel
-
-METHODS = CALIBRATION_METHODS
-runs_needed = CalibrationTable.needed
-
-
-def conformal_level(scores: np.ndarray, omega):
-    """u_(⌈(n+1)ω⌉) of the sorted scores, 1 where the rank is beyond n (then the quantile is +∞)."""
-    n = scores.size
-    j = np.ceil((n + 1) * np.asarray(omega, dtype=float) - 1e-9).astype(int)
-    out = np.where(j > n, 1.0, scores[np.clip(j, 1, max(n, 1)) - 1] if n else 1.0)
-    return np.where(np.asarray(omega) <= 0, 0.0, out)
 
 
 def _path(schedule) -> tuple[str, ...]:
@@ -82,13 +73,19 @@ class CalibratedDistribution:
     """The base law (a depl.dist.GridDistribution) with its levels recalibrated by sorted PIT scores.
 
     `own`: groups of scores of calibration experiments like this law's schedule (CalibratedModel.own_groups).
-    Each group decides every level it reaches (q ≤ n/(n+1)); above, the pooled `scores` decide, never below the
-    group's highest score; the certified level is the highest of the groups' (so the quantile is monotone in q
-    and `cdf` its inverse)."""
+    Each group decides every level it reaches (q ≤ its top level, `conformal.top`); above, the pooled `scores`
+    decide, never below the group's highest score; the certified level is the highest of the groups' (so the
+    quantile is monotone in q and `cdf` its inverse).  `alpha`: the groups' levels are read at the PAC rank
+    (confidence 1 − α, `conformal.pac_rank`) instead of the marginal one.  `refused`: a level from which on
+    nothing is certified (the schedule was not certified at the target in the fixed sequence of
+    CalibratedModel.certified_schedules); None: no such level."""
 
-    def __init__(self, base, scores: np.ndarray, own: Sequence[np.ndarray] = ()):
+    def __init__(self, base, scores: np.ndarray, own: Sequence[np.ndarray] = (), *, alpha: float | None = None,
+                 refused: float | None = None):
         self.base, self.scores = base, np.sort(np.asarray(scores, dtype=float))
         self.own = [np.sort(np.asarray(g, dtype=float)) for g in own if len(g)]
+        self.alpha = alpha if self.own else None
+        self.refused = refused
         knots = self.scores if not self.own else max(self.own, key=len)
         n = knots.size
         # the continuous recalibration: knots (u_(i), i/(n+1)), from (0, 0) to (1, 1) — of the own scores if any
@@ -98,24 +95,25 @@ class CalibratedDistribution:
 
     def level(self, q):
         """The base law's level that the calibrated q-quantile is taken at (1: beyond the scores)."""
-        pooled = conformal_level(self.scores, q)
+        pooled = conformal.level(self.scores, q)
         if not self.own:
             return pooled
         levels = [np.where(lv < 1.0, lv, np.maximum(pooled, g[-1])) for g in self.own
-                  for lv in [conformal_level(g, q)]]
-        return np.max(levels, axis=0)
+                  for lv in [conformal.level(g, q, self.alpha)]]
+        out = np.max(levels, axis=0)
+        return out if self.refused is None else np.where(np.asarray(q) >= self.refused - 1e-12, 1.0, out)
 
     def _rank(self, u):
         """The calibrated cdf at base level u: the inverse of `level`."""
-        pooled = np.searchsorted(self.scores, u, side="right") / (self.scores.size + 1)
+        pooled = conformal.cdf_rank(self.scores, u)
         if not self.own:
             return pooled
         ranks = []
         for g in self.own:
-            n = g.size
-            r = np.searchsorted(g, u, side="right") / (n + 1)
-            ranks.append(np.where(r < n / (n + 1), r, np.maximum(r, pooled)))
-        return np.min(ranks, axis=0)
+            r = conformal.cdf_rank(g, u, self.alpha)
+            ranks.append(np.where(r < conformal.top(g.size, self.alpha), r, np.maximum(r, pooled)))
+        out = np.min(ranks, axis=0)
+        return out if self.refused is None else np.minimum(out, np.nextafter(self.refused, 0.0))
 
     def quantile(self, q):
         u = self.level(q)
@@ -186,9 +184,13 @@ class CalibratedModel(LossModel):
     epoch's), else by the last-epoch `scores` at every K."""
 
     def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit",
-                 epoch_scores: Sequence[Sequence[float]] | None = None, experiments: Sequence | None = None):
-        if method not in METHODS:
-            raise ValueError(f"calibration method {method!r}: choose {', '.join(METHODS)}")
+                 epoch_scores: Sequence[Sequence[float]] | None = None, experiments: Sequence | None = None, *,
+                 alpha: float | None = None, target: tuple[float, float] | None = None):
+        """`alpha`: the runs of a schedule's own kind certify it with confidence 1 − α (None: the marginal
+        split-conformal rank); `target`: (ℓmax, ω) — with `alpha`, a schedule is certified at ω only if it is
+        among `certified_schedules`, the fixed sequence at ℓmax that makes the certificate hold for the plan a
+        planner picks among them."""
+        self.alpha, self.target = alpha, target
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
         self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
@@ -247,15 +249,64 @@ class CalibratedModel(LossModel):
         path = _path(sched)
         return [], [row for s, row in near if _path(s[:K]) == path]
 
+    @cached_property
+    def certified_schedules(self) -> dict[tuple[tuple[str, ...], float], tuple[bool, int, int]]:
+        """(schedule, φ) → (certified, runs, runs that met ℓmax) for every schedule a calibration experiment ran (its
+        first K epochs, for every scored K), at the target (ℓmax, ω) with confidence 1 − α.
+
+        Each schedule is a hypothesis "P(ℓ(K) ≤ ℓmax) < ω", tested on its own runs (the worst of the experiments
+        that ran it, each run once: `own_groups`) by the exact binomial rule (`conformal.certifies`).  Each of the
+        E experiments is a chain: its schedules tested in the order of the law as fitted — its P(ℓ(K) ≤ ℓmax),
+        highest first, which no calibration run decides —, each at level α/E, stopping at the first one not
+        certified (`conformal.fixed_sequence`).  The chance that any certified schedule meets ℓmax less often
+        than ω is then ≤ E·α/E = α (Bonferroni over the chains, the fixed sequence within each), so whichever
+        of them the planner returns holds.  A chain stops at its own failure only: one experiment whose law
+        is off does not stop the others.  Empty without `alpha` and `target`."""
+        if self.alpha is None or self.target is None or not self.experiments:
+            return {}
+        loss, omega = self.target
+        each = self.alpha / len(self.experiments)
+        tested: dict[tuple[tuple[str, ...], float], tuple[float, int, int]] = {}
+        out: dict[tuple[tuple[str, ...], float], tuple[bool, int, int]] = {}
+        for sched, phi, rows in self.experiments:
+            chain = []
+            for K in range(1, min(len(sched), len(rows)) + 1):
+                key = (tuple(sched[:K]), round(phi, 9))
+                if key not in tested:
+                    fitted = float(self.base.distribution(list(key[0]), phi).cdf(loss))
+                    groups = self._matches(key[0], phi)[0]
+                    hits = min(int(np.searchsorted(g, fitted, side="right")) for g in groups)
+                    tested[key] = (fitted, min(g.size for g in groups), hits)
+                chain.append(key)
+            passes = np.array([conformal.certifies(tested[k][2], tested[k][1], omega, each) for k in chain])
+            order = np.array(sorted(range(len(chain)), key=lambda i: -tested[chain[i]][0]), dtype=int)
+            for k, ok in zip(chain, conformal.fixed_sequence(passes, order)):
+                out[k] = (bool(ok) or out.get(k, (False,))[0], tested[k][1], tested[k][2])
+        return out
+
+    def certificate(self, schedule, phi: float) -> tuple[bool, int, int] | None:
+        """(certified, runs, runs that met ℓmax) of `schedule` at φ in `certified_schedules`; None where no
+        calibration experiment ran it (nothing measured certifies it)."""
+        return self.certified_schedules.get((tuple(schedule), round(float(phi), 9)))
+
     def certified_by(self, schedule, phi: float, omega: float) -> str:
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
         K = len(schedule)
         same, kin = self._matches(schedule, phi)
         pooled = self.pooled_scores_label(K)
+        cert = self.certificate(schedule, phi) if self.target is not None and omega == self.target[1] else None
+        if cert is not None:
+            ok, n, hits = cert
+            E = len(self.experiments)
+            where = f" (α/{E} each: {E} profiled experiments, each a fixed sequence)" if E > 1 else ""
+            lower = clopper_pearson_lower(hits, n, self.alpha / E)
+            verdict = "certified" if ok else "not certified"
+            return (f"{n} held-out runs of this schedule, {hits} of them met ℓmax: {verdict} P ≥ {omega:g} with "
+                    f"confidence {1 - self.alpha:g}{where}; lower bound {lower:.3f}")
         if same:
             n = min(row.size for row in same)
-            reach = "" if n >= CalibrationTable.needed(omega) else f"; ω = {omega:g} needs {CalibrationTable.needed(omega)}: above " \
-                                                               f"n/(n+1) by {pooled}"
+            need = conformal.scores_needed(omega)
+            reach = "" if n >= need else f"; ω = {omega:g} needs {need}: above n/(n+1) by {pooled}"
             whose = "its profiled experiment" if len(same) == 1 else \
                 f"the worst of {len(same)} profiled experiments that ran it, on the same seeds"
             return f"{n} held-out runs of this schedule ({whose}), their epoch-{K} scores{reach}"
@@ -268,8 +319,12 @@ class CalibratedModel(LossModel):
         epoch = (start.epoch if start is not None else 0) + len(schedule)
         whole = (tuple(start.past) if start is not None else ()) + tuple(schedule)
         own = self.own_groups(whole, phi) if self.experiments and len(whole) == epoch else ()
+        refused = None
+        if self.certified_schedules and start is None:
+            cert = self.certificate(schedule, phi)
+            refused = self.target[1] if cert is None or not cert[0] else None
         return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores_at(epoch),
-                                      own)
+                                      own, alpha=self.alpha, refused=refused)
 
     def terms(self, schedule, phi: float = 1.0, *, start: RunState | None = None):
         raise TypeError("a calibrated law is not a sum of independent terms; use distribution()")
@@ -298,6 +353,18 @@ class CalibratedModel(LossModel):
 
     def can_switch(self, a: str, b: str) -> bool:
         return self.base.can_switch(a, b)
+
+    def uncalibrated(self) -> LossModel:
+        return self.base
+
+    def certified_levels(self, ends: np.ndarray, omega: float) -> np.ndarray:
+        """The conformal level of the scores of the epoch each plan ends at (1: they cannot reach ω).  With
+        per-epoch scores these levels jump about with K, so the certified quantile of a schedule need not fall
+        as it grows (a longer plan may be certified where a shorter one is not)."""
+        return np.array([float(conformal.level(self.scores_at(int(e)), omega)) for e in ends])
+
+    def levels_follow_schedule(self) -> bool:
+        return bool(self.experiments)   # a schedule's level comes from the runs of its own kind
 
     def progress_is_monotone(self) -> bool:
         return self.base.progress_is_monotone()

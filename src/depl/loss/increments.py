@@ -108,3 +108,9 @@ class IncrementsModel(LossModel):
 
     def progress_is_monotone(self) -> bool:
         return all(d.support()[0] >= 0 for d in self._noise.values())
+
+    def cumulants_scale_with_phi(self) -> bool:
+        return True   # each epoch's progress is A·φ/√(k+B) times the noise
+
+    def cumulants_exact(self) -> bool:
+        return True   # ℓ(K) is ℓ(0) plus independent increments: their cumulants add up to its own

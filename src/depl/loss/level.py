@@ -263,6 +263,19 @@ class LevelBase(LossModel):
 class LevelModel(LevelBase):
     """The level law: a version's curve at the global epoch (a switch forgets what was trained before)."""
 
+    def median_floor(self, phi: float, K: int, switches: np.ndarray) -> np.ndarray | None:
+        """ℓ(k) = μ·exp(σZ): its median is the last version's median curve times (1 + δ·r^j) per switch, each
+        factor at least 1 + min(δ, 0) — so at least the lowest curve times (1 + min δ)^switches."""
+        low = min((sw.offset for sw in self._switch.values()), default=0.0)
+        if low <= -1:
+            return None
+        k = np.arange(1, K + 1)
+        return np.min([median_curve(self._law[m], self.initial_loss, phi * k, phi) for m in self.model_names],
+                      axis=0) * (1 + min(low, 0.0)) ** switches
+
+    def memoryless_switches(self) -> dict | None:
+        return {pair: (sw, self._law[pair[1]]) for pair, sw in self._switch.items()}
+
 
 class LevelMemoryModel(LevelBase):
     """The level law with memory: after a switch the new version resumes its curve at the level reached."""

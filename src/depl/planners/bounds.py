@@ -32,7 +32,6 @@ import math
 
 import numpy as np
 
-from ..loss import IncrementsModel, LevelModel
 from ..loss.level import elasticity, log_sd, median_curve
 from .common import Context
 
@@ -99,35 +98,17 @@ def epochs_lower_bound(ctx: Context) -> float:
     the horizon can)."""
     K = ctx.max_epochs
     loss = ctx.loss
-    if isinstance(loss, LevelModel):
-        if ctx.start.started:
-            return 1.0  # conditioned on a run, the law's median curve no longer bounds it
-        # ℓ(K) = μ·exp(σZ), for ω ≥ 1/2 the quantile is ≥ the median μ: the last
-        # version's median curve times (1 + δ·r^j) per switch, each factor at least
-        # 1 + min(δ, 0), and at most K − 1 switches (|M| − 1 without a cycle).
-        low = min((sw.offset for sw in loss._switch.values()), default=0.0)
-        if ctx.omega < 0.5 or low <= -1:
-            return 1.0
+    if ctx.start.started or ctx.omega < 0.5:
+        # conditioned on a run, a median curve no longer bounds it; below ω = 1/2 a median does not bound a quantile
+        med = None
+    else:
+        # at most K − 1 switches (|M| − 1 without a cycle)
         k = np.arange(1, K + 1)
         n_sw = np.minimum(k - 1, len(loss.model_names) - 1) if _acyclic(ctx.allowed) else k - 1
-        med = np.min([median_curve(loss._law[m], loss.initial_loss, ctx.phi * k, ctx.phi)
-                      for m in loss.model_names], axis=0) * (1 + min(low, 0.0)) ** n_sw
-    elif isinstance(loss, IncrementsModel):
-        if not ctx.moments_exact:
-            return 1.0  # ℓ(start) not observed: its own spread is not in the cumulants
-        cum = ctx.epoch_cumulants[:, :K]
-        mu = ctx.initial_loss + np.cumsum(cum[:, :, 0].min(axis=0))
-        var = np.cumsum(cum[:, :, 1].max(axis=0))
-        off = ctx.allowed & ~np.eye(len(ctx.allowed), dtype=bool)
-        if off.any():
-            # a started run may also switch out of its last version before its first epoch
-            k = np.arange(1, K + 1) + (ctx.start.model is not None)
-            n_sw = np.minimum(k - 1, len(off) - 1) if _acyclic(ctx.allowed) else k - 1
-            sw = ctx.switch_cumulants[off]
-            mu = mu + n_sw * min(0.0, float(sw[:, 0].min()))
-            var = var + n_sw * float(sw[:, 1].max())
-        med = mu - cantelli_factor(ctx.omega) * np.sqrt(var)
-    else:
+        med = loss.median_floor(ctx.phi, K, n_sw)
+    if med is None and ctx.moments_exact:
+        med = _cantelli_floor(ctx, K)
+    if med is None:
         return 1.0
     ok = np.flatnonzero(np.nan_to_num(med, nan=-np.inf) <= ctx.target)
     return float(ok[0] + 1) if ok.size else math.inf
@@ -206,6 +187,23 @@ def _two_version_cost(ctx: Context, qa: np.ndarray, qb: np.ndarray, a: int, b: i
     return np.where(fits, cost, np.inf).min(axis=-1)
 
 
+def _cantelli_floor(ctx: Context, K: int) -> np.ndarray:
+    """(K,): a lower bound on the ω-quantile of ℓ(k), k = 1..K, of any schedule, from exact cumulants: the
+    lowest mean minus Cantelli's factor times the largest sd (a started run may also switch out of its last
+    version before its first epoch)."""
+    cum = ctx.epoch_cumulants[:, :K]
+    mu = ctx.initial_loss + np.cumsum(cum[:, :, 0].min(axis=0))
+    var = np.cumsum(cum[:, :, 1].max(axis=0))
+    off = ctx.allowed & ~np.eye(len(ctx.allowed), dtype=bool)
+    if off.any():
+        k = np.arange(1, K + 1) + (ctx.start.model is not None)
+        n_sw = np.minimum(k - 1, len(off) - 1) if _acyclic(ctx.allowed) else k - 1
+        sw = ctx.switch_cumulants[off]
+        mu = mu + n_sw * min(0.0, float(sw[:, 0].min()))
+        var = var + n_sw * float(sw[:, 1].max())
+    return mu - cantelli_factor(ctx.omega) * np.sqrt(var)
+
+
 def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
     """The level law's cheapest late switches: per allowed switch a → b,
     (proxy cost, a, b, epochs of a, epochs of b) of the cheapest schedule
@@ -226,7 +224,8 @@ def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
     same closed form then sees every K, including where a longer plan is
     certified and a shorter one is not (per-epoch scores)."""
     loss = ctx.base_loss
-    if type(loss) is not LevelModel or ctx.start.started:
+    switches = loss.memoryless_switches()
+    if switches is None or ctx.start.started:
         return []
     from ..families import norm_ppf
 
@@ -238,9 +237,8 @@ def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
     n = np.arange(1, Kmax + 1)[:, None]
     valid = n < K  # at least one epoch of a before the switch
     out = []
-    for (na, nb), sw in loss._switch.items():
+    for (na, nb), (sw, law) in switches.items():
         a, b = names.index(na), names.index(nb)
-        law = loss._law[nb]
         base = median_curve(law, l0, phi * K, phi)
         s = log_sd(law, l0, base, elasticity(law, l0, phi * K, phi))
         decay_n = sw.recovery ** (n - 1)
@@ -271,7 +269,7 @@ def proxy_costs(scenario, loss, subsets: list[tuple[str, ...]], context) -> list
     from .schedule import cornish_fisher
 
     ctx0 = context(subsets[0])
-    if type(loss) is not IncrementsModel or ctx0.start.started or len(subsets) < 8:
+    if not loss.cumulants_scale_with_phi() or ctx0.start.started or len(subsets) < 8:
         return [proxy_cost(context(sub)) for sub in subsets]
     names = [d.name for d in scenario.datasets]
     member = np.array([[n in sub for n in names] for sub in subsets], dtype=float)  # (P, D)

@@ -19,8 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..loss import IncrementsModel, LossModel, loss_model_for
-from ..loss.calibrated import CalibratedModel, conformal_level
+from ..loss import LossModel, loss_model_for
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
 from ..state import START, RunState
@@ -93,13 +92,13 @@ class Context:
     def moments_exact(self) -> bool:
         """Whether the additive cumulants give ℓ(K)'s exact mean and variance (the increments
         law, from ℓ(0) or an observed loss), so that Cantelli's bound may rule schedules out."""
-        return isinstance(self.loss, IncrementsModel) and (not self.start.started or self.start.last_loss is not None)
+        return self.loss.cumulants_exact() and (not self.start.started or self.start.last_loss is not None)
 
     @property
     def base_loss(self) -> LossModel:
         """The law the certified quantiles are taken from: a calibrated law's base (depl.loss.calibrated),
         else the law itself."""
-        return self.loss.base if isinstance(self.loss, CalibratedModel) else self.loss
+        return self.loss.uncalibrated()
 
     @cached_property
     def levels(self) -> np.ndarray | None:
@@ -109,10 +108,7 @@ class Context:
         None for a law as fitted.  With per-epoch scores these levels jump about with K, so the
         certified quantile of a schedule need not fall as it grows (a longer plan may be certified
         where a shorter one is not)."""
-        if not isinstance(self.loss, CalibratedModel):
-            return None
-        ends = self.start.epoch + np.arange(1, self.max_epochs + 1)
-        return np.array([float(conformal_level(self.loss.scores_at(int(e)), self.omega)) for e in ends])
+        return self.loss.certified_levels(self.start.epoch + np.arange(1, self.max_epochs + 1), self.omega)
 
     @cached_property
     def level_z(self) -> np.ndarray | None:
@@ -133,7 +129,7 @@ class Context:
         read from per-experiment scores).  Searches may bisect on a last run's length only then."""
         if not self.loss.progress_is_monotone():
             return False
-        if isinstance(self.loss, CalibratedModel) and self.loss.experiments:
+        if self.loss.levels_follow_schedule():
             return False   # a schedule's level comes from the runs of its own kind: it may rise with K anywhere
         return self.levels is None or bool(np.all(np.diff(self.levels) <= 0))
 

@@ -7,10 +7,13 @@ import math
 
 from pydantic import Field, field_validator, model_validator
 
+from .. import conformal
+from ..laws import calibrator_names
 from ..omega import Omega
 from .base import Strict
 
 CALIBRATION_METHODS = ("conformal-pit",)
+"""The built-in calibrators (depl.laws registers them; a scenario may name any registered one)."""
 
 
 def scores_at(scores, epoch_scores, epoch: int):
@@ -85,8 +88,8 @@ class CalibrationTable(Strict):
     @field_validator("method")
     @classmethod
     def _method(cls, v: str) -> str:
-        if v not in CALIBRATION_METHODS:
-            raise ValueError(f"method must be one of {', '.join(CALIBRATION_METHODS)}, got {v!r}")
+        if v not in calibrator_names():
+            raise ValueError(f"method must be one of {', '.join(calibrator_names())}, got {v!r}")
         return v
 
     @field_validator("scores")
@@ -120,4 +123,4 @@ class CalibrationTable(Strict):
     @staticmethod
     def needed(omega: Omega) -> int:
         """The fewest scores that reach ω: ⌈(n+1)ω⌉ ≤ n ⇔ n ≥ ω/(1−ω)."""
-        return max(1, math.ceil(omega / (1.0 - omega) - 1e-9))
+        return conformal.scores_needed(omega)

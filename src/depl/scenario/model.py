@@ -30,6 +30,10 @@ class Target(Strict):
     loss: float = Field(gt=0.0, description="ℓmax: the bound on the ω-quantile of the final test loss")
     quantile: Omega
     deadline: float = Field(gt=0.0, description="Tmax")
+    alpha: float | None = Field(default=None, gt=0.0, lt=0.5, description="α: a calibrated law certifies a plan "
+                                "with confidence 1 − α over its held-out runs (the runs of the plan's own schedule, "
+                                "each counted once, the planner's choice among them included); unset: the marginal "
+                                "split-conformal rank, an estimate without a confidence")
 
 
 class DataLaw(Strict):
