@@ -1,0 +1,43 @@
+"""A calibrator is one module plus one registration (depl.laws.register_calibrator), like a law."""
+
+from __future__ import annotations
+
+import pytest
+
+from depl.laws import calibrator_names, register_calibrator, unregister_calibrator
+from depl.loss import loss_model_for
+from depl.planners import make_plan
+from depl.scenario import ScenarioError, load_scenario, parse_scenario, scenario_dict
+
+from .toy_calibrator import WorstScore
+
+
+@pytest.fixture
+def worst_score():
+    register_calibrator("worst-score", WorstScore)
+    yield
+    unregister_calibrator("worst-score")
+
+
+def _with_method(method: str):
+    data = scenario_dict(load_scenario("mnist1d-small"))
+    data["calibration"]["method"] = method
+    return parse_scenario(data, f"mnist1d-small, {method}")
+
+
+def test_a_toy_calibrator_plans_through_the_public_api(worst_score):
+    assert calibrator_names() == ["conformal-pit", "worst-score"]
+    s = _with_method("worst-score")
+    law = loss_model_for(s)
+    assert isinstance(law, WorstScore) and law.top == max(s.calibration.scores)
+    plan = make_plan(s)
+    schedule = [e.model for e in plan.epochs]
+    expect = law.base.distribution(schedule, s.phi(s.samples(plan.datasets))).quantile_bounds(law.top)[1]
+    assert plan.loss_quantile == pytest.approx(expect) and plan.loss_quantile <= s.target.loss
+    # the highest score's level is never below the conformal rank's: a plan at least as long as the built-in's
+    assert len(schedule) >= len(make_plan(load_scenario("mnist1d-small")).epochs)
+
+
+def test_an_unregistered_calibration_method_is_refused_by_name():
+    with pytest.raises(ScenarioError, match="method must be one of conformal-pit, got 'worst-score'"):
+        _with_method("worst-score")
