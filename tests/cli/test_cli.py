@@ -177,7 +177,7 @@ def test_the_planning_commands_need_nothing_undeclared(depl_cli, tmp_path):
     from functools import partial
     from pathlib import Path
 
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     plain = partial(depl_cli, pyproject, code=PLAIN_INSTALL, cwd=tmp_path)
 
     plan = tmp_path / "p.json"
@@ -211,7 +211,7 @@ def test_every_import_of_depl_is_a_declared_dependency():
     from importlib.metadata import packages_distributions
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
     declared = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}

@@ -1,4 +1,4 @@
-"""`depl reproduce`: the quick run once, and the relations the issue asks for asserted on it.
+"""`depl reproduce`: the quick run once, and the relations between its plans and results asserted on it.
 
 The paper's qualitative findings (Figs. 7–9) are *reported* in results.md as
 holding or not; they are not asserted here, because with the built-in
