@@ -25,7 +25,8 @@ from itertools import groupby
 import numpy as np
 
 from ..loss import loss_model_for
-from ..loss.calibrated import conformal_level, runs_needed
+from ..loss.calibrated import conformal_level
+from ..scenario import Calibration as CalibrationTable
 from ..scenario import Scenario
 from .runs import Profile
 
@@ -168,22 +169,17 @@ class Calibration:
         return out
 
 
-def calibrate(scenario: Scenario, calib: Profile, omega: float) -> Calibration:
+def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tuple[Calibration, Scores]:
     """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores, every
     epoch's, and each experiment's own (the one implementation behind `depl fit --calibration-seeds` and
-    `depl calibrate`)."""
-    return calibrate_with_pits(scenario, calib, omega)[0]
-
-
-def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tuple[Calibration, Scores]:
-    """`calibrate`, and the PIT of ℓ(k) of every run at every epoch (for the histograms), from one scoring."""
+    `depl calibrate`); and the PIT of ℓ(k) of every run at every epoch (for the histograms), from one scoring."""
     scored = _scored(scenario, calib)
     s = np.sort(np.concatenate([rows[-1] for _, _, rows in scored])) if scored else np.empty(0)
     depth = max((len(rows) for _, _, rows in scored), default=0)
     # [k-1]: the epoch-k scores of every run that ran epoch k, as the file keeps them
     epochs = [rounded(np.sort(np.concatenate([rows[k] for _, _, rows in scored if len(rows) > k])))
               for k in range(depth)]
-    cal = Calibration(s, float(omega), int(s.size), runs_needed(omega), epochs,
+    cal = Calibration(s, float(omega), int(s.size), CalibrationTable.needed(omega), epochs,
                       [_experiment_table(e, phi, rows) for e, phi, rows in scored])
     return cal, _pits(scored)
 

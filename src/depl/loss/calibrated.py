@@ -61,9 +61,6 @@ from ..scenario import CALIBRATION_METHODS, Calibration, scores_at
 from ..state import RunState
 from .base import LossModel
 
-METHODS = CALIBRATION_METHODS
-runs_needed = Calibration.needed
-
 
 def conformal_level(scores: np.ndarray, omega):
     """u_(⌈(n+1)ω⌉) of the sorted scores, 1 where the rank is beyond n (then the quantile is +∞)."""
@@ -187,8 +184,8 @@ class CalibratedModel(LossModel):
 
     def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit",
                  epoch_scores: Sequence[Sequence[float]] | None = None, experiments: Sequence | None = None):
-        if method not in METHODS:
-            raise ValueError(f"calibration method {method!r}: choose {', '.join(METHODS)}")
+        if method not in CALIBRATION_METHODS:
+            raise ValueError(f"calibration method {method!r}: choose {', '.join(CALIBRATION_METHODS)}")
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
         self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
