@@ -14,7 +14,7 @@ calibration (cross-fitted: each half of the calibration runs is judged by the
 calibration of the other half, so "after" is measured on runs it did not
 see), the PIT values per version and per switch for the report's histograms,
 and the comparison with the alternatives (no calibration, isotonic
-recalibration of the CDF) that docs/fitting.md reports.
+recalibration of the CDF) that docs/fitting-results.md reports.
 """
 
 from __future__ import annotations
