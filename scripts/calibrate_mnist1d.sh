@@ -2,7 +2,7 @@
 # The built-in mnist1d-small calibrated on new runs, by one command: profile the 12 experiments of
 # scripts/example_mnist1d.sh step 1 (the same flags) on seeds 20..31, which its law was not fitted on
 # (fitted_seeds = [0, 19]), then `depl calibrate` the built-in on them — the law unchanged, only its
-# [calibration] table and the header lines about it written (docs/fitting.md, "The built-in tasks").
+# [calibration] table and the header lines about it written (docs/fitting-results.md, "The built-in tasks").
 #
 #   scripts/calibrate_mnist1d.sh [WORK]     # WORK: the runs store (default /tmp/depl-calib-mnist1d)
 #

@@ -6,7 +6,7 @@ instead of the last: is the last epoch's calibration that of a plan ending earli
 One PIT score per (experiment, seed) at epoch k (the experiment's schedule cut at k); the level at which
 split conformal reads the certified ω-quantile, for ω = 0.8, 0.9, 0.95, and the observed P(PIT ≤ 0.5, 0.9).
 `depl calibrate` and `depl fit --calibration-seeds` now write every row (`[calibration] epoch_scores`, by
-depl.fit.calibrate.calibrate); a K-epoch plan reads row K. This script remains the check by hand.
+depl.fit.calibrate.calibrate_with_pits); a K-epoch plan reads row K. This script remains the check by hand.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ schedule run for real on seeds never profiled.  Each rule is calibrated on all
 the runs not fitted on, and its ω-quantile of the plan's ℓ(K) is judged on
 the validation runs: coverage with a Clopper–Pearson 95% interval — a run
 unlike the calibration runs (another schedule, another length), so a test of
-the exchangeability the guarantee assumes.  docs/fitting.md quotes the output.
+the exchangeability the guarantee assumes.  docs/fitting-results.md quotes the output.
 """
 
 from __future__ import annotations

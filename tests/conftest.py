@@ -1,5 +1,49 @@
-"""Every test runs with Flower's telemetry off, whatever the environment says (make test sets it too)."""
+"""Every test runs with Flower's telemetry off, whatever the environment says (make test sets it too); `depl_cli` runs
+the command line as a user does, in a fresh interpreter."""
+
+from __future__ import annotations
 
 import os
+import subprocess
+import sys
+
+import pytest
 
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
+
+# the installed `depl` script's entry point, run by this interpreter so that this checkout's depl is the one run
+ENTRY = "from depl.cli import main; main()"
+# wide enough that no message is wrapped mid-line; no display: the plots are written to files
+CLI_ENV = {"COLUMNS": "200", "MPLBACKEND": "Agg"}
+
+
+class DeplCli:
+    """`depl ARGS…` in a subprocess: `depl_cli(*args)` runs it to the end, `depl_cli.start(*args)` leaves it running.
+
+    `env` adds to this process's environment and CLI_ENV, or overrides them; a None value unsets the variable
+    (`{"COLUMNS": None}`: no terminal width, as in a pipe).  `code` replaces the entry point (e.g. to report on exit
+    what was imported); `safe_path` (python -P) keeps the working folder off sys.path, as for the installed script.
+    """
+
+    def argv(self, *args, code: str = ENTRY, safe_path: bool = False) -> list[str]:
+        return [sys.executable, *(["-P"] if safe_path else []), "-c", code, *map(str, args)]
+
+    @staticmethod
+    def environ(env: dict[str, str | None] | None) -> dict[str, str]:
+        merged = {**os.environ, **CLI_ENV, **(env or {})}
+        return {k: v for k, v in merged.items() if v is not None}
+
+    def __call__(self, *args, cwd=None, env: dict[str, str | None] | None = None, timeout: float = 900,
+                 code: str = ENTRY, safe_path: bool = False) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(*args, code=code, safe_path=safe_path), capture_output=True, text=True,
+                              cwd=cwd, env=self.environ(env), timeout=timeout)
+
+    def start(self, *args, cwd=None, env: dict[str, str | None] | None = None, stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE) -> subprocess.Popen:
+        return subprocess.Popen(self.argv(*args), stdout=stdout, stderr=stderr, text=True, cwd=cwd,
+                                env=self.environ(env))
+
+
+@pytest.fixture(scope="session")
+def depl_cli() -> DeplCli:
+    return DeplCli()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -109,13 +107,13 @@ def test_fft_sizes_are_scipys():
     assert all(next_fast_len(n) == sfft.next_fast_len(n, real=True) for n in (10**5 + 1, 999_983, 2**20 + 1, 3**13 + 7))
 
 
-def test_depl_plan_imports_neither_scipy_stats_nor_scipy_signal_nor_torch_nor_matplotlib():
+def test_depl_plan_imports_neither_scipy_stats_nor_scipy_signal_nor_torch_nor_matplotlib(depl_cli):
     src = Path(__file__).resolve().parents[1] / "src"
-    code = ("import sys; from depl.cli import main; sys.argv = ['depl', 'plan', 'paper-alexnet', '--json']\n"
+    code = ("import sys; from depl.cli import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "print('MODULES', ' '.join(sorted(sys.modules)), file=sys.stderr)\n")
-    env = {**os.environ, "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    p = depl_cli("plan", "paper-alexnet", "--json", code=code,
+                 env={"PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}, timeout=300)
     assert json.loads(p.stdout)["feasible"] is True
     mods = set(p.stderr.split("MODULES", 1)[1].split())
     for banned in ("scipy.stats", "scipy.signal", "scipy.fft", "scipy.optimize", "torch", "matplotlib"):

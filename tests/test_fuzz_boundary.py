@@ -8,8 +8,6 @@ import json
 import math
 import os
 import pickle
-import subprocess
-import sys
 import tomllib
 from importlib import resources
 
@@ -143,14 +141,12 @@ def _corpus(tmp_path, plan_doc):
     return sorted(files)
 
 
-def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(tmp_path, plan_doc):
+def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(depl_cli, tmp_path, plan_doc):
     names = _corpus(tmp_path, plan_doc)
     before = set(os.listdir(tmp_path))
-    env = {**os.environ, "MPLBACKEND": "Agg"}
     for name in names:
         cmd = ["plan", name, "--out", "out.json"] if name.endswith(".toml") else ["simulate", name, "--png", "b.png"]
-        r = subprocess.run([sys.executable, "-m", "depl.cli", *cmd], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=120)
+        r = depl_cli(*cmd, cwd=tmp_path, env={"COLUMNS": None}, timeout=120)
         assert r.returncode in (2, 3), (name, r.returncode, r.stderr[-500:])
         assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, (name, r.stderr[-500:])
         if name not in CORPUS:  # the new cases: exit 2, one line naming the file, not beyond a terminal's width twice
@@ -159,7 +155,27 @@ def test_a_corpus_of_hostile_files_exits_2_without_traceback_and_writes_nothing(
     assert set(os.listdir(tmp_path)) == before  # nothing written on failure
 
 
-def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anything_is_read(plan_doc, tmp_path):
+# `depl run p0.json`, `depl run p1.json`, … in one process (one start-up): each exit code printed as "EXIT n"
+RUN_EACH = """
+import sys
+from depl.cli import main
+for f in sys.argv[1:]:
+    sys.argv = ["depl", "run", f, "--out", "o"]
+    try:
+        main()
+    except SystemExit as e:
+        print("EXIT", e.code, file=sys.stderr)
+"""
+
+
+def run_each_plan(depl_cli, n: int, folder):
+    """`depl run` on p0.json … p{n-1}.json in FOLDER, the data folder being FOLDER itself ($DEPL_DATA unset)."""
+    return depl_cli(*[f"p{i}.json" for i in range(n)], code=RUN_EACH, cwd=folder,
+                    env={"COLUMNS": None, "DEPL_DATA": None}, timeout=300)
+
+
+def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anything_is_read(depl_cli, plan_doc,
+                                                                                           tmp_path):
     """The plan carries its scenario: a dataset `path` of `..`s, an absolute path or a symlink out of
     the data folder (the current one; $DEPL_DATA) stops `depl run` with the field and the value."""
     pytest.importorskip("torch")
@@ -171,13 +187,8 @@ def test_a_plan_whose_data_path_escapes_the_data_folder_is_refused_before_anythi
             d["path"] = path
         (tmp_path / f"p{i}.json").write_text(json.dumps(doc))
     before = set(os.listdir(tmp_path))
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    env.pop("DEPL_DATA", None)
     # one process for the three: each must fail alone, as the CLI would
-    code = ("import sys\nfrom depl.cli import main\nfor f in sys.argv[1:]:\n    sys.argv = ['depl', 'run', f, '--out', 'o']\n"
-            "    try:\n        main()\n    except SystemExit as e:\n        print('EXIT', e.code, file=sys.stderr)\n")
-    r = subprocess.run([sys.executable, "-c", code, *[f"p{i}.json" for i in range(len(hostile))]], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = run_each_plan(depl_cli, len(hostile), tmp_path)
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     lines = r.stderr.strip().splitlines()
     assert [x for x in lines if x.startswith("EXIT")] == ["EXIT 2"] * len(hostile), r.stderr[-2000:]
@@ -251,7 +262,8 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Starlette's test client on httpx: a deprecation notice
-        from starlette.testclient import TestClient
+        # starlette (and the httpx its test client runs on) come with the `train` extra only
+        TestClient = pytest.importorskip("starlette.testclient").TestClient
 
         client = TestClient(make_app("127.0.0.1:1", None))
         refused = [("POST", "/v1/control/start-run"), ("POST", "/v1/control/register-node"),
@@ -272,7 +284,8 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
         assert small.post("/v1/fleet/push-messages", content=b"x" * 1000).status_code == 502
 
 
-def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_without_showing_them(plan_doc, tmp_path):
+def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_without_showing_them(depl_cli, plan_doc,
+                                                                                                   tmp_path):
     """A plan's CIFAR-10 folder lies inside the data folder, but what is in it does not: a batch linked out
     of it (to a file whose bytes must not show), its cifar-10-batches-py linked out, tiny pickles that
     would build huge objects, an oversized batch.  `depl run` stops with exit 2, one line naming the
@@ -315,12 +328,7 @@ def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_with
             d["source"], d["path"] = "cifar10", name
         (work / f"p{i}.json").write_text(json.dumps(doc))
     before = set(os.listdir(work))
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    env.pop("DEPL_DATA", None)  # the data folder: the current one
-    code = ("import sys\nfrom depl.cli import main\nfor f in sys.argv[1:]:\n    sys.argv = ['depl', 'run', f, '--out', 'o']\n"
-            "    try:\n        main()\n    except SystemExit as e:\n        print('EXIT', e.code, file=sys.stderr)\n")
-    r = subprocess.run([sys.executable, "-c", code, *[f"p{i}.json" for i in range(len(cases))]], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=300)
+    r = run_each_plan(depl_cli, len(cases), work)
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     lines = r.stderr.strip().splitlines()
     assert [x for x in lines if x.startswith("EXIT")] == ["EXIT 2"] * len(cases), r.stderr[-2000:]

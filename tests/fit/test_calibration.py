@@ -4,9 +4,6 @@ misspecified law, `depl fit --calibration-seeds` on real logs, the [calibration]
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -22,11 +19,6 @@ from depl.scenario import ScenarioError, load_scenario, parse_scenario, scenario
 # Real training logs: `depl profile` of docs/tutorial-own-model.md's digits model (scikit-learn digits,
 # `--epochs 12 --seeds 20 --fractions 1,0.5 --switch full:half:6`), exported as a CSV, ℓ(0) = 2.3.
 DIGITS = Path(__file__).parent / "data" / "digits-profile.csv"
-
-
-def depl(*args):
-    return subprocess.run([sys.executable, "-m", "depl.cli", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, "MPLBACKEND": "Agg"}, timeout=900)
 
 
 @pytest.mark.parametrize("omega, n", [(0.8, 9), (0.9, 19), (0.9, 40)])
@@ -83,10 +75,10 @@ def test_plans_use_the_calibrated_law():
 
 
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory):
+def fitted(depl_cli, tmp_path_factory):
     out = tmp_path_factory.mktemp("cal") / "digits.toml"
-    r = depl("fit", DIGITS, "--calibration-seeds", 5, "--bootstrap", 0, "--omega", 0.9, "--target-loss", 0.5,
-             "--deadline", 40, "--out", out, "--png", out.parent / "png")
+    r = depl_cli("fit", DIGITS, "--calibration-seeds", 5, "--bootstrap", 0, "--omega", 0.9, "--target-loss", 0.5,
+                 "--deadline", 40, "--out", out, "--png", out.parent / "png")
     assert r.returncode == 0, r.stderr
     return out, r.stdout
 
@@ -114,19 +106,20 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
     assert d.quantile(0.9) == pytest.approx(float(law.base.distribution(["full"] * 6).quantile(level)))
 
 
-def test_plan_and_its_uncalibrated_twin_from_the_cli(fitted, tmp_path):
+def test_plan_and_its_uncalibrated_twin_from_the_cli(depl_cli, fitted, tmp_path):
     out, _ = fitted
-    r = depl("plan", out, "--json", "--quantile", 0.95)
+    r = depl_cli("plan", out, "--json", "--quantile", 0.95)
     assert r.returncode == 0, r.stderr          # 25 runs reach 0.95 (19 needed)
-    r = depl("plan", out, "--quantile", 0.97)  # 0.97 needs 33
+    r = depl_cli("plan", out, "--quantile", 0.97)  # 0.97 needs 33
     assert r.returncode == 2 and "needs at least 33 held-out runs" in r.stderr and "(8 more)" in r.stderr
-    r = depl("plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json")
+    r = depl_cli("plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json")
     assert r.returncode in (0, 3), r.stderr     # planned (or honestly infeasible) with the law as fitted
 
 
-def test_too_few_calibration_runs_are_reported_not_certified(tmp_path):
+def test_too_few_calibration_runs_are_reported_not_certified(depl_cli, tmp_path):
     out = tmp_path / "few.toml"
-    r = depl("fit", DIGITS, "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.95, "--target-loss", 0.5, "--out", out)
+    r = depl_cli("fit", DIGITS, "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.95, "--target-loss", 0.5,
+                 "--out", out)
     assert r.returncode == 0, r.stderr
     assert "cannot reach ω = 0.95 with 10 held-out runs: split conformal needs n ≥ 19 (9 more" in r.stdout
     s = load_scenario(out)

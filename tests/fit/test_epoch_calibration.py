@@ -279,12 +279,10 @@ def test_an_experiments_phi_is_written_to_significant_digits_so_a_small_phi_stil
         assert math.isclose(t["phi"], phi, rel_tol=1e-9), (phi, t["phi"])
 
 
-def test_a_plan_longer_than_the_scored_epochs_names_the_scores_actually_used(shipped, tmp_path):
+def test_a_plan_longer_than_the_scored_epochs_names_the_scores_actually_used(depl_cli, shipped, tmp_path):
     """A calibration of 3-epoch runs (`depl calibrate` on a 3-epoch profile) and a plan of K > 3 epochs: the plan
     is calibrated by the epoch-3 scores (the warning says so), and its certificate names the epoch-3 scores too
     (it said "epoch-K scores", which do not exist)."""
-    import subprocess
-    import sys
 
     from depl.fit.report import toml_dumps
 
@@ -305,8 +303,7 @@ def test_a_plan_longer_than_the_scored_epochs_names_the_scores_actually_used(shi
     assert "last-epoch scores" in loss_model_for(parse_scenario(data, "last")).certified_by(["full"] * 12, 1.0, 0.9)
     f = tmp_path / "three.toml"
     f.write_text(toml_dumps(scenario_dict(three)))
-    r = subprocess.run([sys.executable, "-m", "depl.cli", "plan", str(f)], capture_output=True, text=True,
-                       timeout=600, env={**__import__("os").environ, "COLUMNS": "300"})
+    r = depl_cli("plan", f, env={"COLUMNS": "300"})
     assert r.returncode == 0, r.stderr
     K = int(r.stdout.split("K = ")[1].split()[0])
     assert K > 3 and f"K = {K} is calibrated with the epoch-3 scores" in r.stderr

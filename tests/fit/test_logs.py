@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,17 +20,11 @@ CLI = ("import atexit, sys; atexit.register(lambda: print('torch imported:', 'to
        "from depl.cli import main; main()")
 
 
-def depl(*args, cwd=None):
-    env = {**os.environ, "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-c", CLI, *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=600)
-
-
-def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(tmp_path):
+def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(depl_cli, tmp_path):
     logs = tmp_path / "logs.csv"
     write_csv(logs, rows())
     out = tmp_path / "mine.toml"
-    r = depl("fit", logs, "--target-loss", "0.7", "--deadline", "12", "--bootstrap", "0", "--out", out)
+    r = depl_cli("fit", logs, "--target-loss", "0.7", "--deadline", "12", "--bootstrap", "0", "--out", out, code=CLI)
     assert r.returncode == 0, r.stderr
     assert "torch imported: False" in r.stderr and "one-cluster template" in r.stdout
     s = load_scenario(out)
@@ -47,7 +38,7 @@ def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(tmp_path):
         mu, _, _ = fitted.path([m] * 12, 1.0)
         np.testing.assert_allclose(mu[1:], median(m, np.arange(1, 13)), rtol=0.08)
     plan = tmp_path / "plan.json"
-    r = depl("plan", out, "--out", plan)
+    r = depl_cli("plan", out, "--out", plan, code=CLI)
     assert r.returncode == 0, r.stderr
     p = Plan.load(plan)
     assert p.feasible and p.loss_quantile <= 0.7 and set(p.schedule) <= {"big", "small"}
@@ -55,7 +46,7 @@ def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(tmp_path):
     # max_epochs raised past the fitted epochs: allowed, but every use of the law beyond them is said on stderr
     longer = tmp_path / "longer.toml"
     longer.write_text(out.read_text().replace("max_epochs = 12", "max_epochs = 20"))
-    r = depl("predict", longer, "big:16", "--json")
+    r = depl_cli("predict", longer, "big:16", "--json", code=CLI)
     assert r.returncode == 0 and json.loads(r.stdout)["beyond_fitted_epochs"] is True
     assert "warning: K = 16 epochs runs the loss law of 'logs-fitted' beyond the 12 epochs it was fitted on" in r.stderr
 
@@ -109,11 +100,11 @@ def test_a_bad_log_names_the_file_the_row_and_why(tmp_path, what, edit, columns,
     assert str(e.value).startswith(str(path)) and message in str(e.value), str(e.value)
 
 
-def test_bad_log_exits_2_with_one_line(tmp_path):
+def test_bad_log_exits_2_with_one_line(depl_cli, tmp_path):
     path = tmp_path / "bad.csv"
     write_csv(path, _edit(rows(seeds=3, epochs=3, switch_at=1), "big-half", 2, 2, test_loss="oops"))
-    r = depl("fit", path)
+    r = depl_cli("fit", path, code=CLI)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{path}: line " in r.stderr and "column test_loss: 'oops': not a number" in r.stderr
-    r = depl("fit", tmp_path / "absent.csv")
+    r = depl_cli("fit", tmp_path / "absent.csv", code=CLI)
     assert r.returncode == 2 and "no such log file" in r.stderr

@@ -5,33 +5,25 @@ profile of new seeds → depl calibrate → CALIBRATED.toml → depl plan → de
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 
 import pytest
 
 from depl.plan import Plan
-from depl.scenario import load_scenario, parse_scenario
+from depl.scenario import load_scenario
 
 pytest.importorskip("torch")
 
 
-def depl(*args):
-    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *args],
-                       capture_output=True, text=True, timeout=900)
-    return r
-
-
-def test_each_step_hands_the_next_a_valid_file(tmp_path):
+def test_each_step_hands_the_next_a_valid_file(depl_cli, tmp_path):
     prof = tmp_path / "profile"
-    r = depl("profile", "mnist1d-small", "--epochs", "4", "--seeds", "4", "--fractions", "1,0.5",
-             "--version", "pruned-0.5", "--version", "pruned-0.75", "--switch", "pruned-0.5:pruned-0.75:2",
-             "--nodes", "2", "--dataset", "mnist1d-a", "--out", str(prof))
+    r = depl_cli("profile", "mnist1d-small", "--epochs", "4", "--seeds", "4", "--fractions", "1,0.5",
+                 "--version", "pruned-0.5", "--version", "pruned-0.75", "--switch", "pruned-0.5:pruned-0.75:2",
+                 "--nodes", "2", "--dataset", "mnist1d-a", "--out", str(prof))
     assert r.returncode == 0, r.stderr
     out = tmp_path / "fitted.toml"
-    r = depl("fit", str(prof / "runs.sqlite"), "--out", str(out), "--png", str(tmp_path / "png"), "--bootstrap", "0",
-             "--target-loss", "2.25", "--omega", "0.9", "--deadline", "1000", "--name", "tiny")
+    r = depl_cli("fit", prof / "runs.sqlite", "--out", out, "--png", tmp_path / "png", "--bootstrap", "0",
+                 "--target-loss", "2.25", "--omega", "0.9", "--deadline", "1000", "--name", "tiny")
     assert r.returncode == 0, r.stderr
     assert "chosen:" in r.stdout and "held-out" in r.stdout
     for f in (out, tmp_path / "fitted.level.toml", tmp_path / "fitted.increments.toml"):
@@ -43,13 +35,13 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
     assert load_scenario(tmp_path / "fitted.level.toml").loss_model == "level"
     assert (tmp_path / "png" / "fit-bands.png").is_file()
     plan = tmp_path / "plan.json"
-    r = depl("plan", str(tmp_path / "fitted.level.toml"), "--out", str(plan))
+    r = depl_cli("plan", str(tmp_path / "fitted.level.toml"), "--out", str(plan))
     assert r.returncode == 0, r.stdout + r.stderr
     p = Plan.load(plan)
     assert p.feasible and len(p.epochs) <= 4
     assert p.datasets in (["mnist1d-a"], ["mnist1d-b"])  # the amount of data profiled, not both datasets
-    r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
-             "--out", str(tmp_path / "val"))
+    r = depl_cli("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
+                 "--out", str(tmp_path / "val"))
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
     # a gate: exit 4 exactly when the interval lies below ω, and the last line says which
     assert r.returncode == (0 if rep["not_refuted"] else 4), r.stderr
@@ -60,24 +52,24 @@ def test_each_step_hands_the_next_a_valid_file(tmp_path):
     assert rep["planned_mean"] == pytest.approx(p.loss_mean)
     assert rep["planned_band"]["mean"][-1] == pytest.approx(rep["planned_mean"], rel=0.02)
     # validating again resumes: nothing is trained twice; --json prints the report alone on stdout
-    r = depl("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
-             "--out", str(tmp_path / "val"), "--json")
+    r = depl_cli("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
+                 "--out", str(tmp_path / "val"), "--json")
     assert r.returncode == (0 if rep["not_refuted"] else 4) and "3 seeds already done" in r.stderr
     again = json.loads(r.stdout)
     assert again["coverage"] == rep["coverage"] and again["final_mean"] == rep["final_mean"]
     assert again["report"] == str(tmp_path / "val" / "plan-validate.json")
     assert again["exit_code"] == r.returncode and again["guarantee"] == rep["guarantee"]
-    _validate_gates(tmp_path, plan)
-    _calibrate_plan_validate(tmp_path)
+    _validate_gates(depl_cli, tmp_path, plan)
+    _calibrate_plan_validate(depl_cli, tmp_path)
 
 
-def _calibrate_plan_validate(tmp_path):
+def _calibrate_plan_validate(depl_cli, tmp_path):
     """The built-in mnist1d-small's law (fitted on seeds 0..19) calibrated on seeds it never saw (40..44), then
     planned and validated: 2 experiments × 5 seeds = 10 scores, enough for split conformal's 0.6 level (the 7th).
     (The tiny law fitted above on 4 seeds is too narrow for its own new seeds: their PIT scores sit near 1.)"""
     new = tmp_path / "new"
-    r = depl("profile", "mnist1d-small", "--epochs", "3", "--seeds", "5", "--first-seed", "40", "--fractions", "1,0.5",
-             "--version", "pruned-0.75", "--nodes", "2", "--dataset", "mnist1d-a", "--out", str(new))
+    r = depl_cli("profile", "mnist1d-small", "--epochs", "3", "--seeds", "5", "--first-seed", "40", "--fractions",
+                 "1,0.5", "--version", "pruned-0.75", "--nodes", "2", "--dataset", "mnist1d-a", "--out", new)
     assert r.returncode == 0, r.stderr
     base = tmp_path / "mnist1d-small.toml"
     from importlib.resources import files
@@ -86,13 +78,13 @@ def _calibrate_plan_validate(tmp_path):
     d.pop("calibration", None)
     base.write_text(_toml({**d, "target": {**d["target"], "loss": 1.9, "quantile": 0.6}}))
     cal = tmp_path / "calibrated.toml"
-    r = depl("calibrate", str(base), str(new / "runs.sqlite"), "--out", str(cal), "--json")
+    r = depl_cli("calibrate", str(base), str(new / "runs.sqlite"), "--out", str(cal), "--json")
     assert r.returncode == 0, r.stderr
     s = load_scenario(cal)
     assert s.calibration is not None and s.calibration.use and len(s.calibration.scores) == 10
     assert s.models == load_scenario(base).models  # the law untouched
     plan = tmp_path / "calibrated-plan.json"
-    r = depl("plan", str(cal), "--out", str(plan), "--json")
+    r = depl_cli("plan", str(cal), "--out", str(plan), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     p = Plan.load(plan)
     assert p.feasible and p.loss_quantile <= 1.9
@@ -103,25 +95,24 @@ def _calibrate_plan_validate(tmp_path):
     q_cal = loss_model_for(sc).distribution(p.schedule, phi).quantile(0.6)
     q_fit = loss_model_for(sc, calibrated=False).distribution(p.schedule, phi).quantile(0.6)
     assert q_cal != pytest.approx(q_fit) and p.loss_quantile >= q_cal - 1e-6
-    r = depl("validate", str(cal), str(plan), "--seeds", "2", "--first-seed", "200", "--out", str(tmp_path / "calval"),
-             "--json")
+    r = depl_cli("validate", cal, plan, "--seeds", "2", "--first-seed", "200", "--out", tmp_path / "calval", "--json")
     assert r.returncode in (0, 4), r.stderr
     rep = json.loads(r.stdout)
     assert rep["runs"] == 2 and rep["planned_mean"] == pytest.approx(p.loss_mean)
 
 
-def _validate_gates(tmp_path, plan):
+def _validate_gates(depl_cli, tmp_path, plan):
     """The same runs (resumed, nothing trained) judged against other targets and laws."""
     level = tomllib.loads((tmp_path / "fitted.level.toml").read_text())
     # a scenario with another loss law than the plan's is refused: its band and the plan's numbers would disagree
-    r = depl("validate", str(tmp_path / "fitted.increments.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
-             "--out", str(tmp_path / "val"))
+    r = depl_cli("validate", str(tmp_path / "fitted.increments.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
+                 "--out", str(tmp_path / "val"))
     assert r.returncode == 2 and "planned with the loss law of scenario 'tiny'" in r.stderr, r.stderr
     assert "fitted.increments.toml" in r.stderr and "Traceback" not in r.stderr
     # the law fitted on 4 epochs, said to be fitted on 1: the plan runs it past its fitted epochs (a warning)
     short = tmp_path / "short.toml"
     short.write_text(_toml({**level, "fitted_epochs": 1}))
-    r = depl("validate", str(short), str(plan), "--seeds", "3", "--first-seed", "100", "--out", str(tmp_path / "val"))
+    r = depl_cli("validate", short, plan, "--seeds", "3", "--first-seed", "100", "--out", tmp_path / "val")
     assert r.returncode in (0, 4) and "warning: K = " in r.stderr and "beyond the 1 epochs it was fitted on" in r.stderr
     # a target no run meets refutes the plan (Clopper–Pearson upper end of 0/3 is 0.71 < 0.9); another store, since
     # a run's spec holds its plan
@@ -131,8 +122,7 @@ def _validate_gates(tmp_path, plan):
     low_plan.write_text(json.dumps(d))
     low = tmp_path / "low.toml"
     low.write_text(_toml({**level, "target": {**level["target"], "loss": 0.01}}))
-    r = depl("validate", str(low), str(low_plan), "--seeds", "3", "--first-seed", "100", "--out", str(tmp_path / "low"),
-             "--json")
+    r = depl_cli("validate", low, low_plan, "--seeds", "3", "--first-seed", "100", "--out", tmp_path / "low", "--json")
     assert r.returncode == 4, r.stderr
     assert json.loads(r.stdout)["guarantee"] == "refuted" and "guarantee: refuted" in r.stderr.splitlines()[-1]
 
@@ -143,8 +133,8 @@ def _toml(d: dict) -> str:
     return toml_dumps(d, "test scenario")
 
 
-def test_bad_input_exits_2(tmp_path):
-    r = depl("fit", str(tmp_path / "none.sqlite"))
+def test_bad_input_exits_2(depl_cli, tmp_path):
+    r = depl_cli("fit", str(tmp_path / "none.sqlite"))
     assert r.returncode == 2 and "no such store" in r.stderr
-    r = depl("validate", "mnist1d-small", str(tmp_path / "none.json"), "--out", str(tmp_path))
+    r = depl_cli("validate", "mnist1d-small", str(tmp_path / "none.json"), "--out", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr

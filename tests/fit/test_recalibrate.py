@@ -5,9 +5,6 @@ and runs it cannot score refused. Real training throughout (a tiny profile of mn
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tomllib
 
 import pytest
@@ -23,34 +20,29 @@ PROFILE = ["profile", "mnist1d-small", "--epochs", "3", "--version", "pruned-0.7
            "--nodes", "2", "--dataset", "mnist1d-a", "--seed-batch", "1", "--workers", "1"]
 
 
-def depl(*args):
-    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *map(str, args)],
-                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}, timeout=900)
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(depl_cli, tmp_path_factory):
     """Seeds 0..5 profiled and fitted with the last 2 set apart (the law fitted on 0..3, calibrated on 4, 5);
     then seeds 4, 5 profiled again into a store of their own (`--first-seed 4`)."""
     d = tmp_path_factory.mktemp("recal")
-    r = depl(*PROFILE, "--seeds", 6, "--out", d / "all")
+    r = depl_cli(*PROFILE, "--seeds", 6, "--out", d / "all")
     assert r.returncode == 0, r.stderr
-    r = depl("fit", d / "all" / "runs.sqlite", "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.5,
-             "--target-loss", 2.25, "--deadline", 1000, "--name", "tiny", "--out", d / "fitted.toml")
+    r = depl_cli("fit", d / "all" / "runs.sqlite", "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.5,
+                 "--target-loss", 2.25, "--deadline", 1000, "--name", "tiny", "--out", d / "fitted.toml")
     assert r.returncode == 0, r.stderr
-    r = depl(*PROFILE, "--seeds", 2, "--first-seed", 4, "--out", d / "new")
+    r = depl_cli(*PROFILE, "--seeds", 2, "--first-seed", 4, "--out", d / "new")
     assert r.returncode == 0, r.stderr
     assert "2 seeds (4..5)" in r.stdout
     return d
 
 
-def test_profile_first_seed_keeps_its_seeds_and_resumes(runs):
+def test_profile_first_seed_keeps_its_seeds_and_resumes(depl_cli, runs):
     from depl.store import Store
 
     st = Store(str(runs / "new" / "runs.sqlite"), readonly=True)
     for run in st.runs("profile"):
         assert sorted(st.losses(run["run_id"])) == [4, 5]
-    r = depl(*PROFILE, "--seeds", 2, "--first-seed", 4, "--out", runs / "new")
+    r = depl_cli(*PROFILE, "--seeds", 2, "--first-seed", 4, "--out", runs / "new")
     assert r.returncode == 0 and "resuming (12 of 12 epochs done)" in r.stdout, r.stdout + r.stderr
 
 
@@ -60,10 +52,10 @@ def test_fit_records_the_seeds_it_fitted_on(runs):
     assert "on seeds 0..3 (fitted_seeds" in (runs / "fitted.toml").read_text()
 
 
-def test_calibrate_on_new_runs_writes_what_fit_computed_on_the_same_runs(runs):
+def test_calibrate_on_new_runs_writes_what_fit_computed_on_the_same_runs(depl_cli, runs):
     out = runs / "calibrated.toml"
-    r = depl("calibrate", runs / "fitted.toml", runs / "new" / "runs.sqlite", "--out", out, "--json",
-             "--png", runs / "png")
+    r = depl_cli("calibrate", runs / "fitted.toml", runs / "new" / "runs.sqlite", "--out", out, "--json",
+                 "--png", runs / "png")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     fitted, cal = (tomllib.loads(p.read_text()) for p in (runs / "fitted.toml", out))
@@ -98,25 +90,25 @@ def test_calibrate_on_new_runs_writes_what_fit_computed_on_the_same_runs(runs):
     assert rows[-1] == pytest.approx(s.calibration.scores, abs=1.1e-6)
     assert len(rep["reliability"]["before"]) == len(rep["reliability"]["levels"]) == len(rep["reliability"]["after"])
     assert (runs / "png" / "calibration.png").stat().st_size > 10_000
-    r = depl("plan", out, "--out", runs / "plan.json")
+    r = depl_cli("plan", out, "--out", runs / "plan.json")
     assert r.returncode in (0, 3), r.stderr          # planned (or honestly infeasible) with the calibrated law
     # calibrating the written file again replaces its table: the same file, no second header
-    r = depl("calibrate", out, runs / "new" / "runs.sqlite", "--out", runs / "again.toml")
+    r = depl_cli("calibrate", out, runs / "new" / "runs.sqlite", "--out", runs / "again.toml")
     assert r.returncode == 0, r.stderr
     assert (runs / "again.toml").read_text() == out.read_text()
     assert out.read_text().count("[calibration]\n") == 1 and out.read_text().count("# [calibration]: calibrated") == 1
 
 
-def test_the_laws_fitting_seeds_are_refused(runs):
-    r = depl("calibrate", runs / "fitted.toml", runs / "all" / "runs.sqlite", "--out", runs / "x.toml")
+def test_the_laws_fitting_seeds_are_refused(depl_cli, runs):
+    r = depl_cli("calibrate", runs / "fitted.toml", runs / "all" / "runs.sqlite", "--out", runs / "x.toml")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "seeds 0, 1, 2, 3, which the law of scenario 'tiny' was fitted on (fitted_seeds = [0, 3])" in r.stderr
     assert "--first-seed 4" in r.stderr and not (runs / "x.toml").exists()
 
 
-def test_too_few_runs_say_how_many_more_and_write_use_false(runs):
+def test_too_few_runs_say_how_many_more_and_write_use_false(depl_cli, runs):
     out = runs / "few.toml"
-    r = depl("calibrate", runs / "fitted.toml", runs / "new" / "runs.sqlite", "--out", out, "--omega", 0.9)
+    r = depl_cli("calibrate", runs / "fitted.toml", runs / "new" / "runs.sqlite", "--out", out, "--omega", 0.9)
     assert r.returncode == 0, r.stderr
     assert "cannot reach ω = 0.9 with 4 new runs: split conformal needs n ≥ 9 (5 more" in r.stdout
     assert "5 more; profile more seeds past the law's: `depl profile --first-seed 6`" in r.stdout
@@ -135,7 +127,7 @@ def _edited(runs, name, old, new):
 
 @pytest.mark.parametrize("case", ["no fitted_seeds", "unknown version", "no data law", "no store", "bad omega",
                                   "not a scenario"])
-def test_bad_input_exits_2_with_one_clear_line(runs, case):
+def test_bad_input_exits_2_with_one_clear_line(depl_cli, runs, case):
     store = runs / "new" / "runs.sqlite"
     fitted = runs / "fitted.toml"
     args, why = {
@@ -147,7 +139,7 @@ def test_bad_input_exits_2_with_one_clear_line(runs, case):
         "bad omega": ([fitted, store, "--omega", 1.5], "--omega 1.5: must be in"),
         "not a scenario": ([runs / "missing.toml", store], "no such scenario file"),
     }[case]
-    r = depl("calibrate", *args, "--out", runs / f"bad-{case}.toml")
+    r = depl_cli("calibrate", *args, "--out", runs / f"bad-{case}.toml")
     assert r.returncode == 2, r.stdout + r.stderr
     assert why in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (runs / f"bad-{case}.toml").exists()

@@ -7,7 +7,7 @@ miss the target at K = 12 and 13 and meet it at K = 14: a search that stops
 at the first K that meets, or bisects on a run's length, or ranks with the law
 as fitted only, misses the cheaper long plans.  mnist1d-noniid with such a
 table (the per-epoch levels of a real recalibration of its profiled runs,
-docs/fitting.md, as 20 scores per epoch) was planned 2.3× dearer by depl at
+docs/fitting-results.md, as 20 scores per epoch) was planned 2.3× dearer by depl at
 ω 0.9 than by optimal, and dearer at ω 0.9 than at ω 0.95 — although a plan
 certified at 0.95 is certified at 0.9.
 """

@@ -11,7 +11,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from scipy.stats import binomtest
 
@@ -146,17 +145,12 @@ def test_paper_dataset_rule_is_kept_and_never_beats_the_cost_rule_by_much():
     assert cost.cost <= paper.cost * 1.01
 
 
-def test_cli_optimal_reports_proof_or_its_certified_bound(tmp_path):
-    import os
-    import subprocess
-
+def test_cli_optimal_reports_proof_or_its_certified_bound(depl_cli, tmp_path):
     edge = str(Path(__file__).with_name("edge-demo.toml"))
-    env = {**os.environ, "COLUMNS": "200"}
 
     def plan(*extra):
         out = tmp_path / "plan.json"
-        r = subprocess.run([sys.executable, "-m", "depl.cli", "plan", edge, "--method", "optimal", "--out", str(out),
-                            *extra], capture_output=True, text=True, env=env, timeout=600)
+        r = depl_cli("plan", edge, "--method", "optimal", "--out", out, *extra)
         assert r.returncode == 0, r.stderr
         return r, json.loads(out.read_text())
 

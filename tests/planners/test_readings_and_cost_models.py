@@ -1,5 +1,5 @@
 """Both readings of best-exp and both cost models, against brute force on tiny instances,
-and every plan's cost recomputed from its epochs by a formula written here (issue 13)."""
+and every plan's cost recomputed from its epochs by a formula written here, apart from depl's own."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -26,11 +25,6 @@ def plan_file(tmp_path, target: float, epochs: int = 4):
     f = tmp_path / "plan.json"
     p.save(f)
     return Plan.load(f)
-
-
-def depl(*args):
-    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=600)
 
 
 def test_a_carved_validation_split_is_held_out_deterministically_and_apart_from_training():
@@ -78,7 +72,7 @@ def test_an_adaptive_run_of_mnist1d_small_trains_on_all_of_its_plans_samples_at_
     assert "all 4000 selected samples trained on" in ad.split_note(job)
 
 
-def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so(tmp_path):
+def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so(depl_cli, tmp_path):
     d = scenario_dict(source="digits", net="cnn2d", lr=0.2, share_to=1.0)
     d["datasets"][0]["samples"], d["datasets"][1]["samples"] = 718, 719   # scikit-learn's 1,437 training images
     d["target"] = {**d["target"], "loss": 2.0, "quantile": 0.9}
@@ -91,15 +85,16 @@ def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so
     assert ad.training_samples(job) == n - round(0.1 * n) and len(data_mod.validation(job.data)[1]) == round(0.1 * n)
     assert "carved out" in ad.split_note(job)
     plan.save(tmp_path / "plan.json")
-    r = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "2", "--out", str(tmp_path / "o"))
+    r = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "2", "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stderr
     assert "adaptive: 2 seeds" in r.stdout                  # trained together: one stack of 2 (--seed-batch 32)
     assert f"carved out of the {n} selected" in r.stdout and f"trains on {ad.training_samples(job)}" in r.stdout
-    r = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--validation", "0.6", "--out", str(tmp_path / "o2"))
+    r = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--validation", "0.6", "--out", str(tmp_path / "o2"))
     assert r.returncode == 2 and "at most 0.5" in r.stderr and "Traceback" not in r.stderr  # only fresh splits grow
 
 
-def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_records_it(tmp_path, monkeypatch):
+def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_records_it(depl_cli, tmp_path,
+                                                                                          monkeypatch):
     plan = plan_file(tmp_path, target=2.0)
     job = ad.adaptive_job(plan)
     selected = []  # what the run's nodes take their training samples from
@@ -121,22 +116,22 @@ def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_
             assert d.p_new >= d.p_plan
         assert ds[-1]["cost_spent"] > 0 and ds[-1]["time_spent"] > 0
         assert ad.finished(st, rid, 7) and ad.run_seed(st, rid, job, plan, 7) == []   # nothing left to train
-    r = depl("runs", "show", "--store", str(tmp_path / "runs.sqlite"), "--json")
+    r = depl_cli("runs", "show", "--store", str(tmp_path / "runs.sqlite"), "--json")
     assert r.returncode == 0, r.stderr
     (run,) = json.loads(r.stdout)["runs"]
     assert [d["action"] for d in run["decisions"]] == [d["action"] for d in ds]
 
 
-def test_run_adaptive_refuses_bad_input_with_one_line(tmp_path):
+def test_run_adaptive_refuses_bad_input_with_one_line(depl_cli, tmp_path):
     f = tmp_path / "plan.json"
     plan_file(tmp_path, target=2.25)
     for bad, why in ((["--slow", "nope:2"], "no such cluster"), (["--slow", "A:0"], "CLUSTER:FACTOR"),
                      (["--backend", "flower"], "local back end")):
-        r = depl("run", str(f), "--adaptive", *bad, "--out", str(tmp_path / "o"))
+        r = depl_cli("run", str(f), "--adaptive", *bad, "--out", str(tmp_path / "o"))
         assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
 
 
-def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(tmp_path):
+def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(depl_cli, tmp_path):
     """--rule and --validation (a split only a closed loop holds out) on an open-loop run or validation: exit 2, one
     line naming the option, nothing trained."""
     f = tmp_path / "plan.json"
@@ -144,7 +139,7 @@ def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(tmp_path)
     for cmd in (["run", str(f)], ["validate", "mnist1d-small", str(f)]):
         for bad, says in ((["--rule", "slack"], "--rule applies to --adaptive"),
                           (["--validation", "0.2"], "--validation 0.2: applies to --adaptive")):
-            r = depl(*cmd, *bad, "--seeds", "2", "--out", str(tmp_path / "o"))
+            r = depl_cli(*cmd, *bad, "--seeds", "2", "--out", str(tmp_path / "o"))
             assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (cmd, bad, r.stderr)
             assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o" / "runs.sqlite").exists()
@@ -263,7 +258,7 @@ def test_an_interrupted_adaptive_run_resumes_bit_for_bit(tmp_path, uninterrupted
         assert _everything(st, rid, [1, 2, 3]) == want
 
 
-def test_an_adaptive_run_killed_mid_stack_resumes_bit_for_bit_from_the_command_line(tmp_path):
+def test_an_adaptive_run_killed_mid_stack_resumes_bit_for_bit_from_the_command_line(depl_cli, tmp_path):
     """`depl run --adaptive --rule conditional` killed (SIGKILL) once its stack has trained an epoch, then run again:
     the store holds what an uninterrupted run's holds, every loss and decision bit for bit (seeds 0-1 one stack,
     seed 2 alone in the per-seed loop: --seed-batch 2)."""
@@ -273,10 +268,9 @@ def test_an_adaptive_run_killed_mid_stack_resumes_bit_for_bit_from_the_command_l
 
     plan_file(tmp_path, target=1.8, epochs=5)
     args = ["run", str(tmp_path / "plan.json"), "--adaptive", "--rule", "conditional", "--seeds", "3", "--seed-batch", "2"]
-    ref = depl(*args, "--out", str(tmp_path / "ref"))
+    ref = depl_cli(*args, "--out", str(tmp_path / "ref"))
     assert ref.returncode == 0, ref.stderr
-    proc = subprocess.Popen([sys.executable, "-c", "from depl.cli import main; main()", *args, "--out",
-                             str(tmp_path / "cut")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = depl_cli.start(*args, "--out", tmp_path / "cut", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = tmp_path / "cut" / "runs.sqlite"
     try:
         deadline = time.monotonic() + 300
@@ -295,23 +289,23 @@ def test_an_adaptive_run_killed_mid_stack_resumes_bit_for_bit_from_the_command_l
     with Store(db, readonly=True) as st:
         (rid,) = [r["run_id"] for r in st.runs()]
         assert ad.pending(st, rid, [0, 1, 2])                    # something was left to do
-    again = depl(*args, "--out", str(tmp_path / "cut"))
+    again = depl_cli(*args, "--out", str(tmp_path / "cut"))
     assert again.returncode == 0, again.stderr
     with Store(tmp_path / "ref" / "runs.sqlite", readonly=True) as a, Store(db, readonly=True) as b:
         assert [r["run_id"] for r in a.runs()] == [rid]
         assert _everything(b, rid, [0, 1, 2]) == _everything(a, rid, [0, 1, 2])
 
 
-def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(tmp_path):
+def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(depl_cli, tmp_path):
     """`depl run --adaptive` (its default rule, slack) on a loose plan: every stop spends the plan's slack (its note says so;
     no decision rests on the law's conditional statements), and a stopped seed's final test loss is its
     open-loop run's test loss at the stop's epoch (a fresh MNIST-1D split: the same epochs trained)."""
     plan = plan_file(tmp_path, target=2.0, epochs=6)
-    a = depl("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--out", str(tmp_path / "a"))
+    a = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--out", str(tmp_path / "a"))
     assert a.returncode == 0, a.stderr
     assert "rule slack" in a.stdout and "a stop may spend δ = " in a.stdout   # the run says what it may spend
     assert "3/3 seeds" in a.stderr and "/3 epochs" not in a.stderr    # the bar counts seeds, and says so
-    o = depl("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
+    o = depl_cli("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
     assert o.returncode == 0, o.stderr
     with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st, Store(tmp_path / "o" / "runs.sqlite",
                                                                            readonly=True) as op:
@@ -335,7 +329,7 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
         finals = [st.trajectory(rid, seed)[-1].test_loss for seed in range(3)]
         lengths = [len(st.trajectory(rid, seed)) for seed in range(3)]
     # `runs show`: an adaptive run's final losses are each seed's last, not the band's at the shortest seed's end
-    r = depl("runs", "show", "--out", str(tmp_path / "a"), "--json")
+    r = depl_cli("runs", "show", "--out", str(tmp_path / "a"), "--json")
     (shown,) = json.loads(r.stdout)["runs"]
     assert shown["final_loss_mean"] == pytest.approx(np.mean(finals), abs=1e-6)
     assert (shown["epochs_min"], shown["epochs"]) == (min(lengths), max(lengths)) and min(lengths) < 6
@@ -343,7 +337,7 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     assert shown["band"]["epoch"][-1] == max(lengths)
     assert shown["band"]["mean"][-1] == pytest.approx(np.mean([f for f, n in zip(finals, lengths) if n == max(lengths)]))
     for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or")):
-        r = depl("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
+        r = depl_cli("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
 
 
@@ -353,7 +347,7 @@ def _normal_cdf(z: float) -> float:
     return float(stats.norm.cdf(z))
 
 
-def test_runs_show_json_says_how_many_seeds_are_behind_each_epoch_of_an_adaptive_runs_band(tmp_path):
+def test_runs_show_json_says_how_many_seeds_are_behind_each_epoch_of_an_adaptive_runs_band(depl_cli, tmp_path):
     """A committed adaptive store (mnist1d-small, ω 0.9, 200 seeds that stop at epochs 9-12): the band past the first
     stop is over the seeds still training, and --json says how many (an open-loop band: every seed, every epoch)."""
     import shutil
@@ -361,7 +355,7 @@ def test_runs_show_json_says_how_many_seeds_are_behind_each_epoch_of_an_adaptive
 
     src = Path(__file__).resolve().parents[2] / "docs" / "adaptive-store" / "mnist1d-small-w0.9-calibrated" / "runs.sqlite"
     shutil.copy(src, tmp_path / "runs.sqlite")
-    r = depl("runs", "show", "--store", str(tmp_path / "runs.sqlite"), "--json")
+    r = depl_cli("runs", "show", "--store", str(tmp_path / "runs.sqlite"), "--json")
     assert r.returncode == 0, r.stderr
     (run,) = json.loads(r.stdout)["runs"]
     with Store(tmp_path / "runs.sqlite", readonly=True) as st:

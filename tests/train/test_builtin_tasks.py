@@ -8,18 +8,17 @@ import pytest
 from depl.plan import Plan, with_figures
 from depl.scenario import builtin_names, load_scenario, parse_scenario
 from depl.store import Store
-from test_commands import depl
 
 TASKS = {"digits-small": ("digits", None), "mnist1d-noniid": ("mnist1d", 0.5)}
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_a_builtin_task_plans_feasibly_and_its_plan_trains_for_real(name, tmp_path):
+def test_a_builtin_task_plans_feasibly_and_its_plan_trains_for_real(depl_cli, name, tmp_path):
     assert name in builtin_names()
     s = load_scenario(name)
     assert s.max_epochs and all(m.train is not None for m in s.models)  # fitted on profiles, trainable
     plan_file = tmp_path / "plan.json"
-    r = depl("plan", name, "--out", str(plan_file))
+    r = depl_cli("plan", name, "--out", plan_file)
     assert r.returncode == 0, r.stderr
     plan = json.loads(plan_file.read_text())
     assert plan["feasible"] and plan["loss_quantile"] <= s.target.loss
@@ -30,7 +29,7 @@ def test_a_builtin_task_plans_feasibly_and_its_plan_trains_for_real(name, tmp_pa
     p.epochs = p.epochs[:1]
     one = tmp_path / "one-epoch.json"
     with_figures(p, parse_scenario(plan["scenario_spec"])).save(one)
-    r = depl("run", str(one), "--seeds", "1", "--workers", "1", "--out", str(tmp_path / "out"))
+    r = depl_cli("run", one, "--seeds", "1", "--workers", "1", "--out", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     with Store(tmp_path / "out" / "runs.sqlite") as st:
         (run,) = st.runs("plan")

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,22 +12,17 @@ from depl.confidence import boundaries
 from depl.store import Store
 
 
-def depl(*args, cwd):
-    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=900)
-
-
 @pytest.fixture(scope="module")
-def plan(tmp_path_factory):
+def plan(depl_cli, tmp_path_factory):
     folder = tmp_path_factory.mktemp("certify")
-    r = depl("plan", "digits-small", "--quantile", "0.5", "--loss", "1.0", "--out", "plan.json", cwd=folder)
+    r = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.0", "--out", "plan.json", cwd=folder)
     assert r.returncode == 0, r.stderr
     return folder / "plan.json"
 
 
-def test_certify_stops_at_the_first_decision_and_says_what_it_certified(plan):
+def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli, plan):
     folder = plan.parent
-    r = depl("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
+    r = depl_cli("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
     assert r.returncode == 0, r.stderr
     cert = json.loads(r.stdout)
     assert cert["verdict"] == "certified" and cert["exit_code"] == 0 and cert["alpha"] == 0.05
@@ -55,7 +48,7 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(plan):
     assert (folder / "c" / "plan-certificate.json").is_file()
 
     # a rerun resumes: nothing trained again, the same decision on the same seeds
-    again = depl("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
+    again = depl_cli("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
     assert again.returncode == 0
     second = json.loads(again.stdout)
     assert (second["verdict"], second["seeds"], second["finals"]) == (cert["verdict"], cert["seeds"], cert["finals"])
@@ -63,8 +56,8 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(plan):
         assert st.losses(run["run_id"]) == losses
 
 
-def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(plan):
-    r = depl("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "u", cwd=plan.parent)
+def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(depl_cli, plan):
+    r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "u", cwd=plan.parent)
     assert r.returncode == 3, r.stderr
     assert "more runs" in r.stdout and "rerun with a larger --max-runs" in r.stdout
     assert r.stdout.strip().splitlines()[-1].startswith("undecided: after 2 runs")
@@ -72,7 +65,7 @@ def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(plan):
 
 @pytest.mark.parametrize("args, why", [(["--alpha", "0"], "--alpha"), (["--max-runs", "0"], "--max-runs"),
                                        (["--alpha", "nan"], "α = nan")])
-def test_certify_refuses_bad_options_in_one_line(plan, args, why):
-    r = depl("certify", plan, *args, "--out", "x", cwd=plan.parent)
+def test_certify_refuses_bad_options_in_one_line(depl_cli, plan, args, why):
+    r = depl_cli("certify", plan, *args, "--out", "x", cwd=plan.parent)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (plan.parent / "x").exists()  # refused before any work

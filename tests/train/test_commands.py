@@ -5,30 +5,25 @@ import sys
 from depl.store import Store
 
 
-def depl(*args, cwd=None):
-    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=600)
-
-
 def test_the_commands_module_does_not_import_torch():
     r = subprocess.run([sys.executable, "-c", "import sys, depl.cli; "
                         "print('torch' in sys.modules)"], capture_output=True, text=True)
     assert r.stdout.strip() == "False"
 
 
-def test_bad_input_exits_2_with_one_message(tmp_path):
-    r = depl("run", str(tmp_path / "missing.json"), "--out", str(tmp_path))
+def test_bad_input_exits_2_with_one_message(depl_cli, tmp_path):
+    r = depl_cli("run", str(tmp_path / "missing.json"), "--out", str(tmp_path))
     assert r.returncode == 2 and "no such plan file" in r.stderr and "Traceback" not in r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "depl.plan/1"}))
-    r = depl("run", str(bad), "--out", str(tmp_path))
+    r = depl_cli("run", str(bad), "--out", str(tmp_path))
     assert r.returncode == 2 and "is missing" in r.stderr and "Traceback" not in r.stderr
-    r = depl("profile", "mnist1d-small", "--switch", "full:nope:3", "--out", str(tmp_path))
+    r = depl_cli("profile", "mnist1d-small", "--switch", "full:nope:3", "--out", str(tmp_path))
     assert r.returncode == 2 and "'nope'" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_run_writes_every_epoch_of_every_seed(plan_file, tmp_path):
-    r = depl("run", str(plan_file), "--seeds", "2", "--out", str(tmp_path / "out"))
+def test_run_writes_every_epoch_of_every_seed(depl_cli, plan_file, tmp_path):
+    r = depl_cli("run", str(plan_file), "--seeds", "2", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     with Store(tmp_path / "out" / "runs.sqlite") as s:
         (run,) = s.runs("plan")
@@ -39,11 +34,11 @@ def test_run_writes_every_epoch_of_every_seed(plan_file, tmp_path):
         assert all(t.seconds > 0 for t in traj)
 
 
-def test_profile_then_runs_show_draws_the_bands(tmp_path):
+def test_profile_then_runs_show_draws_the_bands(depl_cli, tmp_path):
     out = tmp_path / "p"
-    r = depl("profile", "mnist1d-small", "--epochs", "3", "--seeds", "3", "--version", "pruned-0.5",
-             "--version", "pruned-0.75", "--fractions", "1,0.5", "--switch", "pruned-0.5:pruned-0.75:2",
-             "--out", str(out))
+    r = depl_cli("profile", "mnist1d-small", "--epochs", "3", "--seeds", "3", "--version", "pruned-0.5",
+                 "--version", "pruned-0.75", "--fractions", "1,0.5", "--switch", "pruned-0.5:pruned-0.75:2",
+                 "--out", str(out))
     assert r.returncode == 0, r.stderr
     with Store(out / "runs.sqlite") as s:
         runs = s.runs("profile")
@@ -51,11 +46,11 @@ def test_profile_then_runs_show_draws_the_bands(tmp_path):
         assert all(s.count_epochs(x["run_id"]) == 9 for x in runs)
         sw = [x for x in runs if x["spec"]["experiment"]["kind"] == "switch"][0]
         assert [t.model for t in s.trajectory(sw["run_id"], 0)] == ["pruned-0.5", "pruned-0.5", "pruned-0.75"]
-    again = depl("profile", "mnist1d-small", "--epochs", "3", "--seeds", "3", "--version", "pruned-0.5",
-                 "--version", "pruned-0.75", "--fractions", "1,0.5", "--switch", "pruned-0.5:pruned-0.75:2",
-                 "--out", str(out))
+    again = depl_cli("profile", "mnist1d-small", "--epochs", "3", "--seeds", "3", "--version", "pruned-0.5",
+                     "--version", "pruned-0.75", "--fractions", "1,0.5", "--switch", "pruned-0.5:pruned-0.75:2",
+                     "--out", str(out))
     assert again.returncode == 0 and "45 of 45 epochs done" in again.stdout.replace("\n", " ")
     png = tmp_path / "bands.png"
-    r = depl("runs", "show", "--out", str(out), "--png", str(png))
+    r = depl_cli("runs", "show", "--out", str(out), "--png", str(png))
     assert r.returncode == 0, r.stderr
     assert png.stat().st_size > 10_000 and "pruned-0.75" in r.stdout

@@ -12,8 +12,6 @@ import io
 import json
 import math
 import sqlite3
-import subprocess
-import sys
 from importlib import resources
 
 import pytest
@@ -27,33 +25,28 @@ from depl.train.vectorised import walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
 
-def depl(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "depl.cli", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
-
-
-def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resumes_cleanly(tmp_path):
+def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resumes_cleanly(depl_cli, tmp_path):
     scen = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()
     assert "\nlr = 0.02\n" in scen
     (tmp_path / "huge.toml").write_text(scen.replace("\nlr = 0.02\n", "\nlr = 100000.0\n"))
-    r = depl("plan", "huge.toml", "--out", "plan.json", cwd=tmp_path)
+    r = depl_cli("plan", "huge.toml", "--out", "plan.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     # two seeds: one vectorised batch of 2 with --workers 1
-    r = depl("run", "plan.json", "--seeds", "2", "--out", "o", "--workers", "1", cwd=tmp_path)
+    r = depl_cli("run", "plan.json", "--seeds", "2", "--out", "o", "--workers", "1", cwd=tmp_path)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "2 seeds diverged" in r.stdout and "seed 0 at epoch 1" in r.stdout
     with Store(tmp_path / "o" / "runs.sqlite", readonly=True) as st:
         (run,) = st.runs()
         assert st.diverged(run["run_id"]) == {0: 1, 1: 1}
         assert st.count_epochs() == 0 and st.checkpoint(run["run_id"], 0) is None
-    again = depl("run", "plan.json", "--seeds", "2", "--out", "o", cwd=tmp_path)  # used to die on every resume
+    again = depl_cli("run", "plan.json", "--seeds", "2", "--out", "o", cwd=tmp_path)  # used to die on every resume
     assert again.returncode == 0 and "resuming" in again.stdout, again.stderr[-2000:]
-    shown = json.loads(depl("runs", "show", "--out", "o", "--json", cwd=tmp_path).stdout)
+    shown = json.loads(depl_cli("runs", "show", "--out", "o", "--json", cwd=tmp_path).stdout)
     assert shown["runs"][0]["diverged"] == [{"seed": 0, "epoch": 1}, {"seed": 1, "epoch": 1}]
     assert shown["runs"][0]["seeds"] == 0
     # validate: a diverged seed is a run that missed ℓmax; the report stays strict JSON
-    v = depl("validate", "huge.toml", "plan.json", "--seeds", "2", "--first-seed", "10", "--out", "val",
-             "--seed-batch", "1", cwd=tmp_path)
+    v = depl_cli("validate", "huge.toml", "plan.json", "--seeds", "2", "--first-seed", "10", "--out", "val",
+                 "--seed-batch", "1", cwd=tmp_path)
     assert v.returncode in (0, 4) and "Traceback" not in v.stderr, v.stderr[-2000:]
     assert "2 seeds diverged" in v.stdout and "refuted" in v.stdout
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())

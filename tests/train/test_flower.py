@@ -16,13 +16,13 @@ from depl.train.federation import LocalFederation, job_from_plan, walk_plan  # n
 from trainkit import SWITCH_PLAN, make_plan  # noqa: E402
 
 
-def test_flower_simulation_follows_the_local_trajectory(tmp_path):
+def test_flower_simulation_follows_the_local_trajectory(depl_cli, tmp_path):
     plan = make_plan(SWITCH_PLAN)  # cluster A: 2 nodes (FedAvg), then B: 1 node, two switches
     plan.save(tmp_path / "plan.json")
     # a short folder: Ray's socket paths under it must stay below 107 characters
     out = Path(tempfile.mkdtemp(prefix="depl-fl-", dir="/tmp"))
     try:
-        _check(plan, tmp_path, out)
+        _check(depl_cli, plan, tmp_path, out)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -58,12 +58,10 @@ def _is_loopback(address: str) -> bool:
     return host.startswith("127.") or host == "::1"
 
 
-def _check(plan, tmp_path, out):
+def _check(depl_cli, plan, tmp_path, out):
     import time
 
-    p = subprocess.Popen([sys.executable, "-c", "from depl.cli import main; main()", "run", str(tmp_path / "plan.json"),
-                          "--seeds", "2", "--backend", "flower", "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = depl_cli.start("run", tmp_path / "plan.json", "--seeds", "2", "--backend", "flower", "--out", out)
     seen: set[tuple[str, str]] = set()
     while p.poll() is None:  # what listens while the simulation runs: SuperLink, Ray, Flower's processes
         seen |= _listeners(p.pid, out) if shutil.which("ss") else set()

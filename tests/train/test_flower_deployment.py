@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,7 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
+def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes(depl_cli):
     d = Path(tempfile.mkdtemp(prefix="depl-dep-", dir="/tmp"))
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(d / "flwr"),
            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -154,9 +155,8 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
         assert "refused POST /v1/control/register-node" in (d / "gateway.log").read_text()
         assert run(BIN / "flwr", "supernode", "list", "loopback", env=env, cwd=d).count("registered") <= 2
 
-        r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "run", str(d / "plan.json"),
-                            "--backend", "flower", "--superlink", "loopback", "--out", str(d / "out")],
-                           env=env, capture_output=True, text=True, timeout=600)
+        r = depl_cli("run", d / "plan.json", "--backend", "flower", "--superlink", "loopback", "--out", d / "out",
+                     env=env, timeout=600)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert "[depl] seed 0 epoch 2 half on B" in r.stdout
         with Store(d / "out" / "runs.sqlite") as s:
@@ -178,17 +178,13 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_depl_run_refuses_a_connection_without_tls_or_to_a_control_api_on_the_network(tmp_path, plan_file):
+def test_depl_run_refuses_a_connection_without_tls_or_to_a_control_api_on_the_network(depl_cli, tmp_path, plan_file):
     (tmp_path / "flwr").mkdir()
     (tmp_path / "flwr" / "config.toml").write_text(
         '[superlink]\ndefault = "plain"\n\n[superlink.plain]\naddress = "127.0.0.1:9093"\ninsecure = true\n\n'
         '[superlink.remote]\naddress = "192.0.2.7:9093"\nroot-certificates = "/nonexistent/ca.crt"\n')
-    env = {**os.environ, "FLWR_HOME": str(tmp_path / "flwr")}
-
-    def depl_run(*args):
-        return subprocess.run([sys.executable, "-m", "depl.cli", "run", str(plan_file), "--backend", "flower",
-                               "--out", str(tmp_path / "o"), *args], env=env, capture_output=True, text=True,
-                              timeout=120)
+    depl_run = partial(depl_cli, "run", plan_file, "--backend", "flower", "--out", tmp_path / "o",
+                       env={"FLWR_HOME": str(tmp_path / "flwr")}, timeout=120)
 
     for conn, why in (("plain", "insecure = true"), ("remote", "reached over the network"),
                       ("nosuch", "not found")):

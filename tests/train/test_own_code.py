@@ -12,8 +12,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
@@ -50,13 +48,6 @@ SMALL = [(r"--epochs \d+", "--epochs 6"), (r"--switch full:half:\d+", "--switch 
          (r"validate (.*)--seeds \d+", r"validate \1--seeds 8"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0")]
 
 
-def depl(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    # -P: the working folder is not on the path, as with the installed `depl` script;
-    # the user's module must be found through the scenario file's folder
-    return subprocess.run([sys.executable, "-P", "-c", "from depl.cli import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd, timeout=900)
-
-
 def write_project(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in tutorial_files().items():
@@ -64,7 +55,7 @@ def write_project(folder: Path) -> Path:
     return folder
 
 
-def test_the_tutorial_end_to_end_in_a_small_version(tmp_path):
+def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path):
     project = write_project(tmp_path / "project")
     assert {"mymodel.py", "my-digits.toml"} <= set(tutorial_files())
     commands = tutorial_commands()
@@ -72,7 +63,9 @@ def test_the_tutorial_end_to_end_in_a_small_version(tmp_path):
     for cmd in commands:
         for pat, rep in SMALL:
             cmd = re.sub(pat, rep, cmd)
-        r = depl(shlex.split(cmd)[1:], cwd=project)
+        # safe_path: the working folder is not on the path, as with the installed `depl` script; the user's module
+        # must be found through the scenario file's folder
+        r = depl_cli(*shlex.split(cmd)[1:], cwd=project, safe_path=True)
         assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
         assert "Traceback" not in r.stderr
 
@@ -149,9 +142,9 @@ def test_a_network_that_does_not_fit_the_data_is_named_before_training(project, 
     assert f"models[0].train.net = '{net}' (model 'full'): " in str(e.value) and why in str(e.value)
 
 
-def test_bad_factories_exit_2_with_one_line_before_any_training(project, tmp_path):
+def test_bad_factories_exit_2_with_one_line_before_any_training(depl_cli, project, tmp_path):
     bad = scenario_with(project, net="broken:three_classes")
-    r = depl(["profile", str(bad), "--epochs", "1", "--seeds", "1", "--out", str(tmp_path / "o")], cwd=tmp_path)
+    r = depl_cli("profile", bad, "--epochs", "1", "--seeds", "1", "--out", tmp_path / "o", cwd=tmp_path, safe_path=True)
     assert r.returncode == 2 and "models[0].train.net = 'broken:three_classes'" in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()  # nothing written: no run folder, no store

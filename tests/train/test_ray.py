@@ -27,7 +27,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_profile_seeds_run_on_a_loopback_ray_cluster(tmp_path):
+def test_profile_seeds_run_on_a_loopback_ray_cluster(depl_cli, tmp_path):
     port = free_port()
     # Ray's files live in tmp_path, reached through a short link: its socket paths must stay under 107 bytes
     (tmp_path / "r").mkdir()
@@ -53,9 +53,9 @@ def test_profile_seeds_run_on_a_loopback_ray_cluster(tmp_path):
             time.sleep(0.5)
         start("worker", f"--address=127.0.0.1:{port}")
         out = tmp_path / "p"
-        cmd = [sys.executable, "-c", "from depl.cli import main; main()", "profile", "mnist1d-small", "--epochs", "2",
-               "--seeds", "4", "--version", "pruned-0.75", "--out", str(out), "--ray-address", f"127.0.0.1:{port}"]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        cmd = ["profile", "mnist1d-small", "--epochs", "2", "--seeds", "4", "--version", "pruned-0.75", "--out", out,
+               "--ray-address", f"127.0.0.1:{port}"]
+        r = depl_cli(*cmd, env=env, timeout=300)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         with Store(out / "runs.sqlite") as st:
             (run,) = st.runs("profile")
@@ -67,7 +67,7 @@ def test_profile_seeds_run_on_a_loopback_ray_cluster(tmp_path):
             local = walk_plan_stack(job, batch)
             for i, seed in enumerate(batch):
                 assert got[seed] == [e[i].test_loss for e in local]
-        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        again = depl_cli(*cmd, env=env, timeout=300)
         assert again.returncode == 0 and "8 of 8 epochs done" in again.stdout.replace("\n", " ")
     finally:
         for p in procs:
@@ -85,8 +85,7 @@ def test_profile_seeds_run_on_a_loopback_ray_cluster(tmp_path):
         link.parent.rmdir()
 
 
-def test_an_unreachable_ray_address_is_bad_input(tmp_path):
-    r = subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", "profile", "mnist1d-small",
-                        "--epochs", "1", "--seeds", "2", "--version", "pruned-0.75", "--out", str(tmp_path),
-                        "--ray-address", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=300)
+def test_an_unreachable_ray_address_is_bad_input(depl_cli, tmp_path):
+    r = depl_cli("profile", "mnist1d-small", "--epochs", "1", "--seeds", "2", "--version", "pruned-0.75", "--out",
+                 tmp_path, "--ray-address", f"127.0.0.1:{free_port()}", timeout=300)
     assert r.returncode == 2 and "--ray-address" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]

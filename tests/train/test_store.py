@@ -57,19 +57,15 @@ def test_store_urls():
         store_path("postgresql://host/db")
 
 
-def _depl(*args, **kw):
-    return subprocess.Popen([sys.executable, "-c", "from depl.cli import main; main()", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
 # default: two worker processes, each a vectorised batch of 3 seeds; --workers 1: one batch of 6 seeds cut by the kill
 @pytest.mark.parametrize("options", [[], ["--workers", "1"]], ids=["workers", "one-batch"])
-def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path, options):
+def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(depl_cli, tmp_path, options):
     plan = tmp_path / "plan.json"
     make_plan(SWITCH_PLAN).save(plan)
     seeds, n = 6, len(SWITCH_PLAN)
     db = tmp_path / "killed.sqlite"
-    proc = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"), *options)
+    run = ["run", str(plan), "--seeds", str(seeds), "--out", str(tmp_path / "o"), *options]
+    proc = depl_cli.start(*run, "--store", str(db))
     deadline = time.time() + 300
     while time.time() < deadline:  # kill it in the middle of the run
         time.sleep(0.2)
@@ -85,12 +81,12 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(tmp_path
         killed_at = s.count_epochs()
     assert 7 <= killed_at < seeds * n, "the run was not killed in the middle"
 
-    again = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(db), "--out", str(tmp_path / "o"), *options)
+    again = depl_cli.start(*run, "--store", str(db))
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
     assert "resuming" in out
     ref_db = tmp_path / "ref.sqlite"
-    ref = _depl("run", str(plan), "--seeds", str(seeds), "--store", str(ref_db), "--out", str(tmp_path / "o"), *options)
+    ref = depl_cli.start(*run, "--store", str(ref_db))
     assert ref.communicate(timeout=300) and ref.returncode == 0
     with Store(db) as s, Store(ref_db) as r:
         (run,) = s.runs()

@@ -14,7 +14,7 @@ calibration (cross-fitted: each half of the calibration runs is judged by the
 calibration of the other half, so "after" is measured on runs it did not
 see), the PIT values per version and per switch for the report's histograms,
 and the comparison with the alternatives (no calibration, isotonic
-recalibration of the CDF) that docs/fitting.md reports.
+recalibration of the CDF) that docs/fitting-results.md reports.
 """
 
 from __future__ import annotations
@@ -168,15 +168,10 @@ class Calibration:
         return out
 
 
-def calibrate(scenario: Scenario, calib: Profile, omega: float) -> Calibration:
+def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tuple[Calibration, Scores]:
     """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores, every
     epoch's, and each experiment's own (the one implementation behind `depl fit --calibration-seeds` and
-    `depl calibrate`)."""
-    return calibrate_with_pits(scenario, calib, omega)[0]
-
-
-def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tuple[Calibration, Scores]:
-    """`calibrate`, and the PIT of ℓ(k) of every run at every epoch (for the histograms), from one scoring."""
+    `depl calibrate`); and the PIT of ℓ(k) of every run at every epoch (for the histograms), from one scoring."""
     scored = _scored(scenario, calib)
     s = np.sort(np.concatenate([rows[-1] for _, _, rows in scored])) if scored else np.empty(0)
     depth = max((len(rows) for _, _, rows in scored), default=0)

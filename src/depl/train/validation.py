@@ -46,12 +46,6 @@ class HeldOutRun:
     def done_epochs(self) -> int:
         return sum(min(self.store.done_epochs(self.run_id, s), self.epochs) for s in self.seeds)
 
-    def train(self, options: dict, progress=None) -> None:
-        """Train every pending seed (`depl.train.seeds.run_all` with `options`); progress(run_id, seed, epoch, r)."""
-        from .seeds import run_all
-
-        run_all(self.store, [(self.run_id, self.job, self.seeds)], progress=progress, **options)
-
     def judge(self) -> Validation:
         """The plan judged by the trajectories in the store (every seed trained to the end)."""
         losses, gone = self.store.losses(self.run_id), self.store.diverged(self.run_id)

@@ -7,7 +7,6 @@ import inspect
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -20,11 +19,6 @@ from depl.store import Store
 BRACKET = re.compile(r"\[[^\[\]]+\]")
 # export-app checks the `train` extra first: without torch its refusals are that one line
 NEEDS_TRAIN = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs the train extra (torch)")
-
-
-def _depl(*args, cwd=None):
-    return subprocess.run([sys.executable, "-c", "from depl.cli import main; main()", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def _one_line_error(r) -> str:
@@ -73,9 +67,9 @@ def test_every_argument_and_option_has_help():
     assert not missing, missing
 
 
-def test_error_messages_keep_square_brackets(tmp_path):
+def test_error_messages_keep_square_brackets(depl_cli, tmp_path):
     # a file name like "[run]scenario.toml" used to lose its "[run]" in the error line
-    line = _one_line_error(_depl("plan", "[run]scenario.toml", cwd=tmp_path))
+    line = _one_line_error(depl_cli("plan", "[run]scenario.toml", cwd=tmp_path))
     assert "[run]scenario.toml" in line
 
 
@@ -534,13 +528,13 @@ def test_coverage_md_that_is_a_folder_is_refused_before_planning(tmp_path):
     (["validate", "mnist1d-small", "p.json", "--adaptive", "--ray-address", "127.0.0.1:{open}"], "local back end"),
     (["validate", "mnist1d-small", "p.json", "--adaptive", "--png", "b.png"], "--png"),
 ])
-def test_options_are_checked_before_any_work(tmp_path, args, says):
+def test_options_are_checked_before_any_work(depl_cli, tmp_path, args, says):
     import socket
 
     (tmp_path / "p.json").write_text("{}")
     with socket.create_server(("127.0.0.1", 0)) as listening, socket.create_server(("127.0.0.1", 0)) as closed:
         ports = {"open": listening.getsockname()[1], "closed": closed.getsockname()[1]}
         closed.close()  # a port nobody answers on
-        line = _one_line_error(_depl(*[a.format(**ports) for a in args], "--out", tmp_path / "o", cwd=tmp_path))
+        line = _one_line_error(depl_cli(*[a.format(**ports) for a in args], "--out", tmp_path / "o", cwd=tmp_path))
     assert says.format(**ports) in line
     assert sorted(os.listdir(tmp_path)) == ["p.json"]  # no run folder, no store

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 
 import numpy as np
 import pytest
@@ -17,13 +15,10 @@ from depl.simulate import quantile_ci, simulate_schedule
 from depl.store import EpochRow, Store
 
 
-def run(*args, columns: str | None = None, cwd=None):
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    env["MPLBACKEND"] = "Agg"
-    if columns:
-        env["COLUMNS"] = columns
-    return subprocess.run([sys.executable, "-m", "depl.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=cwd)
+@pytest.fixture
+def cli(depl_cli):
+    """depl with no terminal width set, as in a pipe: what --json prints must not depend on one."""
+    return partial(depl_cli, env={"COLUMNS": None})
 
 
 def one_object(stdout: str) -> dict:
@@ -31,9 +26,9 @@ def one_object(stdout: str) -> dict:
     return json.loads(stdout)
 
 
-def test_plan_json_with_target_overrides(tmp_path):
+def test_plan_json_with_target_overrides(cli, tmp_path):
     out = tmp_path / "p.json"
-    r = run("plan", "paper-alexnet", "--json", "--loss", "10", "--quantile", "0.95", "--deadline", "50000",
+    r = cli("plan", "paper-alexnet", "--json", "--loss", "10", "--quantile", "0.95", "--deadline", "50000",
             "--out", out)
     assert r.returncode == 0, r.stderr
     p = one_object(r.stdout)
@@ -41,15 +36,15 @@ def test_plan_json_with_target_overrides(tmp_path):
     assert p["feasible"] and p["loss_quantile"] <= 10.0 and p["time"] <= 50000.0 * (1 + 1e-9)
     assert p == json.loads(out.read_text())                       # the same plan as the file
     assert p["scenario_spec"]["target"] == {"loss": 10.0, "quantile": 0.95, "deadline": 50000.0}
-    r = run("plan", "paper-alexnet", "--quantile", "1.5")
+    r = cli("plan", "paper-alexnet", "--quantile", "1.5")
     assert r.returncode == 2 and "--quantile 1.5" in r.stderr and "target.quantile" in r.stderr and not r.stdout
-    r = run("plan", "paper-alexnet", "--quantile", "1.5", "--json")
+    r = cli("plan", "paper-alexnet", "--quantile", "1.5", "--json")
     assert r.returncode == 2 and one_object(r.stdout) == {"error": r.stderr.strip().removeprefix("error: "),
                                                            "exit_code": 2}
 
 
-def test_plan_json_says_why_infeasible_and_what_is_reachable():
-    r = run("plan", "paper-alexnet", "--loss", "1", "--deadline", "20000", "--eta", "60", "--json")
+def test_plan_json_says_why_infeasible_and_what_is_reachable(cli):
+    r = cli("plan", "paper-alexnet", "--loss", "1", "--deadline", "20000", "--eta", "60", "--json")
     assert r.returncode == 3 and "lowest reachable 0.99-quantile" in r.stderr  # the line on stderr as ever
     p = one_object(r.stdout)                                      # and the verdict on stdout: it used to be empty
     assert p["feasible"] is False and p["exit_code"] == 3 and p["reason"] in r.stderr
@@ -66,18 +61,18 @@ def test_plan_json_says_why_infeasible_and_what_is_reachable():
                                   ["runs", "show", "--store", "missing.sqlite"], ["plan", "paper-alexnet", "--eta", "1"],
                                   ["coverage", "--runs", "1"], ["validate", "mnist1d-small", "missing.json"],
                                   ["calibrate", "mnist1d-small", "missing.sqlite", "--out", "c.toml"]])
-def test_every_json_command_refusing_its_input_says_so_in_json(tmp_path, args):
+def test_every_json_command_refusing_its_input_says_so_in_json(cli, tmp_path, args):
     # exit 2 with --json: the error line on stderr, and one object naming it on stdout for the script reading it
-    r = run(*args, "--json", cwd=tmp_path)
+    r = cli(*args, "--json", cwd=tmp_path)
     assert r.returncode == 2, (r.returncode, r.stderr)
     d = one_object(r.stdout)
     assert set(d) == {"error", "exit_code"} and d["exit_code"] == 2 and d["error"] in r.stderr
 
 
-def test_simulate_json_and_exit_4_when_refuted(tmp_path):
+def test_simulate_json_and_exit_4_when_refuted(cli, tmp_path):
     plan = tmp_path / "p.json"
-    assert run("plan", "paper-alexnet", "--out", plan).returncode == 0
-    r = run("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
+    assert cli("plan", "paper-alexnet", "--out", plan).returncode == 0
+    r = cli("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
     assert r.returncode == 0, r.stderr
     s = one_object(r.stdout)
     assert s["not_refuted"] and s["p_meet_ci"][1] >= s["omega"] and len(s["band"]["mean"]) == s["epochs"] + 1
@@ -85,21 +80,21 @@ def test_simulate_json_and_exit_4_when_refuted(tmp_path):
     d = json.loads(plan.read_text())
     d["loss_target"] = d["scenario_spec"]["target"]["loss"] = d["loss_mean"]  # plan and its scenario agree
     plan.write_text(json.dumps(d))
-    r = run("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
+    r = cli("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
     assert r.returncode == 4 and one_object(r.stdout)["not_refuted"] is False
-    r = run("simulate", plan, "--runs", "1000", "--png", tmp_path / "b.png")
+    r = cli("simulate", plan, "--runs", "1000", "--png", tmp_path / "b.png")
     assert r.returncode == 4 and "refuted" in r.stdout
 
 
 @pytest.mark.parametrize("scenario,schedule", [("paper-alexnet", "fast-unsteady:10,intermediate:6"),
                                                ("mnist1d-small", "full:8,pruned-0.5:6")])
-def test_predict_agrees_with_monte_carlo(scenario, schedule, tmp_path):
+def test_predict_agrees_with_monte_carlo(cli, scenario, schedule, tmp_path):
     s = load_scenario(scenario)
     if s.calibration is not None:  # mnist1d-small ships calibrated: here, its law as fitted (the band is the law's)
         from depl.fit.report import toml_dumps
         from depl.scenario import scenario_dict
 
-        calibrated = run("predict", scenario, schedule, "--json", "--quantile", "0.9")
+        calibrated = cli("predict", scenario, schedule, "--json", "--quantile", "0.9")
         assert calibrated.returncode == 0, calibrated.stderr
         d = loss_model_for(s).distribution([m for m, n in one_object(calibrated.stdout)["schedule"] for _ in range(n)])
         assert one_object(calibrated.stdout)["loss_quantile"] == pytest.approx(float(d.quantile_bounds(0.9)[1]))
@@ -108,7 +103,7 @@ def test_predict_agrees_with_monte_carlo(scenario, schedule, tmp_path):
         scenario = tmp_path / "as-fitted.toml"
         scenario.write_text(toml_dumps(data))
         s = load_scenario(scenario)
-    r = run("predict", scenario, schedule, "--json", "--quantile", "0.9")
+    r = cli("predict", scenario, schedule, "--json", "--quantile", "0.9")
     assert r.returncode == 0, r.stderr
     p = one_object(r.stdout)
     assert p["epochs"] == 16 if s.name == "paper-alexnet" else 14
@@ -120,14 +115,14 @@ def test_predict_agrees_with_monte_carlo(scenario, schedule, tmp_path):
     assert p["loss_mean"] == pytest.approx(final.mean(), rel=0.01)
     assert p["band"][0] == pytest.approx(np.quantile(final, 0.01), rel=0.02)
     assert p["band"][1] == pytest.approx(np.quantile(final, 0.99), rel=0.02)
-    text = run("predict", scenario, schedule)
+    text = cli("predict", scenario, schedule)
     assert text.returncode == 0 and f"{s.target.quantile:g}-quantile of ℓ(K)" in text.stdout  # default q = ω
     # a pipe gets whole lines, not 80 columns of folded text
     head = text.stdout.splitlines()[0]
     assert head.endswith(")") and len(head) > 80
 
 
-def test_predict_bad_schedule_is_bad_input():
+def test_predict_bad_schedule_is_bad_input(cli):
     s = load_scenario("mnist1d-small")
     for sched, why in [("full", "not VERSION:EPOCHS"), ("full:x", "not a whole number"), ("full:0", "at least one"),
                        ("nope:3", "not a model"), ("pruned-0.75:2,full:2", "no law for it")]:
@@ -138,11 +133,11 @@ def test_predict_bad_schedule_is_bad_input():
     # half the data: φ < 1 under the data law, a higher loss than with all of it
     half, full = (predict(s, parse_schedule("full:8"), datasets=d) for d in (["mnist1d-a"], None))
     assert half.phi < 1 == full.phi and half.loss_mean > full.loss_mean and full.datasets == ["mnist1d-a", "mnist1d-b"]
-    r = run("predict", "mnist1d-small", "full:2,nope:3")
+    r = cli("predict", "mnist1d-small", "full:2,nope:3")
     assert r.returncode == 2 and "version 'nope': not a model of 'mnist1d-small'" in r.stderr and not r.stdout
 
 
-def test_predict_says_in_words_where_a_level_lies_outside_the_laws_range_and_flags_a_negative_loss():
+def test_predict_says_in_words_where_a_level_lies_outside_the_laws_range_and_flags_a_negative_loss(cli):
     """mnist1d-small (calibrated): at q = 1e-6 the calibration runs scored below every loss the law allows (the
     quantile is −∞: it was printed "≤ -inf (exact bracket [-inf, -inf])"); q = 0.999999999 is beyond what 144
     scores certify (+∞: the bracket "[inf, inf]" was eaten as console markup, printed empty). Both are said in
@@ -157,29 +152,29 @@ def test_predict_says_in_words_where_a_level_lies_outside_the_laws_range_and_fla
     assert mid.quantile_range == "within" and mid.notes == () and lo <= mid.loss_quantile == hi < mid.band[1]
     for q, words in (("1e-6", "1e-06-quantile of ℓ(K)  below the law's lowest representable loss ("),
                      ("0.999999999", "0.999999999-quantile of ℓ(K)  not certified with this law's calibration")):
-        r = run("predict", "mnist1d-small", "full:3", "--quantile", q)
+        r = cli("predict", "mnist1d-small", "full:3", "--quantile", q)
         assert r.returncode == 0, r.stderr
         line = next(x for x in r.stdout.splitlines() if "-quantile of ℓ(K)" in x)
         assert words in line and "[" not in line and "inf" not in line, line
-        j = one_object(run("predict", "mnist1d-small", "full:3", "--quantile", q, "--json").stdout)
+        j = one_object(cli("predict", "mnist1d-small", "full:3", "--quantile", q, "--json").stdout)
         assert j["loss_quantile"] is None and j["quantile_range"] in ("below", "above") and j["notes"]
     grid = predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20"), 1 - 1e-10)
     assert grid.quantile_range == "above" and "not certified with this law's grid (it holds 1 − " in grid.notes[0]
-    r = run("predict", "paper-alexnet", "intermediate:70")
+    r = cli("predict", "paper-alexnet", "intermediate:70")
     assert r.returncode == 0 and "note: negative mean and 0.99-quantile: a loss is never below 0" in r.stdout
-    neg = one_object(run("predict", "paper-alexnet", "intermediate:70", "--json").stdout)
+    neg = one_object(cli("predict", "paper-alexnet", "intermediate:70", "--json").stdout)
     assert neg["loss_mean"] < 0 and neg["quantile_range"] == "within" and "negative mean" in neg["notes"][0]
     assert predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20")).notes == ()
 
 
-def test_runs_show_json(tmp_path):
+def test_runs_show_json(cli, tmp_path):
     st = Store(tmp_path / "runs.sqlite")
     st.start_run("r1", "plan", {"plan": {"method": "depl", "scenario": "x"}})
     for seed, losses in enumerate([[2.0, 1.5, 1.2], [2.1, 1.4, 1.0]]):
         for k, loss in enumerate(losses, start=1):
             st.record_epoch("r1", seed, EpochRow(k, "full", "edge", loss, 0.5, loss, 0.25), final=k == 3)
     st.close()
-    r = run("runs", "show", "--store", tmp_path / "runs.sqlite", "--json")
+    r = cli("runs", "show", "--store", tmp_path / "runs.sqlite", "--json")
     assert r.returncode == 0, r.stderr
     d = one_object(r.stdout)
     (row,) = d["runs"]

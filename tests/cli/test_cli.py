@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-DEPL = [sys.executable, "-m", "depl.cli"]
 KEYS = {"format", "method", "scenario", "feasible", "datasets", "epochs", "cost", "time",
         "loss_quantile", "loss_mean", "solve_seconds"}
 
 
-def run(*args, cwd=None):
-    env = {**os.environ, "COLUMNS": "200", "MPLBACKEND": "Agg"}
-    return subprocess.run([*DEPL, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=600)
-
-
-def test_scenarios_lists_the_builtins():
-    r = run("scenarios")
+def test_scenarios_lists_the_builtins(depl_cli):
+    r = depl_cli("scenarios")
     assert r.returncode == 0
     assert "paper-alexnet" in r.stdout and "paper-mobilenet" in r.stdout
 
 
-def test_plan_then_simulate(tmp_path):
+def test_plan_then_simulate(depl_cli, tmp_path):
     out = tmp_path / "plan.json"
-    r = run("plan", "paper-mobilenet", "--method", "depl", "--out", str(out))
+    r = depl_cli("plan", "paper-mobilenet", "--method", "depl", "--out", str(out))
     assert r.returncode == 0, r.stderr
     for words in ["datasets: cifar10", "cost", "solve time", "0.99-quantile", "expected"]:
         assert words in r.stdout
@@ -37,35 +30,35 @@ def test_plan_then_simulate(tmp_path):
     assert [e["epoch"] for e in plan["epochs"]] == list(range(1, len(plan["epochs"]) + 1))
     assert set(plan["epochs"][0]) == {"epoch", "model", "cluster", "compute"}
     png = tmp_path / "band.png"
-    r = run("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
+    r = depl_cli("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
     assert r.returncode == 0, r.stderr
     assert "P(ℓ(K) ≤ 9)" in r.stdout and "not refuted" in r.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    again = run("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
+    again = depl_cli("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
     assert again.stdout == r.stdout  # same seed, same numbers
 
 
 @pytest.mark.parametrize("method", ["optimal", "best-exp"])
-def test_other_methods_from_a_toml_path(tmp_path, method):
+def test_other_methods_from_a_toml_path(depl_cli, tmp_path, method):
     from importlib import resources
 
     src = resources.files("depl.scenarios").joinpath("paper-alexnet.toml").read_text()
     p = tmp_path / "mine.toml"
     p.write_text(src.replace("loss = 9.0", "loss = 12.0").replace('name = "paper-alexnet"', 'name = "mine"'))
-    r = run("plan", str(p), "--method", method, "--out", str(tmp_path / "p.json"))
+    r = depl_cli("plan", str(p), "--method", method, "--out", str(tmp_path / "p.json"))
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "p.json").read_text())["method"] == method
 
 
-def test_simulate_of_a_calibrated_plan_shows_infinite_epochs_as_infinite_and_warns_nothing(tmp_path):
+def test_simulate_of_a_calibrated_plan_shows_infinite_epochs_as_infinite_and_warns_nothing(depl_cli, tmp_path):
     """mnist1d-small ships calibrated; at its plan's early epochs some calibration runs lay above every loss the law
     allows, so some Monte Carlo runs are +∞ there: the band's mean and 99th percentile are +∞ (not NaN, with
     numpy's "invalid value" on stderr), the text and the plot say at which epochs and draw the rest, and the
     JSON writes +∞ as null — only there — and lists those epochs."""
     plan = tmp_path / "plan.json"
-    assert run("plan", "mnist1d-small", "--out", str(plan)).returncode == 0
+    assert depl_cli("plan", "mnist1d-small", "--out", str(plan)).returncode == 0
     png = tmp_path / "band.png"
-    r = run("simulate", str(plan), "--runs", "2000", "--png", str(png), "--json")
+    r = depl_cli("simulate", str(plan), "--runs", "2000", "--png", str(png), "--json")
     assert r.returncode == 0, r.stderr
     assert "Warning" not in r.stderr and "invalid value" not in r.stderr
     band = json.loads(r.stdout)["band"]
@@ -74,47 +67,47 @@ def test_simulate_of_a_calibrated_plan_shows_infinite_epochs_as_infinite_and_war
     for key in ("mean", "low", "high"):
         assert [k for k, x in enumerate(band[key]) if x is None] == inf[key]     # null is +∞, and only +∞
     assert band["mean"][-1] is not None and png.stat().st_size > 10_000
-    r = run("simulate", str(plan), "--runs", "2000", "--png", str(png))
+    r = depl_cli("simulate", str(plan), "--runs", "2000", "--png", str(png))
     assert r.returncode == 0 and "Warning" not in r.stderr
     assert f"mean +∞ at epochs 1–{inf['mean'][-1]}" in r.stdout and "drawn where finite" in r.stdout
 
 
-def test_bad_scenario_exits_2_with_one_message(tmp_path):
+def test_bad_scenario_exits_2_with_one_message(depl_cli, tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text('name = "x"\ninitial_loss = 10.0\n[target]\nloss = 5.0\nquantile = 2.0\ndeadline = 10.0\n')
-    r = run("plan", str(p))
+    r = depl_cli("plan", str(p))
     assert r.returncode == 2
     assert str(p) in r.stderr and "target.quantile = 2.0" in r.stderr
     assert "Traceback" not in r.stderr
 
 
-def test_unknown_method_exits_2():
-    r = run("plan", "paper-alexnet", "--method", "magic")
+def test_unknown_method_exits_2(depl_cli):
+    r = depl_cli("plan", "paper-alexnet", "--method", "magic")
     assert r.returncode == 2 and "magic" in r.stderr
 
 
-def test_infeasible_target_exits_3_and_says_what_is_reachable(tmp_path):
+def test_infeasible_target_exits_3_and_says_what_is_reachable(depl_cli, tmp_path):
     from importlib import resources
 
     src = resources.files("depl.scenarios").joinpath("paper-alexnet.toml").read_text()
     p = tmp_path / "hard.toml"
     p.write_text(src.replace("loss = 9.0", "loss = 1.0").replace("deadline = 60000.0", "deadline = 20000.0"))
-    r = run("plan", str(p), "--eta", "60")
+    r = depl_cli("plan", str(p), "--eta", "60")
     assert r.returncode == 3
     assert "lowest reachable 0.99-quantile" in r.stderr
     assert "Traceback" not in r.stderr
 
 
-def test_simulate_bad_plan_file_exits_2(tmp_path):
+def test_simulate_bad_plan_file_exits_2(depl_cli, tmp_path):
     p = tmp_path / "p.json"
     p.write_text('{"format": "other"}')
-    r = run("simulate", str(p))
+    r = depl_cli("simulate", str(p))
     assert r.returncode == 2 and "depl.plan/1" in r.stderr
-    r = run("simulate", str(tmp_path / "missing.json"))
+    r = depl_cli("simulate", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "no such plan file" in r.stderr
 
 
-def test_names_that_look_like_markup_are_printed_verbatim(tmp_path):
+def test_names_that_look_like_markup_are_printed_verbatim(depl_cli, tmp_path):
     from importlib import resources
 
     src = resources.files("depl.scenarios").joinpath("paper-alexnet.toml").read_text()
@@ -123,18 +116,18 @@ def test_names_that_look_like_markup_are_printed_verbatim(tmp_path):
     p.write_text(src.replace('name = "A1"', 'name = "[/bold]"').replace('"A1"', '"[/bold]"')
                  .replace('name = "paper-alexnet"', 'name = "[/]"').replace('"slow-steady"', '"[/x]"')
                  .replace('"fast-unsteady"', '"[/y]"').replace('"intermediate"', '"[red]"'))
-    r = run("plan", str(p), "--eta", "40")
+    r = depl_cli("plan", str(p), "--eta", "40")
     assert r.returncode == 0, r.stderr
     k_line = next(line for line in r.stdout.splitlines() if "K = " in line)
     assert "plan for [/]:" in r.stdout and "[/" in k_line.split("epochs:")[1] and "MarkupError" not in r.stderr
     # an error message quoting such a name keeps every bracket
     bad = tmp_path / "bad.toml"
     bad.write_text(src.replace('name = "A2"', 'name = "[/bold]"').replace('name = "A1"', 'name = "[/bold]"'))
-    r = run("plan", str(bad))
+    r = depl_cli("plan", str(bad))
     assert r.returncode == 2 and "'[/bold]'" in r.stderr and "Traceback" not in r.stderr
     share = tmp_path / "share.toml"
     share.write_text(src.replace('name = "cifar10"', 'name = "cifar10"\nshare = [0.7, 0.5]', 1))
-    r = run("plan", str(share))
+    r = depl_cli("plan", str(share))
     assert r.returncode == 2 and "[0.7, 0.5]" in r.stderr
 
 
@@ -146,8 +139,8 @@ def test_names_that_look_like_markup_are_printed_verbatim(tmp_path):
     (["run", "x.json", "--seeds", "1000000000"], "--seeds"),
     (["run", "x.json", "--first-seed", str(10**20)], "--first-seed"),
 ])
-def test_out_of_range_arguments_exit_2_before_any_work(tmp_path, args, fragment):
-    r = run(*args, cwd=tmp_path)
+def test_out_of_range_arguments_exit_2_before_any_work(depl_cli, tmp_path, args, fragment):
+    r = depl_cli(*args, cwd=tmp_path)
     assert r.returncode == 2 and fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not any(tmp_path.iterdir())  # nothing written
 
@@ -180,15 +173,12 @@ main()
 '''
 
 
-def test_the_planning_commands_need_nothing_undeclared(tmp_path):
+def test_the_planning_commands_need_nothing_undeclared(depl_cli, tmp_path):
+    from functools import partial
     from pathlib import Path
 
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-
-    def plain(*args):
-        env = {**os.environ, "COLUMNS": "200", "MPLBACKEND": "Agg"}
-        return subprocess.run([sys.executable, "-c", PLAIN_INSTALL, str(pyproject), *args], capture_output=True,
-                              text=True, cwd=tmp_path, env=env, timeout=600)
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    plain = partial(depl_cli, pyproject, code=PLAIN_INSTALL, cwd=tmp_path)
 
     plan = tmp_path / "p.json"
     for args in (["--version"], ["--help"], ["scenarios"], ["plan", "paper-alexnet", "--out", str(plan)],
@@ -201,14 +191,14 @@ def test_the_planning_commands_need_nothing_undeclared(tmp_path):
     assert r.returncode == 2 and "depl[train]" in r.stderr and "undeclared import" in r.stderr, r.stderr
 
 
-def test_python_m_depl_and_version():
+def test_python_m_depl_and_version(depl_cli):
     from importlib.metadata import version
 
     r = subprocess.run([sys.executable, "-m", "depl", "--version"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == f"depl {version('depl')}", (r.stdout, r.stderr)
     r = subprocess.run([sys.executable, "-m", "depl", "scenarios"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "paper-alexnet" in r.stdout
-    assert "--version" in run("--help").stdout
+    assert "--version" in depl_cli("--help").stdout
 
 
 def test_every_import_of_depl_is_a_declared_dependency():
@@ -221,7 +211,7 @@ def test_every_import_of_depl_is_a_declared_dependency():
     from importlib.metadata import packages_distributions
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
     declared = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in reqs}

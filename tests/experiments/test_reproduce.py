@@ -1,4 +1,4 @@
-"""`depl reproduce`: the quick run once, and the relations the issue asks for asserted on it.
+"""`depl reproduce`: the quick run once, and the relations between its plans and results asserted on it.
 
 The paper's qualitative findings (Figs. 7–9) are *reported* in results.md as
 holding or not; they are not asserted here, because with the built-in
@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -143,15 +140,12 @@ def test_synthetic_growth_keeps_a_valid_scenario():
     assert len({(c.capacity, c.unit_cost) for c in n.clusters}) == 2 + 5  # the 5 extra ones all differ
 
 
-def test_cli_rejects_an_out_that_is_a_file(tmp_path):
+def test_cli_rejects_an_out_that_is_a_file(depl_cli, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    env = {**os.environ, "COLUMNS": "200", "MPLBACKEND": "Agg"}
-    r = subprocess.run([sys.executable, "-m", "depl.cli", "reproduce", "--out", str(f), "--quick"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = depl_cli("reproduce", "--out", f, "--quick", timeout=120)
     assert r.returncode == 2 and "--out" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "depl.cli", "reproduce", "--out", str(tmp_path / "o"), "--map", "huge"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = depl_cli("reproduce", "--out", tmp_path / "o", "--map", "huge", timeout=120)
     assert r.returncode == 2 and "--map 'huge'" in r.stderr and not (tmp_path / "o").exists()
 
 
