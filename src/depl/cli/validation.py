@@ -1,9 +1,9 @@
-"""`depl validate`: a plan run for real on held-out seeds and judged (the pipeline: depl.train.validation)."""
+"""`depl validate`: a plan run for real on held-out seeds and judged (the workflow: depl.workflows.validation)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, NoReturn, Optional
 
 import typer
 from rich.markup import escape
@@ -50,22 +50,16 @@ def validate(
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         if png is not None:
             fail("--png: an adaptive validation draws no band (its seeds stop at different epochs)")
-        _validate_adaptive(scenario, plan_file, seed_list, store, out, training, validation, rule or Rule.slack.value,
-                           con, as_json)
+        return _validate_adaptive(scenario, plan_file, seed_list, store, out, training, validation,
+                                  rule or Rule.slack.value, con, as_json)
     refuse_adaptive_options(rule, validation, "validations")
     from ..workflows.validation import prepare_validation
 
     with refusals():
         held = prepare_validation(scenario, plan_file, seed_list, out=out, store=store, png=png, training=training)
-    h = held.run
-    if h.extrapolated:
-        warn(h.extrapolated)
-    todo = h.pending()
-    con.print(f"validating {plan_file} ({h.plan.method}, {h.epochs} epochs) on seeds {first_seed}..{first_seed + seeds - 1}"
-              f" · run {h.run_id} · store {h.store.path}"
-              + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""), markup=False)
+    _say_start(held.run, plan_file, con)
     v = _train(held, training)
-    _print_validation(v, h, plan_file, con)
+    _print_validation(v, held.run, plan_file, con)
     code = EXIT_OK if v.not_refuted else EXIT_REFUTED
     if as_json:
         print_json({**v.to_json(), "exit_code": code})
@@ -75,6 +69,16 @@ def validate(
                                else f"[red]refuted[/] (the interval [{c.ci[0]:.3f}, {c.ci[1]:.3f}] lies below "
                                f"ω = {c.omega:g}); exit {EXIT_REFUTED}"), markup=True)
     raise typer.Exit(code)
+
+
+def _say_start(h, plan_file: Path, con) -> None:
+    """What is about to be trained (the plan, its seeds, the run and its store), and why its law is stretched."""
+    if h.extrapolated:
+        warn(h.extrapolated)
+    seeds, todo = len(h.seeds), h.pending()
+    con.print(f"validating {plan_file} ({h.plan.method}, {h.epochs} epochs) on seeds {h.seeds[0]}..{h.seeds[-1]}"
+              f" · run {h.run_id} · store {h.store.path}"
+              + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""), markup=False)
 
 
 def _train(held, training):
@@ -109,7 +113,7 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
 
 
 def _validate_adaptive(scenario: str, plan_file: Path, seed_list: list[int], store, out: Path, training,
-                       validation: float | None, rule: str, con, as_json: bool) -> None:
+                       validation: float | None, rule: str, con, as_json: bool) -> NoReturn:
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
     from ..workflows.validation import check_same_law, judge_adaptive
 
