@@ -31,7 +31,7 @@ class Certified:
         return {**self.data, "report": str(self.report)}
 
 
-def prepare_certify(plan_file: Path, alpha: float = 0.05, *, out: Path = Path("depl-certify"),
+def prepare_certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Path = Path("depl-certify"),
                     training: Training = Training()) -> Any:
     """The plan, its code and α checked before anything is written (depl.train.certify.Prepared)."""
     plan_file, out = Path(plan_file), Path(out)
@@ -43,7 +43,7 @@ def prepare_certify(plan_file: Path, alpha: float = 0.05, *, out: Path = Path("d
         return prepare(plan_file, alpha, dev)
 
 
-def run_certify(prep: Any, *, out: Path = Path("depl-certify"), store: Optional[str] = None,
+def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Optional[str] = None,
                 first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
                 progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
     """Train seeds F, F+1, … `batch` at a time until the test decides or `max_runs` are counted; write the
@@ -62,7 +62,8 @@ def run_certify(prep: Any, *, out: Path = Path("depl-certify"), store: Optional[
     return Certified(c, data, report)
 
 
-def certify(plan_file: Path, alpha: float = 0.05, *, out: Path = Path("depl-certify"), store: Optional[str] = None,
+def certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Path = Path("depl-certify"),
+            store: Optional[str] = None,
             first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
             progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
     """Certify a plan on fresh real runs (`depl certify`): "with probability ≥ 1 − α, it meets ℓmax with

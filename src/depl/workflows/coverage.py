@@ -94,8 +94,8 @@ def check_cells(tasks: list[str], omegas: list[float], laws: list[str], method: 
 
 
 def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200,
-                     first_seed: int = 10_000, method: str = "depl", out: Path = Path("depl-coverage"),
-                     md: Optional[Path] = None, train: bool = True, training: Training = Training()) -> CoverageRuns:
+                     first_seed: int = 10_000, method: str = "depl", out: str | Path = Path("depl-coverage"),
+                     md: str | Path | None = None, train: bool = True, training: Training = Training()) -> CoverageRuns:
     """Plan every cell (plans in OUT/plans, reused when still the plan the planner makes) and register its run
     on seeds F..F+runs-1 in OUT/runs.sqlite."""
     from ..experiments.coverage import Table
@@ -184,7 +184,8 @@ def write_table(c: CoverageRuns) -> None:
 
 
 def coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200, first_seed: int = 10_000,
-             method: str = "depl", out: Path = Path("depl-coverage"), md: Optional[Path] = None, train: bool = True,
+             method: str = "depl", out: str | Path = Path("depl-coverage"), md: str | Path | None = None,
+             train: bool = True,
              training: Training = Training(), progress: Optional[Callable] = None) -> CoverageResult:
     """The coverage table (`depl coverage`): for each task × ω × loss law, plan, run on held-out seeds, judge."""
     c = prepare_coverage(tasks, omegas, laws, runs=runs, first_seed=first_seed, method=method, out=out, md=md,

@@ -61,7 +61,8 @@ def check_fit_options(omega, target_loss, deadline, name, out: Optional[Path], p
     """The options of a fit, refused before it runs (not after minutes of it)."""
     from ..scenario import name_problem
 
-    for flag, v, ok, rule in (("--omega", omega, lambda x: 1e-6 <= x <= 1 - 1e-6, "in [1e-6, 1 - 1e-6] (as [target] quantile)"),
+    for flag, v, ok, rule in (("--omega", omega, lambda x: 1e-6 <= x <= 1 - 1e-6,
+                               "in [1e-6, 1 - 1e-6] (as [target] quantile)"),
                               ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
         if v is not None and not ok(v):  # also refuses nan (every comparison is false)
@@ -78,7 +79,7 @@ def check_fit_options(omega, target_loss, deadline, name, out: Optional[Path], p
         check_output_file("--png", png / "fit-bands.png")
 
 
-def fit(store: str, scenario: Optional[str] = None, *, out: Optional[Path] = None, png: Optional[Path] = None,
+def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = None, png: str | Path | None = None,
         model: str = "auto", bootstrap: int = 200, seed: int = 0, target_loss: Optional[float] = None,
         omega: Optional[float] = None, deadline: Optional[float] = None, name: Optional[str] = None,
         calibration_seeds: Optional[int] = None) -> Fitted:
@@ -263,8 +264,8 @@ def check_calibrate_options(omega: Optional[float], out: Path, png: Optional[Pat
         check_output_file("--png", png / "calibration.png")
 
 
-def calibrate(scenario: str, store: str, out: Path, *, omega: Optional[float] = None,
-              png: Optional[Path] = None) -> Calibrated:
+def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[float] = None,
+              png: str | Path | None = None) -> Calibrated:
     """Calibrate a scenario's fitted law on new runs (a store of `depl profile` on seeds the law was not fitted
     on), without refitting it: write SCENARIO's text at `out` with its [calibration] replaced (`depl calibrate`).
     `omega`: the ω to calibrate for [default: the scenario's target quantile]; `png`: folder for the plot."""

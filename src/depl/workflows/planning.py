@@ -101,7 +101,7 @@ def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float
 
 def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, loss: Optional[float] = None,
          quantile: Optional[float] = None, deadline: Optional[float] = None, time_limit: Optional[float] = None,
-         uncalibrated_law: bool = False, out: Optional[Path] = None,
+         uncalibrated_law: bool = False, out: str | Path | None = None,
          on_status: Optional[Callable[[str], None]] = None) -> Planned:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target (`depl plan`).
 
@@ -174,7 +174,7 @@ class Simulated:
                 "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(), "png": str(self.png)}
 
 
-def simulate(plan_file: Path, runs: int = 10_000, seed: int = 0, png: Optional[Path] = None) -> Simulated:
+def simulate(plan_file: str | Path, runs: int = 10_000, seed: int = 0, png: str | Path | None = None) -> Simulated:
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band drawn at `png`
     [default: next to the plan] (`depl simulate`)."""
     from ..plan import Plan, PlanError

@@ -35,7 +35,8 @@ def map_grid(out: Path, quick: bool = False, grid: Optional[str] = None) -> str:
     return grid
 
 
-def reproduce(out: Path = Path("reproduce-results"), quick: bool = False, seed: int = 0, grid: Optional[str] = None,
+def reproduce(out: str | Path = Path("reproduce-results"), quick: bool = False, seed: int = 0,
+              grid: Optional[str] = None,
               progress: Optional[Callable[[str, float, float], None]] = None) -> Reproduced:
     """Reproduce the paper's evaluation (`depl reproduce`): Figs. 5–9, both readings of best-exp × both cost
     models, a map of where the claims hold (`grid`: tiny, medium, full or none [default: tiny when `quick`, else

@@ -90,8 +90,8 @@ def check_backend(backend: str, superlink: Optional[str], insecure: bool, ray_ad
             check_connection(superlink, insecure)
 
 
-def prepare_run(plan_file: Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
-                store: Optional[str] = None, out: Path = Path("depl-runs"), training: Training = Training(),
+def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
+                store: Optional[str] = None, out: str | Path = Path("depl-runs"), training: Training = Training(),
                 superlink: Optional[str] = None, insecure: bool = False) -> PlanRun:
     """Check the options and the plan, and register the run in its store (`store` [default: OUT/runs.sqlite])."""
     plan_file, out = Path(plan_file), Path(out)
@@ -135,8 +135,8 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress) -> tup
     return r.store, ""
 
 
-def run(plan_file: Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
-        store: Optional[str] = None, out: Path = Path("depl-runs"), training: Training = Training(),
+def run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
+        store: Optional[str] = None, out: str | Path = Path("depl-runs"), training: Training = Training(),
         superlink: Optional[str] = None, insecure: bool = False,
         progress: Optional[EpochProgress] = None) -> RunResult:
     """Train a plan for real over seeds F..F+N-1 (`depl run`); resumes."""
@@ -237,7 +237,8 @@ class AdaptiveResult:
     seconds: float
 
 
-def prepare_adaptive(plan_file: Path, seeds: list[int], *, store: Optional[str] = None, out: Path = Path("depl-runs"),
+def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
+                     out: str | Path = Path("depl-runs"),
                      training: Training = Training(), validation: Optional[float] = None,
                      slow: Optional[dict[str, float]] = None, rule: str = "slack") -> AdaptiveRun:
     """Check the plan and `slow` (clusters of its scenario), register the closed loop's run, and find its
@@ -292,7 +293,8 @@ def train_adaptive(a: AdaptiveRun, seed_batch: int = 32, progress: Optional[Call
     return AdaptiveResult(a.run_id, a.plan, a.seeds, finals, costs, actions, seconds)
 
 
-def run_adaptive(plan_file: Path, seeds: list[int], *, store: Optional[str] = None, out: Path = Path("depl-runs"),
+def run_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
+                 out: str | Path = Path("depl-runs"),
                  training: Training = Training(), validation: Optional[float] = None,
                  slow: Optional[dict[str, float]] = None, rule: str = "slack",
                  progress: Optional[Callable] = None) -> AdaptiveResult:
@@ -347,7 +349,7 @@ def parse_fractions(text: str) -> list[float]:
 def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed: int = 0, *,
                     fractions: tuple[float, ...] = (1.0,), versions: tuple[str, ...] = (),
                     switches: tuple[str, ...] = (), datasets: tuple[str, ...] = (), nodes: int = 1,
-                    store: Optional[str] = None, out: Path = Path("depl-runs"),
+                    store: Optional[str] = None, out: str | Path = Path("depl-runs"),
                     training: Training = Training()) -> Profiling:
     """Check the scenario and the experiments (versions from scratch at data fractions, FROM:TO:K1 switches),
     then register each in the store; a refused profile writes nothing."""
@@ -387,7 +389,7 @@ def train_profile(p: Profiling, training: Training = Training(), progress: Optio
 def profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed: int = 0, *,
             fractions: tuple[float, ...] = (1.0,), versions: tuple[str, ...] = (), switches: tuple[str, ...] = (),
             datasets: tuple[str, ...] = (), nodes: int = 1, store: Optional[str] = None,
-            out: Path = Path("depl-runs"), training: Training = Training(),
+            out: str | Path = Path("depl-runs"), training: Training = Training(),
             progress: Optional[Callable] = None) -> Profiled:
     """Profile model versions (`depl profile`): E epochs × N seeds from scratch, at data fractions, and switch
     experiments; resumes."""

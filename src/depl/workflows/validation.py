@@ -44,8 +44,9 @@ class Validated:
         return {**self.validation.to_json(), "report": str(self.report), "png": str(self.png)}
 
 
-def prepare_validation(scenario: str, plan_file: Path, seeds: list[int], *, out: Path = Path("depl-validate"),
-                       store: Optional[str] = None, png: Optional[Path] = None,
+def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int], *,
+                       out: str | Path = Path("depl-validate"),
+                       store: Optional[str] = None, png: str | Path | None = None,
                        training: Training = Training()) -> HeldOut:
     """Check the scenario (it must have the plan's loss law), the plan and the outputs; register the run."""
     plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
@@ -77,8 +78,8 @@ def train_validation(held: HeldOut, training: Training = Training(),
     return Validated(v, held.report, held.png, seconds)
 
 
-def validate(scenario: str, plan_file: Path, seeds: list[int], *, out: Path = Path("depl-validate"),
-             store: Optional[str] = None, png: Optional[Path] = None, training: Training = Training(),
+def validate(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
+             store: Optional[str] = None, png: str | Path | None = None, training: Training = Training(),
              progress: Optional[Callable] = None) -> Validated:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω
     (`depl validate`). Resumes."""
@@ -121,7 +122,7 @@ def check_same_law(scenario: str, plan_file: Path) -> None:
         raise BadInput(why)
 
 
-def judge_adaptive(plan_file: Path, done: AdaptiveResult) -> AdaptiveValidated:
+def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValidated:
     """The closed loop's seeds judged against the plan's target and ω."""
     import numpy as np
 
@@ -132,7 +133,7 @@ def judge_adaptive(plan_file: Path, done: AdaptiveResult) -> AdaptiveValidated:
                              float(np.nanmean(done.costs)), done.actions)
 
 
-def validate_adaptive(scenario: str, plan_file: Path, seeds: list[int], *, out: Path = Path("depl-validate"),
+def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
                       store: Optional[str] = None, training: Training = Training(),
                       validation: Optional[float] = None, rule: str = "slack",
                       progress: Optional[Callable] = None) -> AdaptiveValidated:
