@@ -7,10 +7,10 @@ from typing import List, Optional
 
 import typer
 
-from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option,
-                      print_json)
-from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, THREADS, WORKERS, allow_code, start_training,
-                       training_errors)
+from ..workflows.common import allow_code
+from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, json_option,
+                      print_json, refusals)
+from .training import ALLOW_CODE, DEVICE, RAY_ADDRESS, THREADS, WORKERS, training_options
 
 CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
 
@@ -40,20 +40,13 @@ def certify(
     Seeds F, F+1, … are trained in batches and counted in order by an anytime-valid sequential test, which
     stops as soon as it can decide (docs/certificate.md). Exits 0 certified, 4 refuted, 3 undecided after
     --max-runs (it says how many more runs it expects to need)."""
-    allow_code(allow)
-    dev = start_training(threads, device)
-    from ..train.certify import certify as run_certify
-    from ..train.certify import prepare
+    from ..workflows.certify import prepare_certify, run_certify
 
-    if out.exists() and not out.is_dir():
-        fail(f"--out {out}: exists and is not a folder")
-    try:  # every refusal before anything is written or drawn
-        prep = prepare(plan_file, alpha, dev)
-    except (*training_errors(), ValueError, OSError) as e:
-        fail(str(e))
-    con = err_console if as_json else console
-    options = dict(workers=workers, threads=threads, ray_address=ray_address)
-    with epoch_progress() as bar:
+    allow_code(allow)
+    training = training_options(threads, device, workers=workers, ray_address=ray_address)
+    with refusals():  # every refusal before anything is written or drawn
+        prep = prepare_certify(plan_file, alpha, out=out, training=training)
+    with epoch_progress() as bar, refusals():
         task = bar.add_task("certify", total=None)
 
         def progress(rid, seed, epoch, r):
@@ -62,21 +55,12 @@ def certify(
         def looked(v):
             bar.update(task, description=f"{v.runs} runs, {v.hits} met ℓmax: {v.verdict}")
 
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            c = run_certify(prep, store=store or out / "runs.sqlite", first_seed=first_seed, max_runs=max_runs,
-                            batch=batch, options=options, progress=progress, on_decision=looked)
-        except (*training_errors(), ValueError, OSError) as e:
-            fail(str(e))
-    report = out / f"{plan_file.stem}-certificate.json"
-    from ..jsonout import dumps
-
-    cert = c.to_json()  # the bounds are searched once, for the file, the text and --json alike
-    report.write_text(dumps(cert) + "\n", encoding="utf-8")
-    _print(con, c, cert, report)
-    code = CODES[c.verdict.verdict]
+        done = run_certify(prep, out=out, store=store, first_seed=first_seed, max_runs=max_runs, batch=batch,
+                           training=training, progress=progress, on_decision=looked)
+    _print(err_console if as_json else console, done.certificate, done.data, done.report)
+    code = CODES[done.verdict]
     if as_json:
-        print_json({**cert, "exit_code": code, "report": str(report)})
+        print_json({**done.data, "exit_code": code, "report": str(done.report)})
     raise typer.Exit(code)
 
 

@@ -8,6 +8,7 @@ promise refuted (`simulate`, `validate`: the interval lies below ω).
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
@@ -75,38 +76,28 @@ def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None) -
 
 
 def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
-    """Refuse an output file that cannot be written, before any work (so a long computation is never
-    lost to it): a folder, under a file, or in a folder we may not write; `make_folders`: missing
-    folders on its way are made when it is written."""
-    import os
+    """Refuse an output file that cannot be written, before any work (depl.workflows.common.check_output_file)."""
+    from ..workflows.common import check_output_file as check
 
-    if path.is_dir():
-        example = {"--png": "band.png", "--md": "coverage.md"}.get(flag, "plan.json")
-        fail(f"{flag} {path}: is a folder; give the file to write, e.g. {path / example}")
-    parent = path.parent
-    if not make_folders and not parent.is_dir():
-        fail(f"{flag} {path}: the folder {parent} does not exist")
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        fail(f"{flag} {path}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK):
-        fail(f"{flag} {path}: the folder {parent} is not writable")
+    with refusals():
+        check(flag, path, make_folders)
+
+
+@contextmanager
+def refusals():
+    """Within: a workflow's refusal (depl.workflows.errors) is one line on stderr and its exit code (`fail`)."""
+    from ..workflows.errors import Failed, Unreachable, WorkflowError
+
+    try:
+        yield
+    except WorkflowError as e:
+        code = 1 if isinstance(e, Failed) else EXIT_INFEASIBLE if isinstance(e, Unreachable) else EXIT_BAD_INPUT
+        fail(str(e), code, e.result)
 
 
 def warn(message: str) -> None:
     """One warning line on stderr; the command goes on."""
     err_console.print(f"warning: {message}", highlight=False, markup=False)
-
-
-def user_errors() -> tuple[type[Exception], ...]:
-    """The exceptions whose message is meant for the user (exit code 2); none of them needs torch."""
-    from ..plan import PlanError
-    from ..runspec import SpecError
-    from ..scenario import ScenarioError
-    from ..store import StoreError
-
-    return (PlanError, ScenarioError, StoreError, SpecError)
 
 
 def choice(enum: type[Enum], flag: str) -> dict:

@@ -1,26 +1,17 @@
-"""`depl coverage`: the coverage table — per task × ω × loss law, a plan run for real on held-out seeds and judged.
-
-The cells are made and described by depl.experiments.coverage, trained and
-judged through the pipeline of `depl validate` (depl.train.validation), and
-written by depl.report.coverage_md.  Everything trained goes to one store, so
-an interrupted table continues where it stopped and no run is trained twice.
-"""
+"""`depl coverage`: the coverage table — per task × ω × loss law, a plan run for real on held-out seeds and judged
+(the workflow: depl.workflows.coverage)."""
 
 from __future__ import annotations
 
-import json
-import shlex
-import time
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.markup import escape
 
-from .console import (EXIT_OK, EXIT_REFUTED, check_output_file, console, epoch_progress, err_console, fail, json_option,
-                      print_json)
-from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, allow_code, run_seeds,
-                       seed_options, start_training, training_errors)
+from ..workflows.common import allow_code
+from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option, print_json, refusals
+from .training import ALLOW_CODE, DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, training_options
 
 
 def _split(text: str) -> list[str]:
@@ -64,110 +55,43 @@ def coverage(
 
     Writes OUT/coverage.json and the markdown table; exits 4 when a cell's guarantee is refuted (the Clopper–Pearson
     interval lies below ω; the cells are named), 0 otherwise."""
-    from ..experiments.coverage import (CoverageError, Table, check_laws, check_omegas, link_shared, parse_task,
-                                        plan_cell)
-    from ..planners import planner_names
+    from ..workflows.coverage import prepare_coverage, train_coverage
 
     allow_code(allow)
     con = err_console if as_json else console
-    if method not in planner_names():
-        fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")
-    try:
-        task_list = [parse_task(t) for t in _split(tasks)]
-        omega_list = check_omegas(_floats(omegas, "--omegas"))
-        law_list = check_laws(_split(laws))
-    except CoverageError as e:
-        fail(str(e))
-    if not task_list or not omega_list or not law_list:
-        fail("--tasks, --omegas and --laws each need at least one value")
-    if md is not None:  # checked now, not after the planning and the training
-        check_output_file("--md", md)
-    dev = start_training(threads, device)
-    from ..report.coverage_md import coverage_markdown
-    from ..store import Store
-    from ..train.validation import prepare
+    training = training_options(threads, device, seed_batch, workers, ray_address)
+    with refusals(), con.status("planning the cells …", spinner="dots"):
+        c = prepare_coverage(_split(tasks), _floats(omegas, "--omegas"), _split(laws), runs=runs, first_seed=first_seed,
+                             method=method, out=out, md=md, train=train, training=training)
+    _print_cells(c.table.cells, con)
+    total, done = c.total_epochs, c.done_epochs()
+    con.print(f"{len(c.table.cells)} cells, {len(c.groups)} distinct runs to train × {runs} seeds "
+              f"({first_seed}..{first_seed + runs - 1}): {total} epochs, {done} already in {c.store.path}", markup=False)
+    with epoch_progress() as bar, refusals():
+        task_bar = bar.add_task("coverage", total=total, completed=done)
 
-    seeds = list(range(first_seed, first_seed + runs))
-    plans = out / "plans"
-    try:
-        plans.mkdir(parents=True, exist_ok=True)
-        store = Store(out / "runs.sqlite")
-    except OSError as e:
-        fail(f"--out {out}: cannot create the folder ({e.strerror or e})")
-    except training_errors() as e:
-        fail(str(e))
-    md = md or out / "coverage.md"
-    # the command that regenerates this table (the training options change how fast, not what)
-    command = " ".join(["depl coverage", *map(shlex.quote, [
-        "--tasks", ",".join(t.spec for t in task_list), "--omegas", ",".join(f"{w:g}" for w in omega_list),
-        "--laws", ",".join(law_list), "--runs", str(runs), "--first-seed", str(first_seed),
-        *(["--method", method] if method != "depl" else []), "--out", str(out), "--md", str(md),
-        *([] if train else ["--no-train"])])])
-    table = Table([], [t.spec for t in task_list], omega_list, law_list, runs, first_seed, command, method, trained=train)
+        def progress(label, seed, epoch, r):
+            bar.update(task_bar, advance=1, description=f"{label} · seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-    held = {}  # cell key -> HeldOutRun
-    with con.status("planning the cells …", spinner="dots"):
-        for task in task_list:
-            for omega in omega_list:
-                for law in law_list:
-                    try:
-                        cell, plan = plan_cell(task, omega, law, plans, method)
-                        if plan is not None:
-                            # the spec records no plan: cells with one job share one run (and a re-plan changes nothing)
-                            h = prepare(plan.scenario_object(), Path(cell.plan_file), seeds, store, dev,
-                                        spec={"backend": "local", "kind": "depl coverage"})
-                            cell.run_id, held[cell.key] = h.run_id, h
-                    except (*training_errors(), ValueError, OSError) as e:
-                        fail(f"{task.spec}, ω = {omega:g}, {law}: {e}")
-                    table.cells.append(cell)
-    groups = link_shared(table.cells)
-    for c in table.cells:
+        result = train_coverage(c, training, progress)
+    _summary(result.table, con)
+    con.print(f"written to {result.json_file} and {result.md}", markup=False)
+    refuted = result.refuted
+    code = EXIT_REFUTED if refuted else EXIT_OK
+    if as_json:
+        print_json({**result.to_json(), "exit_code": code})
+    con.print(("[red]refuted[/]: " + escape(", ".join(c.key for c in refuted)) + f"; exit {code}") if refuted
+              else f"no cell refuted; exit {code}", markup=True)
+    raise typer.Exit(code)
+
+
+def _print_cells(cells, con) -> None:
+    """Each cell's plan (or why it has none), and the cells whose runs it shares."""
+    for c in cells:
         what = (f"{c.schedule}, cost {c.cost:.1f}, certified q{c.omega:g} {c.certified_quantile:.4f}"
                 + (f" (runs shared with {', '.join(c.shares_with)})" if c.shares_with else "")) if c.planned \
             else f"missing: {c.missing}"
         con.print(f"  {c.key}: {what}", markup=False)
-
-    def write() -> None:
-        (out / "coverage.json").write_text(json.dumps(table.to_json(), indent=1, allow_nan=False), encoding="utf-8")
-        md.parent.mkdir(parents=True, exist_ok=True)
-        md.write_text(coverage_markdown(table, md.read_text(encoding="utf-8") if md.is_file() else ""), encoding="utf-8")
-
-    first = {rid: held[cells[0].key] for rid, cells in groups.items()}
-    total = sum(h.epochs * runs for h in first.values())
-    done = sum(h.done_epochs() for h in first.values())
-    con.print(f"{len(table.cells)} cells, {len(groups)} distinct runs to train × {runs} seeds "
-              f"({first_seed}..{first_seed + runs - 1}): {total} epochs, {done} already in {store.path}", markup=False)
-    options = seed_options(seed_batch, workers, ray_address, threads)
-    t0 = time.perf_counter()
-    with epoch_progress() as bar:
-        task_bar = bar.add_task("coverage", total=total, completed=done)
-        for rid, cells in groups.items():
-            h = first[rid]
-            label = cells[0].key
-
-            def progress(_rid, seed, epoch, r, label=label):
-                bar.update(task_bar, advance=1, description=f"{label} · seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
-
-            if train:
-                run_seeds(store, [(rid, h.job, seeds)], options, progress)
-            todo = set(h.pending())
-            finished = [x for x in seeds if x not in todo]
-            for c in cells:  # each cell judged against its own plan's ω and target
-                if len(finished) >= 2:  # (--no-train: those the store has; else every seed)
-                    held[c.key].seeds = finished
-                    c.judge(held[c.key].judge())
-            table.seconds = time.perf_counter() - t0
-            write()  # after every run: an interrupted table keeps what is done
-    write()
-    _summary(table, con)
-    con.print(f"written to {out / 'coverage.json'} and {md}", markup=False)
-    refuted = table.refuted
-    code = EXIT_REFUTED if refuted else EXIT_OK
-    if as_json:
-        print_json({**table.to_json(), "exit_code": code})
-    con.print(("[red]refuted[/]: " + escape(", ".join(c.key for c in refuted)) + f"; exit {code}") if refuted
-              else f"no cell refuted; exit {code}", markup=True)
-    raise typer.Exit(code)
 
 
 def _summary(table, con) -> None:

@@ -5,19 +5,15 @@ from __future__ import annotations
 import math
 import shlex
 import sys
-import time
-from contextlib import nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from .console import (EXIT_INFEASIBLE, EXIT_REFUTED, JSON_HELP, check_output_file, choice, console, err_console,
-                      fail, json_option, print_json, warn)
-
-MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
-MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
+from ..workflows.planning import MAX_RUNS
+from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 
 
 def scenarios() -> None:
@@ -35,15 +31,6 @@ def scenarios() -> None:
         s = load_scenario(name)
         t.add_row(name, str(len(s.models)), str(len(s.clusters)), s.description)
     console.print(t)
-
-
-def _load(scenario: str):
-    from ..scenario import ScenarioError, load_scenario
-
-    try:
-        return load_scenario(scenario)
-    except ScenarioError as e:
-        fail(str(e))
 
 
 def _summary(plan, out: Optional[Path] = None) -> None:
@@ -116,58 +103,37 @@ def plan(
                                       "recalibrated on held-out runs (the scenario's [calibration])"),
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
-    from ..planners import Infeasible, Options, make_plan, planner_names
-    from ..planners.status import status_line
+    from ..workflows import plan as make
 
-    if time_limit is None:
-        if method == "optimal":  # the other planners take no time limit: their modules are not imported for one
-            from ..planners.optimal import DEFAULT_TIME_LIMIT as time_limit
-    elif time_limit != time_limit:  # NaN passes click's min=1.0 (every comparison with it is false)
-        fail("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
-
-    if method not in planner_names():
-        fail(f"--method {method!r}: choose one of {', '.join(planner_names())}")
-    if out is not None:  # checked before solving, so a long solve is never lost
-        check_output_file("--out", out, make_folders=False)
-    s = _load(scenario)
-    if uncalibrated and s.calibration is not None:
-        s = s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
-    s = _with_target(s, loss, quantile, deadline)
-    try:
-        if method == "optimal":  # its own live line: incumbent, bound, gap, elapsed
-            with status_line(sys.stderr) as say:
-                p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
-        else:
-            shown = err_console if as_json else console
-            # a spinner only where it is drawn: rich draws none on a pipe or a file, and importing it costs ~20 ms
-            with (shown.status(f"planning {escape(s.name)} with {method} (η = {eta}) …", spinner="dots")
-                  if shown.is_terminal else nullcontext()):
-                p = make_plan(s, method, Options(eta=eta))
-    except Infeasible as e:
-        # under --json: what is reachable, as the message says it (null where it says nothing)
-        fail(str(e), EXIT_INFEASIBLE, {"feasible": False, "reason": str(e), "scenario": s.name, "method": method,
-                                       "target": {"loss": s.target.loss, "quantile": s.target.quantile,
-                                                  "deadline": s.target.deadline},
-                                       "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time})
-    _warn_extrapolated(s, len(p.epochs))
-    _certified_by(s, p)
-    if out is not None:
-        from ..plan import PlanError
-
-        try:
-            p.save(out)
-        except PlanError as e:
-            fail(str(e))
-        except OSError as e:
-            fail(f"--out {out}: cannot write ({e.strerror or e})")
+    with refusals(), planner_status(method, err_console if as_json else console) as say:
+        planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
+                       time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say)
+    for line in planned.warnings:
+        warn(line)
+    p = planned.plan
     if as_json:
         print_json(p.to_json())
         return
     _summary(p, out)
     if method == "optimal":
-        _proof(p, time_limit)
+        _proof(p, planned.time_limit)
     if out is not None:
         console.print(f"  plan written to {out}", markup=False)
+
+
+@contextmanager
+def planner_status(method: str, shown):
+    """What the planner is doing, as it does it: optimal's live line on stderr (incumbent, bound, gap, elapsed),
+    or a spinner on a terminal (rich draws none on a pipe or a file, and importing it costs ~20 ms)."""
+    if method == "optimal":
+        from ..planners.status import status_line
+
+        with status_line(sys.stderr) as say:
+            yield say
+        return
+    with ExitStack() as spinner:
+        yield lambda line: (spinner.enter_context(shown.status(escape(line), spinner="dots"))
+                            if shown.is_terminal else None)
 
 
 def _proof(p, time_limit: Optional[float]) -> None:
@@ -182,38 +148,6 @@ def _proof(p, time_limit: Optional[float]) -> None:
     console.print(f"  [yellow]not proven optimal[/]: {why}; certified lower bound {lb}{gap}")
 
 
-def _certified_by(s, p) -> None:
-    """With per-experiment calibration scores: which runs certify the plan, in its info (and so its JSON)."""
-    c = s.calibration
-    if c is None or not c.use or not c.experiments:
-        return
-    from ..loss import loss_model_for
-
-    law = loss_model_for(s)
-    p.info["certified_by"] = law.certified_by([e.model for e in p.epochs], s.phi(s.samples(p.datasets)), p.omega)
-
-
-def _warn_extrapolated(s, epochs: int) -> None:
-    """A plan longer than the epochs its law was fitted on is allowed (max_epochs says so), but said."""
-    why = s.extrapolated(epochs) or s.calibration_beyond(epochs)
-    if why:
-        warn(why)
-
-
-def _with_target(s, loss: Optional[float], quantile: Optional[float], deadline: Optional[float]):
-    """The scenario with --loss/--quantile/--deadline in its [target], validated like the file."""
-    if loss is None and quantile is None and deadline is None:
-        return s
-    from ..scenario import ScenarioError, parse_scenario, scenario_dict, with_target
-
-    given = {"loss": loss, "quantile": quantile, "deadline": deadline}
-    flags = " ".join(f"--{k} {v!r}" for k, v in given.items() if v is not None)
-    try:
-        return parse_scenario(with_target(scenario_dict(s), **given), f"{s.name} with {flags}")
-    except ScenarioError as e:
-        fail(str(e))
-
-
 def simulate(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
     runs: int = typer.Option(10_000, "--runs", "-n", min=100, max=MAX_RUNS, help="Monte Carlo trajectories"),
@@ -224,53 +158,34 @@ def simulate(
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band.
 
     Exits 4 when the guarantee is refuted (the 95% interval of P(ℓ(K) ≤ ℓmax) lies below ω)."""
-    from ..plan import Plan, PlanError
-    from ..report.plots import plot_loss_band, save, switch_epochs
-    from ..scenario import ScenarioError
-    from ..simulate import simulate_plan
+    from ..workflows import simulate as monte_carlo
 
-    png = png or plan_file.with_suffix(".png")
-    check_output_file("--png", png)
-    try:
-        p = Plan.load(plan_file)
-        _warn_extrapolated(p.scenario_object(), len(p.epochs))  # checks the plan against its scenario first
-        if runs * (len(p.epochs) + 1) > MAX_CELLS:
-            raise PlanError(f"--runs {runs}: {runs} trajectories of {len(p.epochs) + 1} points need "
-                            f"{runs * (len(p.epochs) + 1) * 8 / 2**30:.1f} GiB; use at most "
-                            f"{MAX_CELLS // (len(p.epochs) + 1)} runs for this plan")
-        sim = simulate_plan(p, runs=runs, seed=seed)
-    except (PlanError, ScenarioError) as e:
-        fail(str(e))
+    with refusals():
+        r = monte_carlo(plan_file, runs, seed, png)
+    for line in r.warnings:
+        warn(line)
+    if as_json:
+        print_json(r.to_json())
+    else:
+        _simulation_text(r)
+    if not r.not_refuted:
+        raise typer.Exit(EXIT_REFUTED)
+
+
+def _simulation_text(r) -> None:
+    p, sim = r.plan, r.simulation
     lo, hi = sim.p_meet_ci
     qlo, qhi = sim.quantile_ci
-    verdict = hi >= p.omega
-    fig = plot_loss_band([(p.method, sim.band)], target=p.loss_target, switches=[switch_epochs(p)],
-                         title=f"{p.scenario}: loss band of the {p.method} plan ({runs} runs)")
-    try:
-        save(fig, png)
-    except OSError as e:
-        fail(f"--png {png}: {e.strerror or e}")
-    if as_json:
-        print_json({"plan": str(plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
-                    "runs": runs, "seed": seed, "omega": p.omega, "target": p.loss_target,
-                    "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
-                    "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
-                    "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": verdict,
-                    "cost": sim.cost, "cost_model": sim.cost_model,
-                    "band": sim.band.to_json(), "png": str(png)})
-    else:
-        console.print(f"[bold]Monte Carlo[/] of {escape(str(plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
-                      f"{runs} runs, seed {seed}")
-        console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
-        console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
-                      f"   (plan's certified bound {p.loss_quantile:.5g})")
-        console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
-        console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
-        console.print("  guarantee: " + ("[green]not refuted[/]" if verdict else "[red]refuted[/] (CI below ω)"))
-        note = sim.band.infinite_note()
-        console.print(f"  loss band written to {png}" + (f"; {note}" if note else ""), markup=False)
-    if not verdict:
-        raise typer.Exit(EXIT_REFUTED)
+    console.print(f"[bold]Monte Carlo[/] of {escape(str(r.plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
+                  f"{r.runs} runs, seed {r.seed}")
+    console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
+    console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
+                  f"   (plan's certified bound {p.loss_quantile:.5g})")
+    console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
+    console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
+    console.print("  guarantee: " + ("[green]not refuted[/]" if r.not_refuted else "[red]refuted[/] (CI below ω)"))
+    note = sim.band.infinite_note()
+    console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)
 
 
 def predict(
@@ -285,25 +200,17 @@ def predict(
     as_json: bool = json_option(JSON_HELP),
 ) -> None:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
-    from ..predict import ScheduleError, parse_schedule, signed
-    from ..predict import predict as ask
+    from ..predict import signed
+    from ..workflows import predict as ask
 
-    s = _load(scenario)
-    try:
-        r = ask(s, parse_schedule(schedule), quantile, datasets or None)
-    except ScheduleError as e:
-        fail(str(e))
-    beyond = s.max_epochs is not None and r.epochs > s.max_epochs
-    if beyond:
-        also = s.calibration_beyond(r.epochs)
-        warn(f"K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
-             "the law is extrapolated past the epochs it was fitted on" + (f"; {also}" if also else ""))
-    else:
-        _warn_extrapolated(s, r.epochs)
+    with refusals():
+        answer = ask(scenario, schedule, quantile, datasets or None)
+    for line in answer.warnings:
+        warn(line)
     if as_json:
-        print_json({**r.to_json(), "beyond_max_epochs": beyond,
-                    "beyond_fitted_epochs": s.extrapolated(r.epochs) is not None})
+        print_json(answer.to_json())
         return
+    s, r = answer.scenario, answer.prediction
     segs = ", ".join(f"{m} ×{n}" for m, n in r.schedule)
     console.print(f"[bold]{escape(s.name)}[/]: K = {r.epochs} epochs ({segs}) on {', '.join(r.datasets)} (φ = {r.phi:.4g})",
                   highlight=False)

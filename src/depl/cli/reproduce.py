@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .console import console, err_console, fail
+from .console import console, err_console, refusals
 
 
 def reproduce(
@@ -24,21 +24,16 @@ def reproduce(
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.progress import Progress as Bar  # depl's `Progress` is a model version's progress (A, B)
 
-    from ..experiments import Config, run
-    from ..experiments.map import GRIDS
-    from ..report.results_md import write
+    from ..workflows.reproduce import map_grid
+    from ..workflows.reproduce import reproduce as evaluate
 
-    if out.exists() and not out.is_dir():
-        fail(f"--out {out}: exists and is not a folder")
-    grid = grid or ("tiny" if quick else "medium")
-    if grid not in (*GRIDS, "none"):
-        fail(f"--map {grid!r}: choose {', '.join(GRIDS)} or none")
-    cfg = Config.quick(seed, grid) if quick else Config.full(seed, grid)
+    with refusals():
+        grid = map_grid(out, quick, grid)
+
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Bar(*columns, console=err_console, transient=False, disable=not err_console.is_terminal) as bar:
+    with Bar(*columns, console=err_console, transient=False, disable=not err_console.is_terminal) as bar, refusals():
         task = bar.add_task("reproduce", total=1.0)
-
         t0, said = time.monotonic(), [0.0]
 
         def progress(label: str, done: float, total: float) -> None:
@@ -51,10 +46,6 @@ def reproduce(
                 err_console.print(f"{100 * done / total:5.1f}%  {now / 60:6.1f} min  ETA {eta / 60:6.1f} min  {label}",
                                   highlight=False, markup=False)
 
-        try:
-            results = run(cfg, progress, finish=lambda r: write(r, out), map_file=out / "map.jsonl")
-        except OSError as e:
-            fail(f"--out {out}: {e}")
-    console.print(f"results.md and {len(list(out.glob('*.png')))} figures written to {out}/ "
-                  f"({results.seconds:.0f} s)")
-    console.print(f"  open {out / 'results.md'}")
+        r = evaluate(out, quick, seed, grid, progress)
+    console.print(f"results.md and {r.figures} figures written to {out}/ ({r.seconds:.0f} s)")
+    console.print(f"  open {r.results_md}")

@@ -16,10 +16,11 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from .console import check_output_file, choice, console, epoch_progress, fail, json_option, user_errors, warn
-
-MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
-MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
+from ..workflows.common import (MAX_SEED, MAX_SEEDS, Training, allow_code, need_training_extra, seed_range,
+                                start_training)
+from ..workflows.common import check_ray_address as probe_ray
+from ..workflows.errors import training_errors
+from .console import check_output_file, choice, console, epoch_progress, fail, json_option, refusals, warn
 
 
 class Backend(str, Enum):
@@ -51,54 +52,13 @@ class Kind(str, Enum):
     profile = "profile"
 
 
-def training_errors() -> tuple[type[Exception], ...]:
-    """The exceptions whose message is meant for the user (exit code 2), training's included."""
-    from ..train.source import DataError
-
-    try:
-        from ..train.federation import JobError
-    except ImportError:  # no `train` extra (torch): `runs show` reads a store without it, and no job was made
-        return (*user_errors(), DataError)
-    return (*user_errors(), DataError, JobError)
-
-
-def need_training_extra() -> None:
-    try:
-        import torch  # noqa: F401
-        import torch_pruning  # noqa: F401
-    except ImportError as e:
-        fail(f"real training needs the `train` extra (pip install 'depl[train]'): {e}")
-
-
-def start_training(threads: int, device: str) -> str:
-    """Check the `train` extra, set torch's threads, and return the torch device of `--device`."""
-    need_training_extra()
-    import torch
-
-    torch.set_num_threads(max(1, threads))
-    return resolve_device(device)
-
-
 DEVICE_HELP = "cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"
 
 
-def resolve_device(device: str) -> str:
-    """The torch device of `--device`; cuda asked for but absent is bad input (exit 2)."""
-    import torch
-
-    name = device
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        built = torch.version.cuda or "none: a CPU-only build"
-        fail(f"--device cuda: torch {torch.__version__} sees no CUDA device (CUDA in this build: {built}); "
-             "use --device cpu or auto")
-    return name
-
-
-def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[str], threads: int) -> dict:
-    """The keyword arguments of `depl.train.seeds.run_all` from the CLI options (shared by run, profile, validate)."""
-    return dict(seed_batch=seed_batch, workers=workers, threads=threads, ray_address=ray_address)
+def training_options(threads: int, device: str, seed_batch: int = 32, workers: Optional[int] = None,
+                     ray_address: Optional[str] = None) -> Training:
+    """How seeds are trained, from the options every training command shares (run, profile, validate, …)."""
+    return Training(threads, device, seed_batch, workers, ray_address)
 
 
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
@@ -112,20 +72,13 @@ VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, 
                    "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
                    "(default 0.1, at most 0.5)")
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
-MAX_SLOW = 1e6  # --slow: a cluster a million times slower (or faster) than planned is as far as a rehearsal goes
 
 
 def check_ray_address(address: Optional[str]) -> Optional[str]:
     """--ray-address, checked as it is read (before any work): one where no cluster answers was refused only once
     the run had started (its store made, its first line printed)."""
-    if address is not None:
-        from ..train.ray_pool import RayError, probe
-
-        try:
-            probe(address)
-        except RayError as e:
-            fail(str(e))
-    return address
+    with refusals():
+        return probe_ray(address)
 
 
 # the options every command that trains seeds takes (one object per option: typer may share them)
@@ -138,24 +91,6 @@ ALLOW_CODE = typer.Option(None, "--allow-code", metavar="DIR",
                           help="a folder of your own code (net/source = MODULE:FUNCTION) that this command may import "
                           "from (repeatable; adds to $DEPL_CODE); a plan or scenario never allows its own code: "
                           "docs/security.md")
-
-
-def allow_code(folders: Optional[List[Path]]) -> None:
-    """--allow-code: the folders this command (and the processes it starts) may import your code from."""
-    from ..train.custom import allow
-
-    allow(folders)
-
-
-def open_store(store: Optional[str], out: Path):
-    """The run folder's store (or --store), the folder created first."""
-    from ..store import Store, StoreError
-
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StoreError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
-    return Store(store or out / "runs.sqlite")
 
 
 def _summary(store, run_id: str, title: str) -> None:
@@ -209,66 +144,52 @@ def run(
     allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
+    from ..workflows.training import parse_slow, prepare_run
+
     allow_code(allow)
+    training = training_options(threads, device, seed_batch, workers, ray_address)
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
-        return _run_adaptive(plan, list(range(first_seed, first_seed + seeds)), store, out, threads, device,
-                             validation, parse_slow(slow), seed_batch=seed_batch, rule=rule or Rule.slack.value)
+        with refusals():
+            slowed = parse_slow(slow)
+        show_adaptive_run(plan, seed_range(first_seed, seeds), store, out, training, validation, slowed,
+                          rule or Rule.slack.value)
+        return
     if slow:
         fail("--slow applies to --adaptive runs only")
     refuse_adaptive_options(rule, validation, "runs")
-    if ray_address and backend != "local":
-        fail("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
-    if superlink and backend != "flower":
-        fail("--superlink needs --backend flower")
-    if insecure and not superlink:
-        fail("--insecure applies to --superlink only (the simulation's SuperLink is on 127.0.0.1, for this run)")
-    if superlink:  # before any work: a connection we will not use stops the command now
-        from ..train.fleet_gateway import DeploymentError, check_connection
+    with refusals():
+        prepared = prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out, training=training,
+                               superlink=superlink, insecure=insecure)
+    done = show_plan_run(prepared, training)
+    if done.flwr_output:
+        sys.stdout.write(done.flwr_output)
+    console.print(f"done in {done.seconds:.1f} s")
+    _summary(done.store, done.run_id, f"plan {done.plan.method} on {done.plan.scenario}"
+             + (" (Flower deployment)" if superlink else ""))
 
-        try:
-            check_connection(superlink, insecure)
-        except DeploymentError as e:
-            fail(str(e))
-    dev = start_training(threads, device)
-    from ..plan import Plan
-    from ..train import execute
-    from ..train.federation import job_from_plan
 
-    try:
-        p = Plan.load(plan)
-        job = job_from_plan(p, dev)
-        st = open_store(store, out)
-        run_id = execute.run_id_for(job, backend)
-        execute.register(st, run_id, "plan", job, {"backend": backend, "plan": p.to_json()})
-    except training_errors() as e:
-        fail(str(e))
-    seed_list = list(range(first_seed, first_seed + seeds))
-    n = len(job.epochs)
-    if superlink:
-        _run_deployment(plan, seeds, first_seed, st, out, superlink, run_id, p, dev)
-        return
-    gone = st.diverged(run_id)  # a diverged seed is done: it trains no further epoch
-    already = sum(n if s in gone else min(st.done_epochs(run_id, s), n) for s in seed_list)
-    console.print(f"run [bold]{run_id}[/] · plan {escape(str(plan))} · {n} epochs × {seeds} seeds · back end {backend} · "
-                  f"store {escape(st.path)}" + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
-    t0 = time.perf_counter()
-    with epoch_progress() as bar:
-        task = bar.add_task(f"{backend}", total=n * seeds, completed=already)
+def show_plan_run(r, training: Training):
+    """Train a prepared plan run (depl.workflows.training.train_run) under its header line and progress bar."""
+    from ..workflows.training import flower_app_folder, train_run
 
-        def progress(seed, epoch, r):
-            loss = getattr(r, "test_loss", r)  # flower: the loss the ServerApp printed
-            bar.update(task, advance=1, description=f"{backend} seed {seed} epoch {epoch} loss {loss:.3f}")
+    if r.superlink:  # the ServerApp trains elsewhere: no progress here
+        console.print(f"run [bold]{r.run_id}[/] · submitting {escape(str(flower_app_folder(r)))} to SuperLink "
+                      f"{escape(repr(r.superlink))} (flwr run)", highlight=False)
+        with refusals():
+            return train_run(r, training)
+    already, seeds = r.done_epochs(), len(r.seeds)
+    console.print(f"run [bold]{r.run_id}[/] · plan {escape(str(r.plan_file))} · {r.epochs} epochs × {seeds} seeds · "
+                  f"back end {r.backend} · store {escape(r.store.path)}"
+                  + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
+    with epoch_progress() as bar, refusals():
+        task = bar.add_task(f"{r.backend}", total=r.epochs * seeds, completed=already)
 
-        if backend == "local":
-            run_seeds(st, [(run_id, job, seed_list)], seed_options(seed_batch, workers, ray_address, threads),
-                      lambda rid, seed, epoch, r: progress(seed, epoch, r))
-        elif execute.pending(st, run_id, job, seed_list):
-            st = _hand_over(st)
-            _run_flower_simulation(plan, seeds, first_seed, st, out, dev, job, run_id, progress, threads)
-    console.print(f"done in {time.perf_counter() - t0:.1f} s")
-    _summary(st, run_id, f"plan {p.method} on {p.scenario}")
+        def progress(seed, epoch, loss):
+            bar.update(task, advance=1, description=f"{r.backend} seed {seed} epoch {epoch} loss {loss:.3f}")
+
+        return train_run(r, training, progress)
 
 
 def refuse_adaptive_options(rule: str | None, validation: float | None, what: str) -> None:
@@ -279,71 +200,19 @@ def refuse_adaptive_options(rule: str | None, validation: float | None, what: st
         fail(f"--validation {validation:g}: applies to --adaptive {what} only (an open-loop one holds out no split)")
 
 
-def parse_slow(values) -> dict[str, float]:
-    """--slow CLUSTER:FACTOR (repeatable) as {cluster: factor}; bad input exits 2."""
-    out = {}
-    for v in values or []:
-        name, _, f = str(v).rpartition(":")
-        try:
-            factor = float(f)
-        except ValueError:
-            factor = math.nan
-        # a factor beyond MAX_SLOW (1e308) passed, and broke the re-planning view (capacity / FACTOR = 0) once the
-        # run had started; NaN fails every comparison
-        if not name or not 1 / MAX_SLOW <= factor <= MAX_SLOW:
-            fail(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor from {1 / MAX_SLOW:g} to {MAX_SLOW:g}, "
-                 "e.g. far-edge:1.5")
-        out[name] = factor
-    return out
-
-
-def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: int, device: str,
-                  validation: float | None,
-                  slow: dict[str, float], con=console, seed_batch: int = 32, rule: str = Rule.slack.value):
-    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; seeds not
-    started yet in batches of `seed_batch` (one vectorised stack while their rests agree, `adaptive.run_batch`).
-    Returns (plan, final test losses, costs, actions) of the seeds."""
-    dev = start_training(threads, device)
+def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, training: Training,
+                      validation: float | None, slow: dict[str, float], rule: str, con=console):
+    """Every seed trained by the closed loop (depl.workflows.training), said on `con` as it goes; its result."""
     import numpy as np
 
-    from ..plan import Plan
-    from ..train import adaptive as ad
-    from ..train import execute
+    from ..workflows.training import prepare_adaptive, train_adaptive
 
-    try:
-        p = Plan.load(plan)
-        if not p.feasible or not p.epochs:
-            fail(f"{plan}: the plan is infeasible or empty; nothing to run")
-        scenario = p.scenario_object()
-        unknown = sorted(set(slow) - {c.name for c in scenario.clusters})
-        if unknown:
-            fail(f"--slow {unknown[0]}: no such cluster in the plan's scenario {scenario.name!r} "
-                 f"(clusters: {', '.join(c.name for c in scenario.clusters)})")
-        job = ad.adaptive_job(p, dev, validation)
-        st = open_store(store, out)
-        run_id = ad.run_id_for(job, slow, rule)
-        execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
-                                                   "slow": slow, "rule": rule})
-    except training_errors() as e:
-        fail(str(e))
-    todo = ad.pending(st, run_id, seed_list)
-    con.print(f"run [bold]{run_id}[/] · adaptive · plan {escape(str(plan))} · {len(p.epochs)} epochs planned × "
-                  f"{len(seed_list)} seeds · rule {rule} · validation split {job.data.validation:g} · store {escape(st.path)}"
-                  + (f" · {len(seed_list) - len(todo)} seeds already done" if len(todo) < len(seed_list) else ""),
-                  highlight=False)
-    con.print(ad.split_note(job), highlight=False, markup=False)
-    try:  # what every seed's epoch-0 decision will find (the same for all: it reads no seed)
-        pol = ad.policy_for(p, job, **ad.RULES[rule])
-        d0 = pol.initial()
-    except training_errors() as e:
-        fail(str(e))
-    con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {p.omega:g}"
-              + (" (re-planned at ω)" if d0.action == "replan" else "")
-              + f"; a stop may spend δ = {pol.slack:.4f} (stops once P(test loss > {p.loss_target:g}) ≤ δ)",
-              highlight=False, markup=False)
-    t0 = time.perf_counter()
-    with epoch_progress("seeds") as bar:  # a seed's epochs are not known in advance: the bar counts finished seeds
-        task = bar.add_task("adaptive", total=len(todo))
+    with refusals():
+        a = prepare_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
+                             slow=slow, rule=rule)
+    _adaptive_header(a, con)
+    with epoch_progress("seeds") as bar, refusals():  # a seed's epochs are not known in advance: it counts seeds
+        task = bar.add_task("adaptive", total=len(a.todo))
 
         def progress(seed, epoch, r, d):
             bar.update(task, advance=0 if d.rest else 1,
@@ -351,48 +220,27 @@ def _run_adaptive(plan: Path, seed_list: list[int], store, out: Path, threads: i
             if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
                 warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
 
-        # batches cut from the whole seed list, not from the seeds still to do: a resumed run stacks its fresh seeds
-        # as the first attempt did (their batched kernels round alike), so it resumes bit for bit
-        for i in range(0, len(seed_list), seed_batch):
-            batch = [s for s in seed_list[i:i + seed_batch] if s in todo]
-            try:
-                if batch:
-                    ad.run_batch(st, run_id, job, p, batch, slow, progress, **ad.RULES[rule])
-            except training_errors() as e:
-                fail(str(e))
-    con.print(f"done in {time.perf_counter() - t0:.1f} s")
-    finals, costs, actions = ad.outcome(st, run_id, seed_list)
+        done = train_adaptive(a, training.seed_batch, progress)
+    con.print(f"done in {done.seconds:.1f} s")
+    p, finals, costs = done.plan, done.finals, done.costs
     ok = np.isfinite(costs)
     con.print(f"adaptive: {len(seed_list)} seeds · final test loss mean {np.mean(finals[np.isfinite(finals)]):.4f} · "
-                  f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
-                  f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
-                  + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())), markup=False)
-    return p, finals, costs, actions
+              f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
+              f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
+              + ", ".join(f"{k} {v}" for k, v in sorted(done.actions.items())), markup=False)
+    return done
 
 
-def _hand_over(st):
-    """Close our writer and keep reading: the ServerApp, another process, is the store's one writer now."""
-    from ..store import Store
-
-    path = st.path
-    st.close()
-    return Store(path, readonly=True)
-
-
-def _run_flower_simulation(plan: Path, seeds: int, first_seed: int, st, out: Path, device: str, job, run_id: str,
-                           progress, threads: int) -> None:
-    """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
-    from ..train import execute
-    from ..train.flower_app import export_app, simulate_app
-
-    app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
-    try:
-        simulate_app(app, out, max(job.nodes.values()), progress, threads, device=device)
-    except RuntimeError as e:
-        fail(str(e), code=1)
-    left = execute.pending(st, run_id, job, list(range(first_seed, first_seed + seeds)))
-    if left:
-        fail(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {out / 'flower'}", code=1)
+def _adaptive_header(a, con) -> None:
+    p, d0, n = a.plan, a.initial, len(a.seeds)
+    con.print(f"run [bold]{a.run_id}[/] · adaptive · plan {escape(str(a.plan_file))} · {len(p.epochs)} epochs planned × "
+              f"{n} seeds · rule {a.rule} · validation split {a.job.data.validation:g} · store {escape(a.store.path)}"
+              + (f" · {n - len(a.todo)} seeds already done" if len(a.todo) < n else ""), highlight=False)
+    con.print(a.split_note, highlight=False, markup=False)
+    con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {p.omega:g}"
+              + (" (re-planned at ω)" if d0.action == "replan" else "")
+              + f"; a stop may spend δ = {a.slack:.4f} (stops once P(test loss > {p.loss_target:g}) ≤ δ)",
+              highlight=False, markup=False)
 
 
 def export_app(
@@ -407,7 +255,8 @@ def export_app(
     allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
-    need_training_extra()
+    with refusals():
+        need_training_extra()
     allow_code(allow)
     from ..train.flower_app import export_app
 
@@ -439,7 +288,8 @@ def run_app(
 
     try:
         rc = app_run_config(folder)
-        dev = start_training(threads, str(rc.get("device", "cpu")))
+        with refusals():
+            dev = start_training(threads, str(rc.get("device", "cpu")))
         allow_code(allow)
         job, run_id, _ = job_of_run_config(rc)
     except (AppError, *training_errors()) as e:
@@ -476,34 +326,6 @@ def run_app(
         _summary(st, run_id, f"app {folder}")
 
 
-def _run_deployment(plan: Path, seeds: int, first_seed: int, st, out: Path, superlink: str, run_id: str, p,
-                    device: str = "cpu") -> None:
-    """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
-    from ..train.flower_app import export_app, run_deployment
-
-    app = export_app(plan, out / "flower-app", seeds, first_seed, str(st.path), device)
-    st = _hand_over(st)
-    console.print(f"run [bold]{run_id}[/] · submitting {escape(str(app))} to SuperLink {escape(repr(superlink))} (flwr run)",
-                  highlight=False)
-    t0 = time.perf_counter()
-    r = run_deployment(app, superlink)
-    sys.stdout.write(r.stdout)
-    if r.returncode != 0:
-        fail(f"flwr run failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}", code=1)
-    console.print(f"done in {time.perf_counter() - t0:.1f} s")
-    _summary(st, run_id, f"plan {p.method} on {p.scenario} (Flower deployment)")
-
-
-def _floats(text: str, name: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values:
-        fail(f"{name} {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
-    return values
-
-
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
     epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000,  # as a scenario's max_epochs
@@ -528,64 +350,29 @@ def profile(
     allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
-    allow_code(allow)
-    dev = start_training(threads, device)
-    from ..scenario import load_scenario
-    from ..train import execute
-    from ..train import profile as prof
-    from ..train.custom import CodeRefused
+    from ..workflows.training import parse_fractions, prepare_profile, train_profile
 
-    try:
-        s = load_scenario(scenario)
-        names = list(datasets) if datasets else [d.name for d in s.datasets]
-        unknown = [d for d in names if d not in {x.name for x in s.datasets}]
-        if unknown:
-            raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
-        exps = prof.experiments(s, list(version or []), _floats(fractions, "--fractions"),
-                                [prof.parse_switch(t) for t in (switch or [])], epochs)
-        jobs = []
-        for exp in exps:
-            job = prof.experiment_job(s, names, exp, epochs, nodes, dev)
-            jobs.append((exp, job, prof.experiment_run_id(s.name, exp, job)))
-        st = open_store(store, out)  # only now: a refused profile writes nothing
-        for exp, job, rid in jobs:
-            execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
-    except CodeRefused as e:  # the scenario's code_dir (by default its folder)
-        fail(f"{scenario}: {e}")
-    except training_errors() as e:
-        fail(str(e))
-    seed_list = list(range(first_seed, first_seed + seeds))  # the store keys (run, seed): any seeds coexist
-    total = len(jobs) * seeds * epochs
-    done = sum(min(st.done_epochs(rid, sd), epochs) for _, _, rid in jobs for sd in seed_list)
-    console.print(f"profiling {escape(s.name)}: {len(jobs)} experiments × {seeds} seeds "
-                  f"({first_seed}..{first_seed + seeds - 1}) × {epochs} epochs · store {escape(st.path)}"
+    allow_code(allow)
+    training = training_options(threads, device, seed_batch, workers, ray_address)
+    with refusals():
+        p = prepare_profile(scenario, epochs, seeds, first_seed, fractions=tuple(parse_fractions(fractions)),
+                            versions=tuple(version or ()), switches=tuple(switch or ()),
+                            datasets=tuple(datasets or ()), nodes=nodes, store=store, out=out, training=training)
+    total, done = p.total_epochs, p.done_epochs()
+    console.print(f"profiling {escape(p.scenario.name)}: {len(p.jobs)} experiments × {seeds} seeds "
+                  f"({first_seed}..{first_seed + seeds - 1}) × {epochs} epochs · store {escape(p.store.path)}"
                   + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
-    t0 = time.perf_counter()
-    with epoch_progress() as bar:
+    with epoch_progress() as bar, refusals():
         overall = bar.add_task("all experiments", total=total, completed=done)
-        tasks = {}
-        for exp, job, rid in jobs:
-            exp_done = sum(min(st.done_epochs(rid, sd), epochs) for sd in seed_list)
-            tasks[rid] = bar.add_task(exp.label, total=seeds * epochs, completed=exp_done)
+        tasks = {rid: bar.add_task(exp.label, total=seeds * epochs, completed=p.done_epochs(rid))
+                 for exp, _, rid in p.jobs}
 
         def progress(rid, seed, epoch, r):
             bar.update(tasks[rid], advance=1)
             bar.update(overall, advance=1)
 
-        run_seeds(st, [(rid, job, seed_list) for _, job, rid in jobs],
-                  seed_options(seed_batch, workers, ray_address, threads), progress)
-    console.print(f"done in {time.perf_counter() - t0:.1f} s")
-
-
-def run_seeds(st, runs, options: dict, progress) -> None:
-    """`depl.train.seeds.run_all`, with a Ray cluster that cannot be used reported as bad input."""
-    from ..train.ray_pool import RayError
-    from ..train.seeds import run_all
-
-    try:
-        run_all(st, runs, progress=progress, **options)
-    except RayError as e:
-        fail(str(e))
+        profiled = train_profile(p, training, progress)
+    console.print(f"done in {profiled.seconds:.1f} s")
 
 
 def runs_show(
@@ -598,16 +385,27 @@ def runs_show(
                                  "(nothing else there)"),
 ) -> None:
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
-    from rich.table import Table
-
-    from ..report.plots import plot_measured_bands
-    from ..runspec import run_spec
-    from ..store import Store
-    from ..train.plots import band, bands, run_label
-
     if png is not None:
         check_output_file("--png", png)
-    path = store or str(out / "runs.sqlite")
+    st, runs = _read_store(store or str(out / "runs.sqlite"), kind)
+    if as_json:
+        if png is not None:  # refused before stdout gets its JSON: a failed command prints no result
+            _draw_bands(st, kind, png)
+        _runs_json(st, runs)
+        return
+    decided = _runs_table(st, runs)
+    if decided:
+        _decisions_table(decided)
+    if png is not None:
+        _draw_bands(st, kind, png)
+        console.print(f"wrote {png}", markup=False)
+
+
+def _read_store(path: str, kind: Optional[str]):
+    """(the store, its runs of `kind`), read only; an absent store or an altered run spec refused."""
+    from ..runspec import run_spec
+    from ..store import Store
+
     if not Path(str(path).removeprefix("sqlite:///")).is_file():  # showing runs never creates a store
         fail(f"{path}: no such store (run `depl run` or `depl profile` first, or give --store)")
     try:
@@ -617,14 +415,25 @@ def runs_show(
             run_spec(r, st.path)
     except training_errors() as e:
         fail(str(e))
-    if as_json:
-        if png is not None:  # refused before stdout gets its JSON: a failed command prints no result
-            bs = bands(st, kind)
-            if not bs:
-                fail("no finished epochs to draw")
-            plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
-        _runs_json(st, runs)
-        return
+    return st, runs
+
+
+def _draw_bands(st, kind: Optional[str], png: Path) -> None:
+    from ..report.plots import plot_measured_bands
+    from ..train.plots import bands
+
+    bs = bands(st, kind)
+    if not bs:
+        fail("no finished epochs to draw")
+    plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
+
+
+def _runs_table(st, runs: list[dict]) -> list[tuple[str, dict]]:
+    """Print the table of the runs; the closed loop's decisions found in them [(run id, decision)]."""
+    from rich.table import Table
+
+    from ..train.plots import band, run_label
+
     t = Table(title=f"runs in {escape(st.path)}")
     for c in ("run", "kind", "what", "seeds", "diverged", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
         t.add_column(c)
@@ -644,14 +453,7 @@ def runs_show(
                   f"{secs:.3f}")
         decided += [(r["run_id"], d) for d in ds]
     console.print(t)
-    if decided:
-        _decisions_table(decided)
-    if png is not None:
-        bs = bands(st, kind)
-        if not bs:
-            fail("no finished epochs to draw")
-        plot_measured_bands(bs, png, decisions={b.run_id: st.decisions(b.run_id) for b in bs})
-        console.print(f"wrote {png}", markup=False)
+    return decided
 
 
 def _decisions_table(decided: list[tuple[str, dict]], limit: int = 200) -> None:
@@ -742,7 +544,27 @@ def fleet_gateway(
                                         help="open connections at once (503 and closed over it)"),
 ) -> None:
     """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
-    from ..train.fleet_gateway import Limits, check_tls, is_loopback, parse_size, serve, split_address
+    from ..train.fleet_gateway import Limits, serve
+
+    _check_gateway(listen, superlink, certfile, keyfile, ca, plan)
+    sizes = {}
+    for flag, v in (("--max-body", max_body), ("--body-min-rate", body_min_rate)):
+        sizes[flag] = None if v is None else _size(flag, v)
+    for flag, v in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout),
+                    ("--keep-alive", keep_alive), ("--max-connections", max_connections)):
+        if not (math.isfinite(v) and v > 0):
+            fail(f"{flag} {v:g}: expected a number > 0")
+    limit = sizes["--max-body"] if plan is None else _plan_body_limit(plan, sizes["--max-body"])
+    limits = Limits(**({} if limit is None else {"max_body": limit}), header_timeout=header_timeout,
+                    body_timeout=body_timeout, body_min_rate=sizes["--body-min-rate"], keep_alive=keep_alive,
+                    max_connections=max_connections)
+    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None, limits)
+
+
+def _check_gateway(listen: str, superlink: str, certfile: Path, keyfile: Path, ca: Optional[Path],
+                   plan: Optional[Path]) -> None:
+    """The gateway's addresses (the SuperLink's on loopback) and files, and its TLS that they make."""
+    from ..train.fleet_gateway import check_tls, is_loopback, split_address
 
     for flag, v in (("--listen", listen), ("--superlink", superlink)):
         try:
@@ -751,7 +573,7 @@ def fleet_gateway(
             fail(f"{flag} {e}")
     if not is_loopback(split_address(superlink)[0]):
         fail(f"--superlink {superlink}: the SuperLink must listen on loopback (--host 127.0.0.1), "
-              "the gateway is its only network face")
+             "the gateway is its only network face")
     for flag, f in (("--ssl-certfile", certfile), ("--ssl-keyfile", keyfile), ("--ssl-ca-certfile", ca),
                     ("--plan", plan)):
         if f is not None and not f.is_file():
@@ -760,31 +582,30 @@ def fleet_gateway(
         check_tls(str(certfile), str(keyfile), str(ca) if ca else None)
     except ValueError as e:
         fail(str(e))
-    sizes = {}
-    for flag, v in (("--max-body", max_body), ("--body-min-rate", body_min_rate)):
-        try:
-            sizes[flag] = None if v is None else parse_size(v)
-        except ValueError as e:
-            fail(f"{flag} {e}")
-    for flag, v in (("--header-timeout", header_timeout), ("--body-timeout", body_timeout),
-                    ("--keep-alive", keep_alive), ("--max-connections", max_connections)):
-        if not (math.isfinite(v) and v > 0):
-            fail(f"{flag} {v:g}: expected a number > 0")
-    limit = sizes["--max-body"]
-    if plan is not None:
-        need_training_extra()
-        from ..train.fleet_gateway import plan_body_limit
 
-        try:
-            need, weights = plan_body_limit(plan)
-        except training_errors() as e:
-            fail(str(e))
-        if limit is None:
-            limit = need
-        elif limit < need:
-            warn(f"--max-body {limit} bytes is below what the plan's largest model needs ({need} bytes: "
-                 f"2 × {weights} bytes of weights + 4 MiB); its messages may be refused (413)")
-    limits = Limits(**({} if limit is None else {"max_body": limit}), header_timeout=header_timeout,
-                    body_timeout=body_timeout, body_min_rate=sizes["--body-min-rate"], keep_alive=keep_alive,
-                    max_connections=max_connections)
-    serve(listen, superlink, str(certfile), str(keyfile), str(ca) if ca else None, limits)
+
+def _size(flag: str, text: str) -> int:
+    from ..train.fleet_gateway import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        fail(f"{flag} {e}")
+
+
+def _plan_body_limit(plan: Path, limit: Optional[int]) -> int:
+    """--max-body from the plan's largest model (2 × its weights + 4 MiB), or said to be below it."""
+    with refusals():
+        need_training_extra()
+    from ..train.fleet_gateway import plan_body_limit
+
+    try:
+        need, weights = plan_body_limit(plan)
+    except training_errors() as e:
+        fail(str(e))
+    if limit is None:
+        return need
+    if limit < need:
+        warn(f"--max-body {limit} bytes is below what the plan's largest model needs ({need} bytes: "
+             f"2 × {weights} bytes of weights + 4 MiB); its messages may be refused (413)")
+    return limit

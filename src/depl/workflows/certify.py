@@ -1,0 +1,73 @@
+"""`depl certify`'s workflow: a plan run on fresh seeds until a sequential test certifies or refutes it
+(depl.train.certify), its certificate written as OUT/PLAN-certificate.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .common import Training, check_folder, start_training
+from .errors import as_bad_input, training_errors
+
+if TYPE_CHECKING:
+    from ..train.certify import Certificate
+
+
+@dataclass(frozen=True)
+class Certified:
+    """The certificate (`certificate`; `data`: its JSON, bounds searched once), written at `report`."""
+
+    certificate: "Certificate"
+    data: dict = field(hash=False)
+    report: Path
+
+    @property
+    def verdict(self) -> str:
+        """certified, refuted or undecided."""
+        return self.certificate.verdict.verdict
+
+    def to_json(self) -> dict:
+        return {**self.data, "report": str(self.report)}
+
+
+def prepare_certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Path = Path("depl-certify"),
+                    training: Training = Training()) -> Any:
+    """The plan, its code and α checked before anything is written (depl.train.certify.Prepared)."""
+    plan_file, out = Path(plan_file), Path(out)
+    dev = start_training(training.threads, training.device)
+    from ..train.certify import prepare
+
+    check_folder("--out", out)
+    with as_bad_input(*training_errors(), ValueError, OSError):
+        return prepare(plan_file, alpha, dev)
+
+
+def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Optional[str] = None,
+                first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
+                progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
+    """Train seeds F, F+1, … `batch` at a time until the test decides or `max_runs` are counted; write the
+    certificate. progress(run_id, seed, epoch, result) after every epoch, on_decision(verdict) after every batch."""
+    from ..jsonout import dumps
+    from ..train.certify import certify as sequential
+
+    out = Path(out)
+    with as_bad_input(*training_errors(), ValueError, OSError):
+        out.mkdir(parents=True, exist_ok=True)
+        c = sequential(prep, store=store or out / "runs.sqlite", first_seed=first_seed, max_runs=max_runs,
+                       batch=batch, options=training.seed_options(), progress=progress, on_decision=on_decision)
+    report = out / f"{prep.plan_file.stem}-certificate.json"
+    data = c.to_json()  # the bounds are searched once, for the file, the text and --json alike
+    report.write_text(dumps(data) + "\n", encoding="utf-8")
+    return Certified(c, data, report)
+
+
+def certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Path = Path("depl-certify"),
+            store: Optional[str] = None,
+            first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
+            progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
+    """Certify a plan on fresh real runs (`depl certify`): "with probability ≥ 1 − α, it meets ℓmax with
+    probability ≥ ω". Resumes."""
+    prep = prepare_certify(plan_file, alpha, out=out, training=training)
+    return run_certify(prep, out=out, store=store, first_seed=first_seed, max_runs=max_runs, batch=batch,
+                       training=training, progress=progress, on_decision=on_decision)

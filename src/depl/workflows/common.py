@@ -1,0 +1,132 @@
+"""What the workflows share: output files checked before any work, the `train` extra and its device, the
+store of a run folder, and how seeds are trained (`Training`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import BadInput
+
+MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
+MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
+
+
+@dataclass(frozen=True)
+class Training:
+    """How seeds are trained: torch threads per process, the device (cpu, cuda or auto), seeds stacked in one
+    vectorised computation, worker processes, and a Ray cluster to spread the batches on."""
+
+    threads: int = 1
+    device: str = "cpu"
+    seed_batch: int = 32
+    workers: Optional[int] = None
+    ray_address: Optional[str] = None
+
+    def seed_options(self) -> dict:
+        """The keyword arguments of `depl.train.seeds.run_all`."""
+        return dict(seed_batch=self.seed_batch, workers=self.workers, threads=self.threads,
+                    ray_address=self.ray_address)
+
+
+def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
+    """Refuse an output file that cannot be written, before any work (so a long computation is never
+    lost to it): a folder, under a file, or in a folder we may not write; `make_folders`: missing
+    folders on its way are made when it is written."""
+    if path.is_dir():
+        example = {"--png": "band.png", "--md": "coverage.md"}.get(flag, "plan.json")
+        raise BadInput(f"{flag} {path}: is a folder; give the file to write, e.g. {path / example}")
+    parent = path.parent
+    if not make_folders and not parent.is_dir():
+        raise BadInput(f"{flag} {path}: the folder {parent} does not exist")
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise BadInput(f"{flag} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK):
+        raise BadInput(f"{flag} {path}: the folder {parent} is not writable")
+
+
+def check_folder(flag: str, folder: Path) -> None:
+    """An output folder that exists as something else is refused."""
+    if folder.exists() and not folder.is_dir():
+        raise BadInput(f"{flag} {folder}: exists and is not a folder")
+
+
+def need_training_extra() -> None:
+    try:
+        import torch  # noqa: F401
+        import torch_pruning  # noqa: F401
+    except ImportError as e:
+        raise BadInput(f"real training needs the `train` extra (pip install 'depl[train]'): {e}") from None
+
+
+def start_training(threads: int, device: str) -> str:
+    """Check the `train` extra, set torch's threads, and return the torch device of `device`."""
+    need_training_extra()
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    return resolve_device(device)
+
+
+def resolve_device(device: str) -> str:
+    """The torch device of cpu, cuda or auto; cuda asked for but absent is bad input."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        built = torch.version.cuda or "none: a CPU-only build"
+        raise BadInput(f"--device cuda: torch {torch.__version__} sees no CUDA device (CUDA in this build: {built}); "
+                       "use --device cpu or auto")
+    return device
+
+
+def allow_code(folders: Optional[list[Path]]) -> None:
+    """The folders of your own code (net/source = MODULE:FUNCTION) this process, and those it starts, may import."""
+    from ..train.custom import allow
+
+    allow(folders)
+
+
+def check_ray_address(address: Optional[str]) -> Optional[str]:
+    """A Ray cluster's address, refused where no cluster answers (before any work: a store made, a line printed)."""
+    if address is not None:
+        from ..train.ray_pool import RayError, probe
+
+        try:
+            probe(address)
+        except RayError as e:
+            raise BadInput(str(e)) from None
+    return address
+
+
+def open_store(store: Optional[str], out: Path):
+    """The run folder's store (or `store`), the folder created first."""
+    from ..store import Store, StoreError
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
+    return Store(store or out / "runs.sqlite")
+
+
+def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None) -> None:
+    """`depl.train.seeds.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
+    input. progress(run_id, seed, epoch, result) after every epoch."""
+    from ..train.ray_pool import RayError
+    from ..train.seeds import run_all
+
+    try:
+        run_all(st, runs, progress=progress, **training.seed_options())
+    except RayError as e:
+        raise BadInput(str(e)) from None
+
+
+def seed_range(first_seed: int, seeds: int) -> list[int]:
+    """Seeds F..F+N-1."""
+    return list(range(first_seed, first_seed + seeds))

@@ -1,0 +1,193 @@
+"""`depl coverage`'s workflow: the coverage table — per task × ω × loss law, a plan run for real on held-out
+seeds and judged.
+
+The cells are made and described by depl.experiments.coverage, trained and
+judged through the pipeline of `depl validate` (depl.train.validation), and
+written by depl.report.coverage_md. Everything trained goes to one store, so
+an interrupted table continues where it stopped and no run is trained twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .common import Training, check_output_file, run_seeds, seed_range, start_training
+from .errors import BadInput, as_bad_input, training_errors
+
+if TYPE_CHECKING:
+    from ..experiments.coverage import Table
+    from ..store import Store
+
+
+@dataclass(frozen=True)
+class CoverageRuns:
+    """The table's cells planned, and their runs registered in one store (`prepare_coverage`): `held` maps a
+    cell's key to its HeldOutRun, `groups` a run id to the cells that share it (one job, one run)."""
+
+    table: "Table"
+    held: dict = field(hash=False)
+    groups: dict = field(hash=False)
+    store: "Store"
+    seeds: tuple[int, ...]
+    out: Path
+    md: Path
+    train: bool
+
+    def first(self, run_id: str) -> Any:
+        """The HeldOutRun that trains `run_id` (its group's first cell's)."""
+        return self.held[self.groups[run_id][0].key]
+
+    @property
+    def total_epochs(self) -> int:
+        return sum(self.first(rid).epochs * len(self.seeds) for rid in self.groups)
+
+    def done_epochs(self) -> int:
+        return sum(self.first(rid).done_epochs() for rid in self.groups)
+
+
+@dataclass(frozen=True)
+class CoverageResult:
+    """The table judged (every cell), written to OUT/coverage.json and `md`."""
+
+    table: "Table"
+    json_file: Path
+    md: Path
+
+    @property
+    def refuted(self) -> list:
+        return self.table.refuted
+
+    def to_json(self) -> dict:
+        return self.table.to_json()
+
+
+def command_line(tasks: list[str], omegas: list[float], laws: list[str], runs: int, first_seed: int, method: str,
+                 out: Path, md: Path, train: bool) -> str:
+    """The command that regenerates this table (the training options change how fast, not what)."""
+    return " ".join(["depl coverage", *map(shlex.quote, [
+        "--tasks", ",".join(tasks), "--omegas", ",".join(f"{w:g}" for w in omegas),
+        "--laws", ",".join(laws), "--runs", str(runs), "--first-seed", str(first_seed),
+        *(["--method", method] if method != "depl" else []), "--out", str(out), "--md", str(md),
+        *([] if train else ["--no-train"])])])
+
+
+def check_cells(tasks: list[str], omegas: list[float], laws: list[str], method: str) -> tuple[list, list, list]:
+    """The tasks parsed (SCENARIO[:LOSS]), the ω and the laws checked, the planner known."""
+    from ..experiments.coverage import CoverageError, check_laws, check_omegas, parse_task
+    from ..planners import planner_names
+
+    if method not in planner_names():
+        raise BadInput(f"--method {method!r}: choose one of {', '.join(planner_names())}")
+    with as_bad_input(CoverageError):
+        task_list = [parse_task(t) for t in tasks]
+        omega_list = check_omegas(list(omegas))
+        law_list = check_laws(list(laws))
+    if not task_list or not omega_list or not law_list:
+        raise BadInput("--tasks, --omegas and --laws each need at least one value")
+    return task_list, omega_list, law_list
+
+
+def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200,
+                     first_seed: int = 10_000, method: str = "depl", out: str | Path = Path("depl-coverage"),
+                     md: str | Path | None = None, train: bool = True, training: Training = Training()) -> CoverageRuns:
+    """Plan every cell (plans in OUT/plans, reused when still the plan the planner makes) and register its run
+    on seeds F..F+runs-1 in OUT/runs.sqlite."""
+    from ..experiments.coverage import Table
+
+    out, md = Path(out), None if md is None else Path(md)
+    task_list, omega_list, law_list = check_cells(tasks, omegas, laws, method)
+    if md is not None:  # checked now, not after the planning and the training
+        check_output_file("--md", md)
+    dev = start_training(training.threads, training.device)
+    seeds = seed_range(first_seed, runs)
+    store = coverage_store(out)
+    md = md or out / "coverage.md"
+    command = command_line([t.spec for t in task_list], omega_list, law_list, runs, first_seed, method, out, md, train)
+    table = Table([], [t.spec for t in task_list], omega_list, law_list, runs, first_seed, command, method,
+                  trained=train)
+    held = {}  # cell key -> HeldOutRun
+    for task in task_list:
+        for omega in omega_list:
+            for law in law_list:
+                with as_bad_input(*training_errors(), ValueError, OSError, prefix=f"{task.spec}, ω = {omega:g}, {law}: "):
+                    table.cells.append(plan_cell(task, omega, law, out / "plans", method, seeds, store, dev, held))
+    from ..experiments.coverage import link_shared
+
+    groups = link_shared(table.cells)
+    return CoverageRuns(table, held, groups, store, tuple(seeds), out, md, train)
+
+
+def coverage_store(out: Path) -> "Store":
+    """OUT/runs.sqlite, with OUT/plans made."""
+    from ..store import Store
+
+    try:
+        (out / "plans").mkdir(parents=True, exist_ok=True)
+        with as_bad_input(*training_errors()):
+            return Store(out / "runs.sqlite")
+    except OSError as e:
+        raise BadInput(f"--out {out}: cannot create the folder ({e.strerror or e})") from None
+
+
+def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: list[int], store, device: str,
+              held: dict):
+    """One cell planned, its run registered (into `held`, by the cell's key) when it has a plan."""
+    from ..experiments.coverage import plan_cell as make_cell
+    from ..train.validation import prepare
+
+    cell, plan = make_cell(task, omega, law, plans, method)
+    if plan is not None:
+        # the spec records no plan: cells with one job share one run (and a re-plan changes nothing)
+        h = prepare(plan.scenario_object(), Path(cell.plan_file), seeds, store, device,
+                    spec={"backend": "local", "kind": "depl coverage"})
+        cell.run_id, held[cell.key] = h.run_id, h
+    return cell
+
+
+def train_coverage(c: CoverageRuns, training: Training = Training(),
+                   progress: Optional[Callable] = None) -> CoverageResult:
+    """Train each distinct run (unless --no-train) and judge its cells, each against its own plan's ω and
+    target, writing the table after every run (an interrupted table keeps what is done).
+    progress(cell key, seed, epoch, result) after every epoch."""
+    t0 = time.perf_counter()
+    for rid, cells in c.groups.items():
+        h, label = c.first(rid), cells[0].key
+        if c.train:
+            run_seeds(c.store, [(rid, h.job, list(c.seeds))], training,
+                      None if progress is None else
+                      lambda _rid, seed, epoch, r, label=label: progress(label, seed, epoch, r))
+        todo = set(h.pending())
+        finished = [x for x in c.seeds if x not in todo]
+        for cell in cells:
+            if len(finished) >= 2:  # (--no-train: those the store has; else every seed)
+                cell.judge(dataclasses.replace(c.held[cell.key], seeds=finished).judge())
+        c.table.seconds = time.perf_counter() - t0
+        write_table(c)
+    write_table(c)
+    return CoverageResult(c.table, c.out / "coverage.json", c.md)
+
+
+def write_table(c: CoverageRuns) -> None:
+    """OUT/coverage.json, and the markdown table into `md` (its text around the table kept)."""
+    from ..report.coverage_md import coverage_markdown
+
+    (c.out / "coverage.json").write_text(json.dumps(c.table.to_json(), indent=1, allow_nan=False), encoding="utf-8")
+    c.md.parent.mkdir(parents=True, exist_ok=True)
+    c.md.write_text(coverage_markdown(c.table, c.md.read_text(encoding="utf-8") if c.md.is_file() else ""),
+                    encoding="utf-8")
+
+
+def coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200, first_seed: int = 10_000,
+             method: str = "depl", out: str | Path = Path("depl-coverage"), md: str | Path | None = None,
+             train: bool = True,
+             training: Training = Training(), progress: Optional[Callable] = None) -> CoverageResult:
+    """The coverage table (`depl coverage`): for each task × ω × loss law, plan, run on held-out seeds, judge."""
+    c = prepare_coverage(tasks, omegas, laws, runs=runs, first_seed=first_seed, method=method, out=out, md=md,
+                         train=train, training=training)
+    return train_coverage(c, training, progress)

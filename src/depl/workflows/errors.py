@@ -1,0 +1,75 @@
+"""What a workflow refuses, and why: one exception family, each with a message meant for the user.
+
+The command line maps them to its exit codes (depl.cli.console): `BadInput` 2,
+`Unreachable` 3, `Failed` (and `ExternalFailure`) 1. A caller from Python catches
+`WorkflowError`. A verdict (a guarantee refuted, a certificate undecided) is
+no error: it is part of the workflow's result.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+
+class WorkflowError(Exception):
+    """A workflow refused or could not finish; the message says why, in one line.
+
+    `result`: what the workflow can still say (e.g. what an infeasible target can reach), as JSON-ready data.
+    """
+
+    def __init__(self, message: str, result: dict | None = None):
+        super().__init__(message)
+        self.result = result
+
+
+class BadInput(WorkflowError):
+    """A scenario, plan, store or option that cannot be used."""
+
+
+class Unreachable(WorkflowError):
+    """The target cannot be met (no plan is feasible)."""
+
+
+class Failed(WorkflowError):
+    """The workflow could not finish (what it was to write does not check out: a bug in depl)."""
+
+
+class ExternalFailure(Failed):
+    """A program the workflow ran (Flower's `flwr run`) failed or left work unfinished."""
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The library's exceptions whose message is meant for the user; none of them needs torch."""
+    from ..plan import PlanError
+    from ..runspec import SpecError
+    from ..scenario import ScenarioError
+    from ..store import StoreError
+
+    return (PlanError, ScenarioError, StoreError, SpecError)
+
+
+def training_errors() -> tuple[type[Exception], ...]:
+    """The exceptions whose message is meant for the user, training's included."""
+    from ..train.source import DataError
+
+    try:
+        from ..train.federation import JobError
+    except ImportError:  # no `train` extra (torch): `runs show` reads a store without it, and no job was made
+        return (*user_errors(), DataError)
+    return (*user_errors(), DataError, JobError)
+
+
+def fitting_errors() -> tuple[type[Exception], ...]:
+    """The exceptions of fitting whose message is meant for the user."""
+    from ..fit.runs import FitError
+
+    return (*user_errors(), FitError)
+
+
+@contextmanager
+def as_bad_input(*errors: type[Exception], prefix: str = ""):
+    """Within: one of `errors` (their messages are the user's) becomes BadInput, its message after `prefix`."""
+    try:
+        yield
+    except errors as e:
+        raise BadInput(prefix + str(e)) from None

@@ -1,0 +1,333 @@
+"""The fitting workflows: `fit` (the loss laws fitted to profiled runs or training logs, written as a
+scenario) and `calibrate` (a scenario's fitted law recalibrated on new runs, the law untouched)."""
+
+from __future__ import annotations
+
+import os
+import time
+import tomllib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from .common import check_output_file
+from .errors import BadInput, Failed, as_bad_input, fitting_errors
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..fit.report import FitResult
+    from ..scenario import Scenario
+
+RELIABILITY_LEVELS = (0.5, 0.8, 0.9, 0.95)
+
+
+def fitted_name(base: str, name: str | None = None) -> str:
+    """The fitted scenario's name: `name`, else BASE-fitted (a plan of it never passes for one of the base)."""
+    if name is not None:
+        return name
+    return base if base.endswith("-fitted") else f"{base}-fitted"
+
+
+def sibling(out: Path, tag: str) -> Path:
+    """Where one law's scenario is written beside `out`: NAME.TAG.toml."""
+    return out.with_name(f"{out.stem}.{tag}{out.suffix or '.toml'}")
+
+
+def fitted_seeds(profile) -> list[int]:
+    """[first, last] of the seeds the laws were fitted on (every experiment's; the calibration seeds are apart)."""
+    seeds = [int(x) for e in profile.experiments for x in e.seeds]
+    return [min(seeds), max(seeds)]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The laws fitted (`result`) to profiled runs or logs over `base`; the scenario files and plots written."""
+
+    result: "FitResult"
+    base: "Scenario"
+    logs: bool                      # fitted to training logs, not a store of `depl profile`
+    template: bool                  # the base is a one-cluster template of the logs' setting (no scenario given)
+    seconds: float
+    plots: tuple[Path, ...] = ()
+    out: Optional[Path] = None      # the chosen law's scenario
+    chosen: Optional[str] = None    # the law written at `out`
+    name: Optional[str] = None      # the fitted scenario's name
+    siblings: tuple[Path, ...] = ()  # every law's scenario
+
+
+def check_fit_options(omega, target_loss, deadline, name, out: Optional[Path], png: Optional[Path]) -> None:
+    """The options of a fit, refused before it runs (not after minutes of it)."""
+    from ..scenario import OMEGA_RULE, name_problem, omega_problem
+
+    for flag, v, ok, rule in (("--omega", omega, lambda x: omega_problem(x) is None, OMEGA_RULE),
+                              ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
+                              ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
+        if v is not None and not ok(v):  # also refuses nan (every comparison is false)
+            raise BadInput(f"{flag} {v}: must be {rule}")
+    if name is not None and (name_problem(name) or not name.strip()):
+        raise BadInput(f"--name {name!r}: {name_problem(name) or 'empty'}")
+    if png is not None and png.exists() and not png.is_dir():
+        raise BadInput(f"--png {png}: exists and is not a folder (the plots are written into a folder)")
+    if out is not None:
+        if out.is_dir():
+            raise BadInput(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'fitted.toml'}")
+        check_output_file("--out", out)
+    if png is not None:
+        check_output_file("--png", png / "fit-bands.png")
+
+
+def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = None, png: str | Path | None = None,
+        model: str = "auto", bootstrap: int = 200, seed: int = 0, target_loss: Optional[float] = None,
+        omega: Optional[float] = None, deadline: Optional[float] = None, name: Optional[str] = None,
+        calibration_seeds: Optional[int] = None) -> Fitted:
+    """Fit the loss laws to profiled runs (a store of `depl profile`) or training logs (.csv, .parquet), choose
+    one by held-out fit (`model`: auto, or a law to write), plot them into `png`, and write the chosen law's
+    scenario at `out` and every law's beside it (`depl fit`)."""
+    out, png = (None if x is None else Path(x) for x in (out, png))
+    check_fit_options(omega, target_loss, deadline, name, out, png)
+    from ..fit.logs import is_log_file
+
+    path = store.removeprefix("sqlite:///")
+    logs = is_log_file(path)
+    if not Path(path).is_file():
+        raise BadInput(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
+    t0 = time.perf_counter()
+    base, r = fit_laws(store, scenario, logs, bootstrap, seed, name, target_loss, omega, deadline, calibration_seeds)
+    seconds = time.perf_counter() - t0
+    plots = draw_fit(r, png) if png is not None else ()
+    if out is None:
+        return Fitted(r, base, logs, logs and scenario is None, seconds, plots)
+    chosen = r.chosen if model == "auto" else model
+    fitted = fitted_name(base.name, name)
+    for tag in r.data:
+        text = fitted_text(r, tag, base, fitted, store, out, logs, scenario is None, (target_loss, omega, deadline))
+        for p in ([out] if tag == chosen else []) + [sibling(out, tag)]:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+    return Fitted(r, base, logs, logs and scenario is None, seconds, plots, out, chosen, fitted,
+                  tuple(sibling(out, t) for t in r.data))
+
+
+def fit_laws(store: str, scenario: Optional[str], logs: bool, bootstrap: int, seed: int, name, target_loss, omega,
+             deadline, calibration_seeds: Optional[int]) -> tuple["Scenario", "FitResult"]:
+    """(the base scenario, the fit) of a store's profiles or of logs."""
+    import numpy as np
+
+    path = store.removeprefix("sqlite:///")
+    try:
+        with warnings.catch_warnings(), as_bad_input(*fitting_errors()):
+            # a degenerate fit is reported, once; numpy's RuntimeWarnings would only add noise to stderr
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if logs:
+                return fit_logs(path, scenario, bootstrap, seed, name, target_loss, omega, deadline, calibration_seeds)
+            return fit_store(store, scenario, bootstrap, seed, omega, calibration_seeds)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as e:  # from scipy/numpy inside a fit
+        raise BadInput(f"{path}: the loss laws cannot be fitted to these runs ({e}); are the test losses on a sane "
+                       "scale?") from None
+
+
+def fit_store(store: str, scenario: Optional[str], bootstrap: int, seed: int, omega, calibration_seeds):
+    """Fit a store's profiles; the base scenario is `scenario`, else the one its runs name."""
+    from ..fit.report import run_fit
+    from ..fit.runs import FitError
+    from ..runspec import run_spec
+    from ..scenario import load_scenario
+    from ..store import Store
+
+    path = store.removeprefix("sqlite:///")
+    st = Store(store, readonly=True)  # fit only reads the profiles
+    if scenario is None:
+        names = {run_spec(r, path).scenario for r in st.runs("profile")} - {None}
+        if len(names) != 1:
+            raise FitError(f"{path}: cannot tell which scenario the runs were profiled with ({sorted(names)}); "
+                           "give --scenario")
+        scenario = names.pop()
+    base = load_scenario(scenario)
+    return base, run_fit(st, base, bootstrap=bootstrap, seed=seed, calibration_seeds=calibration_seeds, omega=omega)
+
+
+def fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline,
+             calibration_seeds: Optional[int] = None):
+    """Fit logs (CSV/Parquet); the base scenario is `scenario`'s system or a template of the logs' setting."""
+    from ..fit.logs import base_scenario, read_logs
+    from ..fit.report import fit_profile
+    from ..scenario import load_scenario
+
+    logs = read_logs(path)
+    base, reference = base_scenario(logs, load_scenario(scenario) if scenario else None, name=name,
+                                    target_loss=target_loss, omega=omega, deadline=deadline)
+    return base, fit_profile(logs.profile(reference), base, bootstrap=bootstrap, seed=seed,
+                             calibration_seeds=calibration_seeds)
+
+
+def draw_fit(r: "FitResult", png: Path) -> tuple[Path, ...]:
+    """The fit's plots in `png`: bands, multipliers, and with calibration the reliability and PIT histograms."""
+    from ..report.plots import plot_calibration, plot_fit, plot_multipliers
+
+    with warnings.catch_warnings():  # a version with few runs gives empty quantiles: numpy's warnings are noise
+        warnings.simplefilter("ignore", RuntimeWarning)
+        png.mkdir(parents=True, exist_ok=True)
+        plot_fit(r, png / "fit-bands.png")
+        plot_multipliers(r, png / "fit-multipliers.png")
+        if not r.calibration:
+            return (png / "fit-bands.png", png / "fit-multipliers.png")
+        plot_calibration(r, png / "fit-calibration.png")
+        return (png / "fit-bands.png", png / "fit-multipliers.png", png / "fit-calibration.png")
+
+
+def fitted_text(r: "FitResult", tag: str, base: "Scenario", fitted: str, store: str, out: Path, logs: bool,
+                no_scenario: bool, targets: tuple) -> str:
+    """One law's scenario file: its header saying how it was made, the base's other sections, the law;
+    `targets`: (loss, quantile, deadline) set in its [target] (None: the base's)."""
+    from ..fit.report import toml_dumps
+    from ..scenario import parse_scenario, with_target
+
+    seeds = fitted_seeds(r.profile)
+    data = {**with_target(r.data[tag], *targets, fitted),
+            "fitted_epochs": max(e.epochs for e in r.profile.experiments), "fitted_seeds": seeds}
+    template = logs and no_scenario
+    header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
+              f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
+              f"loss_model, max_epochs = fitted_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
+              f"{'logged runs' if logs else 'profiling experiments'} on seeds {seeds[0]}..{seeds[1]} "
+              "(fitted_seeds; `depl calibrate` refuses runs on them)."
+              + ("\nThe clusters and datasets are a template of the logs' setting (an epoch at full compute = one time\n"
+                 "unit): edit them, and the versions' size and work, to plan for your system." if template else "")
+              + (f"\n[calibration]: {r.calibration[tag].message()}.\n"
+                 "`depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
+                 "(or use = false) with the law as fitted." if tag in r.calibration else ""))
+    if isinstance(data.get("code_dir"), str) and Path(data["code_dir"]).is_absolute():
+        # your code's folder relative to the written file (read relative to it): the project moves whole
+        data = {**data, "code_dir": os.path.relpath(data["code_dir"], out.resolve().parent)}
+    text = toml_dumps(data, header)
+    try:
+        parse_scenario(tomllib.loads(text), str(out))  # what we write must load
+    except Exception as e:  # pragma: no cover - a bug, not a user error
+        raise Failed(f"the fitted scenario does not validate: {e}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """A scenario's law recalibrated on new runs (`calibration`, their PIT scores `pit`), written at `out` with
+    [calibration] use = `use`; reliability before and after at `levels`."""
+
+    base: "Scenario"
+    source: str
+    store: str
+    out: Path
+    experiments: tuple[str, ...]
+    seeds: tuple[int, int]
+    calibration: Any                # depl.loss.calibrated's Calibration
+    pit: Any = field(hash=False)
+    use: bool
+    levels: tuple[float, ...]
+    before: "np.ndarray" = field(hash=False)
+    after: "np.ndarray" = field(hash=False)
+    more: str                       # how to get more runs, if the calibration wants them
+    written: "Scenario"
+    png: Optional[Path] = None
+
+    def to_json(self) -> dict:
+        cal = self.calibration
+        return {"scenario": self.base.name, "source": self.source, "store": self.store, "out": str(self.out),
+                "experiments": list(self.experiments), "runs": cal.runs, "seeds": list(self.seeds),
+                "fitted_seeds": self.base.fitted_seeds, "omega": cal.omega, "needed": cal.needed,
+                "reaches": cal.reaches, "use": self.use, "level": cal.level if cal.reaches else None,
+                "epoch_levels": cal.levels().tolist() if cal.reaches else None,
+                "reliability": {"levels": list(self.levels), "before": self.before.tolist(),
+                                "after": self.after.tolist()},
+                "png": str(self.png) if self.png is not None else None}
+
+
+def calibration_use(cal, base: "Scenario") -> bool:
+    """Whether a plan uses the calibration (its [calibration] use): as `depl fit`, not below ω's runs; also not
+    below the runs the scenario's own target quantile needs, which it must load with, at every scored epoch."""
+    from ..scenario import CalibrationTable
+
+    fewest = min([cal.runs] + [r.size for r in cal.epochs])  # at every scored epoch (docs/fitting.md)
+    return bool(cal.reaches and fewest >= CalibrationTable.needed(base.target.quantile))
+
+
+def check_calibrate_options(omega: Optional[float], out: Path, png: Optional[Path]) -> None:
+    from ..scenario import omega_problem
+
+    if omega is not None and (why := omega_problem(omega, "--omega")):
+        raise BadInput(why)
+    if out.is_dir():
+        raise BadInput(f"--out {out}: is a folder; give the scenario file to write, e.g. {out / 'calibrated.toml'}")
+    check_output_file("--out", out)
+    if png is not None:
+        if png.exists() and not png.is_dir():
+            raise BadInput(f"--png {png}: exists and is not a folder (the plot is written into a folder)")
+        check_output_file("--png", png / "calibration.png")
+
+
+def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[float] = None,
+              png: str | Path | None = None) -> Calibrated:
+    """Calibrate a scenario's fitted law on new runs (a store of `depl profile` on seeds the law was not fitted
+    on), without refitting it: write SCENARIO's text at `out` with its [calibration] replaced (`depl calibrate`).
+    `omega`: the ω to calibrate for [default: the scenario's target quantile]; `png`: folder for the plot."""
+    out, png = Path(out), None if png is None else Path(png)
+    check_calibrate_options(omega, out, png)
+    path = store.removeprefix("sqlite:///")
+    if not Path(path).is_file():
+        raise BadInput(f"{path}: no such store (run `depl profile --first-seed N` first)")
+    import numpy as np
+
+    from ..fit.calibrate import recalibrate, reliability
+    from ..fit.runs import load_profile
+    from ..scenario import parse_scenario, read_toml, scenario_source
+    from ..store import Store
+
+    with as_bad_input(*fitting_errors()):
+        text, source = scenario_source(scenario)
+        base = parse_scenario(read_toml(text, source), source)
+        omega = base.target.quantile if omega is None else omega
+        prof = load_profile(Store(store, readonly=True), base, min_seeds=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            cal, pit = recalibrate(base, prof, omega)
+    seeds = sorted({int(s) for e in prof.experiments for s in e.seeds})
+    use = calibration_use(cal, base)
+    levels = tuple(sorted(set(RELIABILITY_LEVELS) | {round(float(omega), 6)}))
+    before = reliability(cal.scores, list(levels), "none")
+    after = reliability(cal.scores, list(levels), "conformal") if cal.runs >= 2 else np.full(len(levels), np.nan)
+    more = f"profile more seeds past the law's: `depl profile --first-seed {max(seeds[-1], base.fitted_seeds[1]) + 1}`"
+    runs = (f"runs ({len(prof.experiments)} experiments, seeds {seeds[0]}..{seeds[-1]}; the law was fitted on seeds "
+            f"{base.fitted_seeds[0]}..{base.fitted_seeds[1]}) by `depl calibrate`")
+    written = write_calibrated(text, cal, use, runs, more, out)
+    if png is not None:
+        from ..report.plots import plot_reliability
+
+        png.mkdir(parents=True, exist_ok=True)
+        law = written.loss_model or "increments"
+        plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
+    return Calibrated(base, source, path, out, tuple(e.label for e in prof.experiments), (seeds[0], seeds[-1]), cal,
+                      pit, use, levels, before, after, more, written, png / "calibration.png" if png else None)
+
+
+def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path) -> "Scenario":
+    """The scenario's text with its [calibration] table replaced, written at `out` (checked to load, with the
+    same law, first); the scenario it is."""
+    from ..fit.calibrate import with_calibration
+    from ..fit.report import toml_dumps
+    from ..scenario import parse_scenario
+
+    table = {**cal.table(), "use": use}
+    comment = [f"[calibration]: {cal.message(runs, more)}.",
+               "[calibration]: `depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "
+               "(or use = false) with the law as fitted."]
+    new = with_calibration(text, toml_dumps({"calibration": table}), comment)
+    try:
+        written = parse_scenario(tomllib.loads(new), str(out))  # what we write must load, with the same law
+    except Exception as e:  # pragma: no cover - a bug, not a user error
+        raise Failed(f"the calibrated scenario does not validate: {e}") from None
+    same = {k: v for k, v in tomllib.loads(new).items() if k != "calibration"}
+    if same != {k: v for k, v in tomllib.loads(text).items() if k != "calibration"}:  # pragma: no cover - a bug
+        raise Failed("the calibrated scenario's law differs from the scenario's: not written")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(new, encoding="utf-8")
+    return written

@@ -1,0 +1,237 @@
+"""The planning workflows: plan, simulate (Monte Carlo of a plan), predict (the law of ℓ(K) for a schedule).
+None of them trains or imports torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+from .common import check_output_file
+from .errors import BadInput, Unreachable, as_bad_input
+
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from ..predict import Prediction
+    from ..scenario import Scenario
+    from ..simulate import Simulation
+
+MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
+MAX_CELLS = 50_000_000  # 400 MB of trajectories at most
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A plan (`certified_by` in its info where the scenario's calibration scores experiments), the scenario it
+    was made for (with the targets given), where it was written, and what a person should be warned of."""
+
+    plan: "Plan"
+    scenario: "Scenario"
+    out: Optional[Path] = None
+    time_limit: Optional[float] = None    # optimal's, in seconds
+    warnings: tuple[str, ...] = ()
+
+
+def load(scenario: "str | Scenario") -> "Scenario":
+    """A scenario: a built-in name, a TOML file, or one loaded already."""
+    from ..scenario import Scenario, ScenarioError, load_scenario
+
+    if isinstance(scenario, Scenario):
+        return scenario
+    with as_bad_input(ScenarioError):
+        return load_scenario(scenario)
+
+
+def with_target(s: "Scenario", loss: Optional[float] = None, quantile: Optional[float] = None,
+                deadline: Optional[float] = None) -> "Scenario":
+    """The scenario with these in its [target], validated like the file (named as the options that set them)."""
+    if loss is None and quantile is None and deadline is None:
+        return s
+    from ..scenario import ScenarioError, parse_scenario, scenario_dict
+    from ..scenario import with_target as in_target
+
+    given = {"loss": loss, "quantile": quantile, "deadline": deadline}
+    flags = " ".join(f"--{k} {v!r}" for k, v in given.items() if v is not None)
+    with as_bad_input(ScenarioError):
+        return parse_scenario(in_target(scenario_dict(s), **given), f"{s.name} with {flags}")
+
+
+def uncalibrated(s: "Scenario") -> "Scenario":
+    """The scenario with its law as fitted: its [calibration], if any, not used."""
+    if s.calibration is None:
+        return s
+    return s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
+
+
+def extrapolation_warnings(s: "Scenario", epochs: int) -> tuple[str, ...]:
+    """A plan longer than the epochs its law was fitted on is allowed (max_epochs says so), but said."""
+    why = s.extrapolated(epochs) or s.calibration_beyond(epochs)
+    return (why,) if why else ()
+
+
+def certify_by_calibration(s: "Scenario", p: "Plan") -> None:
+    """With per-experiment calibration scores: which runs certify the plan, in its info (and so its JSON)."""
+    c = s.calibration
+    if c is None or not c.use or not c.experiments:
+        return
+    from ..loss import loss_model_for
+
+    law = loss_model_for(s)
+    p.info["certified_by"] = law.certified_by([e.model for e in p.epochs], s.phi(s.samples(p.datasets)), p.omega)
+
+
+def infeasible_result(s: "Scenario", method: str, e) -> dict:
+    """What an infeasible target can reach, as its message says it (null where it says nothing)."""
+    return {"feasible": False, "reason": str(e), "scenario": s.name, "method": method,
+            "target": {"loss": s.target.loss, "quantile": s.target.quantile, "deadline": s.target.deadline},
+            "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time}
+
+
+def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float]:
+    """optimal's time limit [default: its own]; the other planners take none (their modules are not imported)."""
+    if time_limit is None:
+        if method == "optimal":
+            from ..planners.optimal import DEFAULT_TIME_LIMIT
+
+            return DEFAULT_TIME_LIMIT
+    elif time_limit != time_limit:  # NaN passes a `>= 1` check (every comparison with it is false)
+        raise BadInput("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
+    return time_limit
+
+
+def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, loss: Optional[float] = None,
+         quantile: Optional[float] = None, deadline: Optional[float] = None, time_limit: Optional[float] = None,
+         uncalibrated_law: bool = False, out: str | Path | None = None,
+         on_status: Optional[Callable[[str], None]] = None) -> Planned:
+    """Plan the cheapest training whose ω-quantile of the final loss meets the target (`depl plan`).
+
+    `loss`, `quantile`, `deadline` override the scenario's [target]; `uncalibrated_law`: plan with the law as
+    fitted. `out`: write the plan there (checked before solving). `on_status(line)`: what the planner is doing
+    (optimal: its incumbent, bound and gap as they change). Raises Unreachable when no plan meets the target,
+    BadInput for a scenario or option that cannot be used.
+    """
+    from ..planners import Infeasible, Options, make_plan, planner_names
+
+    out = None if out is None else Path(out)
+    time_limit = check_time_limit(method, time_limit)
+    if method not in planner_names():
+        raise BadInput(f"--method {method!r}: choose one of {', '.join(planner_names())}")
+    if out is not None:  # checked before solving, so a long solve is never lost
+        check_output_file("--out", out, make_folders=False)
+    s = load(scenario)
+    if uncalibrated_law:
+        s = uncalibrated(s)
+    s = with_target(s, loss, quantile, deadline)
+    say = on_status or (lambda line: None)
+    try:
+        if method == "optimal":  # its own live status: incumbent, bound, gap, elapsed
+            p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
+        else:
+            say(f"planning {s.name} with {method} (η = {eta}) …")
+            p = make_plan(s, method, Options(eta=eta))
+    except Infeasible as e:
+        raise Unreachable(str(e), infeasible_result(s, method, e)) from None
+    certify_by_calibration(s, p)
+    if out is not None:
+        save_plan(p, out)
+    return Planned(p, s, out, time_limit, extrapolation_warnings(s, len(p.epochs)))
+
+
+def save_plan(p: "Plan", out: Path) -> None:
+    from ..plan import PlanError
+
+    with as_bad_input(PlanError):
+        try:
+            p.save(out)
+        except OSError as e:
+            raise BadInput(f"--out {out}: cannot write ({e.strerror or e})") from None
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """A plan's Monte Carlo (`simulation`), its loss band drawn at `png`."""
+
+    plan_file: Path
+    plan: "Plan"
+    simulation: "Simulation"
+    runs: int
+    seed: int
+    png: Path
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def not_refuted(self) -> bool:
+        """The guarantee stands: the 95% interval of P(ℓ(K) ≤ ℓmax) reaches ω."""
+        return self.simulation.p_meet_ci[1] >= self.plan.omega
+
+    def to_json(self) -> dict:
+        p, sim = self.plan, self.simulation
+        return {"plan": str(self.plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
+                "runs": self.runs, "seed": self.seed, "omega": p.omega, "target": p.loss_target,
+                "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
+                "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
+                "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": self.not_refuted,
+                "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(), "png": str(self.png)}
+
+
+def simulate(plan_file: str | Path, runs: int = 10_000, seed: int = 0, png: str | Path | None = None) -> Simulated:
+    """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band drawn at `png`
+    [default: next to the plan] (`depl simulate`)."""
+    from ..plan import Plan, PlanError
+    from ..report.plots import plot_loss_band, save, switch_epochs
+    from ..scenario import ScenarioError
+    from ..simulate import simulate_plan
+
+    plan_file = Path(plan_file)
+    png = Path(png) if png else plan_file.with_suffix(".png")
+    check_output_file("--png", png)
+    with as_bad_input(PlanError, ScenarioError):
+        p = Plan.load(plan_file)
+        warnings = extrapolation_warnings(p.scenario_object(), len(p.epochs))  # checks the plan against its scenario
+        points = len(p.epochs) + 1
+        if runs * points > MAX_CELLS:
+            raise PlanError(f"--runs {runs}: {runs} trajectories of {points} points need "
+                            f"{runs * points * 8 / 2**30:.1f} GiB; use at most {MAX_CELLS // points} runs for this plan")
+        sim = simulate_plan(p, runs=runs, seed=seed)
+    fig = plot_loss_band([(p.method, sim.band)], target=p.loss_target, switches=[switch_epochs(p)],
+                         title=f"{p.scenario}: loss band of the {p.method} plan ({runs} runs)")
+    try:
+        save(fig, png)
+    except OSError as e:
+        raise BadInput(f"--png {png}: {e.strerror or e}") from None
+    return Simulated(plan_file, p, sim, runs, seed, png, warnings)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """The law of ℓ(K) for a written schedule (`prediction`), and whether K lies past what the law was fitted on."""
+
+    scenario: "Scenario"
+    prediction: "Prediction"
+    beyond_max_epochs: bool
+    beyond_fitted_epochs: bool
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {**self.prediction.to_json(), "beyond_max_epochs": self.beyond_max_epochs,
+                "beyond_fitted_epochs": self.beyond_fitted_epochs}
+
+
+def predict(scenario: "str | Scenario", schedule: str, quantile: Optional[float] = None,
+            datasets: Optional[list[str]] = None) -> Predicted:
+    """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K) for
+    `schedule` (VERSION:EPOCHS,… as `depl predict` reads it) on `datasets` [default: all]."""
+    from ..predict import ScheduleError, parse_schedule
+    from ..predict import predict as ask
+
+    s = load(scenario)
+    with as_bad_input(ScheduleError):
+        r = ask(s, parse_schedule(schedule), quantile, datasets or None)
+    beyond = s.max_epochs is not None and r.epochs > s.max_epochs
+    if beyond:
+        also = s.calibration_beyond(r.epochs)
+        warnings = (f"K = {r.epochs} epochs is beyond the scenario's max_epochs = {s.max_epochs}: "
+                    "the law is extrapolated past the epochs it was fitted on" + (f"; {also}" if also else ""),)
+    else:
+        warnings = extrapolation_warnings(s, r.epochs)
+    return Predicted(s, r, beyond, s.extrapolated(r.epochs) is not None, warnings)

@@ -1,0 +1,398 @@
+"""The training workflows: a plan run for real over seeds (`run`: the local back end, Flower's simulation
+engine or a Flower deployment), the closed loop (`run_adaptive`), and profiling (`profile`).
+
+Each comes in two steps, so that a caller can say what is about to happen between them: `prepare_*` checks
+everything and registers the run in its store (a refused run writes nothing), `train_*` trains; the one-call
+form does both. The test loss after every epoch goes to the store, so a run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .common import Training, open_store, run_seeds, seed_range, start_training
+from .errors import BadInput, ExternalFailure, as_bad_input, training_errors
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..plan import Plan
+    from ..scenario import Scenario
+    from ..store import Store
+
+BACKENDS = ("local", "flower")
+RULES = ("slack", "conditional")  # the closed loop's decisions (docs/adaptive.md)
+MAX_SLOW = 1e6  # a cluster a million times slower (or faster) than planned is as far as a rehearsal goes
+
+# progress(seed, epoch, test loss) after every epoch a seed trains
+EpochProgress = Callable[[int, int, float], None]
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """A plan's run over seeds, registered in its store and ready to train (`prepare_run`)."""
+
+    plan_file: Path
+    plan: "Plan"
+    job: Any                    # depl.train.federation.Job
+    store: "Store"
+    run_id: str
+    seeds: tuple[int, ...]
+    backend: str
+    device: str
+    out: Path
+    superlink: Optional[str] = None
+
+    @property
+    def epochs(self) -> int:
+        return len(self.job.epochs)
+
+    def done_epochs(self) -> int:
+        """Epochs the store has already (a diverged seed is done: it trains no further epoch)."""
+        gone = self.store.diverged(self.run_id)
+        return sum(self.epochs if s in gone else min(self.store.done_epochs(self.run_id, s), self.epochs)
+                   for s in self.seeds)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A plan's run, trained: its store (read-only where Flower's ServerApp wrote it), and what `flwr run`
+    printed for a deployment."""
+
+    run_id: str
+    plan: "Plan"
+    store: "Store"
+    backend: str
+    seconds: float
+    flwr_output: str = ""
+
+
+def check_backend(backend: str, superlink: Optional[str], insecure: bool, ray_address: Optional[str]) -> None:
+    """The back end's options, refused where they do not apply; a SuperLink connection that cannot be used is
+    refused before any work."""
+    if backend not in BACKENDS:
+        raise BadInput(f"--backend {backend!r}: choose {' or '.join(BACKENDS)}")
+    if ray_address and backend != "local":
+        raise BadInput("--ray-address spreads the local back end's seed batches; it does not apply to --backend flower")
+    if superlink and backend != "flower":
+        raise BadInput("--superlink needs --backend flower")
+    if insecure and not superlink:
+        raise BadInput("--insecure applies to --superlink only (the simulation's SuperLink is on 127.0.0.1, "
+                       "for this run)")
+    if superlink:
+        from ..train.fleet_gateway import DeploymentError, check_connection
+
+        with as_bad_input(DeploymentError):
+            check_connection(superlink, insecure)
+
+
+def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
+                store: Optional[str] = None, out: str | Path = Path("depl-runs"), training: Training = Training(),
+                superlink: Optional[str] = None, insecure: bool = False) -> PlanRun:
+    """Check the options and the plan, and register the run in its store (`store` [default: OUT/runs.sqlite])."""
+    plan_file, out = Path(plan_file), Path(out)
+    check_backend(backend, superlink, insecure, training.ray_address)
+    dev = start_training(training.threads, training.device)
+    from ..plan import Plan
+    from ..train import execute
+    from ..train.federation import job_from_plan
+
+    with as_bad_input(*training_errors()):
+        p = Plan.load(plan_file)
+        job = job_from_plan(p, dev)
+        st = open_store(store, out)
+        run_id = execute.run_id_for(job, backend)
+        execute.register(st, run_id, "plan", job, {"backend": backend, "plan": p.to_json()})
+    return PlanRun(plan_file, p, job, st, run_id, tuple(seed_range(first_seed, seeds)), backend, dev, out, superlink)
+
+
+def train_run(r: PlanRun, training: Training = Training(), progress: Optional[EpochProgress] = None) -> RunResult:
+    """Train every pending seed of `r` on its back end; progress(seed, epoch, test loss) after every epoch (not
+    for a deployment, whose ServerApp runs elsewhere)."""
+    t0 = time.perf_counter()
+    st, said = backend_step(r, training, progress or (lambda seed, epoch, loss: None))
+    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, said)
+
+
+def backend_step(r: PlanRun, training: Training, progress: EpochProgress) -> tuple["Store", str]:
+    """The one place the back end is chosen: (the store to read the run from, what `flwr run` printed)."""
+    from ..train import execute
+
+    if r.superlink:
+        return run_deployment(r)
+    if r.backend == "local":
+        run_seeds(r.store, [(r.run_id, r.job, list(r.seeds))], training,
+                  lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss))
+        return r.store, ""
+    if execute.pending(r.store, r.run_id, r.job, list(r.seeds)):
+        st = hand_over(r.store)
+        run_flower_simulation(r, st, progress, training.threads)
+        return st, ""
+    return r.store, ""
+
+
+def run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
+        store: Optional[str] = None, out: str | Path = Path("depl-runs"), training: Training = Training(),
+        superlink: Optional[str] = None, insecure: bool = False,
+        progress: Optional[EpochProgress] = None) -> RunResult:
+    """Train a plan for real over seeds F..F+N-1 (`depl run`); resumes."""
+    r = prepare_run(plan_file, seeds, first_seed, backend=backend, store=store, out=out, training=training,
+                    superlink=superlink, insecure=insecure)
+    return train_run(r, training, progress)
+
+
+def hand_over(st):
+    """Close our writer and keep reading: the ServerApp, another process, is the store's one writer now."""
+    from ..store import Store
+
+    path = st.path
+    st.close()
+    return Store(path, readonly=True)
+
+
+def flower_app_folder(r: PlanRun) -> Path:
+    """Where the run's Flower app is written (the run folder's flower-app)."""
+    return r.out / "flower-app"
+
+
+def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int) -> None:
+    """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
+    from ..train import execute
+    from ..train.flower_app import export_app, simulate_app
+
+    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device)
+    try:
+        simulate_app(app, r.out, max(r.job.nodes.values()), progress, threads, device=r.device)
+    except RuntimeError as e:
+        raise ExternalFailure(str(e)) from None
+    left = execute.pending(st, r.run_id, r.job, list(r.seeds))
+    if left:
+        raise ExternalFailure(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {r.out / 'flower'}")
+
+
+def run_deployment(r: PlanRun) -> tuple["Store", str]:
+    """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
+    from ..train.flower_app import export_app, run_deployment as submit
+
+    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device)
+    st = hand_over(r.store)
+    done = submit(app, r.superlink)
+    if done.returncode != 0:
+        raise ExternalFailure(f"flwr run failed (exit {done.returncode}): "
+                              f"{(done.stderr or done.stdout).strip()[-2000:]}")
+    return st, done.stdout
+
+
+def parse_slow(values: Optional[list[str]]) -> dict[str, float]:
+    """CLUSTER:FACTOR texts (the cluster's epochs take FACTOR times their planned time) as {cluster: factor}."""
+    out = {}
+    for v in values or []:
+        name, _, f = str(v).rpartition(":")
+        try:
+            factor = float(f)
+        except ValueError:
+            factor = math.nan
+        # a factor beyond MAX_SLOW (1e308) passed, and broke the re-planning view (capacity / FACTOR = 0) once the
+        # run had started; NaN fails every comparison
+        if not name or not 1 / MAX_SLOW <= factor <= MAX_SLOW:
+            raise BadInput(f"--slow {v!r}: expected CLUSTER:FACTOR with a factor from {1 / MAX_SLOW:g} to "
+                           f"{MAX_SLOW:g}, e.g. far-edge:1.5")
+        out[name] = factor
+    return out
+
+
+@dataclass(frozen=True)
+class AdaptiveRun:
+    """A closed-loop run registered in its store, ready to train (`prepare_adaptive`): what every seed's
+    epoch-0 decision finds (`initial`, the same for all) and the slack a stop may spend."""
+
+    plan_file: Path
+    plan: "Plan"
+    job: Any
+    store: "Store"
+    run_id: str
+    seeds: tuple[int, ...]
+    todo: tuple[int, ...]       # the seeds not finished yet
+    slow: dict = field(hash=False)
+    rule: str
+    split_note: str
+    initial: Any                # depl.adaptive's Decision at epoch 0
+    slack: float
+
+
+@dataclass(frozen=True)
+class AdaptiveResult:
+    """The closed loop's seeds, trained: final test losses, costs (NaN: none) and the count of each action."""
+
+    run_id: str
+    plan: "Plan"
+    seeds: tuple[int, ...]
+    finals: "np.ndarray" = field(hash=False)
+    costs: "np.ndarray" = field(hash=False)
+    actions: dict = field(hash=False)
+    seconds: float
+
+
+def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
+                     out: str | Path = Path("depl-runs"),
+                     training: Training = Training(), validation: Optional[float] = None,
+                     slow: Optional[dict[str, float]] = None, rule: str = "slack") -> AdaptiveRun:
+    """Check the plan and `slow` (clusters of its scenario), register the closed loop's run, and find its
+    epoch-0 decision. `validation`: the split the decisions see (docs/adaptive.md)."""
+    plan_file, out, slow = Path(plan_file), Path(out), dict(slow or {})
+    dev = start_training(training.threads, training.device)
+    from ..plan import Plan
+    from ..train import adaptive as ad
+    from ..train import execute
+
+    with as_bad_input(*training_errors()):
+        p = Plan.load(plan_file)
+        if not p.feasible or not p.epochs:
+            raise BadInput(f"{plan_file}: the plan is infeasible or empty; nothing to run")
+        check_slow(slow, p.scenario_object())
+        job = ad.adaptive_job(p, dev, validation)
+        st = open_store(store, out)
+        run_id = ad.run_id_for(job, slow, rule)
+        execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
+                                                   "slow": slow, "rule": rule})
+    todo = ad.pending(st, run_id, seeds)
+    with as_bad_input(*training_errors()):  # what every seed's epoch-0 decision will find (it reads no seed)
+        pol = ad.policy_for(p, job, **ad.RULES[rule])
+        d0 = pol.initial()
+    return AdaptiveRun(plan_file, p, job, st, run_id, tuple(seeds), tuple(todo), slow, rule, ad.split_note(job), d0,
+                       pol.slack)
+
+
+def check_slow(slow: dict[str, float], scenario: "Scenario") -> None:
+    unknown = sorted(set(slow) - {c.name for c in scenario.clusters})
+    if unknown:
+        raise BadInput(f"--slow {unknown[0]}: no such cluster in the plan's scenario {scenario.name!r} "
+                       f"(clusters: {', '.join(c.name for c in scenario.clusters)})")
+
+
+def train_adaptive(a: AdaptiveRun, seed_batch: int = 32, progress: Optional[Callable] = None) -> AdaptiveResult:
+    """Train the seeds not finished yet by the closed loop, `seed_batch` in one vectorised stack while their
+    rests agree; progress(seed, epoch, result, decision) after every epoch."""
+    from ..train import adaptive as ad
+
+    t0 = time.perf_counter()
+    todo = set(a.todo)
+    # batches cut from the whole seed list, not from the seeds still to do: a resumed run stacks its fresh seeds
+    # as the first attempt did (their batched kernels round alike), so it resumes bit for bit
+    for i in range(0, len(a.seeds), seed_batch):
+        batch = [s for s in a.seeds[i:i + seed_batch] if s in todo]
+        if batch:
+            with as_bad_input(*training_errors()):
+                ad.run_batch(a.store, a.run_id, a.job, a.plan, batch, a.slow, progress, **ad.RULES[a.rule])
+    seconds = time.perf_counter() - t0
+    finals, costs, actions = ad.outcome(a.store, a.run_id, list(a.seeds))
+    return AdaptiveResult(a.run_id, a.plan, a.seeds, finals, costs, actions, seconds)
+
+
+def run_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
+                 out: str | Path = Path("depl-runs"),
+                 training: Training = Training(), validation: Optional[float] = None,
+                 slow: Optional[dict[str, float]] = None, rule: str = "slack",
+                 progress: Optional[Callable] = None) -> AdaptiveResult:
+    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; resumes."""
+    a = prepare_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
+                         slow=slow, rule=rule)
+    return train_adaptive(a, training.seed_batch, progress)
+
+
+@dataclass(frozen=True)
+class Profiling:
+    """A scenario's profiling experiments, each registered in the store as its own run (`prepare_profile`):
+    `jobs` [(experiment, job, run id)], every one trained `epochs` epochs on `seeds`."""
+
+    scenario: "Scenario"
+    jobs: tuple
+    store: "Store"
+    seeds: tuple[int, ...]
+    epochs: int
+
+    def done_epochs(self, run_id: Optional[str] = None) -> int:
+        """Epochs the store has already, of one experiment's run or of all."""
+        return sum(min(self.store.done_epochs(rid, s), self.epochs) for _, _, rid in self.jobs
+                   if run_id in (None, rid) for s in self.seeds)
+
+    @property
+    def total_epochs(self) -> int:
+        return len(self.jobs) * len(self.seeds) * self.epochs
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """Profiling done: the experiments' runs in the store."""
+
+    scenario: "Scenario"
+    run_ids: tuple[str, ...]
+    store: "Store"
+    seconds: float
+
+
+def parse_fractions(text: str) -> list[float]:
+    """Data fractions as `depl profile --fractions` reads them: numbers separated by commas."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise BadInput(f"--fractions {text!r}: expected numbers separated by commas, e.g. 1,0.5,0.25")
+    return values
+
+
+def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed: int = 0, *,
+                    fractions: tuple[float, ...] = (1.0,), versions: tuple[str, ...] = (),
+                    switches: tuple[str, ...] = (), datasets: tuple[str, ...] = (), nodes: int = 1,
+                    store: Optional[str] = None, out: str | Path = Path("depl-runs"),
+                    training: Training = Training()) -> Profiling:
+    """Check the scenario and the experiments (versions from scratch at data fractions, FROM:TO:K1 switches),
+    then register each in the store; a refused profile writes nothing."""
+    out = Path(out)
+    dev = start_training(training.threads, training.device)
+    from ..scenario import load_scenario
+    from ..train import execute
+    from ..train import profile as prof
+    from ..train.custom import CodeRefused
+
+    # CodeRefused (the scenario's code_dir, by default its folder) named by the scenario given
+    with as_bad_input(*training_errors()), as_bad_input(CodeRefused, prefix=f"{scenario}: "):
+        s = load_scenario(scenario)
+        names = list(datasets) if datasets else [d.name for d in s.datasets]
+        unknown = [d for d in names if d not in {x.name for x in s.datasets}]
+        if unknown:
+            raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
+        exps = prof.experiments(s, list(versions), list(fractions), [prof.parse_switch(t) for t in switches], epochs)
+        jobs = []
+        for exp in exps:
+            job = prof.experiment_job(s, names, exp, epochs, nodes, dev)
+            jobs.append((exp, job, prof.experiment_run_id(s.name, exp, job)))
+        st = open_store(store, out)  # only now: a refused profile writes nothing
+        for exp, job, rid in jobs:
+            execute.register(st, rid, "profile", job, {"experiment": exp.to_json(), "scenario": s.name})
+    # the store keys (run, seed): any seeds coexist
+    return Profiling(s, tuple(jobs), st, tuple(seed_range(first_seed, seeds)), epochs)
+
+
+def train_profile(p: Profiling, training: Training = Training(), progress: Optional[Callable] = None) -> Profiled:
+    """Train every experiment's pending seeds; progress(run_id, seed, epoch, result) after every epoch."""
+    t0 = time.perf_counter()
+    run_seeds(p.store, [(rid, job, list(p.seeds)) for _, job, rid in p.jobs], training, progress)
+    return Profiled(p.scenario, tuple(rid for _, _, rid in p.jobs), p.store, time.perf_counter() - t0)
+
+
+def profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed: int = 0, *,
+            fractions: tuple[float, ...] = (1.0,), versions: tuple[str, ...] = (), switches: tuple[str, ...] = (),
+            datasets: tuple[str, ...] = (), nodes: int = 1, store: Optional[str] = None,
+            out: str | Path = Path("depl-runs"), training: Training = Training(),
+            progress: Optional[Callable] = None) -> Profiled:
+    """Profile model versions (`depl profile`): E epochs × N seeds from scratch, at data fractions, and switch
+    experiments; resumes."""
+    p = prepare_profile(scenario, epochs, seeds, first_seed, fractions=fractions, versions=versions,
+                        switches=switches, datasets=datasets, nodes=nodes, store=store, out=out, training=training)
+    return train_profile(p, training, progress)

@@ -1,0 +1,145 @@
+"""`depl validate`'s workflow: a plan run for real on held-out seeds and judged (open loop: coverage of ℓ(K)
+and the planned band; closed loop: coverage of the final test loss and the mean cost)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .common import Training, check_folder, check_output_file, run_seeds, start_training
+from .errors import BadInput, as_bad_input, training_errors
+from .training import AdaptiveResult, run_adaptive
+
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from ..validate import Coverage, Validation
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A plan's run on held-out seeds registered in its store (`run`: depl.train.validation.HeldOutRun), and
+    where its report and band plot go."""
+
+    run: Any
+    report: Path
+    png: Path
+
+
+@dataclass(frozen=True)
+class Validated:
+    """The plan judged (`validation`), its report and band written."""
+
+    validation: "Validation"
+    report: Path
+    png: Path
+    seconds: float
+
+    @property
+    def not_refuted(self) -> bool:
+        return self.validation.coverage.not_refuted
+
+    def to_json(self) -> dict:
+        return {**self.validation.to_json(), "report": str(self.report), "png": str(self.png)}
+
+
+def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int], *,
+                       out: str | Path = Path("depl-validate"),
+                       store: Optional[str] = None, png: str | Path | None = None,
+                       training: Training = Training()) -> HeldOut:
+    """Check the scenario (it must have the plan's loss law), the plan and the outputs; register the run."""
+    plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
+    dev = start_training(training.threads, training.device)
+    from ..train.validation import prepare
+
+    check_folder("--out", out)
+    if png is not None:  # checked now: the plot is drawn after the training
+        check_output_file("--png", png)
+    with as_bad_input(*training_errors(), ValueError, OSError):
+        h = prepare(scenario, plan_file, seeds, store or out / "runs.sqlite", dev, folder=out)
+    return HeldOut(h, out / f"{plan_file.stem}-validate.json", png or out / f"{plan_file.stem}-validate.png")
+
+
+def train_validation(held: HeldOut, training: Training = Training(),
+                     progress: Optional[Callable] = None) -> Validated:
+    """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch), judge the plan by
+    them, and write its report and band plot."""
+    from ..report.plots import plot_validation
+    from ..train.validation import write_report
+
+    h = held.run
+    t0 = time.perf_counter()
+    run_seeds(h.store, [(h.run_id, h.job, h.seeds)], training, progress)
+    v = h.judge()
+    seconds = time.perf_counter() - t0
+    write_report(v, held.report)
+    plot_validation(v, held.png)
+    return Validated(v, held.report, held.png, seconds)
+
+
+def validate(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
+             store: Optional[str] = None, png: str | Path | None = None, training: Training = Training(),
+             progress: Optional[Callable] = None) -> Validated:
+    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω
+    (`depl validate`). Resumes."""
+    held = prepare_validation(scenario, plan_file, seeds, out=out, store=store, png=png, training=training)
+    return train_validation(held, training, progress)
+
+
+@dataclass(frozen=True)
+class AdaptiveValidated:
+    """The closed loop's runs judged: coverage of their final test loss, and their mean cost."""
+
+    plan_file: Path
+    plan: "Plan"
+    coverage: "Coverage"
+    mean_cost: float
+    actions: dict = field(hash=False)
+
+    @property
+    def not_refuted(self) -> bool:
+        return self.coverage.not_refuted
+
+    def to_json(self) -> dict:
+        c = self.coverage
+        return {"plan_file": str(self.plan_file), "adaptive": True, "runs": c.runs, "hits": c.hits,
+                "coverage": c.rate, "ci_low": c.ci[0], "ci_high": c.ci[1], "omega": c.omega, "target": c.target,
+                "not_refuted": c.not_refuted, "mean_cost": self.mean_cost, "plan_cost": self.plan.cost,
+                "actions": self.actions}
+
+
+def check_same_law(scenario: str, plan_file: Path) -> None:
+    """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it."""
+    from ..plan import Plan
+    from ..scenario import load_scenario
+    from ..validate import law_mismatch
+
+    with as_bad_input(*training_errors(), ValueError, OSError):
+        p = Plan.load(plan_file)
+        why = law_mismatch(p, p.scenario_object(), load_scenario(scenario), str(scenario))
+    if why:
+        raise BadInput(why)
+
+
+def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValidated:
+    """The closed loop's seeds judged against the plan's target and ω."""
+    import numpy as np
+
+    from ..validate import coverage
+
+    p = done.plan
+    return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, p.omega),
+                             float(np.nanmean(done.costs)), done.actions)
+
+
+def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
+                      store: Optional[str] = None, training: Training = Training(),
+                      validation: Optional[float] = None, rule: str = "slack",
+                      progress: Optional[Callable] = None) -> AdaptiveValidated:
+    """`depl validate --adaptive`: the seeds run by the closed loop (`run_adaptive`), judged. Resumes."""
+    plan_file = Path(plan_file)
+    check_same_law(scenario, plan_file)
+    done = run_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
+                        rule=rule, progress=progress)
+    return judge_adaptive(plan_file, done)
