@@ -76,7 +76,9 @@ def _summary(plan, out: Optional[Path] = None) -> None:
         from ..confidence import fewest_runs
 
         shown = shlex.quote(str(out)) if out else "PLAN.json"
-        console.print(f"  real runs       not certified yet: `depl certify {shown}` runs fresh seeds until it can say "
+        by_runs = (plan.info.get("certificate") or {}).get("certified")
+        state = "certified by its calibration runs above; fresh seeds confirm it" if by_runs else "not certified yet"
+        console.print(f"  real runs       {state}: `depl certify {shown}` runs fresh seeds until it can say "
                       f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence 0.95 (at least "
                       f"{fewest_runs(plan.omega, 0.05)} runs: that many if every one meets the target)", markup=False)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
@@ -95,6 +97,9 @@ def plan(
     loss: Optional[float] = typer.Option(None, "--loss", help="ℓmax: override the scenario's [target] loss"),
     quantile: Optional[float] = typer.Option(None, "--quantile", help="ω: override the scenario's [target] quantile"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Tmax: override the scenario's [target] deadline"),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help="α: a calibrated law certifies the plan with "
+                                          "confidence 1 − α by runs of its own schedule, the planner's choice "
+                                          "included (docs/certificate.md); overrides the scenario's [target] alpha"),
     as_json: bool = json_option(JSON_HELP + ": the plan (depl.plan/1)"),
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
@@ -107,7 +112,7 @@ def plan(
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
-                       time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say)
+                       time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say, alpha=alpha)
     for line in planned.warnings:
         warn(line)
     p = planned.plan

@@ -50,9 +50,9 @@ def scenario_source(name_or_path: str | Path) -> tuple[str, str]:
 
 
 def with_target(data: dict, loss: float | None = None, quantile: float | None = None,
-                deadline: float | None = None, name: str | None = None) -> dict:
+                deadline: float | None = None, name: str | None = None, alpha: float | None = None) -> dict:
     """A copy of scenario `data` with the [target] keys (and the name) that are given replaced; not validated."""
-    given = {"loss": loss, "quantile": quantile, "deadline": deadline}
+    given = {"loss": loss, "quantile": quantile, "deadline": deadline, "alpha": alpha}
     out = {**data, "target": {**data["target"], **{k: v for k, v in given.items() if v is not None}}}
     if name is not None:
         out["name"] = name

@@ -43,14 +43,14 @@ def load(scenario: "str | Scenario") -> "Scenario":
 
 
 def with_target(s: "Scenario", loss: Optional[float] = None, quantile: Optional[float] = None,
-                deadline: Optional[float] = None) -> "Scenario":
+                deadline: Optional[float] = None, alpha: Optional[float] = None) -> "Scenario":
     """The scenario with these in its [target], validated like the file (named as the options that set them)."""
-    if loss is None and quantile is None and deadline is None:
+    if loss is None and quantile is None and deadline is None and alpha is None:
         return s
     from ..scenario import ScenarioError, parse_scenario, scenario_dict
     from ..scenario import with_target as in_target
 
-    given = {"loss": loss, "quantile": quantile, "deadline": deadline}
+    given = {"loss": loss, "quantile": quantile, "deadline": deadline, "alpha": alpha}
     flags = " ".join(f"--{k} {v!r}" for k, v in given.items() if v is not None)
     with as_bad_input(ScenarioError):
         return parse_scenario(in_target(scenario_dict(s), **given), f"{s.name} with {flags}")
@@ -77,7 +77,13 @@ def certify_by_calibration(s: "Scenario", p: "Plan") -> None:
     from ..loss import loss_model_for
 
     law = loss_model_for(s)
-    p.info["certified_by"] = law.certified_by([e.model for e in p.epochs], s.phi(s.samples(p.datasets)), p.omega)
+    schedule, phi = [e.model for e in p.epochs], s.phi(s.samples(p.datasets))
+    p.info["certified_by"] = law.certified_by(schedule, phi, p.omega)
+    cert = law.certificate(schedule, phi) if s.target.alpha is not None else None
+    if cert is not None:   # with a confidence (docs/certificate.md): the runs of this schedule, each once
+        ok, runs, met = cert
+        p.info["certificate"] = {"alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met,
+                                 "experiments": len(c.experiments)}
 
 
 def infeasible_result(s: "Scenario", method: str, e) -> dict:
@@ -102,10 +108,11 @@ def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float
 def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, loss: Optional[float] = None,
          quantile: Optional[float] = None, deadline: Optional[float] = None, time_limit: Optional[float] = None,
          uncalibrated_law: bool = False, out: str | Path | None = None,
-         on_status: Optional[Callable[[str], None]] = None) -> Planned:
+         on_status: Optional[Callable[[str], None]] = None, alpha: Optional[float] = None) -> Planned:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target (`depl plan`).
 
-    `loss`, `quantile`, `deadline` override the scenario's [target]; `uncalibrated_law`: plan with the law as
+    `loss`, `quantile`, `deadline`, `alpha` override the scenario's [target] (`alpha`: a calibrated law
+    certifies with confidence 1 − α, docs/certificate.md); `uncalibrated_law`: plan with the law as
     fitted. `out`: write the plan there (checked before solving). `on_status(line)`: what the planner is doing
     (optimal: its incumbent, bound and gap as they change). Raises Unreachable when no plan meets the target,
     BadInput for a scenario or option that cannot be used.
@@ -121,7 +128,7 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
     s = load(scenario)
     if uncalibrated_law:
         s = uncalibrated(s)
-    s = with_target(s, loss, quantile, deadline)
+    s = with_target(s, loss, quantile, deadline, alpha)
     say = on_status or (lambda line: None)
     try:
         if method == "optimal":  # its own live status: incumbent, bound, gap, elapsed
