@@ -97,7 +97,7 @@ def resolve_device(device: str) -> str:
 
 
 def seed_options(seed_batch: int, workers: Optional[int], ray_address: Optional[str], threads: int) -> dict:
-    """The keyword arguments of `depl.train.seeds.run_all` from the CLI options (shared by run, profile, validate)."""
+    """The keyword arguments of `depl.train.executors.run_all` from the CLI options (shared by run, profile, validate)."""
     return dict(seed_batch=seed_batch, workers=workers, threads=threads, ray_address=ray_address)
 
 
@@ -578,9 +578,9 @@ def profile(
 
 
 def run_seeds(st, runs, options: dict, progress) -> None:
-    """`depl.train.seeds.run_all`, with a Ray cluster that cannot be used reported as bad input."""
+    """`depl.train.executors.run_all` (the registry's executor for the options), with a Ray cluster that cannot be used reported as bad input."""
     from ..train.ray_pool import RayError
-    from ..train.seeds import run_all
+    from ..train.executors import run_all
 
     try:
         run_all(st, runs, progress=progress, **options)

@@ -47,8 +47,8 @@ class HeldOutRun:
         return sum(min(self.store.done_epochs(self.run_id, s), self.epochs) for s in self.seeds)
 
     def train(self, options: dict, progress=None) -> None:
-        """Train every pending seed (`depl.train.seeds.run_all` with `options`); progress(run_id, seed, epoch, r)."""
-        from .seeds import run_all
+        """Train every pending seed (`depl.train.executors.run_all` with `options`); progress(run_id, seed, epoch, r)."""
+        from .executors import run_all
 
         run_all(self.store, [(self.run_id, self.job, self.seeds)], progress=progress, **options)
 
