@@ -125,14 +125,13 @@ class Policy:
     guarantee is about, as in the law's own Monte Carlo); `slow`: cluster →
     factor the policy already knows (it also learns factors from `observe`);
     `slack`: δ, the success probability stops may give up (None: the plan's certified probability on the
-    run's data − ω, from `initial`; 0: stop only by the conditional rule); `record`: also compute the plan's
-    conditional probability where no action needs it (False: the Monte Carlo, which reads only the actions).
+    run's data − ω, from `initial`; 0: stop only by the conditional rule).
     """
 
     def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
                  rule: Rule = Rule(), samples: float | None = None, method: str = "depl",
                  options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
-                 slack: float | None = None, record: bool = True):
+                 slack: float | None = None):
         self.plan = plan
         self.scenario = scenario or plan.scenario_object(loss)
         self.loss = loss or loss_model_for(self.scenario)
@@ -140,7 +139,8 @@ class Policy:
         self.phi = self.scenario.phi(self.samples)
         self.target, self.omega = plan.loss_target, plan.omega
         self.deadline = self.scenario.target.deadline
-        self.rule, self.method, self.record = rule, method, record
+        self.rule, self.method = rule, method
+        self.record = True  # compute the plan's conditional probability where no action needs it (`simulating`: no)
         self.options = options or Options(eta=60, dataset_candidates=1)
         self.gap_sd = float(gap_sd)
         self.slow = dict(slow or {})

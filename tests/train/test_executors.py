@@ -13,8 +13,8 @@ from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import parse_scenario
 from depl.store import Store
 from depl.train import adaptive as ad
-from depl.train import execute, executors, ray_pool
-from depl.train.federation import job_from_plan
+from depl.train import execute, executors, ray_pool, seeds
+from depl.train.federation import JobError, job_from_plan
 from trainkit import SWITCH_PLAN, make_plan, scenario_dict
 
 
@@ -87,6 +87,18 @@ def test_each_executor_cuts_its_own_batches_and_ray_counts_a_tasks_cpus():
 
     assert ray_pool.slots(Cluster(), 1.0) == 8 and ray_pool.slots(Cluster(), 2.0) == 4
     assert ray_pool.slots(Cluster(), 16.0) == 1
+
+
+def test_a_tasks_device_is_resolved_where_it_trains():
+    import torch
+
+    spec = job_from_plan(make_plan(SWITCH_PLAN[:1])).to_json()
+    here = "cuda" if torch.cuda.is_available() else "cpu"
+    assert seeds.job_here(spec, "auto").options.device == here
+    assert seeds.job_here(spec, None).options.device == "cpu"  # None: the job's own
+    if not torch.cuda.is_available():
+        with pytest.raises(JobError, match="device cuda: .* on this worker sees no CUDA device"):
+            seeds.job_here(spec, "cuda")
 
 
 def adaptive_plan(tmp_path) -> Plan:

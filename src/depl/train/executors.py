@@ -121,31 +121,21 @@ def run_tasks(tasks: Sequence[Task], writer: Writer, executor: Executor, options
 # --------------------------------------------------------------------------- #
 
 def _in_this_process(tasks: Sequence[Task], writer: Writer) -> None:
+    """Each task loaded, trained and written here, in order."""
     for t in tasks:
         writer.load(t).run(writer.write)
 
 
 @dataclass(frozen=True)
-class Loop:
-    """Every seed on its own in this process: the per-seed loop."""
+class InThisProcess:
+    """The tasks one after the other in this process: `per_seed`, every seed on its own (the per-seed loop), else
+    batches of up to `seed_batch` seeds, each one vectorised stack."""
 
-    name: str = "loop"
-
-    def batch(self, n_seeds: int, options: Options) -> int:
-        return 1
-
-    def run(self, tasks: Sequence[Task], writer: Writer, options: Options) -> None:
-        _in_this_process(tasks, writer)
-
-
-@dataclass(frozen=True)
-class Stack:
-    """Batches of up to `seed_batch` seeds, each one vectorised stack, one after the other in this process."""
-
-    name: str = "stack"
+    name: str
+    per_seed: bool = False
 
     def batch(self, n_seeds: int, options: Options) -> int:
-        return batch_size(n_seeds, options.seed_batch, 1)
+        return 1 if self.per_seed else batch_size(n_seeds, options.seed_batch, 1)
 
     def run(self, tasks: Sequence[Task], writer: Writer, options: Options) -> None:
         _in_this_process(tasks, writer)
@@ -196,5 +186,5 @@ class Ray:
                    options.cpus_per_task)
 
 
-for _executor in (Loop(), Stack(), Processes(), Ray()):
+for _executor in (InThisProcess("loop", per_seed=True), InThisProcess("stack"), Processes(), Ray()):
     register(_executor)
