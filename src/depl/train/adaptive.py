@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..adaptive import RULES as RULES_BY_NAME
-from ..adaptive import Decision, Policy, rule_named
+from ..adaptive import DEFAULT_RULE, Decision, Policy, rule_named
 from ..plan import Epoch, Plan
 from ..state import START, RunState
 from ..store import EpochRow, Store, StoreError, diverges
@@ -463,7 +463,7 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 RULES = {name: {"rule": rule} for name, rule in RULES_BY_NAME.items()}
 
 
-def run_id_for(job: Job, slow: dict[str, float], rule: str = "slack") -> str:
+def run_id_for(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE) -> str:
     """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack; "-stop-only": the
     slack rule alone), the injected slowdowns."""
     from .execute import run_id_for as base
