@@ -12,7 +12,8 @@ from depl.adaptive import Policy, Rule, monte_carlo
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 
-STOPS = dict(rule=Rule(replan=False, truncate=False, conditional=False))  # `--rule slack`: the stops that spend the slack
+# `--rule slack`: the stops that spend the slack
+STOPS = dict(rule=Rule(replan=False, truncate=False, conditional=False))
 ROWS = (  # (policy label, Policy options, runs, decide every, gap sd of the observed loss)
     ("stop", dict(rule=Rule(replan=False, truncate=False)), 200, 1, 0.0),
     ("stop + cut, every 4 epochs", dict(rule=Rule(replan=False)), 300, 4, 0.0),

@@ -120,10 +120,11 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
     spent = pol.slack * stops / n  # the most the stops may take, in expectation
     assert mc.open_coverage - mc.coverage <= spent + 3 * np.sqrt(spent / n)
     assert mc.interval()[1] >= plan.omega
-    none = monte_carlo(Policy(plan, s, slack=0.0, rule=Rule(replan=False, truncate=False, conditional=False)), n, seed=5,
+    stops_only = Rule(replan=False, truncate=False, conditional=False)
+    none = monte_carlo(Policy(plan, s, slack=0.0, rule=stops_only), n, seed=5,
                        gap=0.05)
     assert none.coverage == none.open_coverage and none.cost.mean() > mc.cost.mean()  # only sure stops
-    greedy = monte_carlo(Policy(plan, s, slack=0.3, rule=Rule(replan=False, truncate=False, conditional=False)), n, seed=5,
+    greedy = monte_carlo(Policy(plan, s, slack=0.3, rule=stops_only), n, seed=5,
                          gap=0.05)
     assert greedy.interval()[1] < plan.omega  # refuted
 

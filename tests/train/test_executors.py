@@ -114,14 +114,16 @@ def adaptive_plan(tmp_path) -> Plan:
 def test_adaptive_batches_on_worker_processes_write_what_they_write_here(tmp_path):
     plan = adaptive_plan(tmp_path)
     job = ad.adaptive_job(plan, validation=0.1)
-    rid = ad.run_id_for(job, {})
+    rid = ad.run_id_for(job, {}, "slack")
     seeds = [1, 2, 3]
     out = {}
     for name, options in (("stack", None), ("processes", executors.Options(workers=2))):
         with Store(tmp_path / f"{name}.sqlite") as st:
             st.start_run(rid, "plan", {"adaptive": True})
-            ad.run_batches(st, rid, job, plan, [[1, 2], [3]], executor=name, options=options, slack=0)
+            ad.run_batches(st, rid, job, plan, [[1, 2], [3]], executor=name, options=options, **ad.RULES["slack"])
             assert ad.pending(st, rid, seeds) == []
             out[name] = ({s: st.decisions(rid, s) for s in seeds}, rows(st, rid, seeds))
     assert out["processes"] == out["stack"]
-    assert out["stack"][0][1][0]["stack"] == [1, 2]  # seeds 1 and 2 started as one stack
+    decisions = out["stack"][0]
+    assert decisions[1][0]["stack"] == [1, 2]  # seeds 1 and 2 started as one stack
+    assert any(d["action"] == "stop" for s in seeds for d in decisions[s])  # the slack rule stopped some seed

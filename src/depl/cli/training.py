@@ -578,7 +578,7 @@ def profile(
 
 
 def run_seeds(st, runs, options: dict, progress) -> None:
-    """`depl.train.executors.run_all` (the registry's executor for the options), with a Ray cluster that cannot be used reported as bad input."""
+    """`depl.train.executors.run_all`, with a Ray cluster that cannot be used reported as bad input."""
     from ..train.ray_pool import RayError
     from ..train.executors import run_all
 
