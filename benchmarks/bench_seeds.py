@@ -14,7 +14,7 @@ of seeds S, measured one after the other in this run:
   depend on S and is measured on min(S, --loop-seeds) seeds;
 * **vectorised**: the S seeds as one stack (`walk_plan_stack`), one process,
   one torch thread;
-* **vectorised, W workers**: `depl.train.seeds.run_all` — the S seeds cut into
+* **vectorised, W workers**: `depl.train.executors.run_all` — the S seeds cut into
   W batches over W worker processes (one thread each), results written to a
   SQLite store by the parent, as `depl profile` does (worker start-up
   included; skipped when S < W).
@@ -80,7 +80,7 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
         walk_plan_stack(job, list(range(seeds)))
     else:
         from depl.store import Store
-        from depl.train.seeds import run_all
+        from depl.train.executors import run_all
 
         with tempfile.TemporaryDirectory() as tmp, Store(os.path.join(tmp, "s.sqlite")) as st:
             st.start_run("bench", "profile", {})

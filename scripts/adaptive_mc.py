@@ -8,15 +8,16 @@ simulated runs (depl.adaptive.monte_carlo); the slack-stop rows observe each
 epoch's loss through a validation split's noise (gap sd 0.05).
 """
 
-from depl.adaptive import Policy, monte_carlo
+from depl.adaptive import Policy, Rule, monte_carlo
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 
-STOPS = dict(replan=False, truncate=False, conditional=False)  # `--rule slack`: the stops that spend the slack
+# `--rule slack`: the stops that spend the slack
+STOPS = dict(rule=Rule(replan=False, truncate=False, conditional=False))
 ROWS = (  # (policy label, Policy options, runs, decide every, gap sd of the observed loss)
-    ("stop", dict(replan=False, truncate=False), 200, 1, 0.0),
-    ("stop + cut, every 4 epochs", dict(replan=False), 300, 4, 0.0),
-    ("naive (cut at P ≥ ω), every 4", dict(replan=False, naive=True), 300, 4, 0.0),
+    ("stop", dict(rule=Rule(replan=False, truncate=False)), 200, 1, 0.0),
+    ("stop + cut, every 4 epochs", dict(rule=Rule(replan=False)), 300, 4, 0.0),
+    ("naive (cut at P ≥ ω), every 4", dict(rule=Rule(replan=False, naive=True)), 300, 4, 0.0),
     ("slack stops, δ = V₀ − ω", STOPS, 2000, 1, 0.05),
     ("slack stops, δ = 0 (sure stops)", dict(STOPS, slack=0.0), 2000, 1, 0.05),
     ("slack stops, δ = 0.3 (more than the plan has)", dict(STOPS, slack=0.3), 2000, 1, 0.05),

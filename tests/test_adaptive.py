@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 import pytest
 
-from depl.adaptive import Policy, monte_carlo
+from depl.adaptive import Policy, Rule, monte_carlo
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.state import START
@@ -36,7 +36,7 @@ def planned(request):
 
 def test_stopping_keeps_coverage_and_costs_less(planned):
     s, plan = planned
-    mc = monte_carlo(Policy(plan, s, replan=False, truncate=False), 800, seed=3)
+    mc = monte_carlo(Policy(plan, s, rule=Rule(replan=False, truncate=False)), 800, seed=3)
     # the law's own runs: a run stops only with its loss at or below ℓmax, so it succeeds wherever the
     # open loop does (same draws), and the marginal coverage is at least the open loop's
     assert mc.coverage >= mc.open_coverage
@@ -48,8 +48,8 @@ def test_stopping_keeps_coverage_and_costs_less(planned):
 def test_conditioned_rule_is_sound_and_the_naive_rule_is_not():
     s = scenario("level")
     plan = make_plan(s, "depl")
-    sound = monte_carlo(Policy(plan, s, replan=False), 300, seed=1, every=4)
-    naive = monte_carlo(Policy(plan, s, replan=False, naive=True), 300, seed=1, every=4)
+    sound = monte_carlo(Policy(plan, s, rule=Rule(replan=False)), 300, seed=1, every=4)
+    naive = monte_carlo(Policy(plan, s, rule=Rule(replan=False, naive=True)), 300, seed=1, every=4)
     assert sound.interval()[1] >= plan.omega and sound.cost.mean() < sound.open_cost
     # same draws up to the first decision: the naive rule cuts more runs short and loses coverage for it
     assert naive.actions.get("replan", 0) > sound.actions.get("replan", 0)
@@ -78,7 +78,7 @@ def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline(conditional):
     plan = make_plan(s, "depl")
     assert plan.time == pytest.approx(s.target.deadline, rel=1e-6)  # no slack: any slowdown overruns
     slow = plan.epochs[0].cluster
-    pol = Policy(plan, s, replan=False, truncate=False, conditional=conditional)
+    pol = Policy(plan, s, rule=Rule(replan=False, truncate=False, conditional=conditional))
     e = plan.epochs[0]
     secs = 1.5 * pol.planned_time(e)
     pol.observe(e, secs)
@@ -112,7 +112,7 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
     slack than the plan has (δ = 0.3) loses coverage below ω: the budget is what keeps the guarantee."""
     s, plan = planned
     n = 2000
-    pol = Policy(plan, s, replan=False, truncate=False, conditional=False)
+    pol = Policy(plan, s, rule=Rule(replan=False, truncate=False, conditional=False))
     assert pol.slack == pytest.approx(pol.initial().p_new - plan.omega) and pol.slack > 0
     mc = monte_carlo(pol, n, seed=5, gap=0.05)
     stops = mc.actions.get("stop", 0)
@@ -120,10 +120,11 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
     spent = pol.slack * stops / n  # the most the stops may take, in expectation
     assert mc.open_coverage - mc.coverage <= spent + 3 * np.sqrt(spent / n)
     assert mc.interval()[1] >= plan.omega
-    none = monte_carlo(Policy(plan, s, replan=False, truncate=False, conditional=False, slack=0.0), n, seed=5,
+    stops_only = Rule(replan=False, truncate=False, conditional=False)
+    none = monte_carlo(Policy(plan, s, slack=0.0, rule=stops_only), n, seed=5,
                        gap=0.05)
     assert none.coverage == none.open_coverage and none.cost.mean() > mc.cost.mean()  # only sure stops
-    greedy = monte_carlo(Policy(plan, s, replan=False, truncate=False, conditional=False, slack=0.3), n, seed=5,
+    greedy = monte_carlo(Policy(plan, s, slack=0.3, rule=stops_only), n, seed=5,
                          gap=0.05)
     assert greedy.interval()[1] < plan.omega  # refuted
 
@@ -131,8 +132,7 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
 def test_a_slack_stop_needs_the_validation_loss_below_lmax_by_the_gaps_quantile():
     s = scenario("level")
     plan = make_plan(s, "depl")
-    pol = Policy(plan, s, replan=False, truncate=False, conditional=False)
-    pol.gap_sd = 0.05
+    pol = Policy(plan, s, gap_sd=0.05, rule=Rule(replan=False, truncate=False, conditional=False))
     bar = plan.loss_target - stats.norm.ppf(1 - pol.slack) * pol.gap_sd  # the highest loss a stop accepts
     state = START
     for e in plan.epochs[:5]:
@@ -149,8 +149,8 @@ def test_the_slack_is_the_plans_before_the_first_epoch_whenever_it_is_first_read
     not that of a plan re-planned at the measured speeds."""
     s = load_scenario("digits-small")
     plan = make_plan(s, "depl")
-    fresh = Policy(plan, s, conditional=False)
-    late = Policy(plan, s, conditional=False)
+    fresh = Policy(plan, s, rule=Rule(conditional=False))
+    late = Policy(plan, s, rule=Rule(conditional=False))
     for e in plan.epochs[:3]:
         late.observe(e, 2 * late.planned_time(e))   # the cluster ran twice as slow: the plan no longer fits Tmax
     assert not late.fits(plan.epochs, START)

@@ -41,6 +41,7 @@ Kept below the training code (no torch): the policy is pure computation, and
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -52,7 +53,7 @@ from .loss import LossModel, loss_model_for
 from .omega import OMEGA_MAX
 from .plan import Epoch, Plan, epoch_cost, epoch_time
 from .planners import Infeasible, Options, make_plan
-from .scenario import Scenario, parse_scenario, scenario_dict
+from .scenario import Dataset, Scenario, ScenarioError
 from .state import START, RunState
 from .validate import coverage as measured_coverage  # one Clopper–Pearson for the Monte Carlo and for real runs
 
@@ -85,30 +86,53 @@ def _normal_cdf(z: float) -> float:
     return float(stats.norm.cdf(z))
 
 
+@dataclass(frozen=True)
+class Rule:
+    """Which decisions the closed loop may take (the module's docstring; docs/adaptive.md).
+
+    `conditional`: decide on the law's conditional statements (stop, cut, re-plan wherever the rest is no less
+    likely to succeed); False keeps only the stops that spend the slack and a deadline's re-plan: the closed
+    loop whose guarantee rests on the open-loop certificate alone.  `truncate`: consider ending the plan after
+    fewer of its epochs; `replan`: look for a cheaper rest through the planner; `naive`: accept a rest at
+    conditional P ≥ ω instead of ≥ the plan's (the unsound rule, kept to show that it is)."""
+
+    conditional: bool = True
+    truncate: bool = True
+    replan: bool = True
+    naive: bool = False
+
+
+# the rules a run may name (`--rule`); docs/adaptive.md has why slack is the default
+RULES = {"slack": Rule(conditional=False), "conditional": Rule()}
+DEFAULT_RULE = "slack"
+
+
+def rule_named(name: str) -> Rule:
+    try:
+        return RULES[name]
+    except KeyError:
+        raise ValueError(f"rule {name!r}: expected one of {', '.join(RULES)}") from None
+
+
 class Policy:
-    """The decision rule for one plan (see the module's docstring).
+    """The decision rule for one plan (see the module's docstring), and what one run has measured so far.
 
     `loss`: the law decisions condition on (default: the plan's scenario's);
+    `rule`: which decisions it may take (`Rule`; default: all of the conditional rule's);
     `samples`: the samples the run trains on (a real adaptive run whose
     validation split is carved out of the plan's data: less data, a lower φ);
-    `truncate`: also consider ending the plan after fewer of its epochs;
-    `replan`: also look for a cheaper continuation through the planner
-    `method`; `naive`: accept a continuation at conditional P ≥ ω instead
-    of ≥ the plan's (the unsound rule, kept to show that it is); `gap_sd`: the sd of test loss −
+    `method`, `options`: the planner of its re-plans; `gap_sd`: the sd of test loss −
     validation loss of one model (0: the observed loss *is* the loss the
     guarantee is about, as in the law's own Monte Carlo); `slow`: cluster →
     factor the policy already knows (it also learns factors from `observe`);
     `slack`: δ, the success probability stops may give up (None: the plan's certified probability on the
-    run's data − ω, from `initial`; 0: stop only by the conditional rule); `conditional`: False takes no
-    decision on the law's conditional statements (no conditional stop, cut or re-plan; a deadline's
-    re-plan stays) — only the stops that spend the slack: the closed loop whose guarantee rests on the
-    open-loop certificate alone (`--rule slack`).
+    run's data − ω, from `initial`; 0: stop only by the conditional rule).
     """
 
     def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
-                 samples: float | None = None, replan: bool = True, method: str = "depl",
+                 rule: Rule = Rule(), samples: float | None = None, method: str = "depl",
                  options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
-                 truncate: bool = True, naive: bool = False, slack: float | None = None, conditional: bool = True):
+                 slack: float | None = None):
         self.plan = plan
         self.scenario = scenario or plan.scenario_object(loss)
         self.loss = loss or loss_model_for(self.scenario)
@@ -116,15 +140,28 @@ class Policy:
         self.phi = self.scenario.phi(self.samples)
         self.target, self.omega = plan.loss_target, plan.omega
         self.deadline = self.scenario.target.deadline
-        self.replan, self.method, self.truncate, self.naive = replan, method, truncate, naive
-        self.record = True  # compute the plan's conditional probability even when no action needs it
+        self.rule, self.method = rule, method
+        self.record = True  # compute the plan's conditional probability where no action needs it (`simulating`: no)
         self.options = options or Options(eta=60, dataset_candidates=1)
         self.gap_sd = float(gap_sd)
         self.slow = dict(slow or {})
-        self._slack = None if slack is None else max(0.0, float(slack))
-        self.conditional = conditional
+        # δ, shared with every `fresh` copy (it is the plan's, before anything is measured): computed once
+        self._slack: dict[str, float] = {} if slack is None else {"slack": max(0.0, float(slack))}
         self._planned: dict[str, float] = {}   # scenario seconds planned / measured, per cluster
         self._measured: dict[str, float] = {}
+
+    def fresh(self) -> "Policy":
+        """The same policy for another run: nothing measured yet (δ, once known, and the re-planning views kept)."""
+        c = copy.copy(self)
+        c._planned, c._measured = {}, {}
+        return c
+
+    def simulating(self, gap_sd: float) -> "Policy":
+        """The policy as the Monte Carlo runs it: the losses observed with a validation split's noise `gap_sd`,
+        and nothing computed that no action needs."""
+        c = self.fresh()
+        c.gap_sd, c.record = float(gap_sd), False
+        return c
 
     # -- the world as measured ------------------------------------------------ #
     def factor(self, cluster: str) -> float:
@@ -166,30 +203,48 @@ class Policy:
         so that time and cost of an allocation are the real ones), and the target at `quantile`."""
         key = (tuple(paid), quantile, tuple(self.factor(c.name) for c in self.scenario.clusters))
         cache = self.__dict__.setdefault("_views", {})
-        if key in cache:
-            return cache[key]
-        d = scenario_dict(self.scenario)
-        chosen = [x for x in d["datasets"] if x["name"] in self.plan.datasets]
-        beta = {c["name"]: 0.0 if c["name"] in paid else
-                sum(x.get("transfer_cost", {}).get(c["name"], 0.0) for x in chosen) for c in d["clusters"]}
-        d["datasets"] = [{"name": RUN_DATA, "samples": self.samples, "transfer_cost": beta}]
-        for c in d["clusters"]:
-            f = self.factor(c["name"])
-            c.update(capacity=c["capacity"] / f, bandwidth=c["bandwidth"] / f, unit_cost=c["unit_cost"] * f)
+        if key not in cache:
+            cache[key] = self._view(paid, quantile)
+        return cache[key]
+
+    def _view(self, paid: Sequence[str], quantile: float | None) -> Scenario:
+        """`view`, copied from the validated scenario rather than parsed again (tens of ms a view, one per new
+        measured speed): the copy's new numbers are checked here, and its cross-field rules by the scenario's own
+        check — a view at a level its calibration cannot certify is refused, as parsing refused it."""
+        s = self.scenario
+        chosen = [x for x in s.datasets if x.name in self.plan.datasets]
+        beta = {c.name: 0.0 if c.name in paid else sum(x.transfer_cost.get(c.name, 0.0) for x in chosen)
+                for c in s.clusters}
+        clusters = []
+        for c in s.clusters:
+            f = self.factor(c.name)
+            scaled = dict(capacity=c.capacity / f, bandwidth=c.bandwidth / f, unit_cost=c.unit_cost * f)
+            bad = [k for k, v in scaled.items() if not 0.0 < v < math.inf]
+            if bad:
+                raise ScenarioError(f"the re-planning view: clusters.{c.name}.{bad[0]} = {scaled[bad[0]]!r} at a "
+                                    f"measured slowdown of {f:g}: not a positive finite number")
+            clusters.append(c.model_copy(update=scaled))
+        update = {"datasets": [Dataset(name=RUN_DATA, samples=self.samples, transfer_cost=beta)], "clusters": clusters}
         if quantile is not None:
-            d["target"] = {**d["target"], "quantile": quantile}
-        cache[key] = v = parse_scenario(d, "the re-planning view")
+            update["target"] = s.target.model_copy(update={"quantile": quantile})  # within [1e-6, CAP]: `_replan`
+        v = s.model_copy(update=update)
+        try:
+            v._cross_references()  # the scenario's after-validator: what a copy does not run
+        except ValueError as e:
+            raise ScenarioError(f"the re-planning view: {e}") from None
         return v
 
     # -- the law, conditioned ------------------------------------------------ #
-    def stop_probability(self, state: RunState) -> float:
-        """P(test loss of the current model ≤ ℓmax | state): the observed loss, up to the validation–test gap."""
+    def stop_probability(self, state: RunState, gap_sd: float | None = None) -> float:
+        """P(test loss of the current model ≤ ℓmax | state): the observed loss, up to the validation–test gap
+        (`gap_sd`: this model's, measured on the validation split; None: the policy's)."""
         last = state.last_loss
+        gap = self.gap_sd if gap_sd is None else gap_sd
         if last is None:
             return 0.0
-        if self.gap_sd <= 0:
+        if gap <= 0:
             return 1.0 if last <= self.target else 0.0
-        return _normal_cdf((self.target - last) / self.gap_sd)
+        return _normal_cdf((self.target - last) / gap)
 
     def probability(self, rest: Sequence[Epoch], state: RunState) -> tuple[float, float, float]:
         """(lower, upper) bounds of P(ℓ_final ≤ ℓmax | state) if `rest` is trained, and the conditional
@@ -229,43 +284,58 @@ class Policy:
     def slack(self) -> float:
         """δ = V_0 − ω ≥ 0: the success probability a stop may give up (`initial`'s certified P − ω).  Fixed before
         the first epoch: read first after epochs were observed (a resumed seed's new policy), it is still the plan's
-        at the speeds known before the run, not a re-plan's at the measured ones."""
-        if self._slack is None:
-            measured = self._planned, self._measured
-            self._planned, self._measured = {}, {}
-            try:
-                self.initial()
-            finally:
-                self._planned, self._measured = measured
-        return self._slack
+        at the speeds known before the run (those of a `fresh` copy), not a re-plan's at the measured ones."""
+        if "slack" not in self._slack:
+            self._slack["slack"] = self.fresh().initial_slack()
+        return self._slack["slack"]
 
     # -- the decision --------------------------------------------------------- #
-    def decide(self, state: RunState, rest: Sequence[Epoch]) -> Decision:
-        """What to do after `state.epoch` epochs with `rest` still planned."""
+    def rehearsed_seconds(self, e: Epoch, slow: dict[str, float]) -> float:
+        """An epoch's time in the scenario's units where clusters are simulated: its planned T(k) times the
+        factor by which `slow` says its cluster runs slower (a rehearsal of a slow node)."""
+        return self.planned_time(e) * slow.get(e.cluster, 1.0)
+
+    def step(self, state: RunState, epoch: Epoch, observed: float, seconds: float, rest: Sequence[Epoch], *,
+             gap_sd: float | None = None, decide: bool = True) -> tuple[RunState, Decision | None]:
+        """One epoch of the closed loop: `epoch` took `seconds` (scenario units) and its model's loss was `observed`
+        (with the validation–test gap `gap_sd`); returns the run's state after it and the decision on `rest`, the
+        epochs planned after it ("end" when none is; None when `decide` is False: an epoch replayed, skipped or
+        diverged).  The simulated loop (`monte_carlo`) and real runs (depl.train.adaptive) both step by it."""
+        self.observe(epoch, seconds)
+        after = state.after(epoch.model, observed, seconds, self.cost_of(epoch, state.clusters), epoch.cluster)
+        if not decide:
+            return after, None
+        if not rest:
+            return after, Decision(after.epoch, observed, math.nan, math.nan, math.nan, "end", ())
+        return after, self.decide(after, rest, gap_sd)
+
+    def decide(self, state: RunState, rest: Sequence[Epoch], gap_sd: float | None = None) -> Decision:
+        """What to do after `state.epoch` epochs with `rest` still planned (`gap_sd`: as in `stop_probability`)."""
         rest = tuple(rest)
         obs = state.last_loss
+        rule = self.rule
         if not rest:
-            lo, _, q = self.probability(rest, state)
-            return Decision(state.epoch, obs, lo, lo, q, "continue", rest)
-        p_stop = self.stop_probability(state) if state.started else 0.0
-        if obs is not None and not self.naive and 1.0 - p_stop <= self.slack:
+            p = self.stop_probability(state, gap_sd)
+            return Decision(state.epoch, obs, p, p, obs if obs is not None else math.nan, "continue", rest)
+        p_stop = self.stop_probability(state, gap_sd) if state.started else 0.0
+        if obs is not None and not rule.naive and 1.0 - p_stop <= self.slack:
             # a stop that spends at most δ: sound without the law's conditional statements (module docstring)
             lo, q = self.probability(rest, state)[0::2] if self.record else (math.nan, math.nan)
             return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), self.rest_cost(rest, state.clusters),
                             f"P(test loss > ℓmax) = {1 - p_stop:.3g} ≤ δ = {self.slack:.3g}, the plan's slack")
-        if not self.record and not (self.truncate or self.replan) and (p_stop < 1.0 or not self.conditional) \
+        if not self.record and not (rule.truncate or rule.replan) and (p_stop < 1.0 or not rule.conditional) \
                 and self.fits(rest, state):
             # only a sure stop could be taken (p_stop ≥ any p): the plan's own probability is not needed
             return Decision(state.epoch, obs, math.nan, math.nan, math.nan, "continue", rest)
         lo, hi, q = self.probability(rest, state)
         if not self.fits(rest, state):
             return self._deadline(state, rest, lo, hi, q)
-        bar = min(hi, self.omega) if self.naive else hi  # what a replacement must reach
+        bar = min(hi, self.omega) if rule.naive else hi  # what a replacement must reach
         old_cost = self.rest_cost(rest, state.clusters)
-        if obs is not None and p_stop >= bar and self.conditional:
+        if obs is not None and p_stop >= bar and rule.conditional:
             return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), old_cost,
                             "the current model meets ℓmax as surely as the rest of the plan would")
-        for new, how in self._candidates(state, rest, bar) if self.conditional else ():
+        for new, how in self._candidates(state, rest, bar) if rule.conditional else ():
             nlo, _, nq = self.probability(new, state)
             new_cost = self.rest_cost(new, state.clusters)
             if nlo >= bar and new_cost < old_cost * (1 - 1e-9) and self.fits(new, state):
@@ -275,7 +345,7 @@ class Policy:
 
     def _candidates(self, state: RunState, rest: tuple[Epoch, ...], level: float):
         """Cheaper rests to try, cheapest first: the plan cut short, then the planner's."""
-        if self.truncate and len(rest) > 1:
+        if self.rule.truncate and len(rest) > 1:
             # the shortest cut that reaches `level`, by bisection (a cut's probability mostly grows with its
             # length; where it does not, bisection only misses a saving: each cut is checked on its own)
             lo, hi = 1, len(rest) - 1
@@ -287,7 +357,7 @@ class Policy:
                     else:
                         lo = mid + 1
                 yield rest[:hi], f"the plan cut after epoch {rest[hi - 1].epoch}"
-        if self.replan:
+        if self.rule.replan:
             new = self._replan(state, level)
             if new is not None:
                 yield new, f"re-planned by {self.method}"
@@ -310,9 +380,16 @@ class Policy:
         """Before the first epoch: the plan as the run will train it (its data, its clusters' speeds), re-planned
         at ω if it no longer certifies ω (less data after a carved validation split is held out)."""
         d = self._initial()
-        if self._slack is None:
-            self._slack = max(0.0, d.p_new - self.omega) if d.action != "deadline-miss" else 0.0
+        if "slack" not in self._slack and not self._planned:  # δ is the plan's before any epoch is measured
+            self._slack["slack"] = self._delta(d)
         return d
+
+    def initial_slack(self) -> float:
+        """δ of `initial`'s decision on the world as this policy has measured it."""
+        return self._delta(self._initial())
+
+    def _delta(self, d: Decision) -> float:
+        return max(0.0, d.p_new - self.omega) if d.action != "deadline-miss" else 0.0
 
     def _initial(self) -> Decision:
         rest = tuple(self.plan.epochs)
@@ -372,26 +449,22 @@ def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
     changes goes on from its state as observed: with gap > 0, from a noisy loss.)"""
     rng = np.random.default_rng(seed)
     noise = np.random.default_rng([seed, 1])  # the observation noise: its own stream, the paths stay the same
-    policy.record = False
-    policy.gap_sd = float(gap)
+    sim = policy.simulating(gap)
     plan, loss, phi = policy.plan, policy.loss, policy.phi
     paths = loss.simulate(plan.schedule, phi, runs, rng)
     slow = slow or {}
     finals, costs, actions = np.empty(runs), np.empty(runs), {}
     for i in range(runs):
-        policy._planned.clear(), policy._measured.clear()
+        run = sim.fresh()
         rest, path, at, state, true = list(plan.epochs), paths[i], 0, START, math.nan
         while rest:
             e, rest = rest[0], rest[1:]
-            cost = policy.cost_of(e, state.clusters)
-            secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
-            policy.observe(e, secs)
             true = float(path[state.epoch + 1 - at])
             seen = true + gap * float(noise.standard_normal()) if gap > 0 else true
-            state = state.after(e.model, seen, secs, cost, e.cluster)
-            if not rest or state.epoch % every:
+            state, d = run.step(state, e, seen, run.rehearsed_seconds(e, slow), rest,
+                                decide=bool(rest) and (state.epoch + 1) % every == 0)
+            if d is None:
                 continue
-            d = policy.decide(state, rest)
             actions[d.action] = actions.get(d.action, 0) + 1
             if d.action == "stop":
                 break

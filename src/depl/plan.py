@@ -129,31 +129,39 @@ class Plan:
         plan.source = str(p)
         return plan
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the checked scenario (`scenario_object`) is of the plan's content: a field assigned anew drops it
+        if name != "source":
+            self.__dict__.pop("_checked", None)
+        object.__setattr__(self, name, value)
+
     def scenario_object(self, loss=None) -> Scenario:
         """The scenario this plan was made for (embedded in the plan file), the plan checked against it: its
         references and epochs (`check_plan`), then its cost, time and certified quantile recomputed
         (`check_figures`; the quantile on `loss`, a LossModel, when the plan was made with a law given in code
-        rather than the scenario's).  Checked once per content of the plan and law (simulate asks twice)."""
-        key = json.dumps(self.to_json(), sort_keys=True, default=repr)
-        memo = self.__dict__.get("_checked")
-        if memo is not None and memo[0] == key and memo[1] is loss:
-            return memo[2]
-        s = self._checked_scenario(loss)
-        self.__dict__["_checked"] = (key, loss, s)
-        return s
-
-    def _checked_scenario(self, loss) -> Scenario:
-        if self.scenario_spec is None:
-            from .scenario import load_scenario
-            s = load_scenario(self.scenario)
-        elif not isinstance(self.scenario_spec, dict):
-            raise PlanError(f"{self.source}: scenario_spec: not a table of the scenario")
-        else:
-            s = parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
+        rather than the scenario's).  Parsed once and checked once per law, kept on the plan until one of its
+        fields is assigned anew (a plan's lists and its scenario table are not edited in place once asked for:
+        `dataclasses.replace` makes another plan)."""
+        memo = self.__dict__.setdefault("_checked", {"scenario": None, "laws": []})
+        for law, s in memo["laws"]:
+            if law is loss:
+                return s
+        if memo["scenario"] is None:
+            memo["scenario"] = self._parsed_scenario()
+        s = memo["scenario"]
         check_plan(self, s, self.source)
         check_figures(self, s, self.source, plan_cost(s, self.datasets, self.epochs),
                       plan_time(s, self.datasets, self.epochs), loss)
+        memo["laws"].append((loss, s))
         return s
+
+    def _parsed_scenario(self) -> Scenario:
+        if self.scenario_spec is None:
+            from .scenario import load_scenario
+            return load_scenario(self.scenario)
+        if not isinstance(self.scenario_spec, dict):
+            raise PlanError(f"{self.source}: scenario_spec: not a table of the scenario")
+        return parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
 
 
 def _non_finite(d, where: str = "") -> str:

@@ -20,7 +20,7 @@ import torch
 from depl.store import EpochRow, Store, StoreError
 from depl.train import execute
 from depl.train.federation import job_from_plan
-from depl.train.seeds import run_all
+from depl.train.executors import run_all
 from depl.train.vectorised import walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 

@@ -34,14 +34,14 @@ from .documents import MAX_NESTING, read_toml, shown_value, too_deep, unreadable
 from .increments import Progress, expected_progress
 from .level import LOG_SD_MAX, LevelLaw, LevelSwitch
 from .load import BUILTIN_PACKAGE, builtin_names, load_scenario, scenario_source, with_target
-from .model import Cluster, DataLaw, Measured, ModelVersion, Scenario, Switch, Target, parse_scenario, scenario_dict
+from .model import Cluster, DataLaw, Dataset, Measured, ModelVersion, Scenario, Switch, Target, parse_scenario, scenario_dict
 from .parameters import LawParameters, register_parameters
 from .training import TrainingOptions, TrainSpec
 
 __all__ = [
     "BUILTIN_NETS", "BUILTIN_PACKAGE", "BUILTIN_SOURCES", "CALIBRATION_METHODS", "COST_MODELS", "LOG_SD_MAX",
     "MAGNITUDE", "MAX_NESTING", "OMEGA_MAX", "OMEGA_MIN", "OMEGA_RULE", "PHI_MAX",
-    "CalibrationExperiment", "CalibrationTable", "Cluster", "DataLaw", "DistSpec", "FieldError", "LawParameters",
+    "CalibrationExperiment", "CalibrationTable", "Cluster", "DataLaw", "Dataset", "DistSpec", "FieldError", "LawParameters",
     "LevelLaw", "LevelSwitch", "Measured", "ModelVersion", "Omega", "Progress", "Scenario", "ScenarioError",
     "Strict", "Switch", "Target", "TrainSpec", "TrainingOptions",
     "builtin_names", "check_omega", "control_character", "expected_progress", "load_scenario", "name_problem",

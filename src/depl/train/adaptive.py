@@ -20,19 +20,24 @@ from the epoch times it measures, as it would from a real cluster).
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..adaptive import Decision, Policy
+from ..adaptive import RULES as RULES_BY_NAME
+from ..adaptive import DEFAULT_RULE, Decision, Policy, rule_named
 from ..plan import Epoch, Plan
 from ..state import START, RunState
-from ..store import EpochRow, Store, diverges
+from ..store import EpochRow, Store, StoreError, diverges
 from . import data as data_mod
+from .executors import Options, get, run_tasks
 from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
+from .seeds import Item, Writer
 
 # the validation split's default size, a share of the selected samples: a carved split is paid for in training
 # samples (0.1); a fresh one only in forward passes, and its noise is half of what the stops must allow for
@@ -90,15 +95,15 @@ def validation_loss(model, xy, n_test: int) -> tuple[float, float]:
     return float(per.mean()), sd * math.sqrt(1.0 / n + 1.0 / max(n_test, 1))
 
 
-def finished(store: Store, run_id: str, seed: int) -> bool:
-    """A seed is over when a decision after an epoch left no rest, or it diverged."""
+def finished(store, run_id: str, seed: int) -> bool:
+    """A seed is over when a decision after an epoch left no rest, or it diverged (`store`: a Store or a Ledger)."""
     if store.diverged_at(run_id, seed) is not None:
         return True
     ds = store.decisions(run_id, seed)
     return bool(ds) and ds[-1]["epoch"] > 0 and not ds[-1]["rest"]
 
 
-def pending(store: Store, run_id: str, seeds: list[int]) -> list[int]:
+def pending(store, run_id: str, seeds: list[int]) -> list[int]:
     return [s for s in seeds if not finished(store, run_id, s)]
 
 
@@ -106,74 +111,155 @@ def record(d: Decision, state: RunState, gap_sd: float = 0.0) -> dict:
     return {**d.to_json(), "time_spent": state.time_spent, "cost_spent": state.cost_spent, "gap_sd": gap_sd}
 
 
+# --------------------------------------------------------------------------- #
+# What a task knows of its seeds: the store's records, read when it is sent
+# --------------------------------------------------------------------------- #
+
+def _stored(x):
+    """A number as the store reads it back: NaN and ±inf are NULL there (None)."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _as_read(seed: int, d: dict) -> dict:
+    """A decision's record as `Store.decisions` returns it once written (its detail through JSON)."""
+    head = ("epoch", "observed", "p_plan", "p_new", "quantile", "action")
+    detail = json.loads(json.dumps({k: v for k, v in d.items() if k not in head}, allow_nan=False, default=_stored))
+    return {"seed": int(seed), "epoch": int(d["epoch"]), "observed": _stored(d["observed"]),
+            "p_plan": _stored(d["p_plan"]), "p_new": _stored(d["p_new"]), "quantile": _stored(d["quantile"]),
+            "action": str(d["action"]), **detail}
+
+
+@dataclass(frozen=True)
+class SeedRecord:
+    """One seed of a run as the store has it: its decisions, its epochs, where it diverged, its checkpoint."""
+
+    decisions: tuple[dict, ...] = ()
+    trajectory: tuple[EpochRow, ...] = ()
+    diverged_at: int | None = None
+    checkpoint: tuple[int, bytes] | None = None
+
+    @classmethod
+    def read(cls, store: Store, run_id: str, seed: int) -> "SeedRecord":
+        return cls(tuple(store.decisions(run_id, seed)), tuple(store.trajectory(run_id, seed)),
+                   store.diverged_at(run_id, seed), store.checkpoint(run_id, seed))
+
+
+class Ledger:
+    """The store as an adaptive task sees it, in whichever process trains it: its seeds' records as read when the
+    task was sent, and every batch-epoch it records since — kept here, and sent to the store's one writer
+    (`emit`), which writes it in one transaction.  It answers the reads the closed loop makes (`finished`,
+    `_standing`, resuming) as the store would after those writes."""
+
+    def __init__(self, run_id: str, path: str, records: dict[int, SeedRecord], emit: Callable[[Item], None]):
+        self.run_id, self.path, self.emit = run_id, path, emit
+        self._seeds = {s: {"decisions": {d["epoch"]: d for d in r.decisions}, "trajectory": list(r.trajectory),
+                           "diverged_at": r.diverged_at, "checkpoint": r.checkpoint} for s, r in records.items()}
+
+    def decisions(self, run_id: str, seed: int) -> list[dict]:
+        by_epoch = self._seeds[seed]["decisions"]
+        return [by_epoch[k] for k in sorted(by_epoch)]
+
+    def trajectory(self, run_id: str, seed: int) -> list[EpochRow]:
+        return list(self._seeds[seed]["trajectory"])
+
+    def diverged_at(self, run_id: str, seed: int) -> int | None:
+        return self._seeds[seed]["diverged_at"]
+
+    def resume_point(self, run_id: str, seed: int) -> tuple[int, bytes] | None:
+        """`Store.resume_point`, with its checks: epochs 1..done without a gap, the checkpoint of epoch done."""
+        rows = self._seeds[seed]["trajectory"]
+        if not rows:
+            return None
+        n, lo, hi = len(rows), rows[0].epoch, rows[-1].epoch
+        if lo != 1 or hi != n:
+            raise StoreError(f"{self.path}: run {run_id!r} seed {seed} has {n} epochs recorded between {lo} and {hi}; "
+                             "a gap means the store was altered, it cannot be resumed")
+        ck = self._seeds[seed]["checkpoint"]
+        if ck is None or ck[0] != hi:
+            raise StoreError(f"{self.path}: run {run_id!r} seed {seed}: {hi} epochs recorded but the checkpoint is "
+                             f"{'missing' if ck is None else 'of epoch ' + str(ck[0])}; it cannot be resumed")
+        return ck
+
+    def record_epoch(self, run_id: str, seed: int, row: EpochRow) -> None:
+        self.record_epochs(run_id, [(seed, row, None, False)])
+
+    def record_epochs(self, run_id: str, items: list, decisions: list = (), decided: list = ()) -> None:
+        """`Store.record_epochs` (one transaction: sent to the writer); `decided`: (seed, row, Decision) to show."""
+        for seed, d in decisions:
+            self._seeds[seed]["decisions"][int(d["epoch"])] = _as_read(seed, d)
+        for seed, row, checkpoint, final in items:
+            rec = self._seeds[seed]
+            if diverges(row):
+                rec["diverged_at"] = row.epoch
+            else:
+                rec["trajectory"].append(row)
+            if final or diverges(row):
+                rec["checkpoint"] = None
+            elif checkpoint is not None:
+                rec["checkpoint"] = (row.epoch, checkpoint)
+        self.emit(Item(run_id, tuple(items), tuple(decisions), tuple(decided)))
+
+
+@dataclass(frozen=True)
+class AdaptiveBatch:
+    """An adaptive run's seeds of one batch (`run_batch`), as a task of depl.train.executors: plain data."""
+
+    run_id: str
+    job: dict                                 # Job.to_json()
+    plan: Plan
+    seeds: tuple[int, ...]
+    slow: dict[str, float]
+    policy_options: dict                      # `policy_for`'s keywords (rule, slack …)
+    records: tuple[SeedRecord, ...] = ()      # the seeds' records, read when the task is sent
+    path: str = ""                            # the store's, for messages
+
+    def loaded(self, store: Store) -> "AdaptiveBatch":
+        return replace(self, records=tuple(SeedRecord.read(store, self.run_id, s) for s in self.seeds),
+                       path=str(store.path))
+
+    def ledger(self, emit: Callable[[Item], None]) -> Ledger:
+        return Ledger(self.run_id, self.path, dict(zip(self.seeds, self.records)), emit)
+
+    def run(self, emit: Callable[[Item], None]) -> None:
+        _train_batch(self.ledger(emit), self.run_id, Job.from_json(self.job), self.plan, list(self.seeds), self.slow,
+                     self.policy_options)
+
+    def warm(self) -> None:
+        from .seeds import warm_job
+
+        warm_job(self.job)
+
+
+def _shown(progress) -> Callable[[Item], None] | None:
+    """progress(seed, epoch, row, decision) for every decision written."""
+    if progress is None:
+        return None
+
+    def shown(item: Item) -> None:
+        for seed, row, d in item.decided:
+            progress(seed, row.epoch, row, d)
+
+    return shown
+
+
+# --------------------------------------------------------------------------- #
+# Training
+# --------------------------------------------------------------------------- #
+
 def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: dict[str, float] | None = None,
              progress=None, **policy_options) -> list[Decision]:
-    """Train one seed adaptively to its end, resuming from the store; returns the decisions taken here."""
-    if finished(store, run_id, seed):
-        return []
-    slow = slow or {}
-    policy = policy_for(plan, job, **policy_options)
-    device = job.options.device
-    val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
-    n_test = len(test_data(job.data)[1])
-    taken: list[Decision] = []
-    if not store.decisions(run_id, seed):
-        d0 = policy.initial()
-        store.record_epochs(run_id, [], decisions=[(seed, record(d0, START))])
-        taken = [d0]
-    state, rest, trained = _standing(store, run_id, seed, policy, slow)
-    now = {"rest": rest, "state": state}
-
-    def on_epoch(r, model) -> None:
-        e = now["rest"][0]
-        rest = now["rest"][1:]
-        loss, gap = validation_loss(model, val, n_test)
-        secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
-        policy.observe(e, secs)
-        st = now["state"].after(e.model, loss, secs, policy.cost_of(e, now["state"].clusters), e.cluster)
-        row = EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
-        if diverges(row) or not math.isfinite(loss):
-            store.record_epoch(run_id, seed, row)
-            now["rest"] = []
-            return
-        policy.gap_sd = gap
-        d = policy.decide(st, rest) if rest else Decision(st.epoch, loss, math.nan, math.nan, math.nan, "end", ())
-        taken.append(d)
-        end = not d.rest
-        store.record_epochs(run_id, [(seed, row, None if end else state_bytes(model), end)],
-                            decisions=[(seed, record(d, st, gap))])
-        now["rest"], now["state"] = list(d.rest), st
-        if progress is not None:
-            progress(seed, r.epoch, r, d)
-
-    def decide(_state, _results):
-        return [(e.epoch, e.model, e.cluster) for e in now["rest"]]
-
-    walk = [(row.epoch, row.model, row.cluster) for row in trained] + [(e.epoch, e.model, e.cluster) for e in now["rest"]]
-    start = store.resume_point(run_id, seed) if trained else None
-    walk_plan(replace(job, epochs=walk), seed, LocalFederation(), on_epoch, start, decide)
-    return taken
-
-
-def _standing(store: Store, run_id: str, seed: int, policy: Policy, slow: dict[str, float]):
-    """Where a seed stands in the store: (its state after its recorded epochs — their validation losses, times and
-    costs, which `policy` has now observed —, the rest last decided, its recorded epochs)."""
-    past = store.decisions(run_id, seed)
-    trained = store.trajectory(run_id, seed)
-    state, by_epoch = START, {d["epoch"]: d for d in past}
-    for row in trained:
-        e = Epoch(row.epoch, row.model, row.cluster, _compute(by_epoch, row.epoch))
-        secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
-        policy.observe(e, secs)
-        state = state.after(e.model, by_epoch[row.epoch]["observed"], secs, policy.cost_of(e, state.clusters), e.cluster)
-    last = by_epoch[max(k for k in by_epoch if k <= len(trained))]
-    return state, [Epoch(int(a), str(m), str(c), float(x)) for a, m, c, x in last["rest"]], trained
+    """Train one seed adaptively to its end in the per-seed loop, in this process, resuming from the store;
+    returns the decisions taken here."""
+    task = AdaptiveBatch(run_id, job.to_json(), plan, (seed,), dict(slow or {}), policy_options).loaded(store)
+    return _seed_loop(task.ledger(Writer(store, _shown(progress)).write), run_id, job, plan, seed, task.slow,
+                      policy_options)
 
 
 def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float] | None = None,
-              progress=None, **policy_options) -> None:
+              progress=None, *, executor: str = "stack", **policy_options) -> None:
     """Train seeds adaptively to their end, resuming from the store: the seeds not started yet as one vectorised
-    stack (`vectorised.walk_plan_stack`) while their rests agree, the others one by one (`run_seed`).
+    stack (`vectorised.walk_plan_stack`) while their rests agree, the others one by one (the per-seed loop) —
+    one task of depl.train.executors, run by `executor` (a registered name), written here.
 
     Every seed of the stack gets its own policy and decision after every epoch, recorded with the epoch's
     rows and checkpoints in one transaction per epoch; a seed whose decision changes its rest leaves the
@@ -188,43 +274,120 @@ def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int],
     starts the fresh seeds' stack and the per-seed loop as an uninterrupted run does.  (Ask for the same
     seeds: a stack resumed with fewer of its seeds is a smaller stack.)
     """
-    slow = slow or {}
-    for group in _resumed_stacks(store, run_id, seeds):
-        _walk_stack(store, run_id, job, plan, group, slow, progress, policy_options, resume=True)
-    fresh = [s for s in seeds if not finished(store, run_id, s) and not store.decisions(run_id, s)]
+    run_batches(store, run_id, job, plan, [list(seeds)], slow, progress, executor=executor, **policy_options)
+
+
+def run_batches(store: Store, run_id: str, job: Job, plan: Plan, batches: list[list[int]],
+                slow: dict[str, float] | None = None, progress=None, *, executor: str = "stack",
+                options: Options | None = None, **policy_options) -> None:
+    """`run_batch` for every batch of seeds, each one task of `executor` (worker processes train several at once)."""
+    tasks = [AdaptiveBatch(run_id, job.to_json(), plan, tuple(b), dict(slow or {}), policy_options) for b in batches if b]
+    run_tasks(tasks, Writer(store, _shown(progress)), get(executor), options or Options())
+
+
+def _train_batch(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float],
+                 policy_options: dict) -> None:
+    """The work of one `AdaptiveBatch`, in whichever process trains it."""
+    for group in _resumed_stacks(ledger, run_id, seeds):
+        _walk_stack(ledger, run_id, job, plan, group, slow, policy_options, resume=True)
+    fresh = [s for s in seeds if not finished(ledger, run_id, s) and not ledger.decisions(run_id, s)]
     if len(fresh) > 1:
-        _walk_stack(store, run_id, job, plan, fresh, slow, progress, policy_options)
+        _walk_stack(ledger, run_id, job, plan, fresh, slow, policy_options)
     for s in seeds:  # the seeds that left the stack with a rest to train, and those started before
-        run_seed(store, run_id, job, plan, s, slow, progress, **policy_options)
+        _seed_loop(ledger, run_id, job, plan, s, slow, policy_options)
 
 
-def _resumed_stacks(store: Store, run_id: str, seeds: list[int]) -> list[list[int]]:
+def _validation(job: Job):
+    """(the validation split on the job's device, the size of the test set)."""
+    val = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data))
+    return on_device(val, job.options.device), len(test_data(job.data)[1])
+
+
+def _epoch_row(r) -> EpochRow:
+    return EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
+
+
+def _seed_loop(ledger: Ledger, run_id: str, job: Job, plan: Plan, seed: int, slow: dict[str, float],
+               policy_options: dict) -> list[Decision]:
+    """One seed in the per-seed loop to its end, from where the ledger has it; the decisions taken here."""
+    if finished(ledger, run_id, seed):
+        return []
+    policy = policy_for(plan, job, **policy_options)
+    val, n_test = _validation(job)
+    taken: list[Decision] = []
+    if not ledger.decisions(run_id, seed):
+        d0 = policy.initial()
+        ledger.record_epochs(run_id, [], decisions=[(seed, record(d0, START))])
+        taken = [d0]
+    state, rest, trained = _standing(ledger, run_id, seed, policy, slow)
+    now = {"rest": rest, "state": state}
+
+    def on_epoch(r, model) -> None:
+        e, rest = now["rest"][0], now["rest"][1:]
+        loss, gap = validation_loss(model, val, n_test)
+        row = _epoch_row(r)
+        ok = not diverges(row) and math.isfinite(loss)
+        st, d = policy.step(now["state"], e, loss, policy.rehearsed_seconds(e, slow), rest, gap_sd=gap, decide=ok)
+        if d is None:
+            ledger.record_epoch(run_id, seed, row)
+            now["rest"] = []
+            return
+        taken.append(d)
+        end = not d.rest
+        ledger.record_epochs(run_id, [(seed, row, None if end else state_bytes(model), end)],
+                             decisions=[(seed, record(d, st, gap))], decided=[(seed, row, d)])
+        now["rest"], now["state"] = list(d.rest), st
+
+    def decide(_state, _results):
+        return [(e.epoch, e.model, e.cluster) for e in now["rest"]]
+
+    walk = [(row.epoch, row.model, row.cluster) for row in trained] + [(e.epoch, e.model, e.cluster) for e in now["rest"]]
+    start = ledger.resume_point(run_id, seed) if trained else None
+    walk_plan(replace(job, epochs=walk), seed, LocalFederation(), on_epoch, start, decide)
+    return taken
+
+
+def _standing(ledger: Ledger, run_id: str, seed: int, policy: Policy, slow: dict[str, float]):
+    """Where a seed stands: (its state after its recorded epochs — their validation losses, times and costs,
+    which `policy` has now observed —, the rest last decided, its recorded epochs)."""
+    past = ledger.decisions(run_id, seed)
+    trained = ledger.trajectory(run_id, seed)
+    state, by_epoch = START, {d["epoch"]: d for d in past}
+    for row in trained:
+        e = Epoch(row.epoch, row.model, row.cluster, _compute(by_epoch, row.epoch))
+        state, _ = policy.step(state, e, by_epoch[row.epoch]["observed"], policy.rehearsed_seconds(e, slow), (),
+                               decide=False)
+    last = by_epoch[max(k for k in by_epoch if k <= len(trained))]
+    return state, [Epoch(int(a), str(m), str(c), float(x)) for a, m, c, x in last["rest"]], trained
+
+
+def _resumed_stacks(ledger: Ledger, run_id: str, seeds: list[int]) -> list[list[int]]:
     """The stacks a resumed run re-forms: the unfinished seeds of `seeds` whose last decision names the stack they
     train in next (`stack`), grouped by it, in its order."""
     groups: dict[tuple[int, ...], set[int]] = {}
     for s in seeds:
-        ds = store.decisions(run_id, s)
-        if not ds or finished(store, run_id, s) or not ds[-1].get("stack") or not ds[-1]["rest"]:
+        ds = ledger.decisions(run_id, s)
+        if not ds or finished(ledger, run_id, s) or not ds[-1].get("stack") or not ds[-1]["rest"]:
             continue
         groups.setdefault(tuple(int(x) for x in ds[-1]["stack"]), set()).add(s)
     return [[s for s in stack if s in members] for stack, members in groups.items()]
 
 
-def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float],
-                progress, policy_options: dict, resume: bool = False) -> None:
+def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float],
+                policy_options: dict, resume: bool = False) -> None:
     """Train `seeds` as one stack while their rests agree: fresh seeds from the epoch-0 decision, or (`resume`)
-    seeds of one recorded stack from where the store has them — the same epochs trained and the same rest, each
+    seeds of one recorded stack from where the ledger has them — the same epochs trained and the same rest, each
     seed's policy and state rebuilt from its recorded epochs and decisions (`_standing`), the stack from their
     checkpoints."""
     from .vectorised import walk_plan_stack
 
-    device = job.options.device
-    val = on_device(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in data_mod.validation(job.data)), device)
-    n_test = len(test_data(job.data)[1])
+    val, n_test = _validation(job)
+    # δ is the plan's, before any epoch (it reads no seed): computed once, shared by every seed's policy
+    lead = policy_for(plan, job, **policy_options)
+    policies = {s: lead.fresh() for s in seeds}
     start = None
     if resume:
-        policies = {s: policy_for(plan, job, **policy_options) for s in seeds}
-        standing = {s: _standing(store, run_id, s, policies[s], slow) for s in seeds}
+        standing = {s: _standing(ledger, run_id, s, policies[s], slow) for s in seeds}
         state, rest, trained = standing[seeds[0]]
         done = [(r.epoch, r.model, r.cluster) for r in trained]
         if any(([(r.epoch, r.model, r.cluster) for r in t], list(r_)) != (done, list(rest))
@@ -232,53 +395,41 @@ def _walk_stack(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int
             return  # not one stack after all (an altered store): the per-seed loop takes them
         walk = done + [(e.epoch, e.model, e.cluster) for e in rest]
         if done:
-            start = (len(done), [store.resume_point(run_id, s)[1] for s in seeds])
+            start = (len(done), [ledger.resume_point(run_id, s)[1] for s in seeds])
         now = {"rest": list(rest), "state": {s: standing[s][0] for s in seeds}}
     else:
-        # the epoch-0 decision reads no seed: made once (a carved split's re-plan runs the planner), and its δ
-        # given to every seed's policy
-        lead = policy_for(plan, job, **policy_options)
-        d0 = lead.initial()
-        policies = {s: policy_for(plan, job, **{**policy_options, "slack": lead.slack}) for s in seeds}
-        store.record_epochs(run_id, [], decisions=[(s, {**record(d0, START), "stack": list(seeds)}) for s in seeds])
+        d0 = lead.initial()  # the epoch-0 decision reads no seed: made once (a carved split's re-plan runs the planner)
+        ledger.record_epochs(run_id, [], decisions=[(s, {**record(d0, START), "stack": list(seeds)}) for s in seeds])
         walk = [(e.epoch, e.model, e.cluster) for e in d0.rest]
         now = {"rest": list(d0.rest), "state": {s: START for s in seeds}}
 
     def on_epochs(batch, results, models):
         e, rest = now["rest"][0], tuple(now["rest"][1:])
-        trained = models()
-        items, decisions, leave, after = [], [], set(), []
-        for seed, r, model in zip(batch, results, trained):
+        items, decisions, decided, leave = [], [], [], set()
+        for seed, r, model in zip(batch, results, models()):
             policy = policies[seed]
             loss, gap = validation_loss(model, val, n_test)
-            secs = policy.planned_time(e) * slow.get(e.cluster, 1.0)
-            policy.observe(e, secs)
-            before = now["state"][seed]
-            st = before.after(e.model, loss, secs, policy.cost_of(e, before.clusters), e.cluster)
-            row = EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
-            if diverges(row) or not math.isfinite(loss):
-                items.append((seed, row, None, False))  # as run_seed: the seed is over (with the others' epoch)
+            row = _epoch_row(r)
+            ok = not diverges(row) and math.isfinite(loss)
+            st, d = policy.step(now["state"][seed], e, loss, policy.rehearsed_seconds(e, slow), rest, gap_sd=gap,
+                                decide=ok)
+            if d is None:
+                items.append((seed, row, None, False))  # as the per-seed loop: the seed is over (with the others' epoch)
                 leave.add(seed)
                 continue
-            policy.gap_sd = gap
-            d = policy.decide(st, list(rest)) if rest else Decision(st.epoch, loss, math.nan, math.nan, math.nan,
-                                                                     "end", ())
             end = not d.rest
             items.append((seed, row, None if end else state_bytes(model), end))
             decisions.append((seed, record(d, st, gap)))
             now["state"][seed] = st
             if tuple(d.rest) != rest:
                 leave.add(seed)
-            after.append((seed, r, d))
+            decided.append((seed, row, d))
         stack = [s for s in batch if s not in leave]  # the stack the staying seeds train in next
         for seed, d in decisions:
             if seed not in leave and d["rest"]:
                 d["stack"] = stack
         if items:
-            store.record_epochs(run_id, items, decisions=decisions)
-        if progress is not None:
-            for seed, r, d in after:
-                progress(seed, r.epoch, r, d)
+            ledger.record_epochs(run_id, items, decisions=decisions, decided=decided)
         now["rest"] = list(rest)
         return leave
 
@@ -308,16 +459,15 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
     return np.array(finals), np.array(costs), actions
 
 
-# the closed loop's rules (`--rule`): Policy options; docs/adaptive.md has why slack is the default
-RULES = {"slack": {"conditional": False}, "conditional": {}}
+# the keywords of `policy_for` and `run_batch` for each rule a command names (`--rule`); the rules are depl.adaptive's
+RULES = {name: {"rule": rule} for name, rule in RULES_BY_NAME.items()}
 
 
-def run_id_for(job: Job, slow: dict[str, float], rule: str = "slack") -> str:
+def run_id_for(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE) -> str:
     """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack; "-stop-only": the
     slack rule alone), the injected slowdowns."""
     from .execute import run_id_for as base
 
-    if rule not in RULES:
-        raise ValueError(f"rule {rule!r}: expected one of {', '.join(RULES)}")
+    rule_named(rule)
     return base(job, "local-adaptive-v2" + ("-stop-only" if rule == "slack" else "")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")

@@ -8,7 +8,7 @@ probability ≥ ω on a new run" then holds for it, because these runs were
 drawn after the choice and are independent of it (docs/certificate.md).
 
 Seeds F, F+1, … train in batches (the vectorised stack, the worker
-processes, a Ray cluster: `depl.train.seeds.run_all`), and their outcomes
+processes, a Ray cluster: `depl.train.executors.run_all`), and their outcomes
 feed `depl.confidence.Sequential` in seed order; the test stops at the first
 seed after which it can decide, so a batch's later seeds may be trained and
 not counted.  Runs go to the store under their own run id (`certify-…`),
@@ -113,11 +113,11 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int = 100_
     """Run the prepared plan on seeds first_seed, first_seed+1, … (`batch` at a time) until its sequential test
     decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.
 
-    `options`: `depl.train.seeds.run_all`'s keywords (workers, threads, ray_address);
+    `options`: `depl.train.executors.run_all`'s keywords (workers, threads, ray_address);
     `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
     Raises ValueError (StoreError …) with a message for the user.
     """
-    from .seeds import run_all
+    from .executors import run_all
 
     p, job, test, alpha = prep.plan, prep.job, prep.test, prep.test.alpha
     st = store if isinstance(store, Store) else Store(store)

@@ -1,7 +1,7 @@
 """Seed batches over a Ray cluster (`--ray-address`); the results come back here and go to the store.
 
-Each task (`seeds.Task`: the job as JSON, the seeds, their checkpoints) runs
-as a Ray task with one CPU on whichever node has one free; every
+Each task (a `seeds.Task`: the job as JSON, the seeds, their checkpoints) runs
+as a Ray task with `cpus` CPUs (one by default) on whichever node has them free; every
 batch-epoch it finishes is put on a `ray.util.queue.Queue` and written to the
 store by this process, one transaction per batch-epoch, as with local worker
 processes (`depl.train.seeds` says why only one process writes).  Every node
@@ -17,23 +17,19 @@ from __future__ import annotations
 import os
 import queue as queue_mod
 import socket
-from typing import TYPE_CHECKING, Callable
 
-from ..store import Store
-
-if TYPE_CHECKING:  # seeds imports this module (lazily, for --ray-address): the functions are passed in
-    from .seeds import Item, Task
+from .seeds import Task, Writer
 
 
 class RayError(RuntimeError):
     """A Ray cluster that cannot be used; the message is meant for the user."""
 
 
-def _remote_task(task: Task, results, threads: int, run_task: Callable) -> int:
+def _remote_task(task: Task, results, threads: int) -> int:
     import torch
 
     torch.set_num_threads(threads)
-    run_task(task, lambda item: results.put(("epoch", item)))
+    task.run(lambda item: results.put(("epoch", item)))
     return len(task.seeds)
 
 
@@ -66,15 +62,18 @@ def connect(address: str):
     return ray
 
 
-def run_on_ray(ray, store: Store, tasks: list[Task], slots: int, threads: int,
-               write_item: Callable[[Item], None], load: Callable, run_task: Callable) -> None:
-    """The tasks as Ray tasks, at most `slots` in flight; every batch-epoch is written here as it arrives.
+def slots(ray, cpus: float) -> int:
+    """How many tasks of `cpus` CPUs the cluster runs at once."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
 
-    `load(store, task)` fills a task's checkpoints, `run_task(task, put)` trains it (depl.train.seeds)."""
+
+def run_on_ray(ray, tasks: list[Task], slots: int, threads: int, writer: Writer, cpus: float = 1.0) -> None:
+    """The tasks as Ray tasks of `cpus` CPUs each, at most `slots` in flight; every batch-epoch is written here
+    (`writer`) as it arrives, each task's checkpoints read just before it is sent."""
     from ray.util.queue import Queue
 
     results = Queue(actor_options={"num_cpus": 0})
-    remote = ray.remote(num_cpus=1, max_retries=0)(_remote_task)
+    remote = ray.remote(num_cpus=cpus, max_retries=0)(_remote_task)
     pending = list(tasks)
     inflight = []
 
@@ -84,13 +83,13 @@ def run_on_ray(ray, store: Store, tasks: list[Task], slots: int, threads: int,
                 kind, item = results.get(block=block, timeout=1.0 if block else None)
             except queue_mod.Empty:
                 return
-            write_item(item)
+            writer.write(item)
             block = False
 
     try:
         while pending or inflight:
             while pending and len(inflight) < slots:
-                inflight.append(remote.remote(load(store, pending.pop(0)), results, threads, run_task))
+                inflight.append(remote.remote(writer.load(pending.pop(0)), results, threads))
             drain(block=True)
             finished, inflight = ray.wait(inflight, num_returns=len(inflight), timeout=0)
             for ref in finished:

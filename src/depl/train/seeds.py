@@ -1,11 +1,13 @@
-"""Many seeds of the local back end: batches of seeds (`vectorised`), over worker processes or a Ray cluster.
+"""The work of the local back end's executors (depl.train.executors): tasks of seeds, the one writer, worker processes.
 
 The seeds of a run are cut into batches once, from the whole seed list (so a
 resumed run batches them as the first attempt did and its trajectories are
 bit-for-bit those of an uninterrupted run).  A batch of one seed is the
 per-seed loop (`federation.walk_plan`); a larger batch is one stack of
-`vectorised.walk_plan_stack`.  A task is one batch's pending seeds that have
-the same number of epochs done, with their checkpoints.
+`vectorised.walk_plan_stack`.  A task (`SeedBatch`) is one batch's pending
+seeds that have the same number of epochs done, with their checkpoints; an
+adaptive run's task is depl.train.adaptive's `AdaptiveBatch`.  Both are `Task`s:
+plain data that any process can train, sending `Item`s back.
 
 Who writes the store: **only the parent process.**  Workers (processes on
 this machine, or Ray tasks anywhere) receive a task as plain data — the job
@@ -26,16 +28,57 @@ import math
 import os
 import queue as queue_mod
 import traceback
-from dataclasses import dataclass, fields
-from typing import Callable, Iterable
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Protocol
 
 from ..store import EpochRow, Store, diverges
 
-# one batch-epoch of a task: (run_id, [(seed, result, checkpoint or None, final)])
-Item = tuple[str, list[tuple[int, EpochRow, "bytes | None", bool]]]
+DEFAULT_SEED_BATCH = 32
+
+Entry = tuple[int, EpochRow, "bytes | None", bool]   # (seed, its epoch's row, its checkpoint or None, final)
 OnEpoch = Callable[[str, int, int, EpochRow], None]   # (run_id, seed, epoch, result)
 
-DEFAULT_SEED_BATCH = 32
+
+@dataclass(frozen=True)
+class Item:
+    """One batch-epoch of a task, as a worker sends it to the one writer (one transaction of the store)."""
+
+    run_id: str
+    entries: tuple[Entry, ...]
+    decisions: tuple[tuple[int, dict], ...] = ()  # adaptive runs: (seed, the decision's record after the epoch)
+    decided: tuple[tuple[int, EpochRow, Any], ...] = ()  # adaptive runs: (seed, row, Decision), shown once written
+
+
+class Task(Protocol):
+    """What an executor runs: plain data (picklable, for worker processes and Ray tasks)."""
+
+    run_id: str
+    seeds: tuple[int, ...]
+
+    def loaded(self, store: Store) -> "Task":
+        """The task with what it needs from the store (checkpoints, …), read just before it is sent."""
+
+    def run(self, emit: Callable[[Item], None]) -> None:
+        """Train the task in this process; `emit` gets every batch-epoch."""
+
+    def warm(self) -> None:
+        """Load the task's data in this process, so that forked workers inherit it."""
+
+
+@dataclass
+class Writer:
+    """The store's one writer: every batch-epoch in one transaction, then `shown(item)` (progress)."""
+
+    store: Store
+    shown: Callable[[Item], None] | None = None
+
+    def load(self, task: Task) -> Task:
+        return task.loaded(self.store)
+
+    def write(self, item: Item) -> None:
+        self.store.record_epochs(item.run_id, list(item.entries), decisions=list(item.decisions))
+        if self.shown is not None:
+            self.shown(item)
 
 
 def default_workers() -> int:
@@ -46,23 +89,97 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def batch_size(n_seeds: int, seed_batch: int, workers: int) -> int:
+    """Seeds per batch: at most `seed_batch`, and small enough that every worker gets one."""
+    return max(1, min(seed_batch, math.ceil(n_seeds / max(1, workers))))
+
+
+def local_device(asked: str) -> str:
+    """The torch device of `asked` (cpu, cuda or auto) in this process: resolved where the work runs."""
+    import torch
+
+    from .federation import JobError
+
+    if asked == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if asked == "cuda" and not torch.cuda.is_available():
+        raise JobError(f"device cuda: torch {torch.__version__} on this worker sees no CUDA device")
+    return asked
+
+
+def job_here(spec: dict, device: str | None):
+    """The job of `spec` (Job.to_json()), on `device` as resolved in this process (None: the job's own)."""
+    from .federation import Job
+
+    job = Job.from_json(spec)
+    if device is None:
+        return job
+    return replace(job, options=job.options.model_copy(update={"device": local_device(device)}))
+
+
 @dataclass(frozen=True)
-class Task:
+class SeedBatch:
+    """Seeds of one batch with the same epochs done: trained as one stack (one seed: the per-seed loop)."""
+
     run_id: str
     job: dict                        # Job.to_json()
     n_epochs: int
     seeds: tuple[int, ...]
     done: int                        # epochs every seed of the task has done
     checkpoints: tuple[bytes, ...] = ()
+    device: str | None = None        # cpu, cuda or auto, resolved on the worker; None: the job's device
+
+    def loaded(self, store: Store) -> "SeedBatch":
+        """The task with its seeds' checkpoints (read only now: a long run's checkpoints are not all held at once)."""
+        if self.done == 0:
+            return self
+        blobs = []
+        for s in self.seeds:
+            ck = store.checkpoint(self.run_id, s)
+            if ck is None or ck[0] != self.done:
+                raise RuntimeError(f"run {self.run_id} seed {s}: {self.done} epochs recorded but no matching checkpoint")
+            blobs.append(ck[1])
+        return replace(self, checkpoints=tuple(blobs))
+
+    def run(self, emit: Callable[[Item], None]) -> None:
+        from .federation import LocalFederation, state_bytes, walk_plan
+        from .vectorised import walk_plan_stack
+
+        job = job_here(self.job, self.device)
+        n = self.n_epochs
+
+        def rows(seeds, results, models):
+            final = results[0].epoch == n
+            # a diverged seed's row goes to the store's `diverged` table, without a checkpoint
+            blobs = [None] * len(results) if final else [None if diverges(r) else state_bytes(m)
+                                                         for r, m in zip(results, models())]
+            emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs))))
+
+        if len(self.seeds) == 1:  # one seed: the per-seed loop itself
+            start = (self.done, self.checkpoints[0]) if self.done else None
+            walk_plan(job, self.seeds[0], LocalFederation(), lambda r, m: rows(self.seeds, [r], lambda: [m]), start)
+        else:
+            start = (self.done, list(self.checkpoints)) if self.done else None
+            walk_plan_stack(job, list(self.seeds), rows, start)
+
+    def warm(self) -> None:
+        warm_job(self.job)
 
 
-def batch_size(n_seeds: int, seed_batch: int, workers: int) -> int:
-    """Seeds per batch: at most `seed_batch`, and small enough that every worker gets one."""
-    return max(1, min(seed_batch, math.ceil(n_seeds / max(1, workers))))
+def warm_job(spec: dict) -> None:
+    """Load a job's test and node data here (cached by depl.train.federation)."""
+    from .federation import Job, node_data, test_data
+
+    job = Job.from_json(spec)
+    test_data(job.data)
+    for nodes in set(job.nodes.values()):
+        for node in range(nodes):
+            node_data(job.data, nodes, job.options.iid, node)
 
 
-def make_tasks(store: Store, run_id: str, job, seeds: list[int], size: int) -> list[Task]:
-    """The tasks left of a run, without checkpoints (`load` adds them when the task is sent)."""
+def make_tasks(store: Store, run_id: str, job, seeds: list[int], size: int,
+               device: str | None = None) -> list[SeedBatch]:
+    """The tasks left of a run, without checkpoints (`SeedBatch.loaded` adds them when the task is sent)."""
     n = len(job.epochs)
     spec = job.to_json()
     out = []
@@ -73,87 +190,22 @@ def make_tasks(store: Store, run_id: str, job, seeds: list[int], size: int) -> l
             d = store.done_epochs(run_id, s)
             if d < n and s not in gone:
                 by_done.setdefault(d, []).append(s)
-        out += [Task(run_id, spec, n, tuple(group), d) for d, group in sorted(by_done.items())]
+        out += [SeedBatch(run_id, spec, n, tuple(group), d, device=device) for d, group in sorted(by_done.items())]
     return out
-
-
-def load(store: Store, task: Task) -> Task:
-    """The task with its seeds' checkpoints (read only now: a long run's checkpoints are not all held at once)."""
-    if task.done == 0:
-        return task
-    blobs = []
-    for s in task.seeds:
-        ck = store.checkpoint(task.run_id, s)
-        if ck is None or ck[0] != task.done:
-            raise RuntimeError(f"run {task.run_id} seed {s}: {task.done} epochs recorded but no matching checkpoint")
-        blobs.append(ck[1])
-    return Task(task.run_id, task.job, task.n_epochs, task.seeds, task.done, tuple(blobs))
-
-
-def run_task(task: Task, emit: Callable[[Item], None]) -> None:
-    """Train a task (in any process); `emit` gets every batch-epoch."""
-    from .federation import Job, LocalFederation, state_bytes, walk_plan
-    from .vectorised import walk_plan_stack
-
-    job = Job.from_json(task.job)
-    n = task.n_epochs
-
-    def rows(seeds, results, models):
-        final = results[0].epoch == n
-        # a diverged seed's row goes to the store's `diverged` table, without a checkpoint
-        blobs = [None] * len(results) if final else [None if diverges(r) else state_bytes(m)
-                                                     for r, m in zip(results, models())]
-        emit((task.run_id, [(s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs)]))
-
-    if len(task.seeds) == 1:  # one seed: the per-seed loop itself
-        start = (task.done, task.checkpoints[0]) if task.done else None
-        walk_plan(job, task.seeds[0], LocalFederation(), lambda r, m: rows(task.seeds, [r], lambda: [m]), start)
-    else:
-        start = (task.done, list(task.checkpoints)) if task.done else None
-        walk_plan_stack(job, list(task.seeds), rows, start)
 
 
 def as_row(r) -> EpochRow:
     return EpochRow(*(getattr(r, f.name) for f in fields(EpochRow)))
 
 
-def write(store: Store, item: Item, progress: OnEpoch | None) -> None:
-    run_id, entries = item
-    store.record_epochs(run_id, entries)
-    if progress is not None:
-        for seed, row, _, _ in entries:
-            progress(run_id, seed, row.epoch, row)
+def shown_rows(progress: OnEpoch) -> Callable[[Item], None]:
+    """An open-loop run's progress, called with every row written."""
 
+    def shown(item: Item) -> None:
+        for seed, row, _, _ in item.entries:
+            progress(item.run_id, seed, row.epoch, row)
 
-def run_all(store: Store, runs: Iterable[tuple[str, object, list[int]]], *, seed_batch: int = DEFAULT_SEED_BATCH,
-            workers: int | None = None, threads: int = 1, ray_address: str | None = None,
-            progress: OnEpoch | None = None) -> None:
-    """Train the pending seeds of every (run_id, job, seeds) to the end, into `store`.
-
-    `workers`: processes on this machine [default: one per core], or with
-    `ray_address` the number of batches in flight [default: the cluster's CPUs].
-    """
-    runs = list(runs)
-    ray = None
-    if ray_address is not None:
-        from .ray_pool import connect
-
-        ray = connect(ray_address)
-        workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    workers = workers or default_workers()
-    # cut from the whole seed list, for a given number of workers: the batching does not depend on progress
-    tasks = [t for run_id, job, seeds in runs
-             for t in make_tasks(store, run_id, job, seeds, batch_size(len(seeds), seed_batch, workers))]
-    write_item = lambda item: write(store, item, progress)  # noqa: E731
-    if ray is not None:
-        from .ray_pool import run_on_ray
-
-        run_on_ray(ray, store, tasks, workers, threads, write_item, load, run_task)
-    elif workers <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            run_task(load(store, t), write_item)
-    else:
-        run_on_processes(store, tasks, min(workers, len(tasks)), threads, write_item)
+    return shown
 
 
 # --------------------------------------------------------------------------- #
@@ -176,7 +228,7 @@ def _worker(tasks, results, threads: int, parent: int) -> None:
 
     while (task := tasks.get()) is not None:
         try:
-            run_task(task, emit)
+            task.run(emit)
         except BaseException:
             results.put(("error", traceback.format_exc()))
             return
@@ -201,18 +253,11 @@ def _warm(tasks: list[Task]) -> None:
     """Load every task's data here, so that forked workers inherit it."""
     import torch._dynamo  # noqa: F401  torch.optim imports it lazily (seconds): once here, not in every worker
 
-    from .federation import Job, node_data, test_data
-
-    for spec in {id(t.job): t.job for t in tasks}.values():
-        job = Job.from_json(spec)
-        test_data(job.data)
-        for nodes in set(job.nodes.values()):
-            for node in range(nodes):
-                node_data(job.data, nodes, job.options.iid, node)
+    for task in {id(getattr(t, "job", t)): t for t in tasks}.values():  # the tasks of one job share its dict
+        task.warm()
 
 
-def run_on_processes(store: Store, tasks: list[Task], workers: int, threads: int,
-                     write_item: Callable[[Item], None]) -> None:
+def run_on_processes(tasks: list[Task], workers: int, threads: int, writer: Writer) -> None:
     """Tasks over `workers` processes; each is sent when a worker is free, results written here."""
     import multiprocessing as mp
 
@@ -229,7 +274,7 @@ def run_on_processes(store: Store, tasks: list[Task], workers: int, threads: int
     pending = list(tasks)
     try:
         for _ in range(workers):
-            todo.put(load(store, pending.pop(0)))
+            todo.put(writer.load(pending.pop(0)))
         running = workers
         while running:
             try:
@@ -240,11 +285,11 @@ def run_on_processes(store: Store, tasks: list[Task], workers: int, threads: int
                     raise RuntimeError(f"a training worker died (exit code {dead[0].exitcode})") from None
                 continue
             if kind == "epoch":
-                write_item(payload)
+                writer.write(payload)
             elif kind == "error":
                 raise RuntimeError(f"a training worker failed:\n{payload}")
             elif pending:
-                todo.put(load(store, pending.pop(0)))
+                todo.put(writer.load(pending.pop(0)))
             else:
                 todo.put(None)
                 running -= 1

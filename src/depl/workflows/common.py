@@ -26,7 +26,7 @@ class Training:
     ray_address: Optional[str] = None
 
     def seed_options(self) -> dict:
-        """The keyword arguments of `depl.train.seeds.run_all`."""
+        """The keyword arguments of `depl.train.executors.run_all`."""
         return dict(seed_batch=self.seed_batch, workers=self.workers, threads=self.threads,
                     ray_address=self.ray_address)
 
@@ -116,10 +116,10 @@ def open_store(store: Optional[str], out: Path):
 
 
 def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None) -> None:
-    """`depl.train.seeds.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
+    """`depl.train.executors.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
     input. progress(run_id, seed, epoch, result) after every epoch."""
     from ..train.ray_pool import RayError
-    from ..train.seeds import run_all
+    from ..train.executors import run_all
 
     try:
         run_all(st, runs, progress=progress, **training.seed_options())
