@@ -93,7 +93,8 @@ def _experiment_table(e, phi: float, rows: list[np.ndarray]) -> dict:
     runs = [(v, len(list(g))) for v, g in groupby(e.schedule)]
     return {"label": e.label, "versions": [v for v, _ in runs], "epochs": [n for _, n in runs],
             "phi": float(f"{float(phi):.12g}"),  # significant digits: a plan's φ matches at rel 1e-6 however small
-            "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(np.sort(r))] for r in rows]}
+            "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(np.sort(r))] for r in rows],
+            "seeds": sorted(int(x) for x in e.seeds)}   # each run once: what a certificate counts
 
 
 EPOCH_DIGITS = 6   # epoch_scores are written to 6 decimals, as `scores`

@@ -139,6 +139,11 @@ class LossModel(ABC):
         epoch may raise the certified quantile anywhere, and searches must not bisect on a length)."""
         return False
 
+    def shortfall(self) -> str | None:
+        """Why the law certifies no plan at its scenario's target with the confidence it was asked for, and what
+        would, in words (depl.loss.calibrated); None when that is not the reason (the default)."""
+        return None
+
     def median_floor(self, phi: float, K: int, switches: np.ndarray) -> np.ndarray | None:
         """(K,): a lower bound on the median of ℓ(k), k = 1..K, over every schedule with at most `switches[k-1]`
         switches in its first k epochs, before training; None: the law gives no such bound."""

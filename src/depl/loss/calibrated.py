@@ -284,6 +284,21 @@ class CalibratedModel(LossModel):
                 out[k] = (bool(ok) or out.get(k, (False,))[0], tested[k][1], tested[k][2])
         return out
 
+    def shortfall(self) -> str | None:
+        """Why no schedule is certified at (ℓmax, ω) with confidence 1 − α, and how many runs would do, in words;
+        None when some schedule is (or without α)."""
+        cert = self.certified_schedules
+        if not cert or any(ok for ok, _, _ in cert.values()):
+            return None
+        loss, omega = self.target
+        E = len(self.experiments)
+        need = conformal.pac_scores_needed(omega, self.alpha / E)
+        have = min(n for _, n, _ in cert.values())
+        return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: each of the {E} "
+                f"profiled experiments' schedules is tested on its own runs at α/{E} = {self.alpha / E:.3g}, which "
+                f"takes at least {need} runs of it meeting ℓmax = {loss:g} ({have} runs per experiment here); profile "
+                f"more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`), or plan without --alpha")
+
     def certificate(self, schedule, phi: float) -> tuple[bool, int, int] | None:
         """(certified, runs, runs that met ℓmax) of `schedule` at φ in `certified_schedules`; None where no
         calibration experiment ran it (nothing measured certifies it)."""

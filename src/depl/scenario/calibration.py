@@ -48,6 +48,9 @@ class CalibrationExperiment(Strict):
     epoch_scores: list[list[float]] = Field(min_length=1, description="epoch_scores[k-1]: PIT of ℓ(k) of each of "
                                             "its seeds under the law of its first k epochs")
 
+    seeds: list[int] | None = Field(default=None, max_length=1_000_000, description="the seed of each of its runs, "
+                                    "each once: the distinct runs a certificate counts (depl fit writes them)")
+
     @model_validator(mode="after")
     def _shape(self) -> "CalibrationExperiment":
         if len(self.versions) != len(self.epochs) or any(e < 1 for e in self.epochs):
@@ -57,6 +60,12 @@ class CalibrationExperiment(Strict):
             raise ValueError(f"experiment {self.label!r}: one row of epoch_scores per epoch ({sum(self.epochs)}), "
                              f"got {len(self.epoch_scores)}")
         _score_rows(self.epoch_scores, f"experiment {self.label!r}, ")
+        if self.seeds is not None:
+            if len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"experiment {self.label!r}: a seed is listed twice in seeds (each run counts once)")
+            if len(self.seeds) != max(len(r) for r in self.epoch_scores):
+                raise ValueError(f"experiment {self.label!r}: {len(self.seeds)} seeds for "
+                                 f"{max(len(r) for r in self.epoch_scores)} runs scored (one seed per run)")
         return self
 
     @property

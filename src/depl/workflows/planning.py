@@ -137,11 +137,21 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
             say(f"planning {s.name} with {method} (η = {eta}) …")
             p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
-        raise Unreachable(str(e), infeasible_result(s, method, e)) from None
+        raise Unreachable(_with_shortfall(str(e), s), infeasible_result(s, method, e)) from None
     certify_by_calibration(s, p)
     if out is not None:
         save_plan(p, out)
     return Planned(p, s, out, time_limit, extrapolation_warnings(s, len(p.epochs)))
+
+
+def _with_shortfall(message: str, s: "Scenario") -> str:
+    """The planner's message, and where a calibrated law certifies nothing with its α, why and what would."""
+    if s.target.alpha is None or s.calibration is None or not s.calibration.use:
+        return message
+    from ..loss import loss_model_for
+
+    why = loss_model_for(s).shortfall()
+    return message if why is None else f"{message} {why[0].upper()}{why[1:]}."
 
 
 def save_plan(p: "Plan", out: Path) -> None:

@@ -1,0 +1,66 @@
+"""`[target] alpha` / `depl plan --alpha`: a calibrated law that kept each experiment's runs certifies the plan it
+returns with confidence 1 − α, by runs of the plan's own schedule only, each counted once."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from depl import conformal
+from depl.confidence import clopper_pearson_lower
+from depl.loss import loss_model_for
+from depl.planners import make_plan
+from depl.scenario import ScenarioError, load_scenario, parse_scenario, scenario_dict, with_target
+
+
+def _noniid(alpha):
+    return parse_scenario(with_target(scenario_dict(load_scenario("mnist1d-noniid")), alpha=alpha), "noniid α")
+
+
+def test_the_plan_returned_is_one_its_runs_certify():
+    s = _noniid(0.05)
+    law = loss_model_for(s)
+    p = make_plan(s)
+    schedule, phi = [e.model for e in p.epochs], s.phi(s.samples(p.datasets))
+    ok, runs, met = law.certificate(schedule, phi)
+    assert ok and p.loss_quantile <= s.target.loss
+    # recomputed by hand from the calibration table: the worst experiment that ran this schedule, its runs that met
+    # ℓmax under the law as fitted, and the exact binomial rule at α over the number of experiments
+    E = len(s.calibration.experiments)
+    F = law.base.distribution(schedule, phi).cdf(s.target.loss)
+    rows = [np.asarray(e.epoch_scores[len(schedule) - 1]) for e in s.calibration.experiments
+            if e.schedule[:len(schedule)] == tuple(schedule) and abs(e.phi - phi) < 1e-6 * phi]
+    assert rows and met == min(int(np.sum(r <= F)) for r in rows) and runs == min(r.size for r in rows)
+    assert clopper_pearson_lower(met, runs, 0.05 / E) >= s.target.quantile
+    # every schedule the law says it certifies passes the rule on its own runs; nothing unprofiled is certified
+    for (sched, _), (good, n, h) in law.certified_schedules.items():
+        assert not good or conformal.certifies(h, n, s.target.quantile, 0.05 / E)
+    assert law.certificate(["pruned-0.5"] * 3 + ["full"] * 4, 1.0) is None
+
+
+def test_without_alpha_the_marginal_rank_plans_as_before():
+    s = load_scenario("mnist1d-noniid")
+    assert s.target.alpha is None and loss_model_for(s).certified_schedules == {}
+
+
+def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, tmp_path):
+    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.05", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)["info"]
+    assert info["certificate"] == {"alpha": 0.05, "certified": True, "runs": 52, "met": 52, "experiments": 8}
+    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
+    assert r.returncode == 3 and "takes at least 86 runs" in r.stderr and "52 runs per experiment" in r.stderr
+    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.7")
+    assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
+
+
+def test_a_seed_counts_once_in_an_experiment():
+    data = scenario_dict(load_scenario("mnist1d-noniid"))
+    e = data["calibration"]["experiments"][0]
+    e["seeds"] = list(range(16, 68))
+    parse_scenario(data, "seeds")
+    e["seeds"] = [16] + list(range(16, 67))
+    with pytest.raises(ScenarioError, match="a seed is listed twice"):
+        parse_scenario(data, "seeds")
