@@ -54,7 +54,7 @@ def main() -> None:
         job = ad.adaptive_job(plan)
         data_mod.validation(job.data)  # data generated before the clock
         seeds = list(range(a.first_seed, a.first_seed + a.seeds))
-        rid = ad.run_id_for(job, {}, "conditional")  # the Python API's rule, as run below
+        rid = ad.adaptive_run_id(job, {}, "conditional")  # the Python API's rule, as run below
         out = {}
         for how in ("loop", "stack"):
             with Store(Path(tmp) / f"{how}.sqlite") as st:

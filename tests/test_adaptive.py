@@ -156,3 +156,13 @@ def test_the_slack_is_the_plans_before_the_first_epoch_whenever_it_is_first_read
     assert not late.fits(plan.epochs, START)
     assert late.slack == fresh.slack > 0
     assert late.factor(plan.epochs[0].cluster) == pytest.approx(2.0)   # what it measured is kept
+
+
+def test_the_command_line_offers_exactly_the_rules_the_loop_knows():
+    """The rules are named once (depl.adaptive.RULES); the CLI's choices, kept import-light, must agree."""
+    from depl.adaptive import DEFAULT_RULE, RULES
+    from depl.cli.training import Rule
+    from depl.train.executors import names
+
+    assert {r.value for r in Rule} == set(RULES) and DEFAULT_RULE in RULES
+    assert {"loop", "stack", "processes", "ray"} <= set(names())

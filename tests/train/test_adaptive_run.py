@@ -102,7 +102,7 @@ def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_
     monkeypatch.setattr(data_mod, "select", lambda spec: selected.append(len(real_select(spec)[1])) or real_select(spec))
     node_data.cache_clear()
     with Store(tmp_path / "runs.sqlite") as st:
-        rid = ad.run_id_for(job, {})
+        rid = ad.adaptive_run_id(job, {})
         st.start_run(rid, "plan", {"adaptive": True})
         taken = ad.run_seed(st, rid, job, plan, 7)
         assert selected and set(selected) == {2000}   # all of the plan's samples (d1 + d2), none held out
@@ -176,7 +176,7 @@ def test_seeds_train_in_one_stack_while_their_rests_agree_and_a_changed_rest_lea
     rounding. (slack=0: the conditional rule alone decides, so that some seed is re-planned.)"""
     plan = plan_file(tmp_path, target=2.0)
     job = ad.adaptive_job(plan, validation=0.1)
-    rid = ad.run_id_for(job, {})
+    rid = ad.adaptive_run_id(job, {})
     seeds = [1, 2, 3]
     with Store(tmp_path / "seed.sqlite") as ref:
         ref.start_run(rid, "plan", {"adaptive": True})
@@ -224,7 +224,7 @@ def uninterrupted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("uninterrupted")
     plan = plan_file(tmp, target=2.0)
     job = ad.adaptive_job(plan, validation=0.1)
-    rid = ad.run_id_for(job, {})
+    rid = ad.adaptive_run_id(job, {})
     with Store(tmp / "ref.sqlite") as ref:
         ref.start_run(rid, "plan", {"adaptive": True})
         ad.run_batch(ref, rid, job, plan, [1, 2, 3], slack=0)

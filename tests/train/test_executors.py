@@ -114,7 +114,7 @@ def adaptive_plan(tmp_path) -> Plan:
 def test_adaptive_batches_on_worker_processes_write_what_they_write_here(tmp_path):
     plan = adaptive_plan(tmp_path)
     job = ad.adaptive_job(plan, validation=0.1)
-    rid = ad.run_id_for(job, {}, "slack")
+    rid = ad.adaptive_run_id(job, {}, "slack")
     seeds = [1, 2, 3]
     out = {}
     for name, options in (("stack", None), ("processes", executors.Options(workers=2))):

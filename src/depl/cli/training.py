@@ -420,7 +420,7 @@ def _read_store(path: str, kind: Optional[str]):
 
 def _draw_bands(st, kind: Optional[str], png: Path) -> None:
     from ..report.plots import plot_measured_bands
-    from ..train.plots import bands
+    from ..train.bands import bands
 
     bs = bands(st, kind)
     if not bs:
@@ -432,7 +432,7 @@ def _runs_table(st, runs: list[dict]) -> list[tuple[str, dict]]:
     """Print the table of the runs; the closed loop's decisions found in them [(run id, decision)]."""
     from rich.table import Table
 
-    from ..train.plots import band, run_label
+    from ..train.bands import band, run_label
 
     t = Table(title=f"runs in {escape(st.path)}")
     for c in ("run", "kind", "what", "seeds", "diverged", "epochs", "final loss mean", "1st–99th pct", "s/epoch"):
@@ -489,7 +489,7 @@ def _finals(st, run: dict, b, decisions: list) -> dict:
     band's last epoch, or for an adaptive run (its seeds end at different epochs) each seed's last loss."""
     import numpy as np
 
-    from ..train.plots import ends
+    from ..train.bands import ends
 
     if not decisions:
         k = len(b.epochs)
@@ -504,7 +504,7 @@ def _finals(st, run: dict, b, decisions: list) -> dict:
 def _runs_json(st, runs: list[dict]) -> None:
     """Every run with its spec and, per seed-averaged epoch, the measured band (what `runs show` tabulates)."""
     from ..jsonout import dumps
-    from ..train.plots import band, run_label
+    from ..train.bands import band, run_label
 
     out = []
     for r in runs:

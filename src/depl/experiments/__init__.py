@@ -16,9 +16,9 @@ from .config import METHODS, NETWORKS, PAPER_SAVING, VERSIONS, Config
 from .findings import Finding, findings, gap_to_optimal, growth_exponent, perf_series, saving_over_best_exp
 from .results import EtaPoint, Step, Outcome, PerfPoint, Results, SingleVersion
 from .runner import jobs, mc_seed, per_version, plan_and_check, run, single_version_rows
-from .variants import VARIANTS, with_extra_clusters, with_extra_versions, with_target
+from .variants import VARIANTS, with_extra_clusters, with_extra_versions, with_loss_target
 
 __all__ = ["Config", "METHODS", "NETWORKS", "VERSIONS", "PAPER_SAVING", "Finding", "findings", "gap_to_optimal",
            "growth_exponent", "perf_series", "saving_over_best_exp", "EtaPoint", "Step", "Outcome", "PerfPoint",
            "Results", "SingleVersion", "jobs", "mc_seed", "per_version", "plan_and_check", "run",
-           "single_version_rows", "VARIANTS", "with_extra_clusters", "with_extra_versions", "with_target"]
+           "single_version_rows", "VARIANTS", "with_extra_clusters", "with_extra_versions", "with_loss_target"]

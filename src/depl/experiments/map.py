@@ -33,7 +33,7 @@ from ..planners import Infeasible, Options, make_plan
 from ..scenario import Scenario, load_scenario, parse_scenario, scenario_dict
 from .config import COST_MODELS, PAPER_SAVING, READINGS, VERSIONS
 from .results import Step, Results
-from .variants import with_cost_model, with_target
+from .variants import with_cost_model, with_loss_target
 
 PARAMS = ("a_fu", "a_ss", "b", "jump", "tmax")
 LABELS = {"a_fu": "A_fu / A_int", "a_ss": "A_ss / A_int", "b": "B_m × (built-in B_m)",
@@ -123,7 +123,7 @@ def load_records(path: Path | None) -> list[dict]:
 def plan_point(base: Scenario, point: dict, target: float, method: str, cost_model: str, eta: int,
                network: str) -> dict:
     """One plan of the map as a JSON-able record."""
-    s = with_cost_model(with_target(map_scenario(base, point), target), cost_model)
+    s = with_cost_model(with_loss_target(map_scenario(base, point), target), cost_model)
     rec = {"network": network, **point, "target": target, "method": method, "cost_model": cost_model, "eta": eta}
     t0 = time.perf_counter()
     try:

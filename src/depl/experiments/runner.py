@@ -22,7 +22,7 @@ from ..simulate import simulate_plan
 from .config import COST_MODELS, METHODS, Config, sweep_methods
 from .map import GRIDS, map_jobs
 from .results import EtaPoint, Step, Outcome, PerfPoint, Results, SingleVersion
-from .variants import VARIANTS, with_cost_model, with_extra_clusters, with_extra_versions, with_target
+from .variants import VARIANTS, with_cost_model, with_extra_clusters, with_extra_versions, with_loss_target
 
 
 def mc_seed(seed: int, *parts) -> int:
@@ -42,7 +42,7 @@ def per_version(plan: Plan, s: Scenario) -> tuple[dict, dict]:
 
 def plan_and_check(s: Scenario, method: str, target: float, cfg: Config, *, tag: str,
                    keep_band: bool, eta: int | None = None, cost_model: str = "per-epoch") -> Outcome:
-    st = with_cost_model(with_target(s, target), cost_model)
+    st = with_cost_model(with_loss_target(s, target), cost_model)
     try:
         plan = make_plan(st, method, Options(eta=eta or cfg.eta))
     except Infeasible as e:
@@ -70,7 +70,7 @@ def single_version_rows(s: Scenario, target: float) -> list[SingleVersion]:
     from ..loss import loss_model_for
     from ..planners.placement import PlacementInfeasible, place
 
-    st = with_target(s, target)
+    st = with_loss_target(s, target)
     loss = loss_model_for(st)
     datasets = [d.name for d in st.datasets]
     phi = st.phi(st.samples(datasets))
@@ -129,7 +129,7 @@ def jobs(cfg: Config, map_file: Path | None = None) -> list[Step]:
         for t in cfg.eta_targets:
             for eta in cfg.eta_values:
                 def job(r: Results, name=name, t=t, eta=eta):
-                    p = make_plan(with_target(scen[name], t), "depl", Options(eta=eta))
+                    p = make_plan(with_loss_target(scen[name], t), "depl", Options(eta=eta))
                     r.eta.append(EtaPoint(name, t, eta, p.cost, p.solve_seconds))
                 out.append(Step(f"{name} ℓmax={t:g} depl η={eta}", _guess_seconds("depl", t, eta / 200), job))
 
@@ -142,7 +142,7 @@ def jobs(cfg: Config, map_file: Path | None = None) -> list[Step]:
                     continue
 
                 def job(r: Results, axis=axis, size=size, method=method, grow=grow):
-                    s = with_target(grow(base, size), cfg.perf_target)
+                    s = with_loss_target(grow(base, size), cfg.perf_target)
                     p = make_plan(s, method, Options(eta=cfg.eta))
                     r.perf.append(PerfPoint(axis, size, method, p.solve_seconds, p.cost, len(p.epochs)))
                 scale = (size / 3) ** 2 if method == "optimal" else size / 3

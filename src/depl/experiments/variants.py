@@ -11,7 +11,10 @@ from typing import Callable
 from ..scenario import Cluster, DistSpec, Progress, Scenario, Switch
 
 
-def with_target(s: Scenario, loss: float) -> Scenario:
+def with_loss_target(s: Scenario, loss: float) -> Scenario:
+    """The scenario with ℓmax = `loss` (a copy: ℓmax enters no cross-table check, so only its sign is checked)."""
+    if not float(loss) > 0:
+        raise ValueError(f"target loss {loss!r}: must be > 0")
     return s.model_copy(update={"target": s.target.model_copy(update={"loss": float(loss)})})
 
 

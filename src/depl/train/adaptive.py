@@ -463,7 +463,7 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 RULES = {name: {"rule": rule} for name, rule in RULES_BY_NAME.items()}
 
 
-def run_id_for(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE) -> str:
+def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE) -> str:
     """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack; "-stop-only": the
     slack rule alone), the injected slowdowns."""
     from .execute import run_id_for as base

@@ -42,7 +42,7 @@ def load(scenario: "str | Scenario") -> "Scenario":
         return load_scenario(scenario)
 
 
-def with_target(s: "Scenario", loss: Optional[float] = None, quantile: Optional[float] = None,
+def retarget(s: "Scenario", loss: Optional[float] = None, quantile: Optional[float] = None,
                 deadline: Optional[float] = None, alpha: Optional[float] = None) -> "Scenario":
     """The scenario with these in its [target], validated like the file (named as the options that set them)."""
     if loss is None and quantile is None and deadline is None and alpha is None:
@@ -128,7 +128,7 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
     s = load(scenario)
     if uncalibrated_law:
         s = uncalibrated(s)
-    s = with_target(s, loss, quantile, deadline, alpha)
+    s = retarget(s, loss, quantile, deadline, alpha)
     say = on_status or (lambda line: None)
     try:
         if method == "optimal":  # its own live status: incumbent, bound, gap, elapsed

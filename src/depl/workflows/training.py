@@ -256,7 +256,7 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
         check_slow(slow, p.scenario_object())
         job = ad.adaptive_job(p, dev, validation)
         st = open_store(store, out)
-        run_id = ad.run_id_for(job, slow, rule)
+        run_id = ad.adaptive_run_id(job, slow, rule)
         execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
                                                    "slow": slow, "rule": rule})
     todo = ad.pending(st, run_id, seeds)
