@@ -95,7 +95,9 @@ def plan(
                             help="discretisation of the expanded graph (paper: η); memory grows as η²"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the plan here (JSON, depl.plan/1)"),
     loss: Optional[float] = typer.Option(None, "--loss", help="ℓmax: override the scenario's [target] loss"),
-    quantile: Optional[float] = typer.Option(None, "--quantile", help="ω: override the scenario's [target] quantile"),
+    quantile: Optional[float] = typer.Option(None, "--omega", "--quantile",
+                                             help="ω: override the scenario's [target] quantile (--omega, as fit, "
+                                             "calibrate and coverage name it; --quantile also accepted)"),
     deadline: Optional[float] = typer.Option(None, "--deadline", help="Tmax: override the scenario's [target] deadline"),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="α: a calibrated law certifies the plan with "
                                           "confidence 1 − α by runs of its own schedule, the planner's choice "
