@@ -12,7 +12,7 @@ import time
 from depl.planners.choices import Problem, Walk
 from depl.planners.common import Options, to_plan
 from depl.planners.exhaustive import Exhaustive
-from depl.planners.reach import infeasible
+from depl.planners.depl import infeasible
 from depl.state import START
 
 
