@@ -56,3 +56,8 @@ def test_a_candidate_beyond_the_cores_is_refused():
     job = job_from_plan(make_plan([("full", "B")], width=4, share_to=0.1))
     with pytest.raises(ValueError, match="workers × threads"):
         choose(job, 4, [Candidate(2, usable_cores() + 1)])
+
+
+def test_default_candidates_have_no_more_workers_than_batches():
+    assert default_candidates(1, cores=2) == [Candidate(1, 1, 1), Candidate(1, 1, 2)]
+    assert all(c.workers <= math.ceil(3 / c.seed_batch) for c in default_candidates(3, cores=4))

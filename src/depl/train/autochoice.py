@@ -111,7 +111,9 @@ def default_candidates(n_seeds: int, cores: int | None = None) -> list[Candidate
     for workers, threads in {(1, 1), (cores, 1), (1, cores)}:
         share = math.ceil(n_seeds / workers)
         for b in (1, *STACKS):
-            c = Candidate(min(b, share), workers, threads)
+            batch = min(b, share)
+            # no more workers than batches: the others would have nothing to train
+            c = Candidate(batch, min(workers, math.ceil(n_seeds / batch)), threads)
             if c not in out:
                 out.append(c)
     return sorted(out, key=lambda c: (c.seed_batch, c.workers, c.threads))
