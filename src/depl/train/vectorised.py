@@ -4,7 +4,9 @@ The per-seed loop (`federation.walk_plan` + `LocalFederation`) trains one
 small model at a time; most of a CPU's vector width and every core but one
 sit idle.  Here S seeds of the same model version are one *stack*: every
 parameter and buffer gets a leading seed dimension, and one forward/backward
-pass of `torch.func.functional_call` under `torch.vmap` trains all S at once.
+pass trains all S at once: as batched matrix products over the seed axis
+(`GemmNet`) when every layer of the net has that form, else
+`torch.func.functional_call` under `torch.vmap`.
 
 The mathematics is the per-seed loop's, seed by seed:
 
@@ -29,7 +31,7 @@ The mathematics is the per-seed loop's, seed by seed:
   "different")` would draw each seed's own mask.
 
 Only floating-point rounding differs from the loop (the batched convolutions
-are other kernels), so a seed's trajectory here equals its loop trajectory to
+and matrix products are other kernels, summing in another order), so a seed's trajectory here equals its loop trajectory to
 float tolerance, and is bit-for-bit deterministic for the same seeds in the
 same stack (tests/train/test_vectorised.py).
 """
@@ -148,25 +150,27 @@ _RELU = (torch.relu, F.relu)
 _FLATTEN = (torch.flatten,)
 
 
+def _node_ok(n: torch.fx.Node, mods: dict[str, nn.Module]) -> bool:
+    """Whether GemmNet computes this node of a traced forward as the module would."""
+    if n.op == "call_module":
+        m = mods[n.target]
+        return (_gemm_conv(m) or isinstance(m, (nn.Linear, nn.ReLU, nn.Identity))
+                or (isinstance(m, nn.MaxPool2d) and not m.return_indices)
+                or (isinstance(m, nn.Flatten) and m.start_dim == 1 and m.end_dim == -1))
+    if n.op == "call_function":
+        return n.target in _RELU or (n.target in _FLATTEN and tuple(n.args[1:]) in ((1,), (1, -1)) and not n.kwargs)
+    if n.op == "call_method":  # x.relu(), x.flatten(1); x.flatten() would merge the batch too
+        return (n.target == "relu" and len(n.args) == 1) or (n.target == "flatten" and not n.kwargs
+                                                              and tuple(n.args[1:]) in ((1,), (1, -1)))
+    if n.op == "output":  # one tensor of logits
+        return isinstance(n.args[0], torch.fx.Node)
+    return n.op == "placeholder"
+
+
 def _supported(gm: torch.fx.GraphModule) -> bool:
     mods = dict(gm.named_modules())
-    for n in gm.graph.nodes:
-        if n.op == "call_module":
-            m = mods[n.target]
-            ok = (_gemm_conv(m) or isinstance(m, (nn.Linear, nn.ReLU, nn.Identity))
-                  or (isinstance(m, nn.MaxPool2d) and not m.return_indices)
-                  or (isinstance(m, nn.Flatten) and m.start_dim == 1 and m.end_dim == -1))
-        elif n.op == "call_function":
-            ok = n.target in _RELU or (n.target in _FLATTEN and tuple(n.args[1:]) in ((1,), (1, -1))
-                                       and not n.kwargs)
-        elif n.op == "call_method":
-            ok = n.target in ("relu", "flatten") and tuple(n.args[1:]) in ((), (1,), (1, -1)) and not n.kwargs
-            ok = ok and not (n.target == "flatten" and len(n.args) == 1)
-        else:
-            ok = n.op in ("placeholder", "output")
-        if not ok:
-            return False
-    return sum(n.op == "placeholder" for n in gm.graph.nodes) == 1
+    nodes = list(gm.graph.nodes)
+    return sum(n.op == "placeholder" for n in nodes) == 1 and all(_node_ok(n, mods) for n in nodes)
 
 
 class GemmNet:
