@@ -26,9 +26,11 @@ falls on every path alike):
   included; skipped when S < W);
 * **automatic**: `train.autochoice.choose` measures a few mini-batches of
   the loop and of stacks of 4–32 seeds on 1 or W workers, with 1 or W
-  threads, and the S seeds are then trained by `run_all` as it picked.  The
-  choice's own measurement (seconds, once per network and machine: it is
-  cached) is printed beside it, not counted in its rate.
+  threads, and the S seeds are then trained by `run_all` as it picked (the
+  store's writes included, as for the workers: where it picks the loop, its
+  ratio to the bare loop is that overhead).  The choice's own measurement
+  (seconds, once per network and machine: it is cached) is printed beside
+  it, not counted in its rate.
 
 Every rate is also put beside the **ceiling** this machine sets: the
 floating-point work of one seed-epoch (forward and backward of every

@@ -31,7 +31,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-STEPS = 4            # timed mini-batches per worker and candidate (after one untimed: first-call costs)
+STEPS = 4            # timed mini-batches per worker and candidate at least (after one untimed: first-call costs)
+MIN_SECONDS = 0.3    # and at least this long (a short stack's few steps are too brief to time on a busy machine)
+MAX_STEPS = 64
 ROUNDS = 3           # candidates are measured in this many interleaved rounds; a rate is its rounds' median
 STACKS = (4, 8, 16, 32)
 SLACK = 2.0          # after the first round, only candidates at least 1/SLACK of the best rate are measured again
@@ -197,7 +199,10 @@ class _Pool:
         ctx = mp.get_context("spawn")
         self.results = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(n)]
-        self.procs = [ctx.Process(target=_serve, args=(job_json, box, self.results), daemon=True)
+        # a candidate's workers start timing together, so that their steps overlap as a run's would
+        # (held here: a spawned worker reopens them by name after the parent has moved on)
+        self.barriers = {w: ctx.Barrier(w) for w in range(1, n + 1)}
+        self.procs = [ctx.Process(target=_serve, args=(job_json, box, self.results, self.barriers), daemon=True)
                       for box in self.inboxes]
         for p in self.procs:
             p.start()
@@ -214,14 +219,15 @@ class _Pool:
                 p.terminate()
 
     def rate(self, c: Candidate) -> float:
-        """Seed-steps per second of the candidate's workers together (each times its own steps)."""
+        """Seed-steps per second of the candidate's workers together: all their steps over the wall time from
+        the first worker's start to the last one's end (perf_counter is one clock for every process)."""
         for box in self.inboxes[:c.workers]:
             box.put(asdict(c))
         got = [self._next(c) for _ in range(c.workers)]
         for g in got:
             if isinstance(g, str):
                 raise RuntimeError(f"measuring {c.label}: {g}")
-        return sum(got)
+        return sum(n for n, _, _ in got) / (max(end for _, _, end in got) - min(start for _, start, _ in got))
 
 
     def _next(self, c: Candidate):
@@ -235,7 +241,7 @@ class _Pool:
                     raise RuntimeError(f"measuring {c.label}: a worker exited with code {dead[0]}") from None
 
 
-def _serve(job_json: dict, inbox, results) -> None:
+def _serve(job_json: dict, inbox, results, barriers: dict) -> None:
     """A measuring worker: its job's data loaded once, then one candidate after another until None."""
     import torch
 
@@ -247,7 +253,7 @@ def _serve(job_json: dict, inbox, results) -> None:
         try:
             c = Candidate(**msg)
             torch.set_num_threads(c.threads)
-            results.put(_train_rate(job, data, c.seed_batch))
+            results.put(_train_timed(job, data, c.seed_batch, barriers[c.workers]))
         except Exception as e:  # noqa: BLE001 - sent back whole: the parent raises it with the candidate's name
             results.put(f"{type(e).__name__}: {e}")
 
@@ -257,27 +263,30 @@ def _first_epoch_data(job):
 
     cluster = job.epochs[0][2]
     x, y = on_device(node_data(job.data, job.nodes[cluster], job.options.iid, 0), job.options.device)
-    need = (STEPS + 1) * job.options.batch_size
+    need = (MAX_STEPS + 1) * job.options.batch_size
     reps = math.ceil(need / len(y))   # a node with fewer samples than the steps: its data again
     return x.repeat(reps, *([1] * (x.dim() - 1)))[:need], y.repeat(reps)[:need]
 
 
-def _train_rate(job, data, seed_batch: int) -> float:
-    """Seed-steps per second of one worker training `seed_batch` seeds (the loop for 1) for STEPS mini-batches."""
+def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float]:
+    """(seed-steps, start, end) of one worker training `seed_batch` seeds (the loop for 1) for at least STEPS
+    mini-batches and MIN_SECONDS, started with the candidate's other workers."""
     from .federation import initial_model, local_epoch
     from .vectorised import Stack, local_epoch_stack
 
     x, y = data
     bs = job.options.batch_size
-    first, rest = (x[:bs], y[:bs]), (x[bs:], y[bs:])
     if seed_batch == 1:
         model = initial_model(job, 0)
-        local_epoch(model, *first, job.options, 0)
-        t0 = time.perf_counter()
-        local_epoch(model, *rest, job.options, 1)
+        train = lambda xs, ys, seed: local_epoch(model, xs, ys, job.options, seed)  # noqa: E731
     else:
         stack = Stack([initial_model(job, s) for s in range(seed_batch)])
-        local_epoch_stack(stack, *first, job.options, list(range(seed_batch)))
-        t0 = time.perf_counter()
-        local_epoch_stack(stack, *rest, job.options, list(range(seed_batch)))
-    return seed_batch * STEPS / (time.perf_counter() - t0)
+        seeds = list(range(seed_batch))
+        train = lambda xs, ys, seed: local_epoch_stack(stack, xs, ys, job.options, [seed + s for s in seeds])  # noqa: E731
+    t0 = time.perf_counter()
+    train(x[:bs], y[:bs], 0)
+    steps = min(MAX_STEPS, max(STEPS, math.ceil(MIN_SECONDS / (time.perf_counter() - t0))))
+    barrier.wait()
+    start = time.perf_counter()
+    train(x[bs:bs * (steps + 1)], y[bs:bs * (steps + 1)], 1)
+    return seed_batch * steps, start, time.perf_counter()
