@@ -26,9 +26,9 @@ falls on every path alike):
   included; skipped when S < W);
 * **automatic**: `train.autochoice.choose` measures a few mini-batches of
   the loop and of stacks of 4–32 seeds on 1 or W workers, with 1 or W
-  threads, and the S seeds are then trained by `run_all` as it picked (the
-  store's writes included, as for the workers: where it picks the loop, its
-  ratio to the bare loop is that overhead).  The choice's own measurement
+  threads, and the S seeds are then trained as it picked: in this process
+  without a store (as the loop and stack rows) when it picked one worker,
+  else by `run_all` (as the workers row).  The choice's own measurement
   (seconds, once per network and machine: it is cached) is printed beside
   it, not counted in its rate.
 
@@ -96,10 +96,16 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
                "threads": choice.picked.threads}
         extra = {"picked": choice.picked.label, "choice_seconds": choice.measured_seconds, "cores": workers,
                  "cores_used": choice.picked.workers * choice.picked.threads}
+    if kind == "auto" and how["workers"] == 1:  # in this process, without a store, as the loop and stack rows
+        torch.set_num_threads(how["threads"])
+        kind = "loop" if how["seed_batch"] == 1 else "batches"
     t0 = time.perf_counter()
     if kind == "loop":
         for s in range(seeds):
             walk_plan(job, s, LocalFederation())
+    elif kind == "batches":
+        for i in range(0, seeds, how["seed_batch"]):
+            walk_plan_stack(job, list(range(i, min(seeds, i + how["seed_batch"]))))
     elif kind in ("vmap", "gemm"):
         walk_plan_stack(job, list(range(seeds)), kernels=kind)
     else:
