@@ -1,37 +1,50 @@
-"""Seed-epochs per second: the vectorised multi-seed path against the per-seed loop, side by side.
+"""Seed-epochs per second: the per-seed loop, the vectorised stacks, workers and the automatic choice, side by side.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_seeds.py [--seeds 1,8,32,128] [--epochs 1] [--loop-seeds 4]
-                                                              [--samples 4000]
+                                                              [--samples 4000] [--repeats 1] [--workers W]
 
 The network of `mnist1d-small`'s `full` version (1-D CNN, 64 channels) on all
 4,000 MNIST-1D training samples (`--samples N`: the first N, a shorter epoch
 on a busy machine; the work per mini-batch is the same), one node, batch 64, SGD with momentum, the
 test loss after every epoch — what `depl profile` trains.  For every number
-of seeds S, measured one after the other in this run:
+of seeds S, measured in interleaved rounds (`--repeats`; each path's rate is
+the median of its rounds, so a load that comes and goes on a shared machine
+falls on every path alike):
 
-* **loop**: today's per-seed loop (`walk_plan` + `LocalFederation`), one
+* **loop**: the per-seed loop (`walk_plan` + `LocalFederation`), one
   torch thread; it trains seeds one after the other, so its rate does not
   depend on S and is measured on min(S, --loop-seeds) seeds;
-* **vectorised**: the S seeds as one stack (`walk_plan_stack`), one process,
-  one torch thread;
-* **vectorised, W workers**: `depl.train.executors.run_all` — the S seeds cut into
-  W batches over W worker processes (one thread each), results written to a
-  SQLite store by the parent, as `depl profile` does (worker start-up
-  included; skipped when S < W).
+* **stack, vmap**: the S seeds as one stack (`walk_plan_stack`) computed by
+  `torch.vmap` over `functional_call` (a convolution becomes a grouped one),
+  one process, one thread;
+* **stack, GEMM**: the same stack as batched matrix products, one im2col
+  GEMM per layer over seeds × batch (`vectorised.GemmNet`; what a stack of
+  this net runs by default);
+* **W workers**: `depl.train.executors.run_all` — the S seeds cut into batches
+  of at most 32 over W worker processes (one thread each), results written
+  to a SQLite store by the parent, as `depl profile` does (worker start-up
+  included; skipped when S < W);
+* **automatic**: `train.autochoice.choose` measures a few mini-batches of
+  the loop and of stacks of 4–32 seeds on 1 or W workers, with 1 or W
+  threads, and the S seeds are then trained as it picked: in this process
+  without a store (as the loop and stack rows) when it picked one worker,
+  else by `run_all` (as the workers row).  The choice's own measurement
+  (seconds, once per network and machine: it is cached) is printed beside
+  it, not counted in its rate.
 
-Then the **ceiling** this machine sets: the floating-point work of one
-seed-epoch (forward and backward of every mini-batch, then the test pass,
-counted by `torch.utils.flop_counter.FlopCounterMode`) divided by the rate
-of a batched single-thread matrix product (`torch.bmm`, 32 seeds, the
-shape of the net's widest layer) — the seed-epochs per second one core
-could reach if training were nothing but perfectly efficient matrix
-products.  Its ratio to the loop bounds what any vectorisation can gain per
-core; times the cores, what workers can.
+Every rate is also put beside the **ceiling** this machine sets: the
+floating-point work of one seed-epoch (forward and backward of every
+mini-batch, then the test pass, counted by
+`torch.utils.flop_counter.FlopCounterMode`) divided by the rate of a batched
+single-thread matrix product (`torch.bmm`, 32 seeds, the shape of the net's
+widest layer) — the seed-epochs per second one core could reach if training
+were nothing but perfectly efficient matrix products — times the cores the
+path uses.
 
 Each measurement runs in a fresh process so its peak resident memory
 (ru_maxrss) is its own; data generation is done before the clock starts.
-Rates are seed-epochs per second of wall time; ratios are against the loop.
-The machine's load average is printed: on a shared machine the numbers move.
+Rates are seed-epochs per second of wall time.  The CPU model and the
+machine's load average are printed: on a shared machine the numbers move.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ import json
 import multiprocessing as mp
 import os
 import resource
+import statistics
 import tempfile
 import time
 
@@ -72,25 +86,41 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
     # one-time imports are not training: torch.optim imports torch._dynamo lazily, vmap functorch
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
     torch.vmap(torch.sin)(torch.zeros(2, 2))
+    extra = {}
+    how = {"seed_batch": 32, "workers": workers, "threads": 1}
+    if kind == "auto":
+        from depl.train.autochoice import choose, default_candidates
+
+        choice = choose(job, seeds, default_candidates(seeds, workers))
+        how = {"seed_batch": choice.picked.seed_batch, "workers": choice.picked.workers,
+               "threads": choice.picked.threads}
+        extra = {"picked": choice.picked.label, "choice_seconds": choice.measured_seconds, "cores": workers,
+                 "cores_used": choice.picked.workers * choice.picked.threads}
+    if kind == "auto" and how["workers"] == 1:  # in this process, without a store, as the loop and stack rows
+        torch.set_num_threads(how["threads"])
+        kind = "loop" if how["seed_batch"] == 1 else "batches"
     t0 = time.perf_counter()
     if kind == "loop":
         for s in range(seeds):
             walk_plan(job, s, LocalFederation())
-    elif kind == "vectorised":
-        walk_plan_stack(job, list(range(seeds)))
+    elif kind == "batches":
+        for i in range(0, seeds, how["seed_batch"]):
+            walk_plan_stack(job, list(range(i, min(seeds, i + how["seed_batch"]))))
+    elif kind in ("vmap", "gemm"):
+        walk_plan_stack(job, list(range(seeds)), kernels=kind)
     else:
         from depl.store import Store
         from depl.train.executors import run_all
 
         with tempfile.TemporaryDirectory() as tmp, Store(os.path.join(tmp, "s.sqlite")) as st:
             st.start_run("bench", "profile", {})
-            run_all(st, [("bench", job, list(range(seeds)))], workers=workers)
+            run_all(st, [("bench", job, list(range(seeds)))], **how)
             assert st.count_epochs() == seeds * epochs
     dt = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    if kind == "workers":  # the workers' peaks (the largest child), besides the parent's
+    if kind in ("workers", "auto"):  # the workers' peaks (the largest child), besides the parent's
         peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-    out.put({"rate": seeds * epochs / dt, "seconds": dt, "peak_mb": peak / 1024})
+    out.put({"rate": seeds * epochs / dt, "seconds": dt, "peak_mb": peak / 1024, **extra})
 
 
 def _ceiling(samples: int, out) -> None:
@@ -133,41 +163,66 @@ def measure(kind: str, seeds: int, epochs: int, samples: int, workers: int = 1) 
     return r
 
 
+PATHS = ("loop", "vmap", "gemm", "workers", "auto")
+
+
+def label(kind: str, r: dict, workers: int) -> str:
+    return {"loop": "loop (1 thread)", "vmap": "stack, vmap", "gemm": "stack, GEMM",
+            "workers": f"{workers} workers (stack ≤ 32)"}.get(kind) or f"automatic: {r['picked']}"
+
+
+def measure_row(s: int, a) -> dict:
+    """Every path at S seeds, in `a.repeats` interleaved rounds; each path's rate is the median of its rounds."""
+    kinds = [k for k in PATHS if k != "workers" or (a.workers > 1 and s >= a.workers)]
+    got: dict[str, list[dict]] = {k: [] for k in kinds}
+    for _ in range(a.repeats):
+        for k in kinds:
+            got[k].append(measure(k, min(s, a.loop_seeds) if k == "loop" else s, a.epochs, a.samples, a.workers))
+    row = {}
+    for k, runs in got.items():
+        rate = statistics.median(r["rate"] for r in runs)
+        row[k] = {**runs[0], "rate": rate, "peak_mb": max(r["peak_mb"] for r in runs),
+                  "rounds": [r["rate"] for r in runs]}
+    return row
+
+
+def cores_used(kind: str, r: dict, workers: int) -> int:
+    return {"workers": workers, "auto": r.get("cores_used", 1)}.get(kind, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="1,8,32,128")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--loop-seeds", type=int, default=4, help="seeds the loop's rate is measured on (at most S)")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                    help="worker processes (and the cores the automatic choice may use)")
     ap.add_argument("--samples", type=int, default=4000, help="training samples per epoch (at most 4000)")
+    ap.add_argument("--repeats", type=int, default=1, help="interleaved rounds; each rate is their median")
     ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
     sizes = [int(v) for v in a.seeds.split(",")]
-    print(f"mnist1d-small full net, {a.samples} samples, batch 64, {a.epochs} epoch(s); {os.cpu_count()} cores; "
-          f"load average {os.getloadavg()[0]:.1f} at start")
-    head = (f"{'seeds':>5} | {'loop s-ep/s':>11} {'MB':>5} | {'vectorised':>10} {'MB':>5} {'ratio':>6} | "
-            f"{f'{a.workers} workers':>10} {'MB':>5} {'ratio':>6}")
+    from depl.train.autochoice import cpu_model
+
+    print(f"{cpu_model()}, {os.cpu_count()} cores; mnist1d-small full net, {a.samples} samples, batch 64, "
+          f"{a.epochs} epoch(s), median of {a.repeats} round(s); load average {os.getloadavg()[0]:.1f} at start")
+    c = measure("ceiling", 0, 0, a.samples)
+    print(f"ceiling: {c['flops'] / 1e9:.3f} GFLOP per seed-epoch; batched GEMM {c['gemm'] / 1e9:.1f} GFLOP/s on one "
+          f"thread → at most {c['rate']:.2f} seed-epochs/s per core")
+    head = f"{'seeds':>5} | {'path':<44} | {'s-ep/s':>8} {'MB':>5} | {'× loop':>7} | {'× ceiling':>9}"
     print(head)
     print("-" * len(head))
     rows = []
     for s in sizes:
-        loop = measure("loop", min(s, a.loop_seeds), a.epochs, a.samples)
-        vec = measure("vectorised", s, a.epochs, a.samples)
-        row = {"seeds": s, "loop": loop, "vectorised": vec}
-        line = (f"{s:>5} | {loop['rate']:>11.2f} {loop['peak_mb']:>5.0f} | {vec['rate']:>10.2f} {vec['peak_mb']:>5.0f} "
-                f"{vec['rate'] / loop['rate']:>5.2f}×")
-        if a.workers > 1 and s >= a.workers:
-            w = measure("workers", s, a.epochs, a.samples, a.workers)
-            row["workers"] = w
-            line += f" | {w['rate']:>10.2f} {w['peak_mb']:>5.0f} {w['rate'] / loop['rate']:>5.2f}×"
-        print(line, flush=True)
-        rows.append(row)
-    c = measure("ceiling", 0, 0, a.samples)
-    loop_rate = rows[0]["loop"]["rate"] if rows else float("nan")
-    print(f"ceiling: {c['flops'] / 1e9:.3f} GFLOP per seed-epoch; batched GEMM {c['gemm'] / 1e9:.1f} GFLOP/s on one "
-          f"thread → at most {c['rate']:.2f} seed-epochs/s per core = {c['rate'] / loop_rate:.1f}× the loop per core, "
-          f"{(os.cpu_count() or 1) * c['rate'] / loop_rate:.1f}× on {os.cpu_count()} cores")
-    rows.append({"ceiling": c})
+        row = measure_row(s, a)
+        loop = row["loop"]["rate"]
+        for k, r in row.items():
+            note = f"  (chosen in {r['choice_seconds']:.1f} s)" if k == "auto" else ""
+            ceiling = c["rate"] * cores_used(k, r, a.workers)
+            print(f"{s:>5} | {label(k, r, a.workers):<44} | {r['rate']:>8.2f} {r['peak_mb']:>5.0f} | "
+                  f"{r['rate'] / loop:>6.2f}× | {r['rate'] / ceiling:>8.2f}×{note}", flush=True)
+        rows.append({"seeds": s, **row})
+    rows.append({"ceiling": c, "cpu": cpu_model()})
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     if a.json:
         with open(a.json, "w") as f:

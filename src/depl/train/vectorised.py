@@ -4,7 +4,9 @@ The per-seed loop (`federation.walk_plan` + `LocalFederation`) trains one
 small model at a time; most of a CPU's vector width and every core but one
 sit idle.  Here S seeds of the same model version are one *stack*: every
 parameter and buffer gets a leading seed dimension, and one forward/backward
-pass of `torch.func.functional_call` under `torch.vmap` trains all S at once.
+pass trains all S at once: as batched matrix products over the seed axis
+(`GemmNet`) when every layer of the net has that form, else
+`torch.func.functional_call` under `torch.vmap`.
 
 The mathematics is the per-seed loop's, seed by seed:
 
@@ -29,7 +31,7 @@ The mathematics is the per-seed loop's, seed by seed:
   "different")` would draw each seed's own mask.
 
 Only floating-point rounding differs from the loop (the batched convolutions
-are other kernels), so a seed's trajectory here equals its loop trajectory to
+and matrix products are other kernels, summing in another order), so a seed's trajectory here equals its loop trajectory to
 float tolerance, and is bit-for-bit deterministic for the same seeds in the
 same stack (tests/train/test_vectorised.py).
 """
@@ -37,11 +39,14 @@ same stack (tests/train/test_vectorised.py).
 from __future__ import annotations
 
 import copy
+import itertools
+import math
 import time
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
+import torch.fx
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, stack_module_state
@@ -54,18 +59,192 @@ from .prune import VersionSpec, build_version, switch
 # activations are held for S seeds × a mini-batch; evaluation is chunked so
 # that S × chunk stays below this many samples (≈100 MB for mnist1d-small's net)
 EVAL_SAMPLES = 16_384
+# how a stack computes: "gemm" (batched matrix products, nets whose every layer has that form), "vmap"
+# (torch.func over any net), "auto" (gemm where it applies, else vmap)
+KERNELS = ("auto", "gemm", "vmap")
+
+
+# ---- the batched-GEMM form of a stack ----------------------------------------------------------------------------
+#
+# Under vmap a convolution of S stacked models becomes one grouped convolution (S groups), and oneDNN's grouped
+# backward on CPU is slow: it was two thirds of a stacked step.  A net made only of convolutions, linear layers,
+# ReLU, max-pooling and flattening is instead run here as batched matrix products over the seed axis: every
+# convolution is im2col (a channels-last patch matrix of the S × batch samples) times the stacked weights, one
+# `torch.baddbmm` per layer, whose backward is two more.  Activations stay channels-last between convolutions
+# (the patch copy is then contiguous rows of channels); a flatten returns them to PyTorch's channels-first order,
+# so a linear head sees the features in the order it was trained on.  Any other layer (batch norm, a depthwise
+# convolution, your own code) keeps the whole net on vmap.
+
+CF, CL = "channels-first", "channels-last"   # (S, B, C, *spatial) / (S, B, *spatial, C)
+
+
+def _to(layout: str, v: tuple[torch.Tensor, str]) -> torch.Tensor:
+    h, has = v
+    if has == layout or h.dim() < 4:
+        return h
+    return h.movedim(2, -1) if layout == CL else h.movedim(-1, 2)
+
+
+class _Patches(torch.autograd.Function):
+    """im2col of channels-last (S, B, *spatial, C) → (S, B·positions, kernel·C); backward is col2im."""
+
+    @staticmethod
+    def forward(ctx, h, kernel, stride, padding):
+        pad = [0, 0]
+        for p in reversed(padding):
+            pad += [p, p]
+        hp = F.pad(h, pad)
+        win = hp
+        for d, (k, s) in enumerate(zip(kernel, stride)):
+            win = win.unfold(2 + d, k, s)        # (S, B, *out, C, *kernel), a view
+        nd = len(kernel)
+        out = win.shape[2:2 + nd]
+        ctx.geometry = (tuple(hp.shape), tuple(h.shape), out, kernel, stride, padding)
+        win = win.movedim(2 + nd, -1)            # (S, B, *out, *kernel, C)
+        return win.reshape(h.shape[0], -1, math.prod(kernel) * h.shape[-1])
+
+    @staticmethod
+    def backward(ctx, g):
+        padded, shape, out, kernel, stride, padding = ctx.geometry
+        g = g.reshape(*padded[:2], *out, *kernel, padded[-1])
+        gp = g.new_zeros(padded)
+        for offs in itertools.product(*(range(k) for k in kernel)):
+            dst = gp[(slice(None), slice(None)) + tuple(slice(o, o + s * (n - 1) + 1, s)
+                                                         for o, s, n in zip(offs, stride, out))]
+            dst += g[(Ellipsis,) + offs + (slice(None),)]
+        inner = tuple(slice(p, p + n) for p, n in zip(padding, shape[2:-1]))
+        return gp[(slice(None), slice(None)) + inner], None, None, None
+
+
+def _conv(m: nn.Module, w: torch.Tensor, b: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
+    nd = w.dim() - 3
+    cols = _Patches.apply(h, tuple(m.kernel_size), tuple(m.stride), tuple(m.padding))
+    wt = w.movedim(1, -1).movedim(1, -2).reshape(w.shape[0], -1, w.shape[1])  # (S, kernel·C, out channels)
+    y = torch.bmm(cols, wt) if b is None else torch.baddbmm(b.unsqueeze(1), cols, wt)
+    out = [(n + 2 * p - k) // s + 1 for n, k, s, p in zip(h.shape[2:2 + nd], m.kernel_size, m.stride, m.padding)]
+    return y.view(h.shape[0], h.shape[1], *out, w.shape[1])
+
+
+def _linear(w: torch.Tensor, b: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
+    flat = h.reshape(h.shape[0], -1, h.shape[-1])
+    y = torch.bmm(flat, w.transpose(1, 2)) if b is None else torch.baddbmm(b.unsqueeze(1), flat, w.transpose(1, 2))
+    return y.view(*h.shape[:-1], w.shape[1])
+
+
+def _maxpool(m: nn.Module, h: torch.Tensor, layout: str) -> torch.Tensor:
+    s, b = h.shape[:2]
+    if layout == CF:
+        y = F.max_pool2d(h.flatten(0, 1), m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode)
+        return y.view(s, b, *y.shape[1:])
+    y = F.max_pool2d(h.flatten(0, 1).permute(0, 3, 1, 2), m.kernel_size, m.stride, m.padding, m.dilation,
+                     m.ceil_mode)  # a channels_last tensor: the permute back is contiguous
+    return y.permute(0, 2, 3, 1).view(s, b, *y.shape[2:], y.shape[1])
+
+
+def _gemm_conv(m: nn.Module) -> bool:
+    return (isinstance(m, (nn.Conv1d, nn.Conv2d)) and m.groups == 1 and m.padding_mode == "zeros"
+            and not isinstance(m.padding, str) and set(m.dilation) == {1})
+
+
+_RELU = (torch.relu, F.relu)
+_FLATTEN = (torch.flatten,)
+
+
+def _node_ok(n: torch.fx.Node, mods: dict[str, nn.Module]) -> bool:
+    """Whether GemmNet computes this node of a traced forward as the module would."""
+    if n.op == "call_module":
+        m = mods[n.target]
+        return (_gemm_conv(m) or isinstance(m, (nn.Linear, nn.ReLU, nn.Identity))
+                or (isinstance(m, nn.MaxPool2d) and not m.return_indices)
+                or (isinstance(m, nn.Flatten) and m.start_dim == 1 and m.end_dim == -1))
+    if n.op == "call_function":
+        return n.target in _RELU or (n.target in _FLATTEN and tuple(n.args[1:]) in ((1,), (1, -1)) and not n.kwargs)
+    if n.op == "call_method":  # x.relu(), x.flatten(1); x.flatten() would merge the batch too
+        return (n.target == "relu" and len(n.args) == 1) or (n.target == "flatten" and not n.kwargs
+                                                              and tuple(n.args[1:]) in ((1,), (1, -1)))
+    if n.op == "output":  # one tensor of logits
+        return isinstance(n.args[0], torch.fx.Node)
+    return n.op == "placeholder"
+
+
+def _supported(gm: torch.fx.GraphModule) -> bool:
+    mods = dict(gm.named_modules())
+    nodes = list(gm.graph.nodes)
+    return sum(n.op == "placeholder" for n in nodes) == 1 and all(_node_ok(n, mods) for n in nodes)
+
+
+class GemmNet:
+    """A stacked net's forward as batched GEMMs, or None (`of`) when a layer has no such form here."""
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.graph = gm.graph
+        self.mods = dict(gm.named_modules())
+
+    @classmethod
+    def of(cls, model: nn.Module) -> "GemmNet | None":
+        try:
+            gm = torch.fx.symbolic_trace(model)
+        except Exception:  # noqa: BLE001 - a forward FX cannot trace (control flow on values) stays on vmap
+            return None
+        return cls(gm) if _supported(gm) else None
+
+    def __call__(self, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """x: (S, B, *input shape) → logits (S, B, classes)."""
+        env: dict = {}
+        for n in self.graph.nodes:
+            if n.op == "placeholder":
+                env[n] = (x, CF)
+            elif n.op == "output":
+                return _to(CF, env[n.args[0]])
+            else:
+                env[n] = self._apply(n, env[n.args[0]], params)
+        raise AssertionError("an FX graph ends with its output")
+
+    def _apply(self, n, v: tuple[torch.Tensor, str], params) -> tuple[torch.Tensor, str]:
+        h, layout = v
+        if n.op == "call_module":
+            m = self.mods[n.target]
+            w, b = params.get(f"{n.target}.weight"), params.get(f"{n.target}.bias")
+            if isinstance(m, (nn.Conv1d, nn.Conv2d)):
+                return _conv(m, w, b, _to(CL, v)), CL
+            if isinstance(m, nn.Linear):
+                return _linear(w, b, _to(CF, v)), CF
+            if isinstance(m, nn.MaxPool2d):
+                return _maxpool(m, h, layout), layout
+            if isinstance(m, nn.Identity):
+                return v
+            if isinstance(m, nn.Flatten):
+                return _to(CF, v).flatten(2), CF
+            return self._relu(n, h), layout
+        if n.target in ("flatten",) or n.target in _FLATTEN:
+            return _to(CF, v).flatten(2), CF
+        return self._relu(n, h), layout
+
+    def _relu(self, n, h: torch.Tensor) -> torch.Tensor:
+        # in place on a product only it reads: one pass and one allocation fewer (its backward needs no output)
+        src = n.args[0]
+        fresh = (src.op == "call_module" and len(src.users) == 1
+                 and isinstance(self.mods[src.target], (nn.Conv1d, nn.Conv2d, nn.Linear)))
+        return h.relu_() if fresh else torch.relu(h)
 
 
 class Stack:
     """S models of one version: parameters and buffers stacked along a leading seed dimension."""
 
-    def __init__(self, models: list[nn.Module]):
+    def __init__(self, models: list[nn.Module], kernels: str = "auto"):
+        if kernels not in KERNELS:
+            raise ValueError(f"unknown kernels {kernels!r} (known: {', '.join(KERNELS)})")
         self.n = len(models)
+        self.kernels = kernels
         params, buffers = stack_module_state(models)
         self.params = {k: v.detach() for k, v in params.items()}
         self.buffers = {k: v.detach().clone() for k, v in buffers.items()}
         # the architecture only; functional_call supplies every tensor
         self.base = copy.deepcopy(models[0]).to("meta")
+        # batched GEMMs where every layer has that form, else vmap
+        self.gemm = GemmNet.of(self.base) if kernels != "vmap" else None
+        if kernels == "gemm" and self.gemm is None:
+            raise ValueError(f"{type(models[0]).__name__} has a layer without a batched-GEMM form; use vmap")
 
     def state(self) -> dict[str, torch.Tensor]:
         return {**self.params, **self.buffers}
@@ -90,8 +269,14 @@ class Stack:
             out.append(m)
         return out
 
+    def restacked(self, models: list[nn.Module]) -> "Stack":
+        """A stack of other models (a switch's pruned ones) on the same kernels."""
+        return Stack(models, self.kernels)
+
     def forward(self, params, buffers, x: torch.Tensor, shared: bool = False) -> torch.Tensor:
         """x: (S, batch, ...), or (batch, ...) seen by every model if `shared` → logits (S, batch, classes)."""
+        if self.gemm is not None:
+            return self.gemm(params, x.expand(self.n, *x.shape) if shared else x)
         return torch.vmap(lambda p, b, xx: functional_call(self.base, (p, b), (xx,)),
                           in_dims=(0, 0, None if shared else 0), randomness="different")(params, buffers, x)
 
@@ -106,16 +291,20 @@ def local_epoch_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor, options: T
     orders = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(s)) for s in seeds])
     bs = options.batch_size
     total = torch.zeros(stack.n, device=x.device)
-    per_seed_ce = torch.vmap(F.cross_entropy)
     for i in range(0, n, bs):
         idx = orders[:, i:i + bs]
-        losses = per_seed_ce(stack.forward(params, stack.buffers, x[idx]), y[idx])
+        losses = per_seed_mean_ce(stack.forward(params, stack.buffers, x[idx]), y[idx])
         opt.zero_grad(set_to_none=True)
         losses.sum().backward()
         opt.step()
         total += losses.detach() * idx.shape[1]
     stack.params = {k: v.detach() for k, v in params.items()}
     return total / n
+
+
+def per_seed_mean_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(S, batch, classes), (S, batch) → each seed's mean cross-entropy, (S,)."""
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape).mean(1)
 
 
 @torch.no_grad()
@@ -160,7 +349,7 @@ StackHook = Callable[[list[int], list[EpochResult], Callable[[], list[nn.Module]
 
 
 def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = None,
-                    start: tuple[int, list[bytes]] | None = None) -> list[list[EpochResult]]:
+                    start: tuple[int, list[bytes]] | None = None, kernels: str = "auto") -> list[list[EpochResult]]:
     """`federation.walk_plan` for several seeds at once; `start` = (epochs done, each seed's checkpoint).
 
     Returns the results epoch by epoch (one list of per-seed results per epoch, in the order of
@@ -174,18 +363,18 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
     done = 0
     if start is None:
         current = job.init_version or job.epochs[0][1]
-        stack = Stack([initial_model(job, s).to(dev) for s in seeds])
+        stack = Stack([initial_model(job, s).to(dev) for s in seeds], kernels)
     else:
         done, blobs = start
         current = job.epochs[done - 1][1]
-        stack = Stack([model_from_bytes(job.versions[current], b, dev) for b in blobs])
+        stack = Stack([model_from_bytes(job.versions[current], b, dev) for b in blobs], kernels)
     out = []
     for epoch, version, cluster in job.epochs[done:]:
         t0 = time.perf_counter()
         switched = version != current
         if switched:
-            stack = Stack([switch(m, job.versions[current], job.versions[version].ratio).to(dev)
-                           for m in stack.models(job.versions[current])])
+            stack = stack.restacked([switch(m, job.versions[current], job.versions[version].ratio).to(dev)
+                                     for m in stack.models(job.versions[current])])
             current = version
         train_loss = federated_round(stack, job, cluster, epoch, seeds)
         loss, acc = evaluate_stack(stack, x_test, y_test)
