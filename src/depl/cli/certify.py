@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
-from ..workflows.common import allow_code
 from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, json_option,
                       print_json, refusals)
-from .training import ALLOW_CODE, DEVICE, RAY_ADDRESS, THREADS, WORKERS, training_options
+from ..workflows.common import Training
+from .training import trains_seeds
 
 CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
 
 
+@trains_seeds(seed_batch=False)
 def certify(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
     alpha: float = typer.Option(0.05, "--alpha", min=1e-6, max=0.5,
@@ -29,11 +30,7 @@ def certify(
     store: Optional[str] = typer.Option(None, "--store", help="the runs store [default: OUT/runs.sqlite]"),
     as_json: bool = json_option("print the certificate (as in the file) on stdout as one JSON object, nothing "
                                 "else there"),
-    threads: int = THREADS,
-    device: str = DEVICE,
-    workers: Optional[int] = WORKERS,
-    ray_address: Optional[str] = RAY_ADDRESS,
-    allow: Optional[List[Path]] = ALLOW_CODE,
+    training: Training = None,
 ) -> None:
     """Certify a plan on fresh real runs: "with probability ≥ 1 − α, it meets ℓmax with probability ≥ ω". Resumes.
 
@@ -42,8 +39,6 @@ def certify(
     --max-runs (it says how many more runs it expects to need)."""
     from ..workflows.certify import prepare_certify, run_certify
 
-    allow_code(allow)
-    training = training_options(threads, device, workers=workers, ray_address=ray_address)
     with refusals():  # every refusal before anything is written or drawn
         prep = prepare_certify(plan_file, alpha, out=out, training=training)
     with epoch_progress() as bar, refusals():

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 from rich.markup import escape
 
-from ..workflows.common import allow_code
 from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option, print_json, refusals
-from .training import ALLOW_CODE, DEVICE, RAY_ADDRESS, SEED_BATCH, THREADS, WORKERS, training_options
+from ..workflows.common import Training
+from .training import trains_seeds
 
 
 def _split(text: str) -> list[str]:
@@ -25,6 +25,7 @@ def _floats(text: str, flag: str) -> list[float]:
         fail(f"{flag} {text!r}: give numbers separated by commas, e.g. 0.8,0.9,0.95")
 
 
+@trains_seeds()
 def coverage(
     tasks: str = typer.Option("mnist1d-small:1.5,digits-small,mnist1d-noniid", "--tasks",
                               help="tasks, comma-separated: a built-in scenario or TOML file, with ':LOSS' to set its "
@@ -44,12 +45,7 @@ def coverage(
                                "held-out seeds the store has finished (a partial table, its run counts per cell)"),
     as_json: bool = json_option("print the table (as in OUT/coverage.json) on stdout as one "
                                  "JSON object, nothing else there"),
-    threads: int = THREADS,
-    device: str = DEVICE,
-    seed_batch: int = SEED_BATCH,
-    workers: Optional[int] = WORKERS,
-    ray_address: Optional[str] = RAY_ADDRESS,
-    allow: Optional[List[Path]] = ALLOW_CODE,
+    training: Training = None,
 ) -> None:
     """The coverage table: for each task × ω × loss law, plan, run on held-out seeds, judge. Resumes.
 
@@ -57,9 +53,7 @@ def coverage(
     interval lies below ω; the cells are named), 0 otherwise."""
     from ..workflows.coverage import prepare_coverage, train_coverage
 
-    allow_code(allow)
     con = err_console if as_json else console
-    training = training_options(threads, device, seed_batch, workers, ray_address)
     with refusals(), con.status("planning the cells …", spinner="dots"):
         c = prepare_coverage(_split(tasks), _floats(omegas, "--omegas"), _split(laws), runs=runs, first_seed=first_seed,
                              method=method, out=out, md=md, train=train, training=training)

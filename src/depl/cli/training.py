@@ -6,6 +6,8 @@ the other planning commands work without the `train` extra.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import sys
 import time
@@ -91,6 +93,35 @@ ALLOW_CODE = typer.Option(None, "--allow-code", metavar="DIR",
                           help="a folder of your own code (net/source = MODULE:FUNCTION) that this command may import "
                           "from (repeatable; adds to $DEPL_CODE); a plan or scenario never allows its own code: "
                           "docs/security.md")
+
+
+def trains_seeds(*, seed_batch: bool = True):
+    """The options every command that trains seeds takes, declared once: --threads, --device, --seed-batch
+    (unless the command batches seeds its own way), --workers, --ray-address and --allow-code, after the
+    command's own options.  The command receives them as `training` (a depl.workflows.common.Training), with the
+    folders of --allow-code already allowed.  (typer has no option groups: the wrapper's signature is the
+    command's, less `training`, plus these.)"""
+    shared = [("threads", int, THREADS), ("device", str, DEVICE)]
+    shared += [("seed_batch", int, SEED_BATCH)] if seed_batch else []
+    shared += [("workers", Optional[int], WORKERS), ("ray_address", Optional[str], RAY_ADDRESS),
+               ("allow", Optional[List[Path]], ALLOW_CODE)]
+
+    def decorate(command):
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "training"]
+        added = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d, annotation=t)
+                 for n, t, d in shared]
+
+        @functools.wraps(command)
+        def with_training(*args, **kwargs):
+            allow_code(kwargs.pop("allow"))
+            options = {n: kwargs.pop(n) for n, _, _ in shared[:-1]}
+            return command(*args, training=training_options(**options), **kwargs)
+
+        with_training.__signature__ = inspect.Signature(own + added)
+        with_training.__annotations__ = {**{p.name: p.annotation for p in own}, **{n: t for n, t, _ in shared}}
+        return with_training
+
+    return decorate
 
 
 def _summary(store, run_id: str, title: str) -> None:
@@ -326,6 +357,7 @@ def run_app(
         _summary(st, run_id, f"app {folder}")
 
 
+@trains_seeds()
 def profile(
     scenario: str = typer.Argument(..., help="a built-in scenario name or a TOML file"),
     epochs: int = typer.Option(30, "--epochs", "-E", min=1, max=10_000,  # as a scenario's max_epochs
@@ -342,18 +374,11 @@ def profile(
     nodes: int = typer.Option(1, "--nodes", min=1, help="nodes doing FedAvg in every experiment"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (the store, Ray temp files)"),
-    threads: int = THREADS,
-    device: str = DEVICE,
-    seed_batch: int = SEED_BATCH,
-    workers: Optional[int] = WORKERS,
-    ray_address: Optional[str] = RAY_ADDRESS,
-    allow: Optional[List[Path]] = ALLOW_CODE,
+    training: Training = None,
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
     from ..workflows.training import parse_fractions, prepare_profile, train_profile
 
-    allow_code(allow)
-    training = training_options(threads, device, seed_batch, workers, ray_address)
     with refusals():
         p = prepare_profile(scenario, epochs, seeds, first_seed, fractions=tuple(parse_fractions(fractions)),
                             versions=tuple(version or ()), switches=tuple(switch or ()),

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, NoReturn, Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.markup import escape
 
-from ..workflows.common import allow_code, seed_range
+from ..workflows.common import Training, seed_range
 from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
                       print_json, refusals, warn)
-from .training import (ALLOW_CODE, DEVICE, RAY_ADDRESS, RULE_HELP, SEED_BATCH, THREADS, Rule, VALIDATION_HELP, WORKERS,
-                       refuse_adaptive_options, show_adaptive_run, training_options)
+from .training import RULE_HELP, VALIDATION_HELP, Rule, refuse_adaptive_options, show_adaptive_run, trains_seeds
 
 
+@trains_seeds()
 def validate(
     scenario: str = typer.Argument(..., help="the scenario whose loss model draws the planned band (a name or TOML file)"),
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
@@ -23,30 +23,23 @@ def validate(
     out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
-    threads: int = THREADS,
     as_json: bool = json_option("print the report (as in OUT/PLAN-validate.json) on stdout "
                                  "as one JSON object, nothing else there"),
-    device: str = DEVICE,
-    seed_batch: int = SEED_BATCH,
-    workers: Optional[int] = WORKERS,
-    ray_address: Optional[str] = RAY_ADDRESS,
     adaptive: bool = typer.Option(False, "--adaptive", help="run the seeds by the closed loop (depl run --adaptive) "
                                   "and judge its coverage and mean cost (docs/adaptive.md)"),
     validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
-    allow: Optional[List[Path]] = ALLOW_CODE,
+    training: Training = None,
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
 
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
-    allow_code(allow)
-    training = training_options(threads, device, seed_batch, workers, ray_address)
     seed_list = seed_range(first_seed, seeds)
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     if adaptive:  # what the closed loop does not use is refused, as `depl run --adaptive` does, before any work
-        if ray_address:
+        if training.ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         if png is not None:
             fail("--png: an adaptive validation draws no band (its seeds stop at different epochs)")

@@ -21,7 +21,7 @@ from scipy import optimize, stats
 
 from ..scenario import expected_progress
 from .gof import FamilyFit, best_usable, fit_family, pvalue_text
-from .laws import LawFitter
+from .laws import LawFit, LawFitter
 from .runs import ProfiledExperiment, Profile
 
 NOISE_FAMILIES = ("invgamma", "gamma", "lognorm", "norm")
@@ -84,12 +84,7 @@ class SwitchFit:
 
 
 @dataclass
-class IncrementsFit:
-    initial_loss: float
-    versions: dict[str, VersionFit] = field(default_factory=dict)
-    switches: dict[tuple[str, str], SwitchFit] = field(default_factory=dict)
-    s0: float | None = None
-    reference_samples: float | None = None
+class IncrementsFit(LawFit[VersionFit, SwitchFit]):
     phi_measured: dict[float, float] = field(default_factory=dict)  # samples → A_f / A_ref
 
 

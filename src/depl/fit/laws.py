@@ -13,11 +13,28 @@ the data law.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from .runs import Profile
+
+
+V = TypeVar("V")
+S = TypeVar("S")
+
+
+@dataclass
+class LawFit(Generic[V, S]):
+    """What a law's fit found: ℓ(0), each version's fit, each switch's, and the data law (s0, reference samples;
+    s0 None: no data law measured)."""
+
+    initial_loss: float
+    versions: dict[str, V] = field(default_factory=dict)
+    switches: dict[tuple[str, str], S] = field(default_factory=dict)
+    s0: float | None = None
+    reference_samples: float | None = None
 
 
 class LawFitter(ABC):

@@ -15,7 +15,7 @@ the measured loss to b's curve after the switch, log(1 + δ·r^j), fitted for
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize
@@ -23,7 +23,7 @@ from scipy import optimize
 from ..loss.level import decay, elasticity, log_sd, median_curve, time_at_level
 from ..scenario import LOG_SD_MAX, LevelLaw
 from .increments import phi_of, write_data_law
-from .laws import LawFitter
+from .laws import LawFit, LawFitter
 from .runs import ProfiledExperiment, Profile
 
 CURVES = ("power", "exp")
@@ -76,11 +76,7 @@ class LevelSwitchFit:
 
 
 @dataclass
-class LevelFit:
-    initial_loss: float
-    versions: dict[str, LevelVersionFit] = field(default_factory=dict)
-    switches: dict[tuple[str, str], LevelSwitchFit] = field(default_factory=dict)
-    s0: float | None = None
+class LevelFit(LawFit[LevelVersionFit, LevelSwitchFit]):
     reference_samples: float = 1.0
 
     def phi(self, samples: float) -> float:
