@@ -6,7 +6,7 @@
 #   scripts/example_mnist1d.sh [WORK]        # WORK: the runs stores (default /tmp/depl-example-mnist1d)
 #
 # Every step resumes: a killed run continues where it stopped. Outputs go to docs/example-mnist1d/.
-# Measured here (2 shared cores): profiling ≈ 15 min, fit ≈ 1 min, plans < 1 min each, validation ≈ 10–20 min.
+# Measured on a 2-core machine shared with other processes (2026-11): profiling ≈ 15 min, fit ≈ 1 min, plans < 1 min each, validation ≈ 10–20 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-/tmp/depl-example-mnist1d}
