@@ -275,7 +275,8 @@ def test_an_experiments_phi_is_written_to_significant_digits_so_a_small_phi_stil
     from depl.fit.calibrate import _experiment_table
 
     for phi in (1.23456789e-4, 3.3e-7, 0.987654321987):
-        t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"]), phi, [np.array([0.5])] * 2)
+        t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"], seeds=[7]), phi,
+                              [np.array([0.5])] * 2)
         assert math.isclose(t["phi"], phi, rel_tol=1e-9), (phi, t["phi"])
 
 
@@ -309,3 +310,17 @@ def test_a_plan_longer_than_the_scored_epochs_names_the_scores_actually_used(dep
     assert K > 3 and f"K = {K} is calibrated with the epoch-3 scores" in r.stderr
     line = next(x for x in r.stdout.splitlines() if "calibrated on" in x)
     assert "epoch-3 scores" in line and f"epoch-{K}" not in line
+
+
+def test_an_experiment_table_records_each_runs_seed_once():
+    """The seeds a calibration experiment's scores came from are written with it, each once (a certificate counts
+    distinct runs), and read back."""
+    from types import SimpleNamespace
+
+    from depl.fit.calibrate import _experiment_table
+    from depl.scenario import CalibrationExperiment
+
+    t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"], seeds=[9, 3, 5]), 1.0,
+                          [np.array([0.5, 0.1, 0.9])] * 2)
+    assert t["seeds"] == [3, 5, 9]
+    assert CalibrationExperiment(**t).seeds == [3, 5, 9]
