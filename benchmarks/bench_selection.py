@@ -11,6 +11,12 @@ truth is the landscape's, not the rule's: the check is independent of the code i
 
     PYTHONPATH=src python benchmarks/bench_selection.py                 # the table in docs/certificate.md
     PYTHONPATH=src python benchmarks/bench_selection.py --reps 300 --quick
+    PYTHONPATH=src python benchmarks/bench_selection.py --real docs/coverage-store --runs 30,52 --reps 1000
+
+`--real STORE` resamples real trajectories instead: the 200 held-out runs of every plan of the coverage table
+(docs/coverage-store), each plan's first K epochs a candidate (K = 1..its length, cost growing with K), each
+run's PIT at every epoch under the law as fitted, and the truth the share of all 200 runs that met ℓmax at K;
+a calibration draw is n of the 200 runs, without replacement.
 """
 
 from __future__ import annotations
@@ -96,12 +102,85 @@ def row(n: int, cheap: int, experiments: int, reps: int, seed: int) -> dict:
     return out
 
 
+def real_cells(folder: str) -> list[dict]:
+    """Per plan of a coverage store: its ω, ℓmax, the fitted law's P(ℓ(K) ≤ ℓmax) per K, every run's PIT per K
+    (runs × K) and the share of the runs that met ℓmax per K (the truth)."""
+    import json
+    from pathlib import Path
+
+    from depl.loss import loss_model_for
+    from depl.plan import Plan
+    from depl.store import Store
+
+    root = Path(folder)
+    table = json.loads((root / "coverage.json").read_text())
+    st = Store(str(root / "runs.sqlite"), readonly=True)
+    out = []
+    for c in table["cells"]:
+        if not c.get("plan_file") or not c.get("run_id"):
+            continue   # a cell with no plan (infeasible at its ω)
+        plan = Plan.load(root / "plans" / Path(c["plan_file"]).name)   # the store folder keeps its plans
+        s = plan.scenario_object()
+        law = loss_model_for(s, calibrated=False)
+        phi = s.phi(s.samples(plan.datasets))
+        schedule = [e.model for e in plan.epochs]
+        runs = np.array([v for v in st.losses(c["run_id"]).values() if len(v) == len(schedule)])
+        laws = [law.distribution(schedule[:K], phi) for K in range(1, len(schedule) + 1)]
+        pit = np.stack([np.clip(d.cdf(runs[:, K]), 0, 1) for K, d in enumerate(laws)], axis=1)
+        out.append({"key": c["key"], "omega": c["omega"], "target": c["target"],
+                    "predicted": {K: float(d.cdf(c["target"])) for K, d in enumerate(laws, 1)}, "pit": pit,
+                    "truth": np.mean(np.nan_to_num(runs, nan=np.inf) <= c["target"], axis=0)})
+    return out
+
+
+def picked_real(cell: dict, n: int, rng, alpha: float | None) -> float:
+    """The true share meeting ℓmax of the shortest prefix certified on n of the plan's real runs (nan: none)."""
+    pit, omega, predicted = cell["pit"], cell["omega"], cell["predicted"]
+    draw = pit[rng.choice(pit.shape[0], size=n, replace=False)]
+    rows = [np.sort(draw[:, K]) for K in range(pit.shape[1])]
+    Ks = range(1, pit.shape[1] + 1)
+    if alpha is None:
+        ok = [conformal.level(rows[K - 1], omega) <= predicted[K] for K in Ks]
+    else:
+        exp = _Experiment(("a",) * pit.shape[1], 1.0, rows)
+        law = CalibratedModel(FittedStandIn(predicted), rows[-1], experiments=[exp], alpha=alpha,
+                              target=(cell["target"], omega))
+        ok = [law.certificate(("a",) * K, 1.0)[0] for K in Ks]
+    ks = [K for K in Ks if ok[K - 1]]
+    return float(cell["truth"][ks[0] - 1]) if ks else float("nan")
+
+
+def real_table(folder: str, sizes: list[int], reps: int, seed: int) -> None:
+    cells = real_cells(folder)
+    print(f"{len(cells)} plans of {folder}, {reps} draws each; P(wrong) = P(the returned prefix's true share < ω), "
+          "pooled over the plans (where no prefix reaches ω, certifying any is wrong)")
+    print("| runs | plans | confidence rule: P(wrong), mean | worst plan | certified | marginal count: P(wrong), "
+          "mean | worst plan | certified |")
+    print("|---:|---:|---:|---|---:|---:|---|---:|")
+    for n in sizes:
+        cells_n = [c for c in cells if c["pit"].shape[0] >= n]
+        row = []
+        for alpha in (ALPHA, None):
+            rng = np.random.default_rng(seed)
+            got = np.array([[picked_real(c, n, rng, alpha) for _ in range(reps)] for c in cells_n])
+            per_plan = np.mean(got < np.array([c["omega"] for c in cells_n])[:, None], axis=1)
+            worst = int(np.argmax(per_plan))
+            row += [f"{per_plan.mean():.3f}", f"{per_plan[worst]:.3f} ({cells_n[worst]['key']})",
+                    f"{np.mean(np.isfinite(got)):.2f}"]
+        print(f"| {n} | {len(cells_n)} | " + " | ".join(row) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=2000, help="calibration draws per row")
     ap.add_argument("--quick", action="store_true", help="two rows only")
     ap.add_argument("--seed", type=int, default=20261126)
+    ap.add_argument("--real", metavar="STORE", help="resample the real runs of a coverage store's plans instead")
+    ap.add_argument("--runs", default="30,52", help="--real: calibration runs per draw, comma-separated")
     a = ap.parse_args()
+    if a.real:
+        real_table(a.real, [int(x) for x in a.runs.split(",")], a.reps, a.seed)
+        return
     cases = [(40, 12, 1), (80, 30, 1)] if a.quick else [(30, 10, 1), (52, 20, 1), (80, 30, 1), (150, 60, 1),
                                                    (52, 20, 4), (150, 60, 4)]
     print(f"ω = {OMEGA}, α = {ALPHA}; {a.reps} calibration draws per row; P(wrong) = P(the returned plan's true "

@@ -44,3 +44,16 @@ def test_the_returned_plan_meets_omega_with_confidence(n, cheap, experiments):
 def test_the_marginal_count_fails_after_selection():
     wrong, _ = _wrong(80, 30, None, 800, 7)
     assert clopper_pearson_lower(wrong, 800, 0.001) > 2 * bench.ALPHA   # what the confidence rule prevents
+
+
+def test_on_real_runs_the_returned_plan_meets_omega_with_confidence():
+    """The same on real trajectories: the coverage table's plans (docs/coverage-store), each prefix a candidate,
+    n = 30 of their 200 held-out runs per draw, the truth the share of all 200 that met ℓmax."""
+    root = Path(__file__).resolve().parents[2]
+    cells = bench.real_cells(str(root / "docs" / "coverage-store"))
+    assert len(cells) >= 20
+    rng = np.random.default_rng(30)
+    for c in cells:
+        got = np.array([bench.picked_real(c, 30, rng, bench.ALPHA) for _ in range(60)])
+        wrong = int(np.sum(got < c["omega"]))
+        assert clopper_pearson_lower(wrong, got.size, 0.001) <= bench.ALPHA, (c["key"], wrong)
