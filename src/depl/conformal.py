@@ -39,11 +39,6 @@ from scipy import special
 _ROUND = 1e-9   # (n+1)·ω within this of an integer is that integer (ω = 0.9, n = 9 → rank 9, not 10)
 
 
-def rank(n: int, omega: float) -> int:
-    """The 1-based rank j of the sorted score a calibrated ω-quantile is read at from n scores (> n: none)."""
-    return max(1, math.ceil((n + 1) * omega - _ROUND))
-
-
 def scores_needed(omega: float) -> int:
     """The fewest scores whose rank reaches ω: ⌈(n+1)ω⌉ ≤ n ⇔ n ≥ ω/(1−ω)."""
     return max(1, math.ceil(omega / (1.0 - omega) - _ROUND))
@@ -84,15 +79,13 @@ def fixed_sequence(passes: np.ndarray, order: np.ndarray) -> np.ndarray:
 def level(scores: np.ndarray, omega, alpha: float | None = None):
     """u_(j) of the sorted scores at the marginal rank ⌈(n+1)ω⌉ (`alpha` None) or the PAC rank j_α; 1 where the
     rank is beyond n (then the quantile is +∞); 0 at ω ≤ 0.  `omega` may be an array (one level each)."""
-    n = scores.size
-    if alpha is not None:
-        w = np.asarray(omega, dtype=float)
+    n, w = scores.size, np.asarray(omega, dtype=float)
+    if alpha is None:
+        j = np.ceil((n + 1) * w - _ROUND).astype(int)
+    else:
         j = np.vectorize(lambda x: pac_rank(n, float(x), alpha), otypes=[int])(w)
-        out = np.where(j > n, 1.0, scores[np.clip(j, 1, max(n, 1)) - 1] if n else 1.0)
-        return np.where(w <= 0, 0.0, out)
-    j = np.ceil((n + 1) * np.asarray(omega, dtype=float) - _ROUND).astype(int)
     out = np.where(j > n, 1.0, scores[np.clip(j, 1, max(n, 1)) - 1] if n else 1.0)
-    return np.where(np.asarray(omega) <= 0, 0.0, out)
+    return np.where(w <= 0, 0.0, out)
 
 
 def cdf_rank(scores: np.ndarray, u, alpha: float | None = None):

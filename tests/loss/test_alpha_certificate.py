@@ -26,6 +26,9 @@ def test_the_plan_returned_is_one_its_runs_certify():
     schedule, phi = [e.model for e in p.epochs], s.phi(s.samples(p.datasets))
     ok, runs, met = law.certificate(schedule, phi)
     assert ok and p.loss_quantile <= s.target.loss
+    # a φ computed anew from the samples matches the experiment's written one as the law's groups match it
+    assert law.certificate(schedule, phi * (1 + 1e-8)) == (ok, runs, met)
+    assert law.certificate(schedule, phi * (1 + 1e-4)) is None
     # recomputed by hand from the calibration table: the worst experiment that ran this schedule, its runs that met
     # ℓmax under the law as fitted, and the exact binomial rule at α over the number of experiments
     E = len(s.calibration.experiments)

@@ -251,8 +251,8 @@ class CalibratedModel(LossModel):
 
     @cached_property
     def certified_schedules(self) -> dict[tuple[tuple[str, ...], float], tuple[bool, int, int]]:
-        """(schedule, φ) → (certified, runs, runs that met ℓmax) for every schedule a calibration experiment ran (its
-        first K epochs, for every scored K), at the target (ℓmax, ω) with confidence 1 − α.
+        """(schedule, the experiment's φ) → (certified, runs, runs that met ℓmax) for every schedule a calibration
+        experiment ran (its first K epochs, for every scored K), at the target (ℓmax, ω) with confidence 1 − α.
 
         Each schedule is a hypothesis "P(ℓ(K) ≤ ℓmax) < ω", tested on its own runs (the worst of the experiments
         that ran it, each run once: `own_groups`) by the exact binomial rule (`conformal.certifies`).  Each of the
@@ -271,7 +271,7 @@ class CalibratedModel(LossModel):
         for sched, phi, rows in self.experiments:
             chain = []
             for K in range(1, min(len(sched), len(rows)) + 1):
-                key = (tuple(sched[:K]), round(phi, 9))
+                key = self._known(tuple(sched[:K]), phi, tested) or (tuple(sched[:K]), phi)
                 if key not in tested:
                     fitted = float(self.base.distribution(list(key[0]), phi).cdf(loss))
                     groups = self._matches(key[0], phi)[0]
@@ -302,7 +302,14 @@ class CalibratedModel(LossModel):
     def certificate(self, schedule, phi: float) -> tuple[bool, int, int] | None:
         """(certified, runs, runs that met ℓmax) of `schedule` at φ in `certified_schedules`; None where no
         calibration experiment ran it (nothing measured certifies it)."""
-        return self.certified_schedules.get((tuple(schedule), round(float(phi), 9)))
+        key = self._known(tuple(schedule), phi, self.certified_schedules)
+        return None if key is None else self.certified_schedules[key]
+
+    @staticmethod
+    def _known(schedule: tuple[str, ...], phi: float, table: dict) -> tuple[tuple[str, ...], float] | None:
+        """The key of `table` for `schedule` at a φ equal to `phi` as `_matches` compares them (relative 1e-6: a
+        plan's φ is computed from its samples, an experiment's was written to 12 digits); None if there is none."""
+        return next((k for k in table if k[0] == schedule and math.isclose(k[1], phi, rel_tol=1e-6)), None)
 
     def certified_by(self, schedule, phi: float, omega: float) -> str:
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""

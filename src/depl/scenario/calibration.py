@@ -3,8 +3,6 @@ and `depl calibrate`, read by depl.loss.calibrated), and the rule that picks a p
 
 from __future__ import annotations
 
-import math
-
 from pydantic import Field, field_validator, model_validator
 
 from .. import conformal
