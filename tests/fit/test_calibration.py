@@ -97,7 +97,11 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
     assert again.calibration == s.calibration
     law = loss_model_for(s)
     assert isinstance(law, CalibratedModel)
-    # a 6-epoch plan is read at the level of the epoch-6 scores (one row per profiled epoch, 25 runs each)
+    # with confidence 0.95 (the default α) the 5 runs of full ×6 certify nothing: its level is the top
+    assert float(law.distribution(["full"] * 6).level(0.9)) == 1.0
+    # the marginal rule (α unset, from Python): a 6-epoch plan is read at the level of the epoch-6 scores (one row
+    # per profiled epoch, 25 runs each)
+    law = loss_model_for(s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})}))
     rows = table["epoch_scores"]
     assert len(rows) == 12 and all(len(r) == 25 and r == sorted(r) for r in rows)
     d = law.distribution(["full"] * 6)

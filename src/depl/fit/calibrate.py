@@ -115,6 +115,7 @@ class Calibration:
     needed: int              # runs split conformal needs to reach ω
     epochs: list[np.ndarray] = field(default_factory=list)   # [k-1]: sorted PIT scores of ℓ(k)
     experiments: list[dict] = field(default_factory=list)     # each experiment's own ([[calibration.experiments]])
+    data_draw: str = "fixed"  # what the runs' data was: the same for every seed, or each run's own draw
 
     @property
     def reaches(self) -> bool:
@@ -166,6 +167,8 @@ class Calibration:
             out["epoch_scores"] = [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(r)] for r in self.epochs]
         if self.experiments:
             out["experiments"] = self.experiments
+        if self.data_draw != "fixed":  # a table of runs on fixed data reads as it always did
+            out["data_draw"] = self.data_draw
         return out
 
 
@@ -180,7 +183,8 @@ def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tup
     epochs = [rounded(np.sort(np.concatenate([rows[k] for _, _, rows in scored if len(rows) > k])))
               for k in range(depth)]
     cal = Calibration(s, float(omega), int(s.size), conformal.scores_needed(omega), epochs,
-                      [_experiment_table(e, phi, rows) for e, phi, rows in scored])
+                      [_experiment_table(e, phi, rows) for e, phi, rows in scored],
+                      next((e.draws for e, _, _ in scored), "fixed"))
     return cal, _pits(scored)
 
 

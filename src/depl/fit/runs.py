@@ -11,7 +11,7 @@ seeds of each experiment can be set apart for calibration (no fit sees them).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -52,6 +52,7 @@ class ProfiledExperiment:
     nodes: int
     seeds: np.ndarray       # (n,)
     losses: np.ndarray      # (n, E): test loss after epochs 1..E
+    draws: str = "fixed"    # the runs' data: "fixed" (the same for every seed) or "run" (each seed its own draw)
 
     @property
     def epochs(self) -> int:
@@ -74,8 +75,7 @@ class ProfiledExperiment:
         return self.subset((np.arange(self.seeds.size) % 3 == 2) == held_out)
 
     def subset(self, mask: np.ndarray) -> "ProfiledExperiment":
-        return ProfiledExperiment(self.kind, self.version, self.fraction, self.to, self.switch_after, self.samples,
-                          self.nodes, self.seeds[mask], self.losses[mask])
+        return replace(self, seeds=self.seeds[mask], losses=self.losses[mask])
 
 
 @dataclass
@@ -142,7 +142,8 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
                                f"{bad[1]!r}: {bad[2]}")
         out.experiments.append(ProfiledExperiment(
             exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
-            _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done])))
+            _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done]),
+            str(spec.data.get("draws", "fixed"))))
     if not out.versions(None):
         raise FitError(f"{store.path}: no complete profiling experiment with at least {min_seeds} seeds "
                        "(run `depl profile` first)")
@@ -150,6 +151,10 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
     if len(nodes) > 1:
         raise FitError(f"{store.path}: the experiments were profiled on different numbers of nodes {sorted(nodes)}; "
                        "fit one setting at a time (one store per --nodes)")
+    draws = {e.draws for e in out.experiments}
+    if len(draws) > 1:
+        raise FitError(f"{store.path}: some experiments kept the data fixed and others drew it per run "
+                       "([training] data_draw); fit one kind at a time (one store per data_draw)")
     if not out.versions(1.0):
         top = max(e.fraction for e in out.versions(None))
         raise FitError(f"{store.path}: no experiment at the full data (fraction 1; the largest is {top})")

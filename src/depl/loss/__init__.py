@@ -19,6 +19,9 @@ def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
     if calibrated and c is not None and c.use:
         wrap = get_calibrator(c.method).model_class
         t = scenario.target
-        return wrap(law, c.scores, c.method, getattr(c, "epoch_scores", None), getattr(c, "experiments", None),
+        # runs of another kind of data draw than this scenario's certify no schedule of it: no experiments then
+        mismatch = getattr(scenario, "calibration_mismatch", lambda: None)()
+        own = None if mismatch else getattr(c, "experiments", None)
+        return wrap(law, c.scores, c.method, getattr(c, "epoch_scores", None), own,
                     alpha=t.alpha, target=(t.loss, t.quantile))
     return law

@@ -95,24 +95,24 @@ class CalibratedDistribution:
 
     def level(self, q):
         """The base law's level that the calibrated q-quantile is taken at (1: beyond the scores)."""
-        pooled = conformal.level(self.scores, q)
-        if not self.own:
-            return pooled
-        levels = [np.where(lv < 1.0, lv, np.maximum(pooled, g[-1])) for g in self.own
-                  for lv in [conformal.level(g, q, self.alpha)]]
-        out = np.max(levels, axis=0)
+        out = pooled = conformal.level(self.scores, q)
+        if self.own:
+            levels = [np.where(lv < 1.0, lv, np.maximum(pooled, g[-1])) for g in self.own
+                      for lv in [conformal.level(g, q, self.alpha)]]
+            out = np.max(levels, axis=0)
+        # refused at ω: a schedule no calibration run certifies (with no experiment of its own, nor of its kind,
+        # as much as with one that does not pass) is never certified by the pooled scores instead
         return out if self.refused is None else np.where(np.asarray(q) >= self.refused - 1e-12, 1.0, out)
 
     def _rank(self, u):
         """The calibrated cdf at base level u: the inverse of `level`."""
-        pooled = conformal.cdf_rank(self.scores, u)
-        if not self.own:
-            return pooled
-        ranks = []
-        for g in self.own:
-            r = conformal.cdf_rank(g, u, self.alpha)
-            ranks.append(np.where(r < conformal.top(g.size, self.alpha), r, np.maximum(r, pooled)))
-        out = np.min(ranks, axis=0)
+        out = pooled = conformal.cdf_rank(self.scores, u)
+        if self.own:
+            ranks = []
+            for g in self.own:
+                r = conformal.cdf_rank(g, u, self.alpha)
+                ranks.append(np.where(r < conformal.top(g.size, self.alpha), r, np.maximum(r, pooled)))
+            out = np.min(ranks, axis=0)
         return out if self.refused is None else np.minimum(out, np.nextafter(self.refused, 0.0))
 
     def quantile(self, q):
@@ -297,7 +297,8 @@ class CalibratedModel(LossModel):
         return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: each of the {E} "
                 f"profiled experiments' schedules is tested on its own runs at α/{E} = {self.alpha / E:.3g}, which "
                 f"takes at least {need} runs of it meeting ℓmax = {loss:g} ({have} runs per experiment here); profile "
-                f"more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`), or plan without --alpha")
+                f"more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`), or plan with the law as fitted "
+                f"(`depl plan --uncalibrated`: no certificate)")
 
     def certificate(self, schedule, phi: float) -> tuple[bool, int, int] | None:
         """(certified, runs, runs that met ℓmax) of `schedule` at φ in `certified_schedules`; None where no

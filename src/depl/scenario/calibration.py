@@ -3,6 +3,8 @@ and `depl calibrate`, read by depl.loss.calibrated), and the rule that picks a p
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from .. import conformal
@@ -91,6 +93,9 @@ class CalibrationTable(Strict):
         default=None, description="each calibration experiment's own epoch scores: a plan whose schedule is an "
         "experiment's first K epochs (same φ) is certified by the epoch-K scores of the experiments it matches, at "
         "the levels they reach")
+    data_draw: Literal["fixed", "run"] = Field(
+        default="fixed", description="the calibration runs' data: the same for every run (fixed), or each run's own "
+        "draw ([training] data_draw = \"run\"); a certificate holds only for runs of the same kind")
 
     @field_validator("method")
     @classmethod

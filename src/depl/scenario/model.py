@@ -26,14 +26,18 @@ from .parameters import table_fields
 from .training import TrainingOptions, TrainSpec
 
 
+DEFAULT_ALPHA = 0.05  # [target] alpha: the confidence a plan's certificate is given with, 1 − α
+
+
 class Target(Strict):
     loss: float = Field(gt=0.0, description="ℓmax: the bound on the ω-quantile of the final test loss")
     quantile: Omega
     deadline: float = Field(gt=0.0, description="Tmax")
-    alpha: float | None = Field(default=None, gt=0.0, lt=0.5, description="α: a calibrated law certifies a plan "
-                                "with confidence 1 − α over its held-out runs (the runs of the plan's own schedule, "
-                                "each counted once, the planner's choice among them included); unset: the marginal "
-                                "split-conformal rank, an estimate without a confidence")
+    alpha: float | None = Field(default=DEFAULT_ALPHA, gt=0.0, lt=0.5, description="α: a calibrated law certifies "
+                                "a plan with confidence 1 − α over its held-out runs (the runs of the plan's own "
+                                "schedule, each counted once, the planner's choice among them included); a calibration "
+                                "without each experiment's runs certifies nothing and plans with the marginal "
+                                "split-conformal rank, an estimate without a confidence (said with the plan)")
 
 
 class DataLaw(Strict):
@@ -186,6 +190,20 @@ class Scenario(Strict):
                     + (f"; {also}" if also else ""))
         return None
 
+    def calibration_mismatch(self) -> str | None:
+        """Why the [calibration]'s runs cannot certify this scenario's runs (they drew their data otherwise, [training]
+        data_draw); None when they can (or there is no calibration)."""
+        c = self.calibration
+        if c is None or c.data_draw == self.training.data_draw:
+            return None
+        how = {"fixed": "kept the data fixed (every run on the same data, node split and test set)",
+               "run": "each drew its own data"}
+        return (f"the calibration runs of {self.name!r} {how[c.data_draw]}, but its runs "
+                f"{'draw their own' if self.training.data_draw == 'run' else 'keep the data fixed'} ([training] "
+                f"data_draw = \"{self.training.data_draw}\"): they certify nothing here; profile calibration runs "
+                f"with data_draw = \"{self.training.data_draw}\" (`depl profile SCENARIO --first-seed N`, then "
+                "`depl calibrate`)")
+
     def calibration_beyond(self, epochs: int) -> str | None:
         """Why a K-epoch schedule is calibrated by the scores of an earlier epoch; None when it is not."""
         c = self.calibration
@@ -265,5 +283,12 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
 
 
 def scenario_dict(s: Scenario) -> dict:
-    """The scenario as plain data (round-trips through `parse_scenario`)."""
-    return s.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """The scenario as plain data (round-trips through `parse_scenario`). A data draw at its default ("fixed") is
+    left out (and α at its default), so a scenario written before the keys existed reads the same (a plan's `scenario_spec`)."""
+    d = s.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for table in ("training", "calibration"):
+        if d.get(table, {}).get("data_draw") == "fixed":
+            del d[table]["data_draw"]
+    if d["target"].get("alpha") == DEFAULT_ALPHA:  # likewise for α at its default
+        del d["target"]["alpha"]
+    return d

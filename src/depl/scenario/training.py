@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -40,3 +40,7 @@ class TrainingOptions(Strict):
     dirichlet_alpha: float | None = Field(default=None, gt=0.0, le=1e6, description="with iid = false: each class "
                                           "split over a cluster's nodes by shares drawn from Dirichlet(α) "
                                           "(small α: few classes per node); unset: label-sorted shards")
+    data_draw: Literal["fixed", "run"] = Field(
+        default="fixed", description="fixed: every run trains on the same data, node split and test set; run: each "
+        "run (seed) draws its own — MNIST-1D samples from the generator's pool, a new train/test split of other "
+        "sources (or your source's own draw where it takes `seed`), a new fraction and split over nodes")

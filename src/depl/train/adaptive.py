@@ -291,7 +291,7 @@ def _train_batch(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[
     for group in _resumed_stacks(ledger, run_id, seeds):
         _walk_stack(ledger, run_id, job, plan, group, slow, policy_options, resume=True)
     fresh = [s for s in seeds if not finished(ledger, run_id, s) and not ledger.decisions(run_id, s)]
-    if len(fresh) > 1:
+    if len(fresh) > 1 and job.stackable:
         _walk_stack(ledger, run_id, job, plan, fresh, slow, policy_options)
     for s in seeds:  # the seeds that left the stack with a rest to train, and those started before
         _seed_loop(ledger, run_id, job, plan, s, slow, policy_options)
@@ -313,7 +313,7 @@ def _seed_loop(ledger: Ledger, run_id: str, job: Job, plan: Plan, seed: int, slo
     if finished(ledger, run_id, seed):
         return []
     policy = policy_for(plan, job, **policy_options)
-    val, n_test = _validation(job)
+    val, n_test = _validation(job.seeded(seed))  # a carved split comes out of this seed's own draw
     taken: list[Decision] = []
     if not ledger.decisions(run_id, seed):
         d0 = policy.initial()

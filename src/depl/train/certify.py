@@ -27,16 +27,27 @@ from ..plan import Plan
 from ..scenario import Scenario
 from ..store import Store
 from . import execute
+from .data import MNIST1D_POOL
 from .federation import Job, job_from_plan
 
 FORMAT = "depl.certificate/1"
 
 
 def covers(scenario: Scenario) -> str:
-    """What randomness the certificate covers: a new seed draws the initialisation and the data order; the
-    data, its split over nodes and the test set are those of these runs."""
-    node_split = ("its Dirichlet(α = %g) partition over nodes" % scenario.training.dirichlet_alpha
-                  if scenario.training.dirichlet_alpha is not None else "its split over nodes")
+    """What randomness the certificate covers: a new seed draws the initialisation and the data order, and where
+    runs draw their own data ([training] data_draw = "run"), the data, its split over nodes and the test set."""
+    t = scenario.training
+    node_split = ("its Dirichlet(α = %g) partition over nodes" % t.dirichlet_alpha
+                  if t.dirichlet_alpha is not None and not t.iid else "its split over nodes")
+    if t.data_draw == "run":
+        sources = {d.source for d in scenario.datasets}
+        if sources == {"mnist1d"}:
+            data = (f"its own MNIST-1D train and test samples (drawn from {MNIST1D_POOL:,} samples of the "
+                    "generator)")
+        else:
+            data = "its own train/test split of the data (or your source's own draw where its factory takes `seed`)"
+        return (f"a new run: the network's initialisation, the order of the data, {data}, its data fraction "
+                f"and {node_split}")
     return ("a new seed: the network's initialisation and the order of the data; the data drawn, "
             f"{node_split} and the test set are the same as in these runs")
 

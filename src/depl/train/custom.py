@@ -319,17 +319,27 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
     return x.to(torch.float32).numpy(), y.numpy()
 
 
-def load_source(ref: str, code_dir: str | None) -> Source:
-    """FUNCTION() → (train, test) as a `Source` (DataError with the reason if it is not one)."""
+def load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
+    """FUNCTION() → (train, test) as a `Source` (DataError with the reason if it is not one); FUNCTION(seed=…), a
+    run's own draw of your data, where `seed` is given (`takes_seed`)."""
     locate(ref, code_dir)  # checked on every call, not only on the first (cached) one
-    return _load_source(ref, code_dir)
+    return _load_source(ref, code_dir, seed)
+
+
+def takes_seed(ref: str, code_dir: str | None) -> bool:
+    """Whether your data factory draws its data from a `seed` keyword (then a run that draws its data calls it so)."""
+    locate(ref, code_dir)
+    try:
+        return "seed" in inspect.signature(resolve(ref, code_dir)).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin): called without one
+        return False
 
 
 @lru_cache(maxsize=4)
-def _load_source(ref: str, code_dir: str | None) -> Source:
+def _load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
     factory = resolve(ref, code_dir)
     try:
-        out = factory()
+        out = factory() if seed is None else factory(seed=seed)
     except Exception as e:
         raise DataError(f"calling it failed: {type(e).__name__}: {e}") from None
     if not isinstance(out, (tuple, list)) or len(out) != 2:

@@ -24,7 +24,7 @@ import pickle
 import pickletools
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,7 +34,8 @@ from .source import DataError, Source  # noqa: F401  (re-exported: their home is
 
 SOURCES = ("mnist1d", "digits", "cifar10")
 FILE_SOURCES = ("cifar10",)  # the sources read from files under a dataset's `path`
-PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed
+PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed (unless runs draw data)
+DRAWS = ("fixed", "run")  # [training] data_draw: every run on the same data, or each run its own draw
 
 
 DATA_ENV = "DEPL_DATA"
@@ -200,6 +201,47 @@ def mnist1d(num_samples: int = 5000, seed: int = 42) -> Source:
     y = y.astype(np.int64)
     cut = int(len(y) * 0.8)
     return Source(x[:cut], y[:cut], x[cut:], y[cut:])
+
+
+MNIST1D_POOL, MNIST1D_POOL_SEED = 20_000, 20261126  # what a run that draws its data draws MNIST-1D samples from
+DRAW_SPLIT, DRAW_FRACTION, DRAW_NODES = 1, 2, 3  # the streams of a run's draw: train/test, data fraction, node split
+
+
+def draw_seed(draw: int, stream: int) -> int:
+    """A 31-bit seed of one stream of a run's data draw (numpy's SeedSequence: well mixed, stable)."""
+    return int(np.random.SeedSequence([int(draw), int(stream)]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+@lru_cache(maxsize=1)
+def mnist1d_pool() -> tuple[np.ndarray, np.ndarray]:
+    """MNIST1D_POOL samples of MNIST-1D's generator at its own seed, normalised as the canonical dataset.
+
+    Generating 5,000 samples takes the generator 1.5–2.5 s (one Python call per sample), longer than a
+    small run trains; so a run draws its samples from this pool (generated once per process) rather than
+    from the generator itself: the runs are independent given the pool, which is what a certificate counts."""
+    raw, y = _mnist1d_raw(MNIST1D_POOL, MNIST1D_POOL_SEED)
+    mean, sd = _mnist1d_scale()
+    return ((raw - mean) / sd)[:, None, :].astype(np.float32), y.astype(np.int64)
+
+
+def mnist1d_drawn(draw: int) -> Source:
+    """A run's own MNIST-1D: as many train and test samples as the canonical dataset, drawn without
+    replacement from `mnist1d_pool` (none of them the canonical dataset's, nor the fresh validation samples')."""
+    x, y = mnist1d_pool()
+    canon = mnist1d()
+    n_train, n_test = len(canon.y_train), len(canon.y_test)
+    idx = np.random.default_rng(draw_seed(draw, DRAW_SPLIT)).choice(len(y), n_train + n_test, replace=False)
+    tr, te = idx[:n_train], idx[n_train:]
+    return Source(x[tr], y[tr], x[te], y[te], canon.n_classes)
+
+
+def resplit(src: Source, draw: int) -> Source:
+    """A run's own train/test split of a source's samples: the same sizes, drawn anew (`draw`)."""
+    x = np.concatenate([src.x_train, src.x_test])
+    y = np.concatenate([src.y_train, src.y_test])
+    order = np.random.default_rng(draw_seed(draw, DRAW_SPLIT)).permutation(len(y))
+    tr, te = np.sort(order[:len(src.y_train)]), np.sort(order[len(src.y_train):])
+    return Source(x[tr], y[tr], x[te], y[te], src.n_classes)
 
 
 @lru_cache(maxsize=1)
@@ -445,7 +487,11 @@ def cifar10(folder: str) -> Source:
                   norm(xt), yt)
 
 
-def load_source(source: str, path: str | None = None, code_dir: str | None = None) -> Source:
+def load_source(source: str, path: str | None = None, code_dir: str | None = None,
+                draw: int | None = None) -> Source:
+    """A source's data: its own fixed split, or (`draw`) a run's own draw of it (`drawn`)."""
+    if draw is not None:
+        return _drawn(source, path, code_dir, int(draw))
     if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
         from .custom import load_source as own
 
@@ -461,6 +507,19 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
     raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)}, or MODULE:FUNCTION)")
 
 
+def _drawn(source: str, path: str | None, code_dir: str | None, draw: int) -> Source:
+    """Run `draw`'s data: MNIST-1D samples of the generator's pool; your source's own draw where its factory
+    takes `seed`; else the source's samples split anew into train and test (the same sizes)."""
+    if source == "mnist1d":
+        return mnist1d_drawn(draw)
+    if ":" in source:
+        from .custom import load_source as own, takes_seed
+
+        if takes_seed(source, code_dir):
+            return own(source, code_dir, seed=draw)
+    return resplit(load_source(source, path, code_dir), draw)  # once per run: its data is cached by its spec
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """The real data behind a plan: one source and the slices of it the plan selected."""
@@ -473,9 +532,21 @@ class DataSpec:
     alpha: float | None = None  # [training] dirichlet_alpha: how the data is split over a cluster's nodes
     validation: float = 0.0  # the validation split's size, as a share of the selected samples (`validation`)
     split: str = "carved"  # where it comes from: "carved" out of the selected samples, or "fresh" samples (SPLITS)
+    draws: str = "fixed"  # [training] data_draw (DRAWS): "run" gives each run (seed) its own draw (`seeded`)
+    draw: int | None = None  # this run's draw (None: the source's own data); a function of the seed, never stored
 
     def load(self) -> Source:
-        return load_source(self.source, self.path, self.code_dir)
+        return load_source(self.source, self.path, self.code_dir, self.draw)
+
+    def seeded(self, seed: int) -> "DataSpec":
+        """The data run `seed` trains and is tested on: its own draw where runs draw their data, else this."""
+        if self.draws not in DRAWS:
+            raise DataError(f"data_draw {self.draws!r}: expected one of {', '.join(DRAWS)}")
+        return self if self.draws == "fixed" else replace(self, draw=draw_seed(seed, 0))
+
+    def stream_seed(self, stream: int, fixed: int = PARTITION_SEED) -> int:
+        """The seed of one random choice on this data (a fraction, a node split): `fixed`, or this run's draw's."""
+        return fixed if self.draw is None else draw_seed(self.draw, stream)
 
     def to_json(self) -> dict:
         d = {"source": self.source, "shares": [list(s) for s in self.shares], "path": self.path,
@@ -488,13 +559,15 @@ class DataSpec:
             d["validation"] = self.validation
             if self.split != "carved":  # likewise: runs with a carved split (all before fresh ones) keep theirs
                 d["split"] = self.split
+        if self.draws != "fixed":  # likewise: runs on fixed data (all before drawn ones) keep their identity
+            d["draws"] = self.draws
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataSpec":
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
                    float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"), float(d.get("validation", 0.0)),
-                   str(d.get("split", "carved")))
+                   str(d.get("split", "carved")), str(d.get("draws", "fixed")))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -534,7 +607,7 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
             i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
             raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r}: {e}") from None
     return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction, code_dir,
-                    scenario.training.dirichlet_alpha)
+                    scenario.training.dirichlet_alpha, draws=scenario.training.data_draw)
 
 
 MAX_CARVED_SHARE, MAX_FRESH_SHARE = 0.5, 4.0  # a carved split leaves half to train on; fresh ones cost forward passes
@@ -607,7 +680,7 @@ def _selected(spec: DataSpec) -> tuple[np.ndarray, np.ndarray]:
     idx = np.concatenate([np.arange(int(round(a * n)), int(round(b * n))) for a, b in spec.shares])
     idx = np.unique(idx)  # overlapping shares hold each sample once
     if spec.fraction < 1.0:
-        keep = np.random.default_rng(PARTITION_SEED).permutation(len(idx))[: max(1, int(round(spec.fraction * len(idx))))]
+        keep = np.random.default_rng(spec.stream_seed(DRAW_FRACTION)).permutation(len(idx))[: max(1, int(round(spec.fraction * len(idx))))]
         idx = idx[np.sort(keep)]
     return src.x_train[idx], src.y_train[idx]
 

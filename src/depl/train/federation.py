@@ -27,7 +27,7 @@ import copy
 import io
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Callable
 
@@ -65,6 +65,7 @@ def _options_json(o: TrainOptions) -> dict:
     # the Dirichlet partition travels with the data (DataSpec.alpha, which node_data reads); here it would
     # only change the identity of every run made before the key existed
     d.pop("dirichlet_alpha", None)
+    d.pop("data_draw", None)  # likewise: it travels as DataSpec.draws
     return d
 
 
@@ -91,6 +92,17 @@ class Job:
                    {k: int(v) for k, v in d["nodes"].items()},
                    [(int(e[0]), str(e[1]), str(e[2])) for e in d["epochs"]],
                    TrainOptions(**d["options"]), d.get("init_version"))
+
+    @property
+    def stackable(self) -> bool:
+        """Whether several seeds can train as one vectorised stack: only on one shared data (runs that draw their
+        own data train seed by seed, `seeded`)."""
+        return self.data.draws == "fixed"
+
+    def seeded(self, seed: int) -> "Job":
+        """The job as seed `seed` trains it: on its own draw of the data where runs draw theirs (DataSpec.seeded)."""
+        data = self.data.seeded(seed)
+        return self if data is self.data else replace(self, data=data)
 
 
 def version_specs(scenario, source: data_mod.Source, names) -> dict[str, VersionSpec]:
@@ -242,7 +254,7 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 20
 def node_data(spec: data_mod.DataSpec, nodes: int, iid: bool, node: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The training samples node `node` of a `nodes`-node cluster holds."""
     x, y = data_mod.select(spec)
-    idx = data_mod.node_shares(y, nodes, iid, spec.alpha)[node]
+    idx = data_mod.node_shares(y, nodes, iid, spec.alpha, spec.stream_seed(data_mod.DRAW_NODES))[node]
     return torch.from_numpy(np.ascontiguousarray(x[idx])), torch.from_numpy(np.ascontiguousarray(y[idx]))
 
 
@@ -304,6 +316,7 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
     cluster), numbered on from the epochs done (an empty list stops the run),
     or None to keep the plan.  Without it the walk is the plan, unchanged.
     """
+    job = job.seeded(seed)
     device = job.options.device
     x_test, y_test = on_device(test_data(job.data), device)
     done = 0

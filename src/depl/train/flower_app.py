@@ -63,7 +63,7 @@ def _job(text: str) -> Job:
 def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(int(os.environ.get("DEPL_TORCH_THREADS", "1")))
     cfg = msg.content["config"]
-    job = _job(str(cfg["job"]))
+    job = _job(str(cfg["job"])).seeded(int(cfg["seed"]))
     version, nodes, node = str(cfg["version"]), int(cfg["nodes"]), int(cfg["node"])
     model = build_version(job.versions[version]).to(job.options.device)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())

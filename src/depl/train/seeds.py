@@ -155,9 +155,10 @@ class SeedBatch:
                                                          for r, m in zip(results, models())]
             emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs))))
 
-        if len(self.seeds) == 1:  # one seed: the per-seed loop itself
-            start = (self.done, self.checkpoints[0]) if self.done else None
-            walk_plan(job, self.seeds[0], LocalFederation(), lambda r, m: rows(self.seeds, [r], lambda: [m]), start)
+        if len(self.seeds) == 1 or not job.stackable:  # the per-seed loop (each seed on its own draw of the data)
+            for i, seed in enumerate(self.seeds):
+                start = (self.done, self.checkpoints[i]) if self.done else None
+                walk_plan(job, seed, LocalFederation(), lambda r, m, s=seed: rows((s,), [r], lambda: [m]), start)
         else:
             start = (self.done, list(self.checkpoints)) if self.done else None
             walk_plan_stack(job, list(self.seeds), rows, start)
@@ -171,6 +172,8 @@ def warm_job(spec: dict) -> None:
     from .federation import Job, node_data, test_data
 
     job = Job.from_json(spec)
+    if not job.stackable:  # every seed draws its own data: nothing shared to load ahead
+        return
     test_data(job.data)
     for nodes in set(job.nodes.values()):
         for node in range(nodes):

@@ -358,6 +358,10 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
     are shorter and the others train on untouched (no operation mixes seeds: per-seed losses, an
     element-wise optimiser and FedAvg, and the gradient of a sum is each term's own).
     """
+    if not job.stackable and len(seeds) > 1:
+        raise ValueError("these runs draw their own data: their seeds train one by one (federation.walk_plan), "
+                         "not as one stack")
+    job = job.seeded(seeds[0]) if len(seeds) == 1 else job
     dev = job.options.device
     x_test, y_test = on_device(test_data(job.data), dev)
     done = 0

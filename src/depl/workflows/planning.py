@@ -72,6 +72,9 @@ def extrapolation_warnings(s: "Scenario", epochs: int) -> tuple[str, ...]:
 def certify_by_calibration(s: "Scenario", p: "Plan") -> None:
     """With per-experiment calibration scores: which runs certify the plan, in its info (and so its JSON)."""
     c = s.calibration
+    if c is not None and c.use and s.calibration_mismatch():
+        p.info["certified_by"] = s.calibration_mismatch()
+        return
     if c is None or not c.use or not c.experiments:
         return
     from ..loss import loss_model_for
@@ -150,7 +153,7 @@ def _with_shortfall(message: str, s: "Scenario") -> str:
         return message
     from ..loss import loss_model_for
 
-    why = loss_model_for(s).shortfall()
+    why = s.calibration_mismatch() or loss_model_for(s).shortfall()
     return message if why is None else f"{message} {why[0].upper()}{why[1:]}."
 
 

@@ -1,0 +1,136 @@
+"""Runs that draw their own data (`[training] data_draw = "run"`): each seed trains and is tested on its own draw —
+MNIST-1D samples of the generator's pool, a new train/test split of other sources (or your factory's own draw
+where it takes `seed`), its own data fraction and split over nodes — and the certificate covers that randomness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from depl.plan import Plan
+from depl.scenario import parse_scenario, scenario_dict as as_dict
+from depl.store import Store
+from depl.train import data as data_mod
+from depl.train import execute, executors
+from depl.train.certify import covers
+from depl.train import federation
+from depl.train.federation import job_from_plan, node_data
+from trainkit import SWITCH_PLAN, make_plan, scenario_dict
+
+
+def drawn_plan(schedule, **kw) -> Plan:
+    p = make_plan(schedule, **kw)
+    d = dict(p.scenario_spec)
+    d["training"] = {**d["training"], "data_draw": "run"}
+    p.scenario_spec = d
+    return p
+
+
+def test_each_seed_draws_its_own_data_and_the_same_seed_the_same():
+    job = job_from_plan(drawn_plan(SWITCH_PLAN[:2], source="digits", net="cnn2d"))
+    fixed = job_from_plan(make_plan(SWITCH_PLAN[:2], source="digits", net="cnn2d"))
+    assert job.data.draws == "run" and not job.stackable and fixed.stackable and fixed.seeded(3) is fixed
+    a, b, a2 = job.seeded(0).data, job.seeded(1).data, job.seeded(0).data
+    assert a.draw is not None and a.draw != b.draw and a == a2
+    xa, ya = federation.test_data(a)
+    xb, _ = federation.test_data(b)
+    assert not np.array_equal(xa.numpy(), xb.numpy())          # another test set
+    np.testing.assert_array_equal(xa.numpy(), federation.test_data(a2)[0].numpy())
+    src, own = fixed.data.load(), a.load()
+    assert own.x_train.shape == src.x_train.shape and own.x_test.shape == src.x_test.shape  # the same sizes
+    # a new split of the same 1,797 images: together they are the source's, each image once
+    every = lambda s: sorted(map(bytes, np.concatenate([s.x_train, s.x_test]).reshape(len(s.y_train) + len(s.y_test), -1)))
+    assert every(own) == every(src)
+    # the node split follows the draw too
+    n0 = node_data(a, 2, True, 0)[1].numpy()
+    n1 = node_data(b, 2, True, 0)[1].numpy()
+    assert len(n0) + len(node_data(a, 2, True, 1)[1]) == len(data_mod.select(a)[1]) and not np.array_equal(n0, n1)
+
+
+def test_mnist1d_draws_come_from_the_generators_pool_not_the_canonical_samples():
+    spec = data_mod.DataSpec("mnist1d", ((0.0, 1.0),), draws="run").seeded(5)
+    own, canon = spec.load(), data_mod.mnist1d()
+    assert own.x_train.shape == canon.x_train.shape and own.x_test.shape == canon.x_test.shape
+    pool_x, _ = data_mod.mnist1d_pool()
+    rows = {bytes(r) for r in pool_x.reshape(len(pool_x), -1)}
+    assert all(bytes(r) in rows for r in own.x_train.reshape(len(own.x_train), -1)[:200])
+    assert not any(bytes(r) in rows for r in canon.x_train.reshape(len(canon.x_train), -1)[:200])
+    train = {bytes(r) for r in own.x_train.reshape(len(own.x_train), -1)}
+    assert not any(bytes(r) in train for r in own.x_test.reshape(len(own.x_test), -1))  # train and test apart
+    assert abs(float(pool_x.mean())) < 0.1 and abs(float(pool_x.std()) - 1.0) < 0.1  # normalised as the source
+
+
+def test_a_dirichlet_partition_is_drawn_per_run():
+    s = data_mod.DataSpec("mnist1d", ((0.0, 0.5),), alpha=0.5, draws="run")
+    counts = [np.bincount(node_data(s.seeded(seed), 4, False, 0)[1].numpy(), minlength=10) for seed in (0, 1)]
+    assert not np.array_equal(*counts)
+    fixed = replace(s, draws="fixed")
+    assert np.array_equal(node_data(fixed, 4, False, 0)[1].numpy(), node_data(fixed.seeded(7), 4, False, 0)[1].numpy())
+
+
+def test_every_executor_trains_a_drawn_seed_the_same_and_resumes_it(tmp_path):
+    job = job_from_plan(drawn_plan(SWITCH_PLAN[:3], source="digits", net="cnn2d", width=8))
+    rid = execute.run_id_for(job, "local")
+    assert rid != execute.run_id_for(job_from_plan(make_plan(SWITCH_PLAN[:3], source="digits", net="cnn2d", width=8)),
+                                      "local")   # another kind of run: another identity
+    seeds = [0, 1, 2]
+    out = {}
+    for name in ("loop", "stack", "processes"):
+        with Store(tmp_path / f"{name}.sqlite") as st:
+            execute.register(st, rid, "plan", job)
+            executors.run_all(st, [(rid, job, seeds)], executor=name, workers=2, seed_batch=3)
+            out[name] = {s: [r.test_loss for r in st.trajectory(rid, s)] for s in seeds}
+    assert out["stack"] == out["loop"] == out["processes"]
+    assert len({v[-1] for v in out["loop"].values()}) == 3
+
+
+def test_your_factory_draws_with_its_seed_or_is_split_anew(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_CODE", str(tmp_path))
+    (tmp_path / "mydata.py").write_text(
+        "import torch\n"
+        "def seeded(seed=0):\n"
+        "    g = torch.Generator().manual_seed(seed)\n"
+        "    x = torch.randn(60, 1, 8, generator=g)\n"
+        "    y = torch.arange(60) % 3\n"
+        "    return (x[:40], y[:40]), (x[40:], y[40:])\n"
+        "def plain():\n"
+        "    return seeded(0)\n")
+    a = data_mod.load_source("mydata:seeded", None, str(tmp_path), draw=11)
+    b = data_mod.load_source("mydata:seeded", None, str(tmp_path), draw=12)
+    assert not np.array_equal(a.x_train, b.x_train)
+    base = data_mod.load_source("mydata:plain", None, str(tmp_path))
+    c = data_mod.load_source("mydata:plain", None, str(tmp_path), draw=11)
+    assert c.x_train.shape == base.x_train.shape and not np.array_equal(c.x_test, base.x_test)
+    assert sorted(map(bytes, np.concatenate([c.x_train, c.x_test]))) == \
+        sorted(map(bytes, np.concatenate([base.x_train, base.x_test])))
+
+
+def test_the_certificate_says_what_it_covers():
+    fixed = parse_scenario(scenario_dict(), "t")
+    d = scenario_dict()
+    d["training"]["data_draw"] = "run"
+    drawn = parse_scenario(d, "t")
+    assert "are the same as in these runs" in covers(fixed)
+    assert "its own MNIST-1D train and test samples" in covers(drawn) and "same as" not in covers(drawn)
+    assert "data_draw" not in as_dict(fixed)["training"] and as_dict(drawn)["training"]["data_draw"] == "run"
+
+
+def test_a_calibration_of_another_draw_certifies_nothing(tmp_path):
+    from depl.scenario import load_scenario
+
+    s = load_scenario("mnist1d-noniid")
+    d = as_dict(s)
+    other = "fixed" if s.training.data_draw == "run" else "run"
+    d["calibration"]["data_draw"] = other
+    d["target"]["alpha"] = 0.05
+    t = parse_scenario(d, "noniid, calibrated on another draw")
+    why = t.calibration_mismatch()
+    assert why is not None and "certify nothing" in why and f'data_draw = "{s.training.data_draw}"' in why
+    from depl.loss import loss_model_for
+
+    assert loss_model_for(t).certified_schedules == {}
+    if s.calibration is not None and s.calibration.data_draw == s.training.data_draw:
+        assert s.calibration_mismatch() is None
