@@ -68,12 +68,16 @@ def said(con=console):
     return lambda text: con.print(text, markup=False, highlight=False)
 
 
-AUTO_HELP = ("[default: measured on this machine before training, the fastest way that beats the per-seed loop; "
-             "naming any of --seed-batch, --workers, --threads measures nothing: 32, one per core, 1; "
-             "docs/training.md]")
+def auto_help(named: str) -> str:
+    """The default of --seed-batch, --workers and --threads: measured, unless one of them is named."""
+    return (f"[default: measured on this machine before training (docs/training.md); {named} when any of "
+            "--seed-batch, --workers, --threads is named, nothing measured]")
+
+
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
-                   "a seed's trajectory is deterministic for a given batching " + AUTO_HELP)
-WORKERS_HELP = ("worker processes over seed batches (with --ray-address: default the cluster's CPUs) " + AUTO_HELP)
+                   "a seed's trajectory is deterministic for a given batching " + auto_help("32"))
+WORKERS_HELP = ("worker processes over seed batches (with --ray-address: default the cluster's CPUs) "
+                + auto_help("one per core"))
 RULE_HELP = ("--adaptive: slack = stop a run once P(its test loss > ℓmax) ≤ δ = the plan's certified P − ω, no other "
              "decision but a deadline's re-plan (the guarantee rests on the open-loop certificate); conditional = also "
              "stop, cut or re-plan wherever the law conditioned on the run says the rest is no less likely to succeed "
@@ -92,7 +96,11 @@ def check_ray_address(address: Optional[str]) -> Optional[str]:
 
 
 # the options every command that trains seeds takes (one object per option: typer may share them)
-THREADS = typer.Option(None, "--threads", min=1, help="torch threads per process " + AUTO_HELP)
+THREADS = typer.Option(None, "--threads", min=1, help="torch threads per process " + auto_help("1"))
+# for a command that batches seeds its own way (`depl certify --batch`): nothing is measured
+FIXED_THREADS = typer.Option(None, "--threads", min=1, help="torch threads per process [default: 1]")
+FIXED_WORKERS = typer.Option(None, "--workers", min=1, help="worker processes over seed batches [default: one per "
+                             "core; with --ray-address, the cluster's CPUs]")
 DEVICE = typer.Option(Device.cpu.value, "--device", **choice(Device, "--device"), help=DEVICE_HELP)
 SEED_BATCH = typer.Option(None, "--seed-batch", min=1, help=SEED_BATCH_HELP)
 WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
@@ -109,10 +117,10 @@ def trains_seeds(*, seed_batch: bool = True):
     command's own options.  The command receives them as `training` (a depl.workflows.common.Training), with the
     folders of --allow-code already allowed.  (typer has no option groups: the wrapper's signature is the
     command's, less `training`, plus these.)"""
-    shared = [("threads", Optional[int], THREADS), ("device", str, DEVICE)]
+    shared = [("threads", Optional[int], THREADS if seed_batch else FIXED_THREADS), ("device", str, DEVICE)]
     shared += [("seed_batch", Optional[int], SEED_BATCH)] if seed_batch else []
-    shared += [("workers", Optional[int], WORKERS), ("ray_address", Optional[str], RAY_ADDRESS),
-               ("allow", Optional[List[Path]], ALLOW_CODE)]
+    shared += [("workers", Optional[int], WORKERS if seed_batch else FIXED_WORKERS),
+               ("ray_address", Optional[str], RAY_ADDRESS), ("allow", Optional[List[Path]], ALLOW_CODE)]
 
     def decorate(command):
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "training"]
@@ -174,7 +182,8 @@ def run(
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop (or, --rule "
                                   "conditional, re-plan the rest) where the guarantee allows (docs/adaptive.md); local "
-                                  "back end, --seed-batch seeds in one stack while their rests agree"),
+                                  "back end, --seed-batch seeds (default 32, nothing measured) in one stack while "
+                                  "their rests agree"),
     validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "

@@ -3,11 +3,12 @@ seeds per stack, how many worker processes, how many torch threads each.
 
 Which is fastest depends on the network, the data and the CPU (its vector width, its caches, its cores, what else
 runs on it), so no rule is hard-coded: before a batch of runs, `choose` trains a few mini-batches of each
-`Candidate` — every worker of the candidate at once, each on its own stack of seeds, as the runs would — in
-`ROUNDS` interleaved rounds, each round's candidates between two measurements of the per-seed loop.  The loop is
-always a candidate, and it is kept unless another beat it, in every round, by more than `MARGIN` and more than the
-loop's own spread within a round (how much the machine moved while the round was measured): the pick is never one
-that measured slower than the loop.  Of those that beat it so, the fastest (median of its rounds) is picked.
+`Candidate`, then tests on those mini-batches' share of an epoch's test pass — every worker of the candidate at
+once, each on its own stack of seeds, as the runs would — in `ROUNDS` interleaved rounds, each round's
+candidates between two measurements of the per-seed loop.  The loop is always a candidate, and it is kept
+unless another beat it, in every round, by at least `MARGIN` and the loop's own largest spread within a round
+(how much the machine moved while a round was measured): the pick is never one that measured slower than the
+loop.  Of those that beat it so, the fastest (median of its rounds) is picked.
 
 The measurement is a few seconds to a minute (worker start-up included); its outcome, a `Choice` with every
 measured rate, is cached as JSON in `cache_dir` per network, data shape, machine (CPU model, cores, torch version)
@@ -16,7 +17,7 @@ and candidate list, so the next batch of runs on the same machine reads it inste
 
     choice = choose(job, n_seeds=32, cache_dir=default_cache_dir())
     choice.picked        # Candidate(seed_batch=16, workers=2, threads=1)
-    choice.why           # '812 seed-steps/s, 1.91× the per-seed loop's 426 (at least 1.62× in each of 3 rounds; …)'
+    choice.why           # "812 seed-steps/s, 1.91× the per-seed loop's 426; at least 1.62× in each of 3 rounds, …"
 
 A candidate's `seed_batch` is the stack each worker trains (1: the per-seed loop, `federation.local_epoch`);
 the seeds of a run are cut into such batches, so a candidate never has more busy workers than batches.
@@ -65,7 +66,8 @@ LOOP = Candidate(1, 1, 1)   # the per-seed loop in one process, one thread: what
 @dataclass(frozen=True)
 class Choice:
     picked: Candidate
-    rates: dict[str, float]          # candidate label → seed-steps per second, measured (median of its rounds)
+    rates: dict[str, float]          # label → seed-steps per second (a step's share of the test pass included),
+                                     # measured: the median of its rounds
     loop_rate: float                 # the per-seed loop's rate in one process, one thread
     key: dict                        # what the measurement holds for: network, data shape, machine, candidates
     measured_seconds: float          # the measurement's wall time, worker start-up included
@@ -73,10 +75,6 @@ class Choice:
     margin: float = MARGIN           # what a candidate had to beat the loop by in every round: max(MARGIN, noise)
     noise: float = 0.0               # the loop's largest spread within a round (its two measurements, relative)
     cached: bool = field(default=False, compare=False)   # read from the cache rather than measured now
-
-    @property
-    def candidates(self) -> list[Candidate]:
-        return [Candidate(**c) for c in self.key["candidates"]]
 
     @property
     def why(self) -> str:
