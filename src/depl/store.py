@@ -438,6 +438,8 @@ class Store:
     def record_batches(self, run_id: str, batches: dict[int, int]) -> None:
         """Record how seeds are cut into batches: seed → the first seed of its batch (seeds with the same one
         train as one stack).  A seed's batch is recorded once: a seed already recorded keeps its batch."""
+        if not batches:
+            return
         with self._transaction():
             self._db.executemany("INSERT OR IGNORE INTO batches VALUES (?, ?, ?)",
                                  [(run_id, int(s), int(b)) for s, b in batches.items()])
