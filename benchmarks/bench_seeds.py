@@ -24,13 +24,18 @@ falls on every path alike):
   of at most 32 over W worker processes (one thread each), results written
   to a SQLite store by the parent, as `depl profile` does (worker start-up
   included; skipped when S < W);
-* **automatic**: `train.autochoice.choose` measures a few mini-batches of
+* **automatic**: what `depl run` decides without --seed-batch/--workers/--threads
+  (`train.executors.decide`): the per-seed loop for S ≤ 2 (nothing
+  measured), else `train.autochoice.choose` measures a few mini-batches of
   the loop and of stacks of 4–32 seeds on 1 or W workers, with 1 or W
-  threads, and the S seeds are then trained as it picked: in this process
+  threads, and keeps the loop unless a candidate beat it in every round by
+  the margin; the S seeds are then trained as it picked: in this process
   without a store (as the loop and stack rows) when it picked one worker,
-  else by `run_all` (as the workers row).  The choice's own measurement
-  (seconds, once per network and machine: it is cached) is printed beside
-  it, not counted in its rate.
+  else by `run_all` (as the workers row).  Beside its rate: the choice's own
+  measurement (seconds, not counted in the rate; `depl` caches it per
+  network and machine, the benchmark measures afresh in every round) and
+  the ratio to the loop it measured while choosing, next to the ratio the
+  whole epochs then reached.
 
 Every rate is also put beside the **ceiling** this machine sets: the
 floating-point work of one seed-epoch (forward and backward of every
@@ -89,13 +94,18 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
     extra = {}
     how = {"seed_batch": 32, "workers": workers, "threads": 1}
     if kind == "auto":
-        from depl.train.autochoice import choose, default_candidates
+        from depl.train.autochoice import LOOP, candidates_for, choose
+        from depl.train.executors import FEW_SEEDS
 
-        choice = choose(job, seeds, default_candidates(seeds, workers))
-        how = {"seed_batch": choice.picked.seed_batch, "workers": choice.picked.workers,
-               "threads": choice.picked.threads}
-        extra = {"picked": choice.picked.label, "choice_seconds": choice.measured_seconds, "cores": workers,
-                 "cores_used": choice.picked.workers * choice.picked.threads}
+        if seeds <= FEW_SEEDS:   # as `depl run` decides: nothing measured
+            picked, seconds, measured = LOOP, 0.0, None
+        else:
+            choice = choose(job, seeds, candidates_for(job, seeds, workers))
+            picked, seconds = choice.picked, choice.measured_seconds
+            measured = choice.rates[picked.label] / choice.loop_rate
+        how = {"seed_batch": picked.seed_batch, "workers": picked.workers, "threads": picked.threads}
+        extra = {"picked": picked.label, "choice_seconds": seconds, "measured_ratio": measured, "cores": workers,
+                 "cores_used": picked.workers * picked.threads}
     if kind == "auto" and how["workers"] == 1:  # in this process, without a store, as the loop and stack rows
         torch.set_num_threads(how["threads"])
         kind = "loop" if how["seed_batch"] == 1 else "batches"
@@ -168,7 +178,7 @@ PATHS = ("loop", "vmap", "gemm", "workers", "auto")
 
 def label(kind: str, r: dict, workers: int) -> str:
     return {"loop": "loop (1 thread)", "vmap": "stack, vmap", "gemm": "stack, GEMM",
-            "workers": f"{workers} workers (stack ≤ 32)"}.get(kind) or f"automatic: {r['picked']}"
+            "workers": f"{workers} workers (stack ≤ 32)"}.get(kind) or "automatic (picks: after the table)"
 
 
 def measure_row(s: int, a) -> dict:
@@ -183,6 +193,9 @@ def measure_row(s: int, a) -> dict:
         rate = statistics.median(r["rate"] for r in runs)
         row[k] = {**runs[0], "rate": rate, "peak_mb": max(r["peak_mb"] for r in runs),
                   "rounds": [r["rate"] for r in runs]}
+        if k == "auto":   # each round chose afresh: every pick and the ratio it measured
+            row[k].update(picks=[r["picked"] for r in runs], measured_ratios=[r["measured_ratio"] for r in runs],
+                          choice_seconds_rounds=[r["choice_seconds"] for r in runs])
     return row
 
 
@@ -203,9 +216,11 @@ def main() -> None:
     a = ap.parse_args()
     sizes = [int(v) for v in a.seeds.split(",")]
     from depl.train.autochoice import cpu_model
+    from depl.train.executors import FEW_SEEDS
 
     print(f"{cpu_model()}, {os.cpu_count()} cores; mnist1d-small full net, {a.samples} samples, batch 64, "
-          f"{a.epochs} epoch(s), median of {a.repeats} round(s); load average {os.getloadavg()[0]:.1f} at start")
+          f"{a.epochs} epoch(s), median of {a.repeats} round(s); load average "
+          + "{:.1f} {:.1f} {:.1f} (1, 5, 15 min) at start".format(*os.getloadavg()))
     c = measure("ceiling", 0, 0, a.samples)
     print(f"ceiling: {c['flops'] / 1e9:.3f} GFLOP per seed-epoch; batched GEMM {c['gemm'] / 1e9:.1f} GFLOP/s on one "
           f"thread → at most {c['rate']:.2f} seed-epochs/s per core")
@@ -217,13 +232,18 @@ def main() -> None:
         row = measure_row(s, a)
         loop = row["loop"]["rate"]
         for k, r in row.items():
-            note = f"  (chosen in {r['choice_seconds']:.1f} s)" if k == "auto" else ""
+            note = "" if k != "auto" else (
+                f"  (≤ {FEW_SEEDS} seeds: the loop, nothing measured)" if None in r["measured_ratios"] else
+                f"  (chosen in {'/'.join(f'{x:.0f}' for x in r['choice_seconds_rounds'])} s; measured "
+                f"{'/'.join(f'{x:.2f}' for x in r['measured_ratios'])}× the loop while choosing)")
             ceiling = c["rate"] * cores_used(k, r, a.workers)
             print(f"{s:>5} | {label(k, r, a.workers):<44} | {r['rate']:>8.2f} {r['peak_mb']:>5.0f} | "
                   f"{r['rate'] / loop:>6.2f}× | {r['rate'] / ceiling:>8.2f}×{note}", flush=True)
         rows.append({"seeds": s, **row})
+    for r in rows:
+        print(f"automatic at {r['seeds']} seeds, picked round by round: {' / '.join(r['auto']['picks'])}")
     rows.append({"ceiling": c, "cpu": cpu_model()})
-    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    print("load average {:.1f} {:.1f} {:.1f} (1, 5, 15 min) at the end".format(*os.getloadavg()))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

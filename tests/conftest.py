@@ -6,10 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
+# The automatic choice of how seeds train measures for seconds to a minute per network: off in every test (the
+# fixed defaults, as with --seed-batch 32), but the tests of the choice itself, which turn it on with a cache of
+# their own (tests/train/test_autochoice.py); no test reads or writes the user's cache.
+os.environ["DEPL_AUTOCHOICE"] = "0"
+os.environ["DEPL_CACHE"] = os.path.join(tempfile.gettempdir(), f"depl-test-cache-{os.getpid()}")
 
 # the installed `depl` script's entry point, run by this interpreter so that this checkout's depl is the one run
 ENTRY = "from depl.cli import main; main()"

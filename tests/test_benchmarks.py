@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CASES = {
     "bench_adaptive.py": ["--seeds", "2", "--target", "2.2"],
-    "bench_seeds.py": ["--seeds", "2", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
+    "bench_seeds.py": ["--seeds", "3", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
     "bench_train.py": ["--epochs", "1", "--repeats", "1"],
     "bench_simulate.py": ["--quick"],
     # --before-src: the side-by-side process timing, here against this same tree

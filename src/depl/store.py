@@ -16,6 +16,11 @@ Tables:
   what was kept, the conditional quantile, the action, and as JSON the rest of
   the plan after it, the time and cost spent, the cost saved and a note.
   Written in the epoch's own transaction.
+* ``batches``: how the seeds of a run were cut into batches trained together
+  (one vectorised stack; a batch of one is the per-seed loop): every seed
+  with the first seed of its batch, written before the seed trains, so a
+  resumed run stacks its seeds as the first attempt did whatever batching
+  its options (or the automatic choice) would make now.
 * ``diverged``: the (run, seed)s whose loss became non-finite, with the epoch
   where it did and the losses as text ("nan", "inf"; SQLite stores NaN as
   NULL).  A diverged seed is finished: it is not resumed, its epochs before
@@ -24,7 +29,9 @@ Tables:
 The schema version is SQLite's ``user_version``: 0 for stores written before
 ``diverged`` existed (a writer adds the table and sets 1; a reader sees no
 diverged seed), 1 for stores written before ``decisions`` (a writer adds it
-and sets 2; a reader sees no decision), 2 now; a larger one is a store of a newer depl and refused.
+and sets 2; a reader sees no decision), 2 for stores written before
+``batches`` (a writer adds it and sets 3; a reader sees no recorded batch),
+3 now; a larger one is a store of a newer depl and refused.
 
 An epoch's row and its checkpoint are written in one transaction: after a
 ``kill -9`` either both are there or neither, so a restarted run neither loses
@@ -96,8 +103,14 @@ CREATE TABLE IF NOT EXISTS decisions (
     finished  REAL NOT NULL,
     PRIMARY KEY (run_id, seed, epoch)
 );
+CREATE TABLE IF NOT EXISTS batches (
+    run_id  TEXT NOT NULL REFERENCES runs(run_id),
+    seed    INTEGER NOT NULL,
+    batch   INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seed)
+);
 """
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreError(ValueError):
@@ -144,7 +157,8 @@ COLUMNS = {"runs": ["run_id", "kind", "spec", "created"],
            "checkpoints": ["run_id", "seed", "epoch", "state"],
            "diverged": ["run_id", "seed", "epoch", "test_loss", "train_loss", "finished"],
            "decisions": ["run_id", "seed", "epoch", "observed", "p_plan", "p_new", "quantile", "action", "detail",
-                         "finished"]}
+                         "finished"],
+           "batches": ["run_id", "seed", "batch"]}
 
 _NUMBER = ("real", "integer")
 _WHOLE = ("integer",)
@@ -160,6 +174,7 @@ _TYPED = (
                                                 "p_plan": (*_NUMBER, "null"), "p_new": (*_NUMBER, "null"),
                                                 "quantile": (*_NUMBER, "null"), "action": ("text",),
                                                 "detail": ("text",)}),
+    ("batches", ("run_id", "seed"), {"seed": _WHOLE, "batch": _WHOLE}),
 )
 
 # One writer per store file: a second `depl run` into the same folder would interleave
@@ -265,8 +280,9 @@ class Store:
         version = self._check_version()
         self._has_diverged = version >= 1 or not self.readonly
         self._has_decisions = version >= 2 or not self.readonly  # likewise, no decision before version 2
+        self._has_batches = version >= 3 or not self.readonly    # and no recorded batch before version 3
         for table, cols in COLUMNS.items():
-            if (table == "diverged" and not self._has_diverged) or (table == "decisions" and not self._has_decisions):
+            if not self._has_table(table):
                 continue
             have = [r[1] for r in self._db.execute(f"PRAGMA table_info({table})")]
             if have != cols:
@@ -282,7 +298,7 @@ class Store:
         column), so an altered store is refused here, naming the table, column, row and value, before any
         command reads a loss.  depl writes finite numbers only (a non-finite loss goes to `diverged`)."""
         for table, key, cols in _TYPED:
-            if (table == "diverged" and not self._has_diverged) or (table == "decisions" and not self._has_decisions):
+            if not self._has_table(table):
                 continue
             tests = [f"typeof({c}) NOT IN ({', '.join(repr(k) for k in kinds)})"
                      + (f" OR abs({c}) > 1.7976931348623157e308" if "real" in kinds else "") for c, kinds in cols.items()]
@@ -302,6 +318,11 @@ class Store:
                 want = "a whole number" if kinds == _WHOLE else "a finite number" if "real" in kinds else "text"
                 raise StoreError(f"{self.path}: {table}.{col} of {where} = {shown}: not {want}; the store was "
                                  "altered")
+
+    def _has_table(self, table: str) -> bool:
+        """False for a table added after the schema of a store opened read-only (a writer has added it)."""
+        return {"diverged": self._has_diverged, "decisions": self._has_decisions,
+                "batches": self._has_batches}.get(table, True)
 
     def _release(self) -> None:
         if self._locked:
@@ -413,6 +434,22 @@ class Store:
             out.append({"seed": int(s), "epoch": int(k), "observed": obs, "p_plan": pp, "p_new": pn, "quantile": qu,
                         "action": action, **extra})
         return out
+
+    def record_batches(self, run_id: str, batches: dict[int, int]) -> None:
+        """Record how seeds are cut into batches: seed → the first seed of its batch (seeds with the same one
+        train as one stack).  A seed's batch is recorded once: a seed already recorded keeps its batch."""
+        if not batches:
+            return
+        with self._transaction():
+            self._db.executemany("INSERT OR IGNORE INTO batches VALUES (?, ?, ?)",
+                                 [(run_id, int(s), int(b)) for s, b in batches.items()])
+
+    def batches(self, run_id: str) -> dict[int, int]:
+        """Every seed of the run whose batch is recorded → the first seed of its batch; {} in a store without."""
+        if not self._has_batches:
+            return {}
+        return {int(s): int(b) for s, b in self._db.execute(
+            "SELECT seed, batch FROM batches WHERE run_id = ? ORDER BY seed", (run_id,))}
 
     def diverged(self, run_id: str) -> dict[int, int]:
         """The seeds of a run that diverged, each with the epoch where its loss became non-finite."""

@@ -5,24 +5,43 @@ import math
 
 import pytest
 
-from depl.train.autochoice import Candidate, Choice, cache_file, choose, default_candidates, usable_cores
+from depl.train.autochoice import (LOOP, MARGIN, Candidate, Choice, cache_file, choose, decide, default_candidates,
+                                   usable_cores)
+from depl.store import Store
+from depl.train import execute, executors
 from depl.train.federation import job_from_plan
 from trainkit import make_plan
 
 
-def test_the_choice_is_the_fastest_of_what_it_measured_and_the_second_call_reads_the_cache(tmp_path):
-    job = job_from_plan(make_plan([("full", "B")], width=4, share_to=0.1))
-    cands = [Candidate(1, 1), Candidate(2, 1), Candidate(4, 1)]
+@pytest.fixture
+def auto(tmp_path, monkeypatch):
+    """The automatic choice on (the test suite turns it off), with a cache of this test's own."""
+    monkeypatch.setenv("DEPL_AUTOCHOICE", "1")
+    monkeypatch.setenv("DEPL_CACHE", str(tmp_path / "cache"))
+    return {"DEPL_AUTOCHOICE": "1", "DEPL_CACHE": str(tmp_path / "cache")}
+
+
+def tiny_job():
+    return job_from_plan(make_plan([("full", "B")], width=4, share_to=0.1))
+
+
+def test_the_pick_beats_the_loop_by_the_margin_in_every_round_and_the_second_call_reads_the_cache(tmp_path):
+    job = tiny_job()
+    cands = [Candidate(2, 1), Candidate(4, 1)]   # the loop is added: it is always a candidate
     if usable_cores() >= 2:
         cands.append(Candidate(2, 2))
     first = choose(job, 4, cands, cache_dir=tmp_path)
     assert not first.cached
-    assert set(first.rates) == {c.label for c in cands}
+    assert set(first.rates) == {c.label for c in [LOOP, *cands]}
     assert all(math.isfinite(r) and r > 0 for r in first.rates.values())
-    assert first.rates[first.picked.label] == max(first.rates.values())
-    assert math.isfinite(first.loop_rate) and first.loop_rate > 0
+    assert first.loop_rate == first.rates[LOOP.label] and first.margin >= MARGIN
+    # what the rule promises, on the rates it measured: the pick beat the loop by the margin in each of its rounds
+    # and is the fastest that did; the loop when none did
+    beat = [c for c in cands if len(first.ratios[c.label]) == len(first.ratios[LOOP.label])
+            and min(first.ratios[c.label]) >= 1 + first.margin]
+    assert first.picked == (max(beat, key=lambda c: first.rates[c.label]) if beat else LOOP)
+    assert first.rates[first.picked.label] >= first.loop_rate
     assert first.key["machine"]["cores"] == usable_cores()
-    assert first.why.startswith(f"fastest of {len(cands)} measured")
     path = cache_file(tmp_path, first.key)
     assert json.loads(path.read_text())["picked"] == {"seed_batch": first.picked.seed_batch,
                                                        "workers": first.picked.workers, "threads": 1}
@@ -31,11 +50,41 @@ def test_the_choice_is_the_fastest_of_what_it_measured_and_the_second_call_reads
     assert again == first  # the same record, read back
 
 
+def test_the_loop_is_kept_when_no_candidate_beats_it_by_the_margin():
+    # measured for real; no rate can be 101× the loop's, so nothing is measured after the first round
+    c = choose(tiny_job(), 4, [Candidate(2, 1), Candidate(4, 1)], margin=100.0)
+    assert c.picked == LOOP and not c.cached
+    assert len(c.ratios[LOOP.label]) == 1 and all(len(r) == 1 for r in c.ratios.values())
+    assert c.why.startswith("the per-seed loop")
+    assert "101.00×" in c.why or "the fastest of" in c.why
+
+
+def test_the_rule_on_given_rounds_keeps_the_loop_unless_a_candidate_beats_it_by_more_than_its_noise():
+    s4, s8, s16 = Candidate(4, 1), Candidate(8, 1), Candidate(16, 1)
+    cands = [LOOP, s4, s8, s16]
+    key = {"candidates": [], "margin": MARGIN}
+    steady = [(100.0, 100.0)] * 3
+    # stack 8 is fastest by its median but once no faster than the loop; stack 4 beats it by ≥ 20 % every round
+    rounds = [{s4: 130.0, s8: 200.0, s16: 90.0}, {s4: 125.0, s8: 105.0}, {s4: 120.0, s8: 210.0}]
+    c = decide(cands, rounds, steady, key)
+    assert c.picked == s4 and c.ratios[s16.label] == [0.9] and c.noise == 0.0
+    assert c.why.startswith("125 seed-steps/s, 1.25× the per-seed loop's 100; at least 1.20× in each of 3 rounds")
+    # the loop itself moved 30 % within a round: 1.2–1.3× is within the noise, the loop is kept
+    noisy = [(100.0, 100.0), (90.0, 117.0), (100.0, 100.0)]
+    c = decide(cands, rounds, noisy, key)
+    assert c.picked == LOOP and c.margin == pytest.approx(0.3)
+    assert "the per-seed loop kept" in c.why and "not 1.30×" in c.why
+    # all slower than the loop: the loop
+    c = decide(cands, [{s4: 50.0, s8: 60.0, s16: 70.0}], [(100.0, 100.0)], key)
+    assert c.picked == LOOP and c.why.startswith("the per-seed loop, the fastest of 4 measured")
+
+
 def test_a_cache_file_of_another_key_or_unreadable_is_not_used(tmp_path):
     from depl.train.autochoice import _read
 
     key = {"job": {"net": "cnn1d"}, "machine": {"cpu": "x"}, "candidates": []}
-    rec = Choice(Candidate(2, 1), {Candidate(2, 1).label: 5.0}, 2.0, key, 1.0)
+    rec = Choice(Candidate(2, 1), {Candidate(2, 1).label: 5.0, LOOP.label: 2.0}, 2.0, key, 1.0,
+                 {Candidate(2, 1).label: [2.5], LOOP.label: [1.0]})
     path = tmp_path / "c.json"
     path.write_text(json.dumps(rec.to_json()))
     assert _read(path, key) == rec
@@ -53,7 +102,7 @@ def test_default_candidates_are_the_loop_and_stacks_no_larger_than_a_workers_sha
 
 
 def test_a_candidate_beyond_the_cores_is_refused():
-    job = job_from_plan(make_plan([("full", "B")], width=4, share_to=0.1))
+    job = tiny_job()
     with pytest.raises(ValueError, match="workers × threads"):
         choose(job, 4, [Candidate(2, usable_cores() + 1)])
 
@@ -61,3 +110,102 @@ def test_a_candidate_beyond_the_cores_is_refused():
 def test_default_candidates_have_no_more_workers_than_batches():
     assert default_candidates(1, cores=2) == [Candidate(1, 1, 1), Candidate(1, 1, 2)]
     assert all(c.workers <= math.ceil(3 / c.seed_batch) for c in default_candidates(3, cores=4))
+
+
+def rows(st, rid, seeds) -> dict:
+    """Every seed's recorded epochs, but the wall seconds (not a result)."""
+    return {s: [(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss) for r in st.trajectory(rid, s)]
+            for s in seeds}
+
+
+class Stop(Exception):
+    pass
+
+
+def test_a_resumed_run_keeps_the_batches_it_was_first_cut_into_whatever_is_decided_now(tmp_path):
+    job = job_from_plan(make_plan([("full", "B"), ("full", "B")], width=4, share_to=0.1))
+    seeds, rid = [0, 1, 2, 3], execute.run_id_for(job, "local")
+    out = {}
+    for name, how in (("stack", {"executor": "stack", "seed_batch": 2}), ("loop", {"executor": "loop"})):
+        with Store(tmp_path / f"{name}.sqlite") as st:
+            execute.register(st, rid, "plan", job)
+            executors.run_all(st, [(rid, job, seeds)], **how)
+            out[name] = rows(st, rid, seeds)
+    assert out["loop"] != out["stack"]   # the batching shows in the trajectories: it must be kept
+    with Store(tmp_path / "resumed.sqlite") as st:
+        execute.register(st, rid, "plan", job)
+
+        def stop(run_id, seed, epoch, row):
+            raise Stop  # after the first batch-epoch is written: seeds 0 and 1 at epoch 1, 2 and 3 not begun
+
+        with pytest.raises(Stop):
+            executors.run_all(st, [(rid, job, seeds)], executor="stack", seed_batch=2, progress=stop)
+        assert st.batches(rid) == {0: 0, 1: 0, 2: 2, 3: 2} and st.done_epochs(rid, 0) == 1
+        assert st.done_epochs(rid, 2) == 0
+        d = executors.run_all(st, [(rid, job, seeds)], executor="loop")   # a batching of 1 asked now
+        assert d.executor.name == "loop" and st.batches(rid) == {0: 0, 1: 0, 2: 2, 3: 2}
+        assert rows(st, rid, seeds) == out["stack"]   # every seed as the uninterrupted run of stacks of 2
+
+
+def test_the_decision_without_measuring_few_seeds_another_device_off_given_or_nothing_left(tmp_path, auto,
+                                                                                          monkeypatch):
+    job = tiny_job()
+    runs = [("r", job, [0, 1, 2])]
+    few = executors.decide(runs, todo=2)
+    assert (few.how, few.executor.name, few.batch, few.workers) == ("few", "loop", 1, 1)
+    assert few.line == "seeds: the per-seed loop × 1 worker × 1 thread — 2 seeds to train: too few to be worth " \
+                       "measuring the alternatives"
+    assert executors.decide(runs, todo=0).how == "done"
+    gpu = executors.decide(runs, device="cuda")
+    assert gpu.how == "device" and "device cuda" in gpu.why and gpu.options.seed_batch == 32
+    given = executors.decide(runs, workers=1, threads=1)
+    assert (given.how, given.executor.name, given.batch) == ("named", "stack", 3)
+    assert given.why == "given: --workers 1, --threads 1; nothing measured"
+    monkeypatch.setenv("DEPL_AUTOCHOICE", "0")
+    off = executors.decide(runs)
+    assert off.how == "off" and off.options.seed_batch == 32
+    assert not (tmp_path / "cache").exists()   # none of them measured
+
+
+def test_depl_run_measures_prints_and_records_its_choice_then_reads_it_back_and_options_override_it(
+        depl_cli, tmp_path, auto):
+    plan = tmp_path / "plan.json"
+    make_plan([("full", "B"), ("full", "B")], width=4, share_to=0.1).save(plan)
+    r = depl_cli("run", plan, "--seeds", "4", "--out", tmp_path / "a", env=auto)
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.replace("\n", " ")
+    assert "measuring 6 ways to train 4 seeds on this machine" in said and " — measured in " in said
+    (cache,) = (tmp_path / "cache").glob("autochoice-*.json")
+    picked = Candidate(**json.loads(cache.read_text())["picked"])
+    size = min(picked.seed_batch, math.ceil(4 / picked.workers))
+    assert f"seeds: {'the per-seed loop' if size == 1 else f'stacks of {size} seeds'} × {picked.workers} worker" \
+        in said
+    with Store(tmp_path / "a" / "runs.sqlite") as st:
+        (run,) = st.runs("plan")
+        assert st.batches(run["run_id"]) == {s: s - s % size for s in range(4)}   # the pick's batching, recorded
+        assert st.count_epochs(run["run_id"]) == 8
+    again = depl_cli("run", plan, "--seeds", "4", "--out", tmp_path / "b", env=auto)
+    assert again.returncode == 0, again.stderr
+    assert " — cached (measured in " in again.stdout.replace("\n", " ") and "measuring" not in again.stdout
+    named = depl_cli("run", plan, "--seeds", "4", "--seed-batch", "3", "--out", tmp_path / "c",
+                     env={**auto, "DEPL_CACHE": str(tmp_path / "other")})
+    assert named.returncode == 0, named.stderr
+    assert "— given: --seed-batch 3; nothing measured" in named.stdout.replace("\n", " ")
+    assert not (tmp_path / "other").exists()
+    with Store(tmp_path / "c" / "runs.sqlite") as st:
+        (run,) = st.runs("plan")
+        workers = min(2, usable_cores())   # one worker per core, batches of at most ⌈4 / workers⌉ and 3
+        b = min(3, math.ceil(4 / workers))
+        assert st.batches(run["run_id"]) == {s: s - s % b for s in range(4)}
+
+
+def test_validate_json_says_how_its_seeds_trained(depl_cli, tmp_path, auto):
+    from depl import workflows
+
+    plan = tmp_path / "plan.json"
+    workflows.plan("digits-small", quantile=0.5, loss=1.0, out=plan)
+    r = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", tmp_path / "v", "--json", env=auto)
+    assert r.returncode in (0, 4), r.stderr
+    how = json.loads(r.stdout)["seed_training"]
+    assert (how["how"], how["executor"], how["batch"], how["workers"]) == ("few", "loop", 1, 1)
+    assert how["line"] in r.stderr.replace("\n", " ")

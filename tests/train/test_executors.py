@@ -62,9 +62,12 @@ def test_a_registered_toy_executor_trains_a_real_job_and_writes_the_loops_rows(t
 
 def test_without_a_name_the_choice_is_the_options_rule_and_names_are_checked():
     O = executors.Options
-    assert executors.choose([], O(workers=1)).name == "stack"
-    assert executors.choose([], O(workers=3)).name == "processes"
-    assert executors.choose([], O(workers=1, ray_address="127.0.0.1:6379")).name == "ray"
+    assert executors.fixed_rule(O(workers=1)).name == "stack"
+    assert executors.fixed_rule(O(workers=3)).name == "processes"
+    assert executors.fixed_rule(O(workers=1, ray_address="127.0.0.1:6379")).name == "ray"
+    given = executors.decide([], workers=1)   # any option given: the rule, nothing measured
+    assert (given.executor.name, given.how, given.options.seed_batch, given.options.threads) == ("stack", "named", 32, 1)
+    assert executors.decide([], executor="loop", seed_batch=8).executor.name == "loop"
     assert executors.names()[:4] == ["loop", "stack", "processes", "ray"] and "test-backwards" in executors.names()
     with pytest.raises(ValueError, match="executor 'nope': expected one of loop, stack, processes, ray"):
         executors.get("nope")

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option, print_json, refusals
 from ..workflows.common import Training
-from .training import trains_seeds
+from .training import said, trains_seeds
 
 
 def _split(text: str) -> list[str]:
@@ -67,7 +67,7 @@ def coverage(
         def progress(label, seed, epoch, r):
             bar.update(task_bar, advance=1, description=f"{label} · seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-        result = train_coverage(c, training, progress)
+        result = train_coverage(c, training, progress, said(con))
     _summary(result.table, con)
     con.print(f"written to {result.json_file} and {result.md}", markup=False)
     refuted = result.refuted

@@ -57,15 +57,27 @@ class Kind(str, Enum):
 DEVICE_HELP = "cpu, cuda, or auto (cuda when torch sees a GPU, else cpu)"
 
 
-def training_options(threads: int, device: str, seed_batch: int = 32, workers: Optional[int] = None,
-                     ray_address: Optional[str] = None) -> Training:
+def training_options(threads: Optional[int], device: str, seed_batch: Optional[int] = None,
+                     workers: Optional[int] = None, ray_address: Optional[str] = None) -> Training:
     """How seeds are trained, from the options every training command shares (run, profile, validate, …)."""
     return Training(threads, device, seed_batch, workers, ray_address)
 
 
+def said(con=console):
+    """Where a training command says how its seeds train (one line, and that a measurement starts)."""
+    return lambda text: con.print(text, markup=False, highlight=False)
+
+
+def auto_help(named: str) -> str:
+    """The default of --seed-batch, --workers and --threads: measured, unless one of them is named."""
+    return (f"[default: measured on this machine before training (docs/training.md); {named} when any of "
+            "--seed-batch, --workers, --threads is named, nothing measured]")
+
+
 SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the per-seed loop); "
-                   "a seed's trajectory is deterministic for a given batching")
-WORKERS_HELP = "worker processes over seed batches (default: one per core; with --ray-address, the cluster's CPUs)"
+                   "a seed's trajectory is deterministic for a given batching " + auto_help("32"))
+WORKERS_HELP = ("worker processes over seed batches (with --ray-address: default the cluster's CPUs) "
+                + auto_help("one per core"))
 RULE_HELP = ("--adaptive: slack = stop a run once P(its test loss > ℓmax) ≤ δ = the plan's certified P − ω, no other "
              "decision but a deadline's re-plan (the guarantee rests on the open-loop certificate); conditional = also "
              "stop, cut or re-plan wherever the law conditioned on the run says the rest is no less likely to succeed "
@@ -84,9 +96,13 @@ def check_ray_address(address: Optional[str]) -> Optional[str]:
 
 
 # the options every command that trains seeds takes (one object per option: typer may share them)
-THREADS = typer.Option(1, "--threads", min=1, help="torch threads per process")
+THREADS = typer.Option(None, "--threads", min=1, help="torch threads per process " + auto_help("1"))
+# for a command that batches seeds its own way (`depl certify --batch`): nothing is measured
+FIXED_THREADS = typer.Option(None, "--threads", min=1, help="torch threads per process [default: 1]")
+FIXED_WORKERS = typer.Option(None, "--workers", min=1, help="worker processes over seed batches [default: one per "
+                             "core; with --ray-address, the cluster's CPUs]")
 DEVICE = typer.Option(Device.cpu.value, "--device", **choice(Device, "--device"), help=DEVICE_HELP)
-SEED_BATCH = typer.Option(32, "--seed-batch", min=1, help=SEED_BATCH_HELP)
+SEED_BATCH = typer.Option(None, "--seed-batch", min=1, help=SEED_BATCH_HELP)
 WORKERS = typer.Option(None, "--workers", min=1, help=WORKERS_HELP)
 RAY_ADDRESS = typer.Option(None, "--ray-address", callback=check_ray_address, help=RAY_HELP)
 ALLOW_CODE = typer.Option(None, "--allow-code", metavar="DIR",
@@ -101,10 +117,10 @@ def trains_seeds(*, seed_batch: bool = True):
     command's own options.  The command receives them as `training` (a depl.workflows.common.Training), with the
     folders of --allow-code already allowed.  (typer has no option groups: the wrapper's signature is the
     command's, less `training`, plus these.)"""
-    shared = [("threads", int, THREADS), ("device", str, DEVICE)]
-    shared += [("seed_batch", int, SEED_BATCH)] if seed_batch else []
-    shared += [("workers", Optional[int], WORKERS), ("ray_address", Optional[str], RAY_ADDRESS),
-               ("allow", Optional[List[Path]], ALLOW_CODE)]
+    shared = [("threads", Optional[int], THREADS if seed_batch else FIXED_THREADS), ("device", str, DEVICE)]
+    shared += [("seed_batch", Optional[int], SEED_BATCH)] if seed_batch else []
+    shared += [("workers", Optional[int], WORKERS if seed_batch else FIXED_WORKERS),
+               ("ray_address", Optional[str], RAY_ADDRESS), ("allow", Optional[List[Path]], ALLOW_CODE)]
 
     def decorate(command):
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "training"]
@@ -153,12 +169,12 @@ def run(
                                     help="local (in process) or flower (Flower's simulation engine)"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (store, Flower state, Ray temp files)"),
-    threads: int = THREADS,
+    threads: Optional[int] = THREADS,
     device: str = DEVICE,
     superlink: Optional[str] = typer.Option(
         None, "--superlink", help="flower: submit to this SuperLink connection of Flower's config.toml "
         "(a deployment, see docs/flower-deployment.md) instead of the simulation engine"),
-    seed_batch: int = typer.Option(32, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
+    seed_batch: Optional[int] = typer.Option(None, "--seed-batch", min=1, help="local: " + SEED_BATCH_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="local: " + WORKERS_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", callback=check_ray_address,
                                               help="local: " + RAY_HELP),
@@ -166,7 +182,8 @@ def run(
                                   "to a SuperLink's Control API over the network (docs/flower-deployment.md)"),
     adaptive: bool = typer.Option(False, "--adaptive", help="closed loop: after every epoch stop (or, --rule "
                                   "conditional, re-plan the rest) where the guarantee allows (docs/adaptive.md); local "
-                                  "back end, --seed-batch seeds in one stack while their rests agree"),
+                                  "back end, --seed-batch seeds (default 32, nothing measured) in one stack while "
+                                  "their rests agree"),
     validation: Optional[float] = typer.Option(None, "--validation", min=0.01, max=4.0,
                                      help=VALIDATION_HELP),
     slow: Optional[List[str]] = typer.Option(None, "--slow", help="--adaptive: CLUSTER:FACTOR, the cluster's epochs "
@@ -220,7 +237,7 @@ def show_plan_run(r, training: Training):
         def progress(seed, epoch, loss):
             bar.update(task, advance=1, description=f"{r.backend} seed {seed} epoch {epoch} loss {loss:.3f}")
 
-        return train_run(r, training, progress)
+        return train_run(r, training, progress, said())
 
 
 def refuse_adaptive_options(rule: str | None, validation: float | None, what: str) -> None:
@@ -309,7 +326,7 @@ def run_app(
     supernodes: Optional[int] = typer.Option(None, "--supernodes", min=1, max=1024,
                                              help="virtual SuperNodes of the simulation [default: the largest "
                                              "cluster's nodes]"),
-    threads: int = THREADS,
+    threads: int = typer.Option(1, "--threads", min=1, help="torch threads per process"),
     allow: Optional[List[Path]] = ALLOW_CODE,
 ) -> None:
     """Run an app of `depl export-app` with `flwr run` on Flower's simulation engine, here. Resumes.
@@ -396,7 +413,7 @@ def profile(
             bar.update(tasks[rid], advance=1)
             bar.update(overall, advance=1)
 
-        profiled = train_profile(p, training, progress)
+        profiled = train_profile(p, training, progress, said())
     console.print(f"done in {profiled.seconds:.1f} s")
 
 

@@ -11,7 +11,8 @@ from rich.markup import escape
 from ..workflows.common import Training, seed_range
 from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
                       print_json, refusals, warn)
-from .training import RULE_HELP, VALIDATION_HELP, Rule, refuse_adaptive_options, show_adaptive_run, trains_seeds
+from .training import (RULE_HELP, VALIDATION_HELP, Rule, refuse_adaptive_options, said, show_adaptive_run,
+                       trains_seeds)
 
 
 @trains_seeds()
@@ -51,7 +52,7 @@ def validate(
     with refusals():
         held = prepare_validation(scenario, plan_file, seed_list, out=out, store=store, png=png, training=training)
     _say_start(held.run, plan_file, con)
-    v = _train(held, training)
+    v = _train(held, training, con)
     _print_validation(v, held.run, plan_file, con)
     code = EXIT_OK if v.not_refuted else EXIT_REFUTED
     if as_json:
@@ -74,7 +75,7 @@ def _say_start(h, plan_file: Path, con) -> None:
               + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""), markup=False)
 
 
-def _train(held, training):
+def _train(held, training, con):
     """The held-out seeds trained under a progress bar, and the plan judged (depl.workflows.validation)."""
     from ..workflows.validation import train_validation
 
@@ -84,7 +85,7 @@ def _train(held, training):
         def progress(rid, seed, epoch, r):
             bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-        return train_validation(held, training, progress)
+        return train_validation(held, training, progress, said(con))
 
 
 def _print_validation(done, h, plan_file: Path, con) -> None:

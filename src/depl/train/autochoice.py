@@ -3,18 +3,25 @@ seeds per stack, how many worker processes, how many torch threads each.
 
 Which is fastest depends on the network, the data and the CPU (its vector width, its caches, its cores, what else
 runs on it), so no rule is hard-coded: before a batch of runs, `choose` trains a few mini-batches of each
-`Candidate` — every worker of the candidate at once, each on its own stack of seeds, as the runs would — and keeps
-the one with the most seed-steps per second of wall time.  The measurement is a few seconds (worker start-up
-included); its outcome, a `Choice` with every measured rate, is cached as JSON in `cache_dir` per network, data
-shape, machine (CPU model, cores, torch version) and candidate list, so the next batch of runs on the same machine
-reads it instead of measuring again.
+`Candidate`, then tests on those mini-batches' share of an epoch's test pass — every worker of the candidate at
+once, each on its own stack of seeds, as the runs would — in `ROUNDS` interleaved rounds, each round's
+candidates between two measurements of the per-seed loop.  The loop is always a candidate, and it is kept
+unless another beat it, in every round, by at least `MARGIN` and the loop's own largest spread within a round
+(how much the machine moved while a round was measured): the pick is never one that measured slower than the
+loop.  Of those that beat it so, the fastest (median of its rounds) is picked.
 
-    choice = choose(job, n_seeds=32, cache_dir=run_folder)
+The measurement is a few seconds to a minute (worker start-up included); its outcome, a `Choice` with every
+measured rate, is cached as JSON in `cache_dir` per network, data shape, machine (CPU model, cores, torch version)
+and candidate list, so the next batch of runs on the same machine reads it instead of measuring again.
+`default_cache_dir()` is the per-user cache: `$DEPL_CACHE`, else `$XDG_CACHE_HOME/depl`, else `~/.cache/depl`.
+
+    choice = choose(job, n_seeds=32, cache_dir=default_cache_dir())
     choice.picked        # Candidate(seed_batch=16, workers=2, threads=1)
-    choice.why           # 'fastest of 11 measured: 812 seed-steps/s, 1.9× the per-seed loop (426 seed-steps/s)'
+    choice.why           # "812 seed-steps/s, 1.91× the per-seed loop's 426; at least 1.62× in each of 3 rounds, …"
 
 A candidate's `seed_batch` is the stack each worker trains (1: the per-seed loop, `federation.local_epoch`);
 the seeds of a run are cut into such batches, so a candidate never has more busy workers than batches.
+`candidates_for(job, n_seeds)` is the one place that says which candidates a job has.
 """
 
 from __future__ import annotations
@@ -30,14 +37,15 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 STEPS = 4            # timed mini-batches per worker and candidate at least (after one untimed: first-call costs)
 MIN_SECONDS = 0.3    # and at least this long (a short stack's few steps are too brief to time on a busy machine)
 MAX_STEPS = 64
 ROUNDS = 3           # candidates are measured in this many interleaved rounds; a rate is its rounds' median
 STACKS = (4, 8, 16, 32)
-SLACK = 2.0          # after the first round, only candidates at least 1/SLACK of the best rate are measured again
-CACHE_VERSION = 1
+MARGIN = 0.10        # a candidate must beat the loop by at least this much (relative) in every round to be picked
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -52,32 +60,55 @@ class Candidate:
         return f"{how} × {self.workers} worker{'s' * (self.workers > 1)} × {self.threads} thread{'s' * (self.threads > 1)}"
 
 
+LOOP = Candidate(1, 1, 1)   # the per-seed loop in one process, one thread: what every candidate must beat
+
+
 @dataclass(frozen=True)
 class Choice:
     picked: Candidate
-    rates: dict[str, float]          # candidate label → seed-steps per second, measured (median of its rounds)
-    loop_rate: float                 # the per-seed loop's rate in one process, one thread (nan if not measured)
+    rates: dict[str, float]          # label → seed-steps per second (a step's share of the test pass included),
+                                     # measured: the median of its rounds
+    loop_rate: float                 # the per-seed loop's rate in one process, one thread
     key: dict                        # what the measurement holds for: network, data shape, machine, candidates
     measured_seconds: float          # the measurement's wall time, worker start-up included
+    ratios: dict[str, list[float]] = field(default_factory=dict)   # label → its rate / the loop's, round by round
+    margin: float = MARGIN           # what a candidate had to beat the loop by in every round: max(MARGIN, noise)
+    noise: float = 0.0               # the loop's largest spread within a round (its two measurements, relative)
     cached: bool = field(default=False, compare=False)   # read from the cache rather than measured now
 
     @property
     def why(self) -> str:
-        rate = self.rates[self.picked.label]
-        loop = (f", {rate / self.loop_rate:.2f}× the per-seed loop ({self.loop_rate:.0f} seed-steps/s)"
-                if math.isfinite(self.loop_rate) else "")
-        return f"fastest of {len(self.rates)} measured: {rate:.0f} seed-steps/s{loop}"
+        """Why this pick: its rate against the loop's, or why the loop was kept."""
+        loop, rounds = self.loop_rate, len(self.ratios.get(LOOP.label, []))
+        need = (f"{1 + self.margin:.2f}× (1 + the larger of the margin {self.key.get('margin', MARGIN):.0%} and the "
+                f"loop's own spread in a round {self.noise:.0%})")
+        if self.picked != LOOP:
+            r = self.ratios[self.picked.label]
+            return (f"{self.rates[self.picked.label]:.0f} seed-steps/s, {self.rates[self.picked.label] / loop:.2f}× "
+                    f"the per-seed loop's {loop:.0f}; at least {min(r):.2f}× in each of {len(r)} rounds, "
+                    f"needed {need}")
+        others = {k: v for k, v in self.rates.items() if k != LOOP.label}
+        if not others:
+            return f"the per-seed loop, the only candidate ({loop:.0f} seed-steps/s)"
+        best = max(others, key=others.get)
+        if others[best] <= loop:
+            return f"the per-seed loop, the fastest of {len(self.rates)} measured ({loop:.0f} seed-steps/s)"
+        r = self.ratios[best]
+        return (f"the per-seed loop kept ({loop:.0f} seed-steps/s): the fastest other, {best}, was "
+                f"{others[best] / loop:.2f}× it but {min(r):.2f}× in its worst round, not {need} in each of "
+                f"{rounds}")
 
     def to_json(self) -> dict:
         return {"version": CACHE_VERSION, "picked": asdict(self.picked), "rates": self.rates,
-                "loop_rate": self.loop_rate if math.isfinite(self.loop_rate) else None, "key": self.key,
-                "measured_seconds": self.measured_seconds}
+                "loop_rate": self.loop_rate, "ratios": self.ratios, "margin": self.margin, "noise": self.noise,
+                "key": self.key, "measured_seconds": self.measured_seconds}
 
     @classmethod
     def from_json(cls, d: dict) -> "Choice":
-        loop = d["loop_rate"]
-        return cls(Candidate(**d["picked"]), {k: float(v) for k, v in d["rates"].items()},
-                   float("nan") if loop is None else float(loop), d["key"], float(d["measured_seconds"]), cached=True)
+        return cls(Candidate(**d["picked"]), {k: float(v) for k, v in d["rates"].items()}, float(d["loop_rate"]),
+                   d["key"], float(d["measured_seconds"]),
+                   {k: [float(x) for x in v] for k, v in d["ratios"].items()}, float(d["margin"]), float(d["noise"]),
+                   cached=True)
 
 
 def machine() -> dict:
@@ -105,6 +136,14 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def default_cache_dir() -> Path:
+    """The per-user cache of measured choices: $DEPL_CACHE, else $XDG_CACHE_HOME/depl, else ~/.cache/depl."""
+    if os.environ.get("DEPL_CACHE"):
+        return Path(os.environ["DEPL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "depl"
+
+
 def default_candidates(n_seeds: int, cores: int | None = None) -> list[Candidate]:
     """The per-seed loop and stacks of `STACKS` seeds, on one worker or one per core, one thread each, and one
     worker with every core's threads; a stack larger than a worker's share of the seeds is that share."""
@@ -121,6 +160,13 @@ def default_candidates(n_seeds: int, cores: int | None = None) -> list[Candidate
     return sorted(out, key=lambda c: (c.seed_batch, c.workers, c.threads))
 
 
+def candidates_for(job, n_seeds: int, cores: int | None = None) -> list[Candidate]:
+    """The candidates worth measuring for `n_seeds` seeds of `job`: the one place a rule about the job drops
+    some (a job whose seeds cannot share one data tensor would keep only the loop's, `seed_batch` 1, here).
+    Today every job has `default_candidates`."""
+    return default_candidates(n_seeds, cores)
+
+
 def job_key(job) -> dict:
     """The network and data shape of the job's first epoch: what one of its mini-batches costs."""
     spec = job.versions[job.init_version or job.epochs[0][1]]
@@ -135,26 +181,37 @@ def cache_file(cache_dir: str | os.PathLike, key: dict) -> Path:
 
 
 def choose(job, n_seeds: int, candidates: list[Candidate] | None = None,
-           cache_dir: str | os.PathLike | None = None) -> Choice:
-    """The fastest way to train `n_seeds` seeds of `job` here: measured, or read from `cache_dir`'s cache."""
-    cands = candidates or default_candidates(n_seeds)
+           cache_dir: str | os.PathLike | None = None, *, margin: float = MARGIN,
+           said: Callable[[str], None] | None = None) -> Choice:
+    """The fastest way to train `n_seeds` seeds of `job` here that beats the per-seed loop by `margin` in every
+    round (else the loop): measured, or read from `cache_dir`'s cache.  The loop is a candidate whether listed
+    or not.  `said(text)` is told before a measurement starts (it takes a while)."""
+    cands = candidates or candidates_for(job, n_seeds)
+    cands = cands if LOOP in cands else [LOOP, *cands]
     cores = usable_cores()
     for c in cands:
         if min(c.seed_batch, c.workers, c.threads) < 1 or c.workers * c.threads > cores:
             raise ValueError(f"candidate {c.label}: needs 1 ≤ seed batch, workers, threads and workers × threads ≤ "
                              f"{cores} cores")
-    key = {"job": job_key(job), "machine": machine(), "candidates": [asdict(c) for c in cands]}
+    key = {"job": job_key(job), "machine": machine(), "candidates": [asdict(c) for c in cands], "margin": margin}
     path = cache_file(cache_dir, key) if cache_dir is not None else None
     if path is not None and path.exists():
         cached = _read(path, key)
         if cached is not None:
             return cached
-    choice = measure(job, cands, key)
+    if said is not None:
+        said(f"measuring {len(cands)} ways to train {n_seeds} seeds on this machine ({key['machine']['cpu']}, "
+             f"{cores} cores), {ROUNDS} rounds; once per network, data shape and machine"
+             + (f" (cached in {path.parent})" if path is not None else ""))
+    choice = measure(job, cands, key, margin)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(choice.to_json(), indent=1))
-        tmp.replace(path)   # whole or absent: two runs choosing at once each write a complete file
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(choice.to_json(), indent=1))
+            tmp.replace(path)   # whole or absent: two runs choosing at once each write a complete file
+        except OSError:  # a cache that cannot be written: the choice stands, measured again next time
+            pass
     return choice
 
 
@@ -165,30 +222,60 @@ def _read(path: Path, key: dict) -> Choice | None:
         if d.get("version") != CACHE_VERSION or d.get("key") != key:
             return None
         return Choice.from_json(d)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def measure(job, candidates: list[Candidate], key: dict) -> Choice:
-    """Every candidate's rate, the median of its interleaved rounds, on a pool of spawned workers."""
+def measure(job, candidates: list[Candidate], key: dict, margin: float = MARGIN) -> Choice:
+    """Every candidate's rate, the median of its interleaved rounds, on a pool of spawned workers; each round's
+    candidates measured between two measurements of the loop, against which they are compared."""
     t0 = time.perf_counter()
-    loop = Candidate(1, 1, 1)
-    todo = candidates if loop in candidates else [loop, *candidates]
-    rounds: dict[Candidate, list[float]] = {c: [] for c in todo}
-    with _Pool(max(c.workers for c in todo), job.to_json()) as pool:
+    rounds: list[dict[Candidate, float]] = []   # per round: candidate → rate
+    loops: list[tuple[float, float]] = []       # per round: the loop before and after its candidates
+    others = [c for c in candidates if c != LOOP]
+    with _Pool(max(c.workers for c in candidates), job.to_json()) as pool:
         for r in range(ROUNDS):
-            for c in _contenders(rounds, loop) if r else todo:
-                rounds[c].append(pool.rate(c))
-    rates = {c: statistics.median(r) for c, r in rounds.items()}
-    picked = max(candidates, key=lambda c: rates[c])
-    return Choice(picked, {c.label: rates[c] for c in candidates}, rates[loop], key, time.perf_counter() - t0)
+            todo = others if r == 0 else _contenders(rounds, loops, margin)
+            if r and not todo:   # nothing can beat the loop by the margin any more: no round would change that
+                break
+            before = pool.rate(LOOP)
+            rates = {c: pool.rate(c) for c in todo}
+            loops.append((before, pool.rate(LOOP)))
+            rounds.append(rates)
+    return decide(candidates, rounds, loops, key, margin, time.perf_counter() - t0)
 
 
-def _contenders(rounds: dict[Candidate, list[float]], loop: Candidate) -> list[Candidate]:
-    """Those measured again: the loop (its rate is reported) and every candidate within SLACK of the best so far
-    (a candidate far slower cannot win, and on a busy machine a slow one can take most of the time)."""
-    best = max(statistics.median(r) for r in rounds.values())
-    return [c for c, r in rounds.items() if c == loop or statistics.median(r) * SLACK >= best]
+def decide(candidates: list[Candidate], rounds: list[dict[Candidate, float]], loops: list[tuple[float, float]],
+           key: dict, margin: float = MARGIN, seconds: float = 0.0) -> Choice:
+    """The pick from measured rounds: the fastest candidate (median of its rounds) among those measured in every
+    round and at least 1 + max(margin, the loop's spread) times the loop in each; else the loop."""
+    noise = _noise(loops)
+    need = 1 + max(margin, noise)
+    loop_by_round = [(a + b) / 2 for a, b in loops]
+    ratios = {c: [got[c] / loop for got, loop in zip(rounds, loop_by_round) if c in got] for c in candidates
+              if c != LOOP}
+    rates = {c: statistics.median(got[c] for got in rounds if c in got) for c in ratios}
+    rates[LOOP] = statistics.median(loop_by_round)
+    ratios[LOOP] = [1.0] * len(rounds)
+    fit = [c for c, r in ratios.items() if c != LOOP and len(r) == len(rounds) and min(r) >= need]
+    picked = max(fit, key=lambda c: rates[c]) if fit else LOOP
+    order = [c for c in candidates if c in rates]
+    return Choice(picked, {c.label: rates[c] for c in order}, rates[LOOP], key, seconds,
+                  {c.label: ratios[c] for c in order}, max(margin, noise), noise)
+
+
+def _noise(loops: list[tuple[float, float]]) -> float:
+    """The loop's largest relative spread within a round: how far the machine moved while a round was measured."""
+    return max((max(a, b) / min(a, b) - 1 for a, b in loops), default=0.0)
+
+
+def _contenders(rounds: list[dict[Candidate, float]], loops: list[tuple[float, float]],
+                margin: float) -> list[Candidate]:
+    """Those measured again: every candidate measured in every round so far that beat the loop by the margin (and
+    the loop's spread so far) in each; the others cannot be picked, whatever their next rounds."""
+    need = 1 + max(margin, _noise(loops))
+    loop_by_round = [(a + b) / 2 for a, b in loops]
+    return [c for c in rounds[-1] if all(c in got and got[c] / loop >= need for got, loop in zip(rounds, loop_by_round))]
 
 
 class _Pool:
@@ -259,34 +346,46 @@ def _serve(job_json: dict, inbox, results, barriers: dict) -> None:
 
 
 def _first_epoch_data(job):
-    from .federation import node_data, on_device
+    """The first epoch's training samples (repeated to MAX_STEPS + 1 mini-batches if fewer), its test set, and
+    the mini-batches in one of its epochs (what a step's share of the epoch's test pass is)."""
+    from .federation import node_data, on_device, test_data
 
     cluster = job.epochs[0][2]
     x, y = on_device(node_data(job.data, job.nodes[cluster], job.options.iid, 0), job.options.device)
+    steps_per_epoch = max(1, math.ceil(len(y) / job.options.batch_size))
     need = (MAX_STEPS + 1) * job.options.batch_size
     reps = math.ceil(need / len(y))   # a node with fewer samples than the steps: its data again
-    return x.repeat(reps, *([1] * (x.dim() - 1)))[:need], y.repeat(reps)[:need]
+    x_test, y_test = on_device(test_data(job.data), job.options.device)
+    return (x.repeat(reps, *([1] * (x.dim() - 1)))[:need], y.repeat(reps)[:need], x_test, y_test,
+            steps_per_epoch)
 
 
 def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float]:
     """(seed-steps, start, end) of one worker training `seed_batch` seeds (the loop for 1) for at least STEPS
-    mini-batches and MIN_SECONDS, started with the candidate's other workers."""
-    from .federation import initial_model, local_epoch
-    from .vectorised import Stack, local_epoch_stack
+    mini-batches and MIN_SECONDS, then testing them on the steps' share of the epoch's test pass (as many test
+    samples as the steps are of an epoch's mini-batches), started with the candidate's other workers."""
+    from .federation import evaluate, initial_model, local_epoch
+    from .vectorised import Stack, evaluate_stack, local_epoch_stack
 
-    x, y = data
+    x, y, x_test, y_test, per_epoch = data
     bs = job.options.batch_size
     if seed_batch == 1:
         model = initial_model(job, 0)
         train = lambda xs, ys, seed: local_epoch(model, xs, ys, job.options, seed)  # noqa: E731
+        test = lambda n: evaluate(model, x_test[:n], y_test[:n])  # noqa: E731
     else:
         stack = Stack([initial_model(job, s) for s in range(seed_batch)])
         seeds = list(range(seed_batch))
         train = lambda xs, ys, seed: local_epoch_stack(stack, xs, ys, job.options, [seed + s for s in seeds])  # noqa: E731
+        test = lambda n: evaluate_stack(stack, x_test[:n], y_test[:n])  # noqa: E731
     t0 = time.perf_counter()
     train(x[:bs], y[:bs], 0)
+    test(min(len(y_test), bs))
     steps = min(MAX_STEPS, max(STEPS, math.ceil(MIN_SECONDS / (time.perf_counter() - t0))))
+    share = min(len(y_test), math.ceil(len(y_test) * steps / per_epoch))
     barrier.wait()
     start = time.perf_counter()
     train(x[bs:bs * (steps + 1)], y[bs:bs * (steps + 1)], 1)
+    if share:
+        test(share)
     return seed_batch * steps, start, time.perf_counter()

@@ -14,9 +14,13 @@ trajectories: the batching is asked of the executor before any task is made (`Ex
     ray         a Ray cluster (`ray_address`), `cpus_per_task` CPUs a task
 
 A new executor is one class with `name`, `batch` and `run`, and one `register(...)`; `get(name)` finds it,
-`names()` lists them for the command line, and `choose(runs, options)` is the one place that picks one when
-none is named (today: Ray when given an address, else worker processes when there are several workers, else
-this process; a choice that measures the candidates and takes the fastest belongs there).
+`names()` lists them for the command line, and `decide(...)` is the one place that picks one, with its seed
+batch, workers and threads, when none is named: Ray when given an address; the fixed rule (`fixed_rule`:
+worker processes when there are several workers, else a stack in this process) when any of seed batch, workers
+or threads is given, when `$DEPL_AUTOCHOICE` is 0 or the device is not the CPU; the per-seed loop for two
+seeds or fewer; else what `autochoice.choose` measured fastest on the first run's job (cached per network,
+data shape and machine in `autochoice.default_cache_dir()`), never a way that measured slower than the loop.
+Whatever is decided, a seed already cut into a batch keeps it (`seeds.make_tasks`, `Store.batches`).
 
 Flower is not an executor: its simulation engine runs the exported app's ServerApp, which is itself the
 store's writer (another process, `depl.train.flower_app`) and walks all seeds of the plan as Flower rounds,
@@ -25,8 +29,10 @@ so there is no list of tasks to hand out nor batch-epochs coming back here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from ..store import Store
 from .seeds import (DEFAULT_SEED_BATCH, OnEpoch, Task, Writer, batch_size, default_workers, make_tasks,
@@ -87,28 +93,150 @@ def names() -> list[str]:
 Run = tuple[str, object, list[int]]  # (run_id, job, seeds)
 
 
-def choose(runs: Sequence[Run], options: Options) -> Executor:
-    """The executor when none is named.  Today a rule on the options; an automatic choice (measure the
-    candidates on these runs, keep the fastest) would go here."""
+def fixed_rule(options: Options) -> Executor:
+    """The executor when none is named and nothing is measured: Ray when given an address, else worker processes
+    when there are several workers, else this process."""
     if options.ray_address is not None:
         return get("ray")
     return get("processes" if (options.workers or default_workers()) > 1 else "stack")
 
 
+AUTO_ENV = "DEPL_AUTOCHOICE"   # 0 (off, no, false): never measure, the fixed defaults unless options are given
+FEW_SEEDS = 2                  # seeds left to train at most this many: the per-seed loop, nothing measured
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the seeds of a call of `run_all` train, and why: `how` is measured, cached, named (an executor or
+    options given), off ($DEPL_AUTOCHOICE), device (not the CPU), few (seeds) or done (none left to train)."""
+
+    executor: Executor
+    options: Options
+    how: str
+    why: str
+    choice: Any = None              # the autochoice.Choice when measured or cached
+    cache: str | None = None        # its cache file
+    seeds: int = 0                  # the seeds of the largest run (the batch cut from them; 0: not known)
+
+    @property
+    def batch(self) -> int:
+        """Seeds per batch cut now from the largest run (a seed already cut keeps its batch: `seeds.make_tasks`)."""
+        if self.executor.name == "ray" or not self.seeds:   # Ray's batch asks the cluster
+            return 1 if self.executor.name == "loop" else self.options.seed_batch
+        return self.executor.batch(self.seeds, self.options)
+
+    @property
+    def workers(self) -> int:
+        return 1 if self.executor.name in ("loop", "stack") else (self.options.workers or default_workers())
+
+    @property
+    def label(self) -> str:
+        o, b, w = self.options, self.batch, self.workers
+        if self.executor.name == "ray":
+            return f"Ray at {o.ray_address}: batches of ≤ {b} seeds × {o.threads} thread(s) each"
+        how = "the per-seed loop" if b == 1 else f"stacks of {b} seeds"
+        return f"{how} × {w} worker{'s' * (w > 1)} × {o.threads} thread{'s' * (o.threads > 1)}"
+
+    @property
+    def line(self) -> str:
+        """One line for the user: what trains the seeds, and why."""
+        return f"seeds: {self.label} — {self.why}"
+
+    def to_json(self) -> dict:
+        o = self.options
+        out = {"executor": self.executor.name, "seed_batch": o.seed_batch, "batch": self.batch,
+               "workers": self.workers, "threads": o.threads, "how": self.how, "why": self.why, "line": self.line}
+        if self.choice is not None:
+            c = self.choice
+            out.update(loop_rate=c.loop_rate, picked_rate=c.rates[c.picked.label], rates=c.rates, margin=c.margin,
+                       measured_seconds=c.measured_seconds, cache=self.cache)
+        return out
+
+
+def auto_enabled() -> bool:
+    return os.environ.get(AUTO_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def decide(runs: Sequence[Run], *, executor: str | None = None, todo: int | None = None,
+           seed_batch: int | None = None, workers: int | None = None, threads: int | None = None,
+           cache_dir: str | os.PathLike | None = None, said: Callable[[str], None] | None = None,
+           **options) -> Decision:
+    """How to train `runs` [(run id, job, seeds)], `todo` of whose seeds are left to train (None: all): see the
+    module's docstring.  seed_batch, workers, threads: None unless given; given ones turn the measurement off
+    (the others keep `Options`' defaults).  `options`: Options' other fields.  `said(text)` hears that a
+    measurement starts.  `cache_dir` [default: autochoice.default_cache_dir()]."""
+    n_seeds = max((len(r[2]) for r in runs), default=0)   # a stack is cut from one run's seeds
+    return replace(_decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options), seeds=n_seeds)
+
+
+def _decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options) -> Decision:
+    given = {k: v for k, v in (("seed_batch", seed_batch), ("workers", workers), ("threads", threads))
+             if v is not None}
+    fixed = Options(**given, **options)
+    if executor is not None:
+        return Decision(get(executor), fixed, "named", f"the {executor} executor, as asked; nothing measured")
+    if fixed.ray_address is not None:
+        return Decision(get("ray"), fixed, "named", "a Ray cluster's address given; nothing measured")
+    if given:
+        return Decision(fixed_rule(fixed), fixed, "named", "given: " + ", ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in given.items()) + "; nothing measured")
+    if not auto_enabled():
+        return Decision(fixed_rule(fixed), fixed, "off", f"${AUTO_ENV}={os.environ[AUTO_ENV]}: nothing measured, "
+                        "the fixed defaults")
+    runs = [r for r in runs if r[2]]
+    n = sum(len(r[2]) for r in runs) if todo is None else todo
+    if not runs or n == 0:
+        return Decision(get("loop"), fixed, "done", "no seed left to train")
+    job = runs[0][1]
+    device = fixed.device or job.options.device
+    if device != "cpu":
+        return Decision(fixed_rule(fixed), fixed, "device", f"device {device}: the automatic choice measures on the "
+                        "CPU only, so the fixed defaults (--seed-batch and --workers choose by hand)")
+    if n <= FEW_SEEDS:
+        return Decision(get("loop"), fixed, "few", f"{n} seed{'s' * (n > 1)} to train: too few to be worth "
+                        "measuring the alternatives")
+    from . import autochoice
+
+    cache_dir = autochoice.default_cache_dir() if cache_dir is None else Path(cache_dir)
+    n_seeds = max(len(r[2]) for r in runs)
+    cands = autochoice.candidates_for(job, n_seeds)
+    choice = autochoice.choose(job, n_seeds, cands, cache_dir, said=said)
+    c = choice.picked
+    opts = replace(fixed, seed_batch=c.seed_batch, workers=c.workers, threads=c.threads)
+    name = "processes" if c.workers > 1 else "loop" if c.seed_batch == 1 else "stack"
+    return Decision(get(name), opts, "cached" if choice.cached else "measured",
+                    (f"cached (measured in {choice.measured_seconds:.0f} s by an earlier call): " if choice.cached
+                     else f"measured in {choice.measured_seconds:.0f} s: ") + choice.why, choice,
+                    str(autochoice.cache_file(cache_dir, choice.key)))
+
+
 def tasks_of(store: Store, runs: Iterable[Run], executor: Executor, options: Options) -> list[Task]:
-    """The tasks left of every run, cut from each run's whole seed list (a resumed run batches as the first did)."""
+    """The tasks left of every run, cut from each run's whole seed list (a resumed run batches as the first did:
+    `seeds.make_tasks`)."""
     return [t for run_id, job, seeds in runs
             for t in make_tasks(store, run_id, job, seeds, executor.batch(len(seeds), options), options.device)]
 
 
 def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, progress: OnEpoch | None = None,
-            **options) -> None:
+            said: Callable[[str], None] | None = None, **options) -> Decision:
     """Train the pending seeds of every (run_id, job, seeds) to the end, into `store`, by `executor` (a registered
-    name; None: `choose`); `options`: the fields of `Options`."""
-    runs, opts = list(runs), Options(**options)
-    ex = get(executor) if executor is not None else choose(runs, opts)
+    name; None: `decide`), and return how they were trained; `options`: the fields of `Options` (seed_batch,
+    workers, threads: None or absent unless given) and `decide`'s cache_dir.  `said(text)` is told how the
+    seeds train (one line) before they do, and that a measurement starts when one does."""
+    runs = list(runs)
+    todo = sum(len(pending_seeds(store, rid, job, seeds)) for rid, job, seeds in runs)
+    d = decide(runs, executor=executor, todo=todo, said=said, **options)
+    if said is not None:
+        said(d.line)
     writer = Writer(store, None if progress is None else shown_rows(progress))
-    ex.run(tasks_of(store, runs, ex, opts), writer, opts)
+    d.executor.run(tasks_of(store, runs, d.executor, d.options), writer, d.options)
+    return d
+
+
+def pending_seeds(store: Store, run_id: str, job, seeds: list[int]) -> list[int]:
+    """The seeds of `seeds` with epochs left to train (a diverged seed has none)."""
+    gone, n = store.diverged(run_id), len(job.epochs)
+    return [s for s in seeds if s not in gone and store.done_epochs(run_id, s) < n]
 
 
 def run_tasks(tasks: Sequence[Task], writer: Writer, executor: Executor, options: Options) -> None:
@@ -120,10 +248,17 @@ def run_tasks(tasks: Sequence[Task], writer: Writer, executor: Executor, options
 # The executors
 # --------------------------------------------------------------------------- #
 
-def _in_this_process(tasks: Sequence[Task], writer: Writer) -> None:
-    """Each task loaded, trained and written here, in order."""
-    for t in tasks:
-        writer.load(t).run(writer.write)
+def _in_this_process(tasks: Sequence[Task], writer: Writer, threads: int) -> None:
+    """Each task loaded, trained and written here, in order, on `threads` torch threads."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for t in tasks:
+            writer.load(t).run(writer.write)
+    finally:
+        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)
@@ -138,7 +273,7 @@ class InThisProcess:
         return 1 if self.per_seed else batch_size(n_seeds, options.seed_batch, 1)
 
     def run(self, tasks: Sequence[Task], writer: Writer, options: Options) -> None:
-        _in_this_process(tasks, writer)
+        _in_this_process(tasks, writer, options.threads)
 
 
 @dataclass(frozen=True)
@@ -153,7 +288,7 @@ class Processes:
     def run(self, tasks: Sequence[Task], writer: Writer, options: Options) -> None:
         workers = min(options.workers or default_workers(), len(tasks))
         if workers <= 1:  # no process to start for one task
-            _in_this_process(tasks, writer)
+            _in_this_process(tasks, writer, options.threads)
         else:
             run_on_processes(list(tasks), workers, options.threads, writer)
 

@@ -1,8 +1,10 @@
 """The work of the local back end's executors (depl.train.executors): tasks of seeds, the one writer, worker processes.
 
-The seeds of a run are cut into batches once, from the whole seed list (so a
-resumed run batches them as the first attempt did and its trajectories are
-bit-for-bit those of an uninterrupted run).  A batch of one seed is the
+The seeds of a run are cut into batches once, from the whole seed list, and
+the store records each seed's batch before it trains (so a resumed run
+batches them as the first attempt did, whatever its options or the automatic
+choice would cut now, and its trajectories are bit-for-bit those of an
+uninterrupted run).  A batch of one seed is the
 per-seed loop (`federation.walk_plan`); a larger batch is one stack of
 `vectorised.walk_plan_stack`.  A task (`SeedBatch`) is one batch's pending
 seeds that have the same number of epochs done, with their checkpoints; an
@@ -182,17 +184,29 @@ def warm_job(spec: dict) -> None:
 
 def make_tasks(store: Store, run_id: str, job, seeds: list[int], size: int,
                device: str | None = None) -> list[SeedBatch]:
-    """The tasks left of a run, without checkpoints (`SeedBatch.loaded` adds them when the task is sent)."""
+    """The tasks left of a run, without checkpoints (`SeedBatch.loaded` adds them when the task is sent).
+
+    A seed whose batch the store records (`Store.batches`) trains in that batch, whatever `size` is now: a
+    resumed run stacks its seeds as the first attempt did.  The other seeds are cut into batches of `size` in
+    the order of `seeds` (a run begun before batches were recorded: as it was then, given the same options),
+    and those still to train are recorded before any of them trains."""
     n = len(job.epochs)
     spec = job.to_json()
-    out = []
     gone = store.diverged(run_id)
-    for i in range(0, len(seeds), size):
+    done = {s: store.done_epochs(run_id, s) for s in seeds}
+    recorded = store.batches(run_id)
+    fresh = [s for s in seeds if s not in recorded]
+    cut = {s: fresh[i - i % size] for i, s in enumerate(fresh)}
+    store.record_batches(run_id, {s: b for s, b in cut.items() if done[s] < n and s not in gone})
+    batches: dict[int, list[int]] = {}   # batch → its seeds in this call, in the order of `seeds`
+    for s in seeds:
+        batches.setdefault(recorded[s] if s in recorded else cut[s], []).append(s)
+    out = []
+    for members in batches.values():
         by_done: dict[int, list[int]] = {}
-        for s in seeds[i:i + size]:
-            d = store.done_epochs(run_id, s)
-            if d < n and s not in gone:
-                by_done.setdefault(d, []).append(s)
+        for s in members:
+            if done[s] < n and s not in gone:
+                by_done.setdefault(done[s], []).append(s)
         out += [SeedBatch(run_id, spec, n, tuple(group), d, device=device) for d, group in sorted(by_done.items())]
     return out
 

@@ -17,11 +17,15 @@ MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequ
 @dataclass(frozen=True)
 class Training:
     """How seeds are trained: torch threads per process, the device (cpu, cuda or auto), seeds stacked in one
-    vectorised computation, worker processes, and a Ray cluster to spread the batches on."""
+    vectorised computation, worker processes, and a Ray cluster to spread the batches on.
 
-    threads: int = 1
+    threads, seed_batch and workers left None are chosen where the seeds train (`depl.train.executors.decide`:
+    measured on this machine, or the fixed defaults — 1 thread, batches of 32, one worker per core — when any of
+    them is given)."""
+
+    threads: Optional[int] = None
     device: str = "cpu"
-    seed_batch: int = 32
+    seed_batch: Optional[int] = None
     workers: Optional[int] = None
     ray_address: Optional[str] = None
 
@@ -63,12 +67,13 @@ def need_training_extra() -> None:
         raise BadInput(f"real training needs the `train` extra (pip install 'depl[train]'): {e}") from None
 
 
-def start_training(threads: int, device: str) -> str:
-    """Check the `train` extra, set torch's threads, and return the torch device of `device`."""
+def start_training(threads: Optional[int], device: str) -> str:
+    """Check the `train` extra, set torch's threads (None: 1 until the seeds' own are decided), and return the
+    torch device of `device`."""
     need_training_extra()
     import torch
 
-    torch.set_num_threads(max(1, threads))
+    torch.set_num_threads(max(1, threads or 1))
     return resolve_device(device)
 
 
@@ -115,14 +120,16 @@ def open_store(store: Optional[str], out: Path):
     return Store(store or out / "runs.sqlite")
 
 
-def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None) -> None:
+def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
+              said: Optional[Callable[[str], None]] = None):
     """`depl.train.executors.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
-    input. progress(run_id, seed, epoch, result) after every epoch."""
+    input. progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
+    (and before it, that a measurement starts when one does). Returns how they trained (executors.Decision)."""
     from ..train.ray_pool import RayError
     from ..train.executors import run_all
 
     try:
-        run_all(st, runs, progress=progress, **training.seed_options())
+        return run_all(st, runs, progress=progress, said=said, **training.seed_options())
     except RayError as e:
         raise BadInput(str(e)) from None
 

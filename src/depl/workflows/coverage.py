@@ -58,13 +58,14 @@ class CoverageResult:
     table: "Table"
     json_file: Path
     md: Path
+    seed_training: dict = field(default_factory=dict)   # run id → how its seeds trained (executors.Decision)
 
     @property
     def refuted(self) -> list:
         return self.table.refuted
 
     def to_json(self) -> dict:
-        return self.table.to_json()
+        return {**self.table.to_json(), "seed_training": {rid: d.to_json() for rid, d in self.seed_training.items()}}
 
 
 def command_line(tasks: list[str], omegas: list[float], laws: list[str], runs: int, first_seed: int, method: str,
@@ -151,17 +152,18 @@ def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: lis
 
 
 def train_coverage(c: CoverageRuns, training: Training = Training(),
-                   progress: Optional[Callable] = None) -> CoverageResult:
+                   progress: Optional[Callable] = None, said: Optional[Callable[[str], None]] = None) -> CoverageResult:
     """Train each distinct run (unless --no-train) and judge its cells, each against its own plan's ω and
     target, writing the table after every run (an interrupted table keeps what is done).
-    progress(cell key, seed, epoch, result) after every epoch."""
+    progress(cell key, seed, epoch, result) after every epoch; said(text): how each run's seeds train."""
     t0 = time.perf_counter()
+    how = {}
     for rid, cells in c.groups.items():
         h, label = c.first(rid), cells[0].key
         if c.train:
-            run_seeds(c.store, [(rid, h.job, list(c.seeds))], training,
-                      None if progress is None else
-                      lambda _rid, seed, epoch, r, label=label: progress(label, seed, epoch, r))
+            how[rid] = run_seeds(c.store, [(rid, h.job, list(c.seeds))], training,
+                                 None if progress is None else
+                                 lambda _rid, seed, epoch, r, label=label: progress(label, seed, epoch, r), said)
         todo = set(h.pending())
         finished = [x for x in c.seeds if x not in todo]
         for cell in cells:
@@ -170,7 +172,7 @@ def train_coverage(c: CoverageRuns, training: Training = Training(),
         c.table.seconds = time.perf_counter() - t0
         write_table(c)
     write_table(c)
-    return CoverageResult(c.table, c.out / "coverage.json", c.md)
+    return CoverageResult(c.table, c.out / "coverage.json", c.md, how)
 
 
 def write_table(c: CoverageRuns) -> None:

@@ -69,6 +69,7 @@ class RunResult:
     backend: str
     seconds: float
     flwr_output: str = ""
+    seed_training: Any = None   # the local back end: how its seeds trained (depl.train.executors.Decision)
 
 
 def check_backend(backend: str, superlink: Optional[str], insecure: bool, ray_address: Optional[str]) -> None:
@@ -110,29 +111,33 @@ def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, b
     return PlanRun(plan_file, p, job, st, run_id, tuple(seed_range(first_seed, seeds)), backend, dev, out, superlink)
 
 
-def train_run(r: PlanRun, training: Training = Training(), progress: Optional[EpochProgress] = None) -> RunResult:
+def train_run(r: PlanRun, training: Training = Training(), progress: Optional[EpochProgress] = None,
+              said: Optional[Callable[[str], None]] = None) -> RunResult:
     """Train every pending seed of `r` on its back end; progress(seed, epoch, test loss) after every epoch (not
-    for a deployment, whose ServerApp runs elsewhere)."""
+    for a deployment, whose ServerApp runs elsewhere); said(text): the local back end's line on how its seeds
+    train (`run_seeds`)."""
     t0 = time.perf_counter()
-    st, said = backend_step(r, training, progress or (lambda seed, epoch, loss: None))
-    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, said)
+    st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said)
+    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how)
 
 
-def backend_step(r: PlanRun, training: Training, progress: EpochProgress) -> tuple["Store", str]:
-    """The one place the back end is chosen: (the store to read the run from, what `flwr run` printed)."""
+def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
+                 said: Optional[Callable[[str], None]] = None) -> tuple["Store", str, Any]:
+    """The one place the back end is chosen: (the store to read the run from, what `flwr run` printed, how the
+    local back end trained the seeds)."""
     from ..train import execute
 
     if r.superlink:
-        return run_deployment(r)
+        return (*run_deployment(r), None)
     if r.backend == "local":
-        run_seeds(r.store, [(r.run_id, r.job, list(r.seeds))], training,
-                  lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss))
-        return r.store, ""
+        how = run_seeds(r.store, [(r.run_id, r.job, list(r.seeds))], training,
+                        lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss), said)
+        return r.store, "", how
     if execute.pending(r.store, r.run_id, r.job, list(r.seeds)):
         st = hand_over(r.store)
-        run_flower_simulation(r, st, progress, training.threads)
-        return st, ""
-    return r.store, ""
+        run_flower_simulation(r, st, progress, training.threads or 1)
+        return st, "", None
+    return r.store, "", None
 
 
 def run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
@@ -274,10 +279,13 @@ def check_slow(slow: dict[str, float], scenario: "Scenario") -> None:
                        f"(clusters: {', '.join(c.name for c in scenario.clusters)})")
 
 
-def train_adaptive(a: AdaptiveRun, seed_batch: int = 32, progress: Optional[Callable] = None) -> AdaptiveResult:
-    """Train the seeds not finished yet by the closed loop, `seed_batch` in one vectorised stack while their
-    rests agree; progress(seed, epoch, result, decision) after every epoch."""
+def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: Optional[Callable] = None) -> AdaptiveResult:
+    """Train the seeds not finished yet by the closed loop, `seed_batch` [default 32, nothing measured] in one
+    vectorised stack while their rests agree; progress(seed, epoch, result, decision) after every epoch."""
     from ..train import adaptive as ad
+    from ..train.seeds import DEFAULT_SEED_BATCH
+
+    seed_batch = seed_batch or DEFAULT_SEED_BATCH
 
     t0 = time.perf_counter()
     todo = set(a.todo)
@@ -333,6 +341,7 @@ class Profiled:
     run_ids: tuple[str, ...]
     store: "Store"
     seconds: float
+    seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
 
 
 def parse_fractions(text: str) -> list[float]:
@@ -379,11 +388,13 @@ def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed
     return Profiling(s, tuple(jobs), st, tuple(seed_range(first_seed, seeds)), epochs)
 
 
-def train_profile(p: Profiling, training: Training = Training(), progress: Optional[Callable] = None) -> Profiled:
-    """Train every experiment's pending seeds; progress(run_id, seed, epoch, result) after every epoch."""
+def train_profile(p: Profiling, training: Training = Training(), progress: Optional[Callable] = None,
+                  said: Optional[Callable[[str], None]] = None) -> Profiled:
+    """Train every experiment's pending seeds; progress(run_id, seed, epoch, result) after every epoch; said(text):
+    how the seeds train (`run_seeds`)."""
     t0 = time.perf_counter()
-    run_seeds(p.store, [(rid, job, list(p.seeds)) for _, job, rid in p.jobs], training, progress)
-    return Profiled(p.scenario, tuple(rid for _, _, rid in p.jobs), p.store, time.perf_counter() - t0)
+    how = run_seeds(p.store, [(rid, job, list(p.seeds)) for _, job, rid in p.jobs], training, progress, said)
+    return Profiled(p.scenario, tuple(rid for _, _, rid in p.jobs), p.store, time.perf_counter() - t0, how)
 
 
 def profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed: int = 0, *,

@@ -35,13 +35,15 @@ class Validated:
     report: Path
     png: Path
     seconds: float
+    seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
 
     @property
     def not_refuted(self) -> bool:
         return self.validation.coverage.not_refuted
 
     def to_json(self) -> dict:
-        return {**self.validation.to_json(), "report": str(self.report), "png": str(self.png)}
+        return {**self.validation.to_json(), "report": str(self.report), "png": str(self.png),
+                "seed_training": None if self.seed_training is None else self.seed_training.to_json()}
 
 
 def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int], *,
@@ -62,20 +64,20 @@ def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int], *
 
 
 def train_validation(held: HeldOut, training: Training = Training(),
-                     progress: Optional[Callable] = None) -> Validated:
-    """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch), judge the plan by
-    them, and write its report and band plot."""
+                     progress: Optional[Callable] = None, said: Optional[Callable[[str], None]] = None) -> Validated:
+    """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch; said(text): how they
+    train, `run_seeds`), judge the plan by them, and write its report and band plot."""
     from ..report.plots import plot_validation
     from ..train.validation import write_report
 
     h = held.run
     t0 = time.perf_counter()
-    run_seeds(h.store, [(h.run_id, h.job, h.seeds)], training, progress)
+    how = run_seeds(h.store, [(h.run_id, h.job, h.seeds)], training, progress, said)
     v = h.judge()
     seconds = time.perf_counter() - t0
     write_report(v, held.report)
     plot_validation(v, held.png)
-    return Validated(v, held.report, held.png, seconds)
+    return Validated(v, held.report, held.png, seconds, how)
 
 
 def validate(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
