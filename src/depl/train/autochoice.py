@@ -162,9 +162,12 @@ def default_candidates(n_seeds: int, cores: int | None = None) -> list[Candidate
 
 def candidates_for(job, n_seeds: int, cores: int | None = None) -> list[Candidate]:
     """The candidates worth measuring for `n_seeds` seeds of `job`: the one place a rule about the job drops
-    some (a job whose seeds cannot share one data tensor would keep only the loop's, `seed_batch` 1, here).
-    Today every job has `default_candidates`."""
-    return default_candidates(n_seeds, cores)
+    some.  Seeds that draw their own data (`Job.stackable` false) share no data tensor to stack over: they
+    train one by one, so only the candidates of one seed per stack (the loop, on one or more workers) are left."""
+    cands = default_candidates(n_seeds, cores)
+    if getattr(job, "stackable", True):
+        return cands
+    return [c for c in cands if c.seed_batch == 1]
 
 
 def job_key(job) -> dict:
