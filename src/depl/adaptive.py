@@ -133,10 +133,10 @@ class Slack:
             return "δ = 0: the plan cannot be run as certified"
         if self.source == "law":
             return f"δ = {self.delta:.4g} = the law's P {self.lower:.4f} − ω (an uncalibrated law: no runs back it)"
-        where = "the plan's certificate" if self.source == "certificate" else "the calibration runs"
-        head = (f"δ = {self.delta:.4g}" if self.delta > 0 else "δ = 0 (no slack: L < ω)")
-        return (f"{head}: L = {self.lower:.4f}, the {1 - self.alpha:g} Clopper–Pearson lower bound of "
-                f"{self.met}/{self.runs} of {where} meeting ℓmax, − ω = {self.omega:g}")
+        where = "runs of the plan's certificate" if self.source == "certificate" else "calibration runs"
+        head = f"δ = {self.delta:.4g} = L − ω" if self.delta > 0 else f"δ = 0, no slack (L < ω = {self.omega:g})"
+        return (f"{head}: L = {self.lower:.4f}, the one-sided {100 * (1 - self.alpha):.4g} % Clopper–Pearson lower "
+                f"bound from {self.met} of {self.runs} {where} meeting ℓmax")
 
 
 # the rules a run may name (`--rule`); docs/adaptive.md has why slack is the default
