@@ -11,11 +11,15 @@ the stops, mean cost, and the seeds one execution covers and the other does not.
 trains the open loop's epochs until it stops (same seed, same data: on MNIST-1D, whose validation split is
 fresh samples), so the pairs show what each stop cost or saved.
 
-    python scripts/adaptive_table.py --out docs/adaptive-store --md TABLE.md   # 18 min from scratch, 2 jobs
+    python scripts/adaptive_table.py --out DIR --md TABLE.md   # 18 min from scratch, 2 jobs
+    python scripts/adaptive_table.py --out DIR --gap-from docs/adaptive-store   # stops by the gap measured there
     python scripts/adaptive_table.py --rule conditional --cells mnist1d-small:1.5@0.9 --out DIR   # 29 min
+    python scripts/adaptive_table.py --out docs/adaptive-store --stored --md TABLE.md   # the committed runs, judged
 
-Resumes: a cell's runs already in OUT are not trained again (depl validate resumes).  Exit 4 if any cell's
-adaptive coverage is refuted.
+Resumes: a cell's runs already in OUT are not trained again (depl validate resumes).  `--stored` trains nothing:
+it judges the one adaptive run each cell's store holds, whichever rule it was run by (docs/adaptive-store: the
+runs of 2026-11, δ = the point estimate V₀ − ω, the gap modelled).  Exit 4 if any cell's adaptive coverage is
+refuted.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depl.plan import Plan
 from depl.store import Store
 from depl.train import adaptive as ad
 from depl.validate import coverage
@@ -49,9 +54,13 @@ def run_cell(task: str, omega: float, args) -> dict:
     name = cell_name(task, omega)
     plan = args.store / "plans" / f"{name}.json"
     out = args.out / name
+    if args.stored:
+        return {"task": task, "omega": omega, "name": name, **stored(out, args), **paired(task, omega, out, args)}
     cmd = [sys.executable, "-m", "depl.cli", "validate", task.split(":")[0], str(plan), "--adaptive", "--rule", args.rule,
            "--seeds", str(args.seeds), "--first-seed", str(args.first_seed), "--out", str(out), "--json",
            "--threads", "1"]
+    if args.gap_from:
+        cmd += ["--gap-from", str(args.gap_from / name)]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode not in (0, 4):
@@ -59,19 +68,45 @@ def run_cell(task: str, omega: float, args) -> dict:
     report = json.loads(r.stdout)
     shown = [str(Path(a).relative_to(ROOT)) if a.startswith(str(ROOT) + "/") else a for a in cmd[3:]]
     return {"task": task, "omega": omega, "name": name, "command": " ".join(["depl", *shown]),
-            "seconds": time.perf_counter() - t0, **report, **paired(task, omega, out, args)}
+            "seconds": time.perf_counter() - t0, **report, **paired(task, omega, out, args, report["run_id"])}
 
 
-def paired(task: str, omega: float, out: Path, args) -> dict:
+def the_run(st: Store, run_id: str | None = None) -> dict:
+    """The cell's adaptive run in its store: `run_id`, or the only one there."""
+    runs = [r for r in st.runs() if r["run_id"].startswith("adaptive") and run_id in (None, r["run_id"])]
+    if len(runs) != 1:
+        raise SystemExit(f"{st.path}: {len(runs)} adaptive runs{'' if run_id is None else ' named ' + run_id}; "
+                         "expected one")
+    return runs[0]
+
+
+def stored(out: Path, args) -> dict:
+    """`depl validate --adaptive --json`'s figures of the run in the cell's store, read without training."""
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    with Store(str(out / "runs.sqlite"), readonly=True) as st:
+        run = the_run(st)
+        finals, costs, actions = ad.outcome(st, run["run_id"], seeds)
+    plan = Plan.from_json(run["spec"]["plan"])
+    c = coverage(finals, plan.loss_target, plan.omega)
+    return {"adaptive": True, "runs": c.runs, "hits": c.hits, "coverage": c.rate, "ci_low": c.ci[0],
+            "ci_high": c.ci[1], "omega": c.omega, "target": c.target, "not_refuted": c.not_refuted,
+            "mean_cost": float(np.nanmean(costs)), "plan_cost": plan.cost, "actions": actions,
+            "rule": run["spec"].get("adaptive") or {}, "run_id": run["run_id"]}
+
+
+def paired(task: str, omega: float, out: Path, args, run_id: str | None = None) -> dict:
     """The adaptive seeds' stops and costs, and the open loop's outcome on the same seeds."""
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     st = Store(str(out / "runs.sqlite"), readonly=True)
-    (run_id,) = [r["run_id"] for r in st.runs() if r["run_id"].startswith("adaptive")]
+    run = the_run(st, run_id)
+    run_id = run["run_id"]
     finals, costs, actions = ad.outcome(st, run_id, seeds)
     ds = {s: st.decisions(run_id, s) for s in seeds}
     stopped = np.array([d[-1]["action"] == "stop" for d in ds.values()])
     epochs = np.array([d[-1]["epoch"] for d in ds.values()])
-    slack = float(ds[seeds[0]][0]["p_new"]) - omega
+    # δ as the run recorded it (its spec); a run made before δ was recorded spent V₀ − ω, its epoch-0 P
+    rule = run["spec"].get("adaptive") or {}
+    slack = float(rule["slack"]["delta"]) if "slack" in rule else float(ds[seeds[0]][0]["p_new"]) - omega
     cov = json.loads((args.store / "coverage.json").read_text())
     (cell,) = [c for c in cov["cells"] if c["task"] == task.split(":")[0] and c["omega"] == omega
                and c["law"] == "calibrated"]
@@ -93,7 +128,7 @@ def paired(task: str, omega: float, out: Path, args) -> dict:
 def markdown(rows: list[dict], seeds: int, first: int, rule: str = "slack") -> str:
     head = (f"{seeds} held-out seeds ({first}..{first + seeds - 1}) per cell, the calibrated law's plan; "
             f"adaptive = `depl validate TASK PLAN --adaptive --rule {rule}`\n\n"
-            "| task | ω | plan (open loop) | δ = V₀ − ω | open-loop coverage | adaptive coverage [Clopper–Pearson 95%] "
+            "| task | ω | plan (open loop) | δ spent | open-loop coverage | adaptive coverage [Clopper–Pearson 95%] "
             "| verdict | stops | mean epochs | mean cost: open → adaptive | saved | seeds lost / gained |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
@@ -119,6 +154,10 @@ def main() -> int:
     p.add_argument("--cells", default="", help="TASK@OMEGA,... (default: the 6 cells of mnist1d-small:1.5, "
                                                "digits-small, mnist1d-noniid at ω 0.9 and 0.95)")
     p.add_argument("--md", type=Path, help="write the table here")
+    p.add_argument("--gap-from", type=Path, help="a folder of the cells' stores (as --out writes them) the validation–"
+                                                 "test gap is measured on (depl validate --gap-from DIR/CELL)")
+    p.add_argument("--stored", action="store_true", help="train nothing: judge the adaptive run each cell's store "
+                                                         "in OUT holds")
     args = p.parse_args()
     try:
         cells = CELLS if not args.cells else [(t, float(w)) for t, w in (c.split("@") for c in args.cells.split(","))]
@@ -130,7 +169,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda c: run_cell(*c, args), cells))
-    (args.out / "adaptive.json").write_text(json.dumps(rows, indent=1))
+    if not args.stored:   # the runs' record (commands, seconds): written by the runs that trained them
+        (args.out / "adaptive.json").write_text(json.dumps(rows, indent=1))
     md = markdown(rows, args.seeds, args.first_seed, args.rule)
     print(md)
     if args.md:

@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 import pytest
 
-from depl.adaptive import Policy, Rule, monte_carlo
+from depl.adaptive import Policy, Rule, monte_carlo, simulated_gap
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.state import START
@@ -147,7 +147,7 @@ def test_the_slack_is_the_plans_before_the_first_epoch_whenever_it_is_first_read
     """δ = V₀ − ω is fixed before the run: a policy that first reads it after observing slow epochs (a seed resumed, or
     one that left the stack, in a new policy that replays its recorded epochs) gets the δ an uninterrupted run has,
     not that of a plan re-planned at the measured speeds."""
-    s = load_scenario("digits-small")
+    s = load_scenario("mnist1d-small")   # calibrated on 144 runs: slack left at the lower bound (digits' 25 have none)
     plan = make_plan(s, "depl")
     fresh = Policy(plan, s, rule=Rule(conditional=False))
     late = Policy(plan, s, rule=Rule(conditional=False))
@@ -166,3 +166,178 @@ def test_the_command_line_offers_exactly_the_rules_the_loop_knows():
 
     assert {r.value for r in Rule} == set(RULES) and DEFAULT_RULE in RULES
     assert {"loop", "stack", "processes", "ray"} <= set(names())
+
+
+# --------------------------------------------------------------------------- #
+# δ from the lower confidence bound, the gap measured (docs/adaptive.md, "Stops that spend the plan's slack")
+# --------------------------------------------------------------------------- #
+
+STOPS = Rule(replan=False, truncate=False, conditional=False)  # `--rule slack`
+
+
+def certified(plan, runs: int, met: int, alpha: float = 0.05, experiments: int = 1):
+    """The plan with a certificate of `met` of `runs` runs meeting ℓmax (as `depl plan --alpha` writes it)."""
+    from dataclasses import replace
+
+    return replace(plan, info={**plan.info, "certificate": {"alpha": alpha, "certified": True, "runs": runs,
+                                                            "met": met, "experiments": experiments}})
+
+
+@pytest.mark.parametrize("runs, met, experiments", [(60, 59, 1), (300, 290, 4), (1000, 960, 1)])
+def test_delta_is_the_clopper_pearson_lower_bound_of_the_plans_certificate_minus_omega(runs, met, experiments):
+    s = scenario("level")
+    plan = certified(make_plan(s, "depl"), runs, met, experiments=experiments)
+    pol = Policy(plan, s, rule=STOPS)
+    a = 0.05 / experiments   # each experiment's chain is tested at α/E: the lower bound `depl plan` prints
+    # one-sided 1 − a lower bound = the lower end of the two-sided 1 − 2a exact interval
+    lower = stats.binomtest(met, runs).proportion_ci(confidence_level=1 - 2 * a, method="exact").low
+    assert lower == pytest.approx(stats.beta.ppf(a, met, runs - met + 1), rel=1e-9)
+    assert pol.slack == pytest.approx(max(0.0, lower - plan.omega), abs=1e-12)
+    r = pol.slack_record
+    assert (r.source, r.runs, r.met, r.omega) == ("certificate", runs, met, plan.omega) and r.alpha == pytest.approx(a)
+    assert r.lower < met / runs                                   # below the point estimate, always
+    assert pol.rule_record()["slack"]["source"] == "certificate"
+
+
+def test_no_slack_where_the_lower_bound_is_below_omega_and_then_no_stop_but_a_sure_one():
+    s = scenario("level")
+    plan = certified(make_plan(s, "depl"), 30, 29)      # 29/30: point 0.967 > ω, but L = 0.852 < 0.9
+    pol = Policy(plan, s, rule=STOPS, gap_sd=0.05)
+    assert stats.beta.ppf(0.05, 29, 2) < plan.omega < 29 / 30
+    assert pol.slack == 0.0 and pol.slack_record.lower < plan.omega
+    state = START
+    for e in plan.epochs[:5]:
+        state = state.after(e.model, 2.0, pol.planned_time(e), pol.cost_of(e, state.clusters), e.cluster)
+    # far below ℓmax, yet P(test loss > ℓmax) > 0 = δ under the gap model: the run goes on
+    d = pol.decide(state.after(plan.epochs[5].model, plan.loss_target - 0.2, 1.0, 1.0, plan.epochs[5].cluster),
+                   plan.epochs[6:])
+    assert d.action == "continue"
+
+
+def test_a_calibrated_plans_delta_is_the_lower_bound_of_the_calibration_runs_it_is_read_from():
+    """mnist1d-small ships calibrated on 144 runs; at ω 0.9 its plan is read at 137 of them meeting ℓmax (point
+    estimate 137/145 = 0.945, the δ = 0.045 runs spent before); the lower bound at α = 0.05 leaves δ = 0.011.
+    At ω 0.95 (140 of 144) the bound, 0.938, is below ω: no slack."""
+    for omega, met, slack in ((0.9, 137, True), (0.95, 140, False)):
+        s = scenario("level", calibrated=True, quantile=omega)
+        plan = make_plan(s, "depl")
+        pol = Policy(plan, s, rule=STOPS)
+        d0 = pol.initial()
+        r = pol.slack_record
+        assert (r.source, r.runs, r.met, r.alpha) == ("calibration", 144, met, 0.05)
+        assert d0.p_new == pytest.approx(met / 145)                 # the point estimate V₀ the law plans with
+        lower = stats.binomtest(met, 144).proportion_ci(confidence_level=0.9, method="exact").low
+        assert r.lower == pytest.approx(lower, rel=1e-9)
+        assert pol.slack == pytest.approx(max(0.0, lower - omega), abs=1e-12) and (pol.slack > 0) == slack
+
+
+def simulated_certificate(plan, s, runs: int, seed: int):
+    """`runs` runs of the law simulated along the plan, as a certificate: how many met ℓmax."""
+    pol = Policy(plan, s)
+    final = pol.loss.simulate(plan.schedule, pol.phi, runs, np.random.default_rng([seed, 7]))[:, -1]
+    return certified(plan, runs, int(np.sum(final <= plan.loss_target)))
+
+
+def test_monte_carlo_delta_from_the_lower_bound_keeps_omega_where_the_point_estimate_would_overspend():
+    """The law is the truth here: a certificate is counted on 1,000 runs of it, δ read from its lower bound, and the
+    closed loop spends it on the law's runs observed through a validation gap (sd 0.05). The coverage holds at ω.
+    Over many such certificates (the runs' draw), the lower bound overstates the plan's true success probability in at
+    most ~α of them; the point estimate met/runs — the δ spent before — in about half."""
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    cert = simulated_certificate(plan, s, 1000, seed=11)
+    pol = Policy(cert, s, rule=STOPS)
+    assert pol.slack_record.source == "certificate" and pol.slack > 0
+    n = 2000
+    mc = monte_carlo(pol, n, seed=5, gap=0.05)
+    lost, stops = np.sum((mc.open_final <= mc.target) & (mc.final > mc.target)), mc.actions.get("stop", 0)
+    assert stops > 0.2 * n
+    assert lost <= pol.slack * n + 3 * np.sqrt(pol.slack * n)   # the stops spend at most δ
+    assert mc.coverage >= plan.omega and mc.interval()[1] >= plan.omega
+    # the certificates' draw: P(L > p) ≤ α, while met/runs > p about half the time
+    p = float(np.mean(pol.loss.simulate(plan.schedule, pol.phi, 200_000, np.random.default_rng(3))[:, -1]
+                      <= plan.loss_target))
+    rng = np.random.default_rng(17)
+    d0 = pol.initial()
+    over_lower = over_point = 0
+    draws = 400
+    for met in rng.binomial(1000, p, size=draws):
+        pol.plan = certified(plan, 1000, int(met))
+        over_lower += pol._delta(d0).lower > p
+        over_point += met / 1000 > p
+    assert over_lower / draws <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / draws)
+    assert over_point / draws > 0.3
+
+
+def test_monte_carlo_stops_by_a_measured_gap_spend_at_most_delta():
+    """The gap measured on 1,000 other runs of the law (the same observation noise): a stop needs the validation loss
+    below ℓmax by the measured maxima's conformal (1 − δ)-quantile; on the same draws the stops lose at most δ of the
+    open loop's runs — whatever δ: the bound is the gap's, not the plan's —, and more slack buys cheaper runs.
+    (The law's noise is independent from epoch to epoch, so a seed's largest gap is well above one epoch's: these
+    stops spend far less than δ; real runs' gaps move little from epoch to epoch, docs/adaptive.md.)"""
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    gap = simulated_gap(Policy(plan, s), 1000, 0.05, seed=2)
+    pol = Policy(plan, s, rule=STOPS, gap=gap)
+    assert pol.rule_record()["gap"]["model"] == "measured" and pol.rule_record()["gap"]["seeds"] == gap.seeds
+    n = 2000
+    mc = monte_carlo(pol, n, seed=5, gap=0.05)
+    assert mc.actions.get("stop", 0) > 0.2 * n and mc.cost.mean() < mc.open_cost
+    assert mc.interval()[1] >= plan.omega
+    greedy = monte_carlo(Policy(plan, s, rule=STOPS, gap=gap, slack=0.3), n, seed=5, gap=0.05)
+    for run, delta in ((mc, pol.slack), (greedy, 0.3)):
+        lost = np.sum((run.open_final <= run.target) & (run.final > run.target))
+        assert lost <= delta * n + 3 * np.sqrt(delta * n)
+    assert greedy.cost.mean() < mc.cost.mean() and greedy.coverage < mc.coverage
+
+
+def test_a_measured_gap_stops_a_run_exactly_below_lmax_minus_its_conformal_quantile():
+    from depl import conformal
+    from depl.gap import MeasuredGap
+
+    s = scenario("level")
+    plan = make_plan(s, "depl")
+    maxima = tuple(sorted(np.random.default_rng(4).normal(0.01, 0.005, size=299)))
+    gap = MeasuredGap(maxima, plan.loss_target)
+    pol = Policy(plan, s, rule=STOPS, gap=gap, slack=0.02)
+    t = gap.threshold(0.02)
+    assert t == maxima[int(np.ceil(300 * 0.98)) - 1] == conformal.upper(np.array(maxima), 0.98)  # the 294th of 299
+    state = START
+    for e in plan.epochs[:5]:
+        state = state.after(e.model, 2.0, pol.planned_time(e), pol.cost_of(e, state.clusters), e.cluster)
+    for loss, action in ((plan.loss_target - t - 1e-9, "stop"), (plan.loss_target - t, "continue")):
+        d = pol.decide(state.after(plan.epochs[5].model, loss, 1.0, 1.0, plan.epochs[5].cluster), plan.epochs[6:])
+        assert d.action == action, (loss, t, d.note)
+    assert gap.exceed(plan.loss_target + 1e-9) == 1.0                  # never a stop above ℓmax
+    assert MeasuredGap(maxima[:40], plan.loss_target).threshold(0.02) == np.inf   # 40 seeds cannot certify δ = 0.02
+    with pytest.raises(ValueError, match="ℓmax"):
+        Policy(plan, s, gap=MeasuredGap(maxima, plan.loss_target + 0.1))
+
+
+def test_the_gap_measured_on_a_committed_adaptive_store_is_each_seeds_largest_below_lmax():
+    """docs/adaptive-store's mnist1d-small runs (ω 0.9, 200 seeds, validation and test loss after every epoch up to
+    each seed's stop): depl.gap reads, per seed, the largest test − validation loss over its epochs with validation
+    loss ≤ 1.5 — recomputed here from the SQLite file directly. A store of other data is refused."""
+    import sqlite3
+    from pathlib import Path
+
+    from depl.gap import measure
+
+    store = Path(__file__).resolve().parents[1] / "docs" / "adaptive-store" / "mnist1d-small-w0.9-calibrated"
+    db = sqlite3.connect(f"file:{store / 'runs.sqlite'}?mode=ro", uri=True)
+    ((spec,),) = db.execute("SELECT spec FROM runs").fetchall()
+    import json
+
+    data = json.loads(spec)["job"]["data"]
+    rows = db.execute("SELECT e.seed, e.test_loss - d.observed FROM epochs e JOIN decisions d ON e.run_id = d.run_id "
+                      "AND e.seed = d.seed AND e.epoch = d.epoch WHERE d.observed <= 1.5").fetchall()
+    want: dict[int, float] = {}
+    for seed, g in rows:
+        want[seed] = max(want.get(seed, -np.inf), g)
+    gap = measure([store], 1.5, data)
+    assert gap.seeds == len(want) == 189 and np.allclose(gap.maxima, sorted(want.values()), atol=1e-12)
+    assert gap.pairs == db.execute("SELECT COUNT(*) FROM epochs").fetchone()[0]
+    # the realised gap is far tighter than the sample-count model's sd (0.023 here): its 0.99-bound about 0.013
+    assert 0.0 < gap.threshold(0.0106) < 0.02 < 2.3 * 0.023
+    with pytest.raises(ValueError, match="same source"):
+        measure([store], 1.5, {**data, "validation": 0.5})

@@ -19,14 +19,18 @@ V_0 = p(plan) ≥ ω: the open-loop guarantee holds marginally.  The tempting ru
 spends on the lucky runs the slack that paid for the unlucky ones); the Monte
 Carlo of `monte_carlo` shows both (tests/test_adaptive.py).
 
-**Spending the plan's slack on stops.**  A plan certified at V_0 > ω has
-δ = V_0 − ω to spare.  A run may also stop when the current model's test
+**Spending the plan's slack on stops.**  A plan whose success probability is
+at least L > ω with confidence 1 − α has δ = L − ω to spare (`Slack`: L is the
+one-sided Clopper–Pearson lower bound from the runs that certify the plan — its
+certificate's, or the calibration runs the law reads it from —, not their point
+estimate; δ = 0 where L < ω).  A run may also stop when the current model's test
 loss exceeds ℓmax with probability at most δ (1 − P(stop) ≤ δ): a run stops
 once, so the stops lose at most δ of the open loop's success probability,
-P(success) ≥ V_0 − δ = ω — an argument that needs the open-loop certificate
-and the validation–test gap, not the law's conditional statements
-(docs/adaptive.md).  Without it a tight plan saves nothing: its runs cross
-ℓmax only in their last epochs, where P(stop) is about ½.
+P(success) ≥ L − δ = ω — an argument that needs the open-loop certificate
+and the validation–test gap (measured on runs that log both losses,
+depl.gap; else modelled from sample counts), not the law's conditional
+statements (docs/adaptive.md).  Without it a tight plan saves nothing: its
+runs cross ℓmax only in their last epochs, where P(stop) is about ½.
 
 **Deadlines.** Epoch times are measured in the scenario's units (a cluster
 running `f` times slower than the scenario says takes f·T(k)); when the rest
@@ -43,12 +47,14 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 from scipy import stats
 
+from .confidence import clopper_pearson_lower
+from .gap import MeasuredGap
 from .loss import LossModel, loss_model_for
 from .omega import OMEGA_MAX
 from .plan import Epoch, Plan, epoch_cost, epoch_time
@@ -58,6 +64,7 @@ from .state import START, RunState
 from .validate import coverage as measured_coverage  # one Clopper–Pearson for the Monte Carlo and for real runs
 
 ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss", "end")
+DEFAULT_ALPHA = 0.05  # the confidence 1 − α of δ's lower bound when neither the plan nor its law carries an α
 RUN_DATA = "run-data"  # the one dataset of a re-plan: the run's own data (re-planning never changes it)
 CAP = OMEGA_MAX  # the highest level a re-plan is asked for (ω's bound)
 
@@ -82,10 +89,6 @@ class Decision:
                 "rest": [[e.epoch, e.model, e.cluster, e.compute] for e in self.rest]}
 
 
-def _normal_cdf(z: float) -> float:
-    return float(stats.norm.cdf(z))
-
-
 @dataclass(frozen=True)
 class Rule:
     """Which decisions the closed loop may take (the module's docstring; docs/adaptive.md).
@@ -100,6 +103,40 @@ class Rule:
     truncate: bool = True
     replan: bool = True
     naive: bool = False
+
+
+@dataclass(frozen=True)
+class Slack:
+    """δ, the success probability a run's stops may spend, and what it rests on (recorded with the run).
+
+    `source`: "certificate" (the runs and hits of the plan's certificate, at its test's level α/E),
+    "calibration" (the calibration runs the calibrated law reads the plan's P(ℓ(K) ≤ ℓmax) from, at the law's α
+    or DEFAULT_ALPHA), "law" (an uncalibrated law's own probability: no runs back it, the plan's ω rests on the
+    same law), "given" (δ set by the caller), "none" (the plan cannot be run as certified).  δ = max(0, L − ω)."""
+
+    delta: float
+    source: str
+    lower: float | None = None   # L, the plan's success probability the stops may spend down to ω
+    alpha: float | None = None   # L's one-sided level (with probability ≥ 1 − α the plan succeeds at least that often)
+    runs: int | None = None      # the runs L is counted on ...
+    met: int | None = None       # ... and how many of them met ℓmax
+    omega: float | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def describe(self) -> str:
+        """δ and where it comes from, in words (the run's header, a stop's note)."""
+        if self.source == "given":
+            return f"δ = {self.delta:.4g}, given"
+        if self.source == "none":
+            return "δ = 0: the plan cannot be run as certified"
+        if self.source == "law":
+            return f"δ = {self.delta:.4g} = the law's P {self.lower:.4f} − ω (an uncalibrated law: no runs back it)"
+        where = "runs of the plan's certificate" if self.source == "certificate" else "calibration runs"
+        head = f"δ = {self.delta:.4g} = L − ω" if self.delta > 0 else f"δ = 0, no slack (L < ω = {self.omega:g})"
+        return (f"{head}: L = {self.lower:.4f}, the one-sided {100 * (1 - self.alpha):.4g} % Clopper–Pearson lower "
+                f"bound from {self.met} of {self.runs} {where} meeting ℓmax")
 
 
 # the rules a run may name (`--rule`); docs/adaptive.md has why slack is the default
@@ -121,18 +158,20 @@ class Policy:
     `rule`: which decisions it may take (`Rule`; default: all of the conditional rule's);
     `samples`: the samples the run trains on (a real adaptive run whose
     validation split is carved out of the plan's data: less data, a lower φ);
-    `method`, `options`: the planner of its re-plans; `gap_sd`: the sd of test loss −
-    validation loss of one model (0: the observed loss *is* the loss the
-    guarantee is about, as in the law's own Monte Carlo); `slow`: cluster →
-    factor the policy already knows (it also learns factors from `observe`);
-    `slack`: δ, the success probability stops may give up (None: the plan's certified probability on the
-    run's data − ω, from `initial`; 0: stop only by the conditional rule).
+    `method`, `options`: the planner of its re-plans; `gap`: the validation–test gap measured on runs that
+    log both losses (depl.gap.MeasuredGap, at the plan's ℓmax), which a stop's P(test loss > ℓmax) is read from;
+    without it, `gap_sd`: the sd of test loss − validation loss of one model in a Gaussian model of the gap (0:
+    the observed loss *is* the loss the guarantee is about, as in the law's own Monte Carlo; a real run passes
+    each model's from the split's sample counts); `slow`: cluster → factor the policy already knows (it also
+    learns factors from `observe`); `slack`: δ, the success probability stops may give up (None: the lower
+    confidence bound of the plan's success probability on the run's data − ω, `Slack`; 0: stop only by the
+    conditional rule).
     """
 
     def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
                  rule: Rule = Rule(), samples: float | None = None, method: str = "depl",
                  options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
-                 slack: float | None = None):
+                 slack: float | None = None, gap: MeasuredGap | None = None):
         self.plan = plan
         self.scenario = scenario or plan.scenario_object(loss)
         self.loss = loss or loss_model_for(self.scenario)
@@ -144,9 +183,13 @@ class Policy:
         self.record = True  # compute the plan's conditional probability where no action needs it (`simulating`: no)
         self.options = options or Options(eta=60, dataset_candidates=1)
         self.gap_sd = float(gap_sd)
+        if gap is not None and not math.isclose(gap.target, self.target, rel_tol=1e-9, abs_tol=1e-12):
+            raise ValueError(f"the validation–test gap was measured at ℓmax = {gap.target:g}, the plan's is "
+                             f"{self.target:g}: measure it at the plan's (depl.gap.measure)")
+        self.gap = gap
         self.slow = dict(slow or {})
         # δ, shared with every `fresh` copy (it is the plan's, before anything is measured): computed once
-        self._slack: dict[str, float] = {} if slack is None else {"slack": max(0.0, float(slack))}
+        self._slack: dict[str, Slack] = {} if slack is None else {"slack": Slack(max(0.0, float(slack)), "given")}
         self._planned: dict[str, float] = {}   # scenario seconds planned / measured, per cluster
         self._measured: dict[str, float] = {}
 
@@ -236,15 +279,23 @@ class Policy:
 
     # -- the law, conditioned ------------------------------------------------ #
     def stop_probability(self, state: RunState, gap_sd: float | None = None) -> float:
-        """P(test loss of the current model ≤ ℓmax | state): the observed loss, up to the validation–test gap
-        (`gap_sd`: this model's, measured on the validation split; None: the policy's)."""
+        """P(test loss of the current model ≤ ℓmax | state): the observed loss, up to the validation–test gap —
+        the measured one's conformal bound (`gap`, depl.gap: 0 above ℓmax), else the Gaussian model's (`gap_sd`:
+        this model's, from the validation split's sample counts; None: the policy's)."""
+        return 1.0 - self.stop_risk(state, gap_sd)
+
+    def stop_risk(self, state: RunState, gap_sd: float | None = None) -> float:
+        """P(test loss of the current model > ℓmax | state) (`stop_probability`'s complement, computed directly: a
+        stop compares it with δ)."""
         last = state.last_loss
         gap = self.gap_sd if gap_sd is None else gap_sd
         if last is None:
-            return 0.0
+            return 1.0
+        if self.gap is not None:
+            return self.gap.exceed(last)
         if gap <= 0:
-            return 1.0 if last <= self.target else 0.0
-        return _normal_cdf((self.target - last) / gap)
+            return 0.0 if last <= self.target else 1.0
+        return float(stats.norm.sf((self.target - last) / gap))
 
     def probability(self, rest: Sequence[Epoch], state: RunState) -> tuple[float, float, float]:
         """(lower, upper) bounds of P(ℓ_final ≤ ℓmax | state) if `rest` is trained, and the conditional
@@ -282,12 +333,34 @@ class Policy:
 
     @property
     def slack(self) -> float:
-        """δ = V_0 − ω ≥ 0: the success probability a stop may give up (`initial`'s certified P − ω).  Fixed before
-        the first epoch: read first after epochs were observed (a resumed seed's new policy), it is still the plan's
-        at the speeds known before the run (those of a `fresh` copy), not a re-plan's at the measured ones."""
+        """δ = max(0, L − ω): the success probability a stop may give up (`slack_record`)."""
+        return self.slack_record.delta
+
+    @property
+    def slack_record(self) -> Slack:
+        """δ and what it rests on (`Slack`: L, the lower confidence bound of `initial`'s plan's success
+        probability).  Fixed before the first epoch: read first after epochs were observed (a resumed seed's new
+        policy), it is still the plan's at the speeds known before the run (those of a `fresh` copy), not a
+        re-plan's at the measured ones."""
         if "slack" not in self._slack:
-            self._slack["slack"] = self.fresh().initial_slack()
+            f = self.fresh()
+            self._slack["slack"] = f._delta(f._initial())
         return self._slack["slack"]
+
+    def gap_record(self) -> dict:
+        """The validation–test gap a stop allows for, as recorded with the run."""
+        if self.gap is not None:
+            out = self.gap.to_json()
+            t = self.gap.threshold(self.slack)
+            out["threshold"] = t if math.isfinite(t) else None  # a stop needs the validation loss below ℓmax − this
+            return out
+        return {"model": "sampling", "note": "not measured: test − validation ~ N(0, gap_sd²), gap_sd from the "
+                "per-sample loss sd on the validation split × √(1/n_val + 1/n_test), each model's"}
+
+    def rule_record(self) -> dict:
+        """What decides a run's stops, as recorded with it (the run's spec, its epoch-0 decisions): which decisions
+        it may take, δ and its source, the gap model and where it was measured."""
+        return {"decisions": asdict(self.rule), "slack": self.slack_record.to_json(), "gap": self.gap_record()}
 
     # -- the decision --------------------------------------------------------- #
     def rehearsed_seconds(self, e: Epoch, slow: dict[str, float]) -> float:
@@ -317,12 +390,15 @@ class Policy:
         if not rest:
             p = self.stop_probability(state, gap_sd)
             return Decision(state.epoch, obs, p, p, obs if obs is not None else math.nan, "continue", rest)
-        p_stop = self.stop_probability(state, gap_sd) if state.started else 0.0
-        if obs is not None and not rule.naive and 1.0 - p_stop <= self.slack:
+        risk = self.stop_risk(state, gap_sd) if state.started else 1.0
+        p_stop = 1.0 - risk
+        if obs is not None and not rule.naive and risk <= self.slack:
             # a stop that spends at most δ: sound without the law's conditional statements (module docstring)
             lo, q = self.probability(rest, state)[0::2] if self.record else (math.nan, math.nan)
+            gap = f"the gap measured on {self.gap.seeds} seeds" if self.gap is not None else "the gap modelled"
             return Decision(state.epoch, obs, lo, p_stop, obs, "stop", (), self.rest_cost(rest, state.clusters),
-                            f"P(test loss > ℓmax) = {1 - p_stop:.3g} ≤ δ = {self.slack:.3g}, the plan's slack")
+                            f"P(test loss > ℓmax) = {risk:.3g} ≤ δ = {self.slack:.3g}, the plan's slack "
+                            f"({self.slack_record.source}; {gap})")
         if not self.record and not (rule.truncate or rule.replan) and (p_stop < 1.0 or not rule.conditional) \
                 and self.fits(rest, state):
             # only a sure stop could be taken (p_stop ≥ any p): the plan's own probability is not needed
@@ -384,12 +460,46 @@ class Policy:
             self._slack["slack"] = self._delta(d)
         return d
 
-    def initial_slack(self) -> float:
-        """δ of `initial`'s decision on the world as this policy has measured it."""
-        return self._delta(self._initial())
+    def _delta(self, d: Decision) -> Slack:
+        """δ = max(0, L − ω) for what `initial` decided to run: L from the plan's certificate where it runs the plan
+        as certified, else from the calibration runs its law counts, else (an uncalibrated law) the law's P."""
+        w = self.omega
+        if d.action == "deadline-miss":
+            return Slack(0.0, "none", omega=w)
+        cert = self._certificate(d)
+        if cert is not None:
+            alpha, runs, met = cert
+            lower = clopper_pearson_lower(met, runs, alpha)
+            return Slack(max(0.0, lower - w), "certificate", lower, alpha, runs, met, w)
+        try:
+            dist = self.loss.distribution([e.model for e in d.rest], self.phi)
+        except (ValueError, OverflowError, FloatingPointError):
+            dist = None
+        bound = getattr(dist, "success_bound", None)
+        if bound is not None:
+            alpha = getattr(self.loss, "alpha", None) or DEFAULT_ALPHA
+            lower, met, runs = bound(self.target, alpha)
+            return Slack(max(0.0, lower - w), "calibration", lower, alpha, runs, met, w)
+        return Slack(max(0.0, d.p_new - w), "law", d.p_new, omega=w)
 
-    def _delta(self, d: Decision) -> float:
-        return max(0.0, d.p_new - self.omega) if d.action != "deadline-miss" else 0.0
+    def _certificate(self, d: Decision) -> tuple[float, int, int] | None:
+        """(α of one test, runs, met) of the certificate of what `d` runs: the plan's (`info.certificate`, `depl
+        plan --alpha`) where the run trains the plan on its own data, else its law's for the rest at the run's φ;
+        each tested at α/E, E the profiled experiments (depl.loss.calibrated.CalibratedModel.certified_schedules)."""
+        plan_phi = self.scenario.phi(self.scenario.samples(self.plan.datasets))
+        c = self.plan.info.get("certificate") if isinstance(self.plan.info, dict) else None
+        if (c and d.action == "continue" and list(d.rest) == list(self.plan.epochs)
+                and math.isclose(plan_phi, self.phi, rel_tol=1e-6) and c.get("runs") and c.get("alpha")):
+            return float(c["alpha"]) / max(int(c.get("experiments") or 1), 1), int(c["runs"]), int(c["met"])
+        law = self.loss
+        target = getattr(law, "target", None)
+        if getattr(law, "alpha", None) is None or target is None or \
+                not all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(target, (self.target, self.omega))):
+            return None
+        cert = law.certificate([e.model for e in d.rest], self.phi)
+        if cert is None:
+            return None
+        return law.alpha / max(len(law.experiments), 1), int(cert[1]), int(cert[2])
 
     def _initial(self) -> Decision:
         rest = tuple(self.plan.epochs)
@@ -473,3 +583,15 @@ def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
                 path = loss.simulate([x.model for x in rest], phi, 1, rng, start=state)[0]
         finals[i], costs[i] = true, state.cost_spent
     return MonteCarlo(finals, costs, paths[:, -1], float(plan.cost), actions, policy.target, policy.omega)
+
+
+def simulated_gap(policy: Policy, runs: int, gap: float, seed: int = 0) -> MeasuredGap:
+    """The validation–test gap as depl.gap measures it on real runs, measured instead on `runs` runs of the law along
+    the plan whose losses are observed through N(0, gap²) noise (as `monte_carlo(gap=)` observes them): per run, its
+    largest test − validation loss over the epochs whose validation loss is ≤ ℓmax."""
+    rng = np.random.default_rng([seed, 5])
+    test = policy.loss.simulate(policy.plan.schedule, policy.phi, runs, rng)[:, 1:]
+    val = test + gap * rng.standard_normal(test.shape)
+    most = np.where(val <= policy.target, test - val, -np.inf).max(axis=1)
+    return MeasuredGap(tuple(sorted(float(x) for x in most[np.isfinite(most)])), policy.target, int(test.size),
+                       f"{runs} runs of the law observed with gap sd {gap:g}")

@@ -76,16 +76,29 @@ def fixed_sequence(passes: np.ndarray, order: np.ndarray) -> np.ndarray:
     return out
 
 
+def _ranks(n: int, w: np.ndarray, alpha: float | None) -> np.ndarray:
+    """The 1-based rank of the sorted value read at level w: marginal ⌈(n+1)w⌉, or the PAC rank j_α (> n: none)."""
+    if alpha is None:
+        return np.ceil((n + 1) * w - _ROUND).astype(int)
+    return np.vectorize(lambda x: pac_rank(n, float(x), alpha), otypes=[int])(w)
+
+
 def level(scores: np.ndarray, omega, alpha: float | None = None):
     """u_(j) of the sorted scores at the marginal rank ⌈(n+1)ω⌉ (`alpha` None) or the PAC rank j_α; 1 where the
     rank is beyond n (then the quantile is +∞); 0 at ω ≤ 0.  `omega` may be an array (one level each)."""
     n, w = scores.size, np.asarray(omega, dtype=float)
-    if alpha is None:
-        j = np.ceil((n + 1) * w - _ROUND).astype(int)
-    else:
-        j = np.vectorize(lambda x: pac_rank(n, float(x), alpha), otypes=[int])(w)
+    j = _ranks(n, w, alpha)
     out = np.where(j > n, 1.0, scores[np.clip(j, 1, max(n, 1)) - 1] if n else 1.0)
     return np.where(w <= 0, 0.0, out)
+
+
+def upper(values: np.ndarray, omega: float, alpha: float | None = None) -> float:
+    """The conformal upper ω-bound of real `values` (sorted): the value at `level`'s rank, +∞ beyond n — a new
+    value exchangeable with them exceeds it with probability ≤ 1 − ω (with `alpha`: given the values, with
+    confidence 1 − α)."""
+    n = values.size
+    j = int(_ranks(n, np.asarray(float(omega)), alpha))
+    return math.inf if j > n or n == 0 else float(values[max(j, 1) - 1])
 
 
 def cdf_rank(scores: np.ndarray, u, alpha: float | None = None):

@@ -16,6 +16,12 @@ Its keys, all written by `depl.train.execute.register`:
     profile runs: the profiling experiment (:class:`Experiment`).
 ``scenario``
     profile runs: the name of the scenario that was profiled.
+``adaptive``
+    closed-loop runs (`depl run --adaptive`; runs made before it was recorded have none): the rule by name
+    (``rule``), the decisions it may take (``decisions``), the slowdowns injected (``slow``), δ and what it
+    rests on (``slack``: ``delta``, ``source``, the lower bound ``lower`` at ``alpha`` from ``runs`` of which
+    ``met`` met ℓmax — depl.adaptive.Slack), and the validation–test gap its stops allow for (``gap``:
+    ``model`` measured — on ``seeds`` seeds of ``source`` — or sampling).
 
 Keys that are absent are not written, so the JSON of a run made before this
 record existed is unchanged (a run's spec is part of its identity in the store).
@@ -69,6 +75,7 @@ class RunSpec:
     plan: dict[str, Any] | None = None
     experiment: Experiment | None = None
     scenario: str | None = None
+    adaptive: dict[str, Any] | None = None
 
     @property
     def epochs(self) -> int:
@@ -87,15 +94,17 @@ class RunSpec:
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"job": self.job, "backend": self.backend, "plan": self.plan,
                              "experiment": None if self.experiment is None else self.experiment.to_json(),
-                             "scenario": self.scenario}
+                             "scenario": self.scenario, "adaptive": self.adaptive}
         return {k: v for k, v in d.items() if v is not None}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "RunSpec":
         """The record of a stored spec; keys it does not know are ignored (a store may be newer than the reader)."""
         exp = d.get("experiment")
+        adaptive = d.get("adaptive")
         return cls(dict(d.get("job") or {}), d.get("backend"), d.get("plan"),
-                   Experiment.from_json(exp) if exp else None, d.get("scenario"))
+                   Experiment.from_json(exp) if exp else None, d.get("scenario"),
+                   dict(adaptive) if isinstance(adaptive, dict) else None)
 
 
 class SpecError(ValueError):

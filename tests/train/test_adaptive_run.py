@@ -16,9 +16,9 @@ from depl.train.federation import node_data
 from trainkit import scenario_dict
 
 
-def plan_file(tmp_path, target: float, epochs: int = 4):
+def plan_file(tmp_path, target: float, epochs: int = 4, omega: float = 0.9):
     d = scenario_dict(lr=0.2)
-    d["target"] = {**d["target"], "loss": target, "quantile": 0.9}
+    d["target"] = {**d["target"], "loss": target, "quantile": omega}
     s = parse_scenario(d)
     p = with_figures(Plan("hand", "tiny", True, ["d1", "d2"], [Epoch(k + 1, "full", "A", 100.0) for k in range(epochs)],
                           0.0, 0.0, 0.0, 0.0, 0.0), s)
@@ -339,6 +339,56 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or")):
         r = depl_cli("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_stops_by_the_gap_measured_on_earlier_runs_of_the_same_data_and_the_rule_in_the_runs_spec(depl_cli, tmp_path):
+    """`--gap-from STORE`: a run's stops read P(test loss > ℓmax) from the validation–test gap measured on an earlier
+    adaptive run of the same data (4 seeds), not from the sample-count Gaussian; the run's spec records the rule —
+    δ and its source, the gap model and where it was measured — and so does every seed's epoch-0 decision.  The
+    first run, without it, records the sampling model.  A store of no such run is refused before any training."""
+    from depl.gap import measure
+    from depl.runspec import RunSpec
+
+    plan = plan_file(tmp_path, target=2.0, epochs=6, omega=0.75)
+    first = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "4", "--out", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    assert "validation–test gap: modelled from sample counts" in first.stdout
+    b = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--first-seed", "4",
+                 "--gap-from", str(tmp_path / "a"), "--out", str(tmp_path / "b"))
+    assert b.returncode == 0, b.stderr
+    assert "validation–test gap: measured — 1 run(s) of" in b.stdout and "4 seeds reached" in b.stdout
+    with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st:
+        (run_a,) = st.runs()
+    with Store(tmp_path / "b" / "runs.sqlite", readonly=True) as st:
+        (run,) = st.runs()
+        rid = run["run_id"]
+        spec = RunSpec.from_json(run["spec"]).adaptive
+        gap = measure([tmp_path / "a"], plan.loss_target, run["spec"]["job"]["data"])
+        assert RunSpec.from_json(run_a["spec"]).adaptive["gap"]["model"] == "sampling"
+        assert run_a["run_id"] != rid   # another gap, another run
+        assert spec["rule"] == "slack" and spec["decisions"]["conditional"] is False
+        slack = spec["slack"]
+        assert slack["source"] == "law" and slack["delta"] == pytest.approx(slack["lower"] - plan.omega) and slack["delta"] > 0.2
+        assert spec["gap"]["model"] == "measured" and spec["gap"]["seeds"] == gap.seeds == 4
+        assert spec["gap"]["digest"] == gap.digest and spec["gap"]["threshold"] == gap.threshold(slack["delta"])
+        stops = 0
+        for seed in (4, 5, 6):
+            ds = st.decisions(rid, seed)
+            assert ds[0]["slack"] == slack and ds[0]["gap"] == spec["gap"]      # the epoch-0 record, per seed
+            for d in ds[1:]:
+                if d["action"] == "stop":
+                    stops += 1
+                    assert gap.exceed(d["observed"]) <= slack["delta"] and "gap measured on 4 seeds" in d["note"]
+                    assert d["observed"] < plan.loss_target - spec["gap"]["threshold"]
+                else:  # went on: no stop the measured gap allowed
+                    assert gap.exceed(d["observed"]) > slack["delta"] or d["action"] == "end"
+        assert stops > 0
+    c = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "1", "--gap-from", str(tmp_path / "b" / "x"),
+                 "--out", str(tmp_path / "c"))
+    assert c.returncode == 2 and "--gap-from" in c.stderr and "Traceback" not in c.stderr
+    o = depl_cli("run", str(tmp_path / "plan.json"), "--seeds", "1", "--gap-from", str(tmp_path / "a"), "--out",
+                 str(tmp_path / "c"))
+    assert o.returncode == 2 and "--gap-from applies to --adaptive" in o.stderr
 
 
 def _normal_cdf(z: float) -> float:

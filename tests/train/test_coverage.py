@@ -142,8 +142,9 @@ def test_the_committed_table_is_what_the_command_makes_from_the_committed_runs(t
 
 def test_the_closed_loops_table_is_what_its_script_makes_from_the_committed_runs(tmp_path):
     """docs/adaptive.md's table of adaptive runs comes from scripts/adaptive_table.py on docs/adaptive-store (a
-    copy: `depl validate --adaptive --rule slack` per cell finds every seed done and judges the stored runs),
-    paired with the open loop's runs in docs/coverage-store."""
+    copy, `--stored`: the runs each cell's store holds, judged without training — they were made by the rule of
+    2026-11, whose δ was the point estimate V₀ − ω; a run by today's rule is another run), paired with the open
+    loop's runs in docs/coverage-store."""
     import shutil
     import subprocess
     import sys
@@ -152,7 +153,7 @@ def test_the_closed_loops_table_is_what_its_script_makes_from_the_committed_runs
     root = Path(__file__).resolve().parents[2]
     store = tmp_path / "store"
     shutil.copytree(root / "docs" / "adaptive-store", store)
-    r = subprocess.run([sys.executable, str(root / "scripts" / "adaptive_table.py"), "--out", str(store),
+    r = subprocess.run([sys.executable, str(root / "scripts" / "adaptive_table.py"), "--out", str(store), "--stored",
                         "--md", str(tmp_path / "t.md")], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = lambda text: [line for line in text.splitlines() if line.startswith("| ")]  # noqa: E731

@@ -137,6 +137,24 @@ class CalibratedDistribution:
         lo, hi = self.base.cdf_bounds(x)
         return float(self._rank(lo)), float(self._rank(hi))
 
+    def success_bound(self, x: float, alpha: float) -> tuple[float, int, int]:
+        """(L, h, n): the one-sided (1 − α) Clopper–Pearson lower bound of P(ℓ ≤ x) from the n calibration runs that
+        decide `cdf_bounds`' lower end, h of which are at or below it — `_rank` with every count (the pooled one
+        too) read by Clopper–Pearson instead of as h/(n+1), the point estimate.  Refused: below the refused level."""
+        u = self.base.cdf_bounds(x)[0]
+
+        def count(g: np.ndarray) -> tuple[float, int, int]:
+            return float(conformal.cdf_rank(g, u, alpha)), int(np.searchsorted(g, u, side="right")), int(g.size)
+
+        out = pooled = count(self.scores)
+        if self.own:
+            each = [c if c[0] < conformal.top(g.size, alpha) else max(c, pooled, key=lambda t: t[0])
+                    for g in self.own for c in [count(g)]]
+            out = min(each, key=lambda t: t[0])
+        if self.refused is not None and out[0] >= self.refused:
+            out = (float(np.nextafter(self.refused, 0.0)), out[1], out[2])
+        return out
+
     # -- the continuous recalibration (density, samples, moments) ----------- #
     def smooth_level(self, p):
         """G⁻¹(p) of the continuous recalibration."""

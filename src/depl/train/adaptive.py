@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from ..adaptive import RULES as RULES_BY_NAME
 from ..adaptive import DEFAULT_RULE, Decision, Policy, rule_named
+from ..gap import MeasuredGap
 from ..plan import Epoch, Plan
 from ..state import START, RunState
 from ..store import EpochRow, Store, StoreError, diverges
@@ -109,6 +110,11 @@ def pending(store, run_id: str, seeds: list[int]) -> list[int]:
 
 def record(d: Decision, state: RunState, gap_sd: float = 0.0) -> dict:
     return {**d.to_json(), "time_spent": state.time_spent, "cost_spent": state.cost_spent, "gap_sd": gap_sd}
+
+
+def first_record(d0: Decision, policy: Policy) -> dict:
+    """A seed's epoch-0 decision, with what decides its stops (`Policy.rule_record`: δ and its source, the gap)."""
+    return {**record(d0, START), **policy.rule_record()}
 
 
 # --------------------------------------------------------------------------- #
@@ -209,7 +215,7 @@ class AdaptiveBatch:
     plan: Plan
     seeds: tuple[int, ...]
     slow: dict[str, float]
-    policy_options: dict                      # `policy_for`'s keywords (rule, slack …)
+    policy_options: dict                      # `policy_for`'s keywords (rule, slack, gap …)
     records: tuple[SeedRecord, ...] = ()      # the seeds' records, read when the task is sent
     path: str = ""                            # the store's, for messages
 
@@ -317,7 +323,7 @@ def _seed_loop(ledger: Ledger, run_id: str, job: Job, plan: Plan, seed: int, slo
     taken: list[Decision] = []
     if not ledger.decisions(run_id, seed):
         d0 = policy.initial()
-        ledger.record_epochs(run_id, [], decisions=[(seed, record(d0, START))])
+        ledger.record_epochs(run_id, [], decisions=[(seed, first_record(d0, policy))])
         taken = [d0]
     state, rest, trained = _standing(ledger, run_id, seed, policy, slow)
     now = {"rest": rest, "state": state}
@@ -399,7 +405,7 @@ def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[i
         now = {"rest": list(rest), "state": {s: standing[s][0] for s in seeds}}
     else:
         d0 = lead.initial()  # the epoch-0 decision reads no seed: made once (a carved split's re-plan runs the planner)
-        ledger.record_epochs(run_id, [], decisions=[(s, {**record(d0, START), "stack": list(seeds)}) for s in seeds])
+        ledger.record_epochs(run_id, [], decisions=[(s, {**first_record(d0, lead), "stack": list(seeds)}) for s in seeds])
         walk = [(e.epoch, e.model, e.cluster) for e in d0.rest]
         now = {"rest": list(d0.rest), "state": {s: START for s in seeds}}
 
@@ -463,11 +469,13 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 RULES = {name: {"rule": rule} for name, rule in RULES_BY_NAME.items()}
 
 
-def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE) -> str:
-    """The adaptive run's identity: its job, its rule (v2: stops may spend the plan's slack; "-stop-only": the
-    slack rule alone), the injected slowdowns."""
+def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE, gap: MeasuredGap | None = None) -> str:
+    """The adaptive run's identity: its job, its rule (v3: stops spend δ from the lower confidence bound of the
+    plan's success probability — v2 spent its point estimate —; "-stop-only": the slack rule alone), the gap it
+    stops by (measured: its digest), the injected slowdowns."""
     from .execute import run_id_for as base
 
     rule_named(rule)
-    return base(job, "local-adaptive-v2" + ("-stop-only" if rule == "slack" else "")
+    return base(job, "local-adaptive-v3" + ("-stop-only" if rule == "slack" else "")
+                + (f"-gap{gap.digest}" if gap is not None else "")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")

@@ -213,7 +213,8 @@ def parse_slow(values: Optional[list[str]]) -> dict[str, float]:
 @dataclass(frozen=True)
 class AdaptiveRun:
     """A closed-loop run registered in its store, ready to train (`prepare_adaptive`): what every seed's
-    epoch-0 decision finds (`initial`, the same for all) and the slack a stop may spend."""
+    epoch-0 decision finds (`initial`, the same for all), the slack a stop may spend (`slack_record`: δ and its
+    source) and the validation–test gap it allows for (`gap`: measured, or None: the sampling model)."""
 
     plan_file: Path
     plan: "Plan"
@@ -227,6 +228,8 @@ class AdaptiveRun:
     split_note: str
     initial: Any                # depl.adaptive's Decision at epoch 0
     slack: float
+    slack_record: Any = None    # depl.adaptive.Slack
+    gap: Any = None             # depl.gap.MeasuredGap, or None
 
 
 @dataclass(frozen=True)
@@ -240,14 +243,18 @@ class AdaptiveResult:
     costs: "np.ndarray" = field(hash=False)
     actions: dict = field(hash=False)
     seconds: float
+    spec: dict = field(default_factory=dict, hash=False)   # the run spec's `adaptive` record: δ, its source, the gap
 
 
 def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
                      out: str | Path = Path("depl-runs"),
                      training: Training = Training(), validation: Optional[float] = None,
-                     slow: Optional[dict[str, float]] = None, rule: str = "slack") -> AdaptiveRun:
+                     slow: Optional[dict[str, float]] = None, rule: str = "slack",
+                     gap_from: Optional[list[str | Path]] = None) -> AdaptiveRun:
     """Check the plan and `slow` (clusters of its scenario), register the closed loop's run, and find its
-    epoch-0 decision. `validation`: the split the decisions see (docs/adaptive.md)."""
+    epoch-0 decision. `validation`: the split the decisions see; `gap_from`: stores (or run folders) of runs that
+    logged validation and test losses on the same data, the validation–test gap is measured on (None: modelled
+    from sample counts) — docs/adaptive.md."""
     plan_file, out, slow = Path(plan_file), Path(out), dict(slow or {})
     dev = start_training(training.threads, training.device)
     from ..plan import Plan
@@ -260,16 +267,30 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
             raise BadInput(f"{plan_file}: the plan is infeasible or empty; nothing to run")
         check_slow(slow, p.scenario_object())
         job = ad.adaptive_job(p, dev, validation)
-        st = open_store(store, out)
-        run_id = ad.adaptive_run_id(job, slow, rule)
-        execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(), "adaptive": True,
-                                                   "slow": slow, "rule": rule})
-    todo = ad.pending(st, run_id, seeds)
-    with as_bad_input(*training_errors()):  # what every seed's epoch-0 decision will find (it reads no seed)
-        pol = ad.policy_for(p, job, **ad.RULES[rule])
+        gap = measured_gap(gap_from, p, job)
+        # what every seed's epoch-0 decision will find (it reads no seed), and what decides the stops: recorded
+        pol = ad.policy_for(p, job, **ad.RULES[rule], gap=gap)
         d0 = pol.initial()
+        st = open_store(store, out)
+        run_id = ad.adaptive_run_id(job, slow, rule, gap)
+        execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(),
+                                                   "adaptive": {"rule": rule, "slow": slow, **pol.rule_record()}})
+    todo = ad.pending(st, run_id, seeds)
     return AdaptiveRun(plan_file, p, job, st, run_id, tuple(seeds), tuple(todo), slow, rule, ad.split_note(job), d0,
-                       pol.slack)
+                       pol.slack, pol.slack_record, gap)
+
+
+def measured_gap(gap_from: Optional[list[str | Path]], plan: "Plan", job: Any):
+    """The validation–test gap measured on the runs of `gap_from` on the job's data, at the plan's ℓmax (None: none
+    given); BadInput naming the stores when none of their runs logged both losses on this data."""
+    if not gap_from:
+        return None
+    from ..gap import measure
+
+    try:
+        return measure(gap_from, plan.loss_target, job.data.to_json())
+    except ValueError as e:
+        raise BadInput(f"--gap-from: {e}") from None
 
 
 def check_slow(slow: dict[str, float], scenario: "Scenario") -> None:
@@ -295,20 +316,22 @@ def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: O
         batch = [s for s in a.seeds[i:i + seed_batch] if s in todo]
         if batch:
             with as_bad_input(*training_errors()):
-                ad.run_batch(a.store, a.run_id, a.job, a.plan, batch, a.slow, progress, **ad.RULES[a.rule])
+                ad.run_batch(a.store, a.run_id, a.job, a.plan, batch, a.slow, progress, **ad.RULES[a.rule],
+                             gap=a.gap)
     seconds = time.perf_counter() - t0
     finals, costs, actions = ad.outcome(a.store, a.run_id, list(a.seeds))
-    return AdaptiveResult(a.run_id, a.plan, a.seeds, finals, costs, actions, seconds)
+    (run,) = [r for r in a.store.runs() if r["run_id"] == a.run_id]
+    return AdaptiveResult(a.run_id, a.plan, a.seeds, finals, costs, actions, seconds, run["spec"].get("adaptive") or {})
 
 
 def run_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
                  out: str | Path = Path("depl-runs"),
                  training: Training = Training(), validation: Optional[float] = None,
                  slow: Optional[dict[str, float]] = None, rule: str = "slack",
-                 progress: Optional[Callable] = None) -> AdaptiveResult:
+                 progress: Optional[Callable] = None, gap_from: Optional[list[str | Path]] = None) -> AdaptiveResult:
     """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; resumes."""
     a = prepare_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                         slow=slow, rule=rule)
+                         slow=slow, rule=rule, gap_from=gap_from)
     return train_adaptive(a, training.seed_batch, progress)
 
 

@@ -98,6 +98,8 @@ class AdaptiveValidated:
     coverage: "Coverage"
     mean_cost: float
     actions: dict = field(hash=False)
+    rule: dict = field(default_factory=dict, hash=False)   # what decided the stops (the run spec's `adaptive`)
+    run_id: str = ""
 
     @property
     def not_refuted(self) -> bool:
@@ -108,7 +110,7 @@ class AdaptiveValidated:
         return {"plan_file": str(self.plan_file), "adaptive": True, "runs": c.runs, "hits": c.hits,
                 "coverage": c.rate, "ci_low": c.ci[0], "ci_high": c.ci[1], "omega": c.omega, "target": c.target,
                 "not_refuted": c.not_refuted, "mean_cost": self.mean_cost, "plan_cost": self.plan.cost,
-                "actions": self.actions}
+                "actions": self.actions, "rule": self.rule, "run_id": self.run_id}
 
 
 def check_same_law(scenario: str, plan_file: Path) -> None:
@@ -132,16 +134,17 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
 
     p = done.plan
     return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, p.omega),
-                             float(np.nanmean(done.costs)), done.actions)
+                             float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id)
 
 
 def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
                       store: Optional[str] = None, training: Training = Training(),
                       validation: Optional[float] = None, rule: str = "slack",
-                      progress: Optional[Callable] = None) -> AdaptiveValidated:
+                      progress: Optional[Callable] = None,
+                      gap_from: Optional[list[str | Path]] = None) -> AdaptiveValidated:
     """`depl validate --adaptive`: the seeds run by the closed loop (`run_adaptive`), judged. Resumes."""
     plan_file = Path(plan_file)
     check_same_law(scenario, plan_file)
     done = run_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                        rule=rule, progress=progress)
+                        rule=rule, progress=progress, gap_from=gap_from)
     return judge_adaptive(plan_file, done)
