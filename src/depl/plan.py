@@ -161,7 +161,13 @@ class Plan:
             return load_scenario(self.scenario)
         if not isinstance(self.scenario_spec, dict):
             raise PlanError(f"{self.source}: scenario_spec: not a table of the scenario")
-        return parse_scenario(self.scenario_spec, f"{self.source}: scenario_spec (the plan's scenario)")
+        spec = self.scenario_spec
+        target = spec.get("target")
+        if isinstance(target, dict) and "alpha" not in target:
+            # a plan's scenario always records its α; one without (written before α existed, or planned with the
+            # marginal rule) was certified by the marginal rank: read it so, not at today's default
+            spec = {**spec, "target": {**target, "alpha": None}}
+        return parse_scenario(spec, f"{self.source}: scenario_spec (the plan's scenario)")
 
 
 def _non_finite(d, where: str = "") -> str:

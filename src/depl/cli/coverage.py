@@ -42,7 +42,8 @@ def coverage(
                              help="folder for the store (runs.sqlite), the plans (plans/), coverage.json and coverage.md"),
     md: Optional[Path] = typer.Option(None, "--md", help="write the markdown table here [default: OUT/coverage.md]"),
     train: bool = typer.Option(True, "--train/--no-train", help="--no-train: train nothing; judge each cell on the "
-                               "held-out seeds the store has finished (a partial table, its run counts per cell)"),
+                               "held-out seeds the store has finished (a partial table, its run counts per cell), "
+                               "each plan the store holds judged as it was planned"),
     as_json: bool = json_option("print the table (as in OUT/coverage.json) on stdout as one "
                                  "JSON object, nothing else there"),
     training: Training = None,

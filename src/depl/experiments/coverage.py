@@ -182,8 +182,11 @@ class Cell:
         return {**asdict(self), "key": self.key, "verdict": self.verdict}
 
 
-def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str = "depl") -> tuple[Cell, Plan | None]:
-    """Plan one cell and write its plan to `plans_dir` (the plan file the validation pipeline reads)."""
+def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str = "depl",
+              as_stored: bool = False) -> tuple[Cell, Plan | None]:
+    """Plan one cell and write its plan to `plans_dir` (the plan file the validation pipeline reads).
+    `as_stored` (--no-train): a plan the store already holds for the cell is judged as it was planned, even where
+    the task's scenario has changed since (its runs are of that plan; a new plan would have none)."""
     from ..planners import Infeasible, make_plan
 
     s = task.scenario
@@ -193,7 +196,9 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
         cell.missing = why
         return cell, None
     path = plans_dir / f"{task.name}-w{omega:g}-{law}.json"
-    p = _earlier_plan(path, sc, method)
+    p = _earlier_plan(path, None if as_stored else sc, method)
+    if p is not None and as_stored:
+        sc = p.scenario_object()
     if p is None:
         try:
             p = make_plan(sc, method)
@@ -209,9 +214,9 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
     return cell, p
 
 
-def _earlier_plan(path: Path, sc: Scenario, method: str) -> Plan | None:
-    """The plan an earlier run of the table wrote to `path`, if it was made for this very scenario and method
-    (a rerun then plans nothing again: the same plan file, the same runs)."""
+def _earlier_plan(path: Path, sc: Scenario | None, method: str) -> Plan | None:
+    """The plan an earlier run of the table wrote to `path`, if it was made for this very scenario (None: whatever
+    scenario) and method (a rerun then plans nothing again: the same plan file, the same runs)."""
     from ..plan import PlanError
 
     if not path.is_file():
@@ -220,7 +225,7 @@ def _earlier_plan(path: Path, sc: Scenario, method: str) -> Plan | None:
         p = Plan.load(path)
     except PlanError:
         return None
-    return p if p.method == method and p.scenario_spec == scenario_dict(sc) else None
+    return p if p.method == method and (sc is None or p.scenario_spec == scenario_dict(sc)) else None
 
 
 def schedule_text(p: Plan) -> str:

@@ -284,11 +284,9 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
 
 def scenario_dict(s: Scenario) -> dict:
     """The scenario as plain data (round-trips through `parse_scenario`). A data draw at its default ("fixed") is
-    left out (and α at its default), so a scenario written before the keys existed reads the same (a plan's `scenario_spec`)."""
+    left out, so a scenario written before the key existed reads the same (a plan's `scenario_spec`)."""
     d = s.model_dump(mode="json", by_alias=True, exclude_none=True)
     for table in ("training", "calibration"):
         if d.get(table, {}).get("data_draw") == "fixed":
             del d[table]["data_draw"]
-    if d["target"].get("alpha") == DEFAULT_ALPHA:  # likewise for α at its default
-        del d["target"]["alpha"]
     return d

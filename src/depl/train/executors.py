@@ -117,6 +117,7 @@ class Decision:
     choice: Any = None              # the autochoice.Choice when measured or cached
     cache: str | None = None        # its cache file
     seeds: int = 0                  # the seeds of the largest run (the batch cut from them; 0: not known)
+    stackable: bool = True          # whether its seeds may train as one stack (not if each draws its own data)
 
     @property
     def batch(self) -> int:
@@ -135,6 +136,8 @@ class Decision:
         if self.executor.name == "ray":
             return f"Ray at {o.ray_address}: batches of ≤ {b} seeds × {o.threads} thread(s) each"
         how = "the per-seed loop" if b == 1 else f"stacks of {b} seeds"
+        if b > 1 and not self.stackable:
+            how = f"batches of {b} seeds, each seed on its own (each run draws its own data)"
         return f"{how} × {w} worker{'s' * (w > 1)} × {o.threads} thread{'s' * (o.threads > 1)}"
 
     @property
@@ -166,7 +169,9 @@ def decide(runs: Sequence[Run], *, executor: str | None = None, todo: int | None
     (the others keep `Options`' defaults).  `options`: Options' other fields.  `said(text)` hears that a
     measurement starts.  `cache_dir` [default: autochoice.default_cache_dir()]."""
     n_seeds = max((len(r[2]) for r in runs), default=0)   # a stack is cut from one run's seeds
-    return replace(_decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options), seeds=n_seeds)
+    stackable = all(getattr(r[1], "stackable", True) for r in runs)
+    return replace(_decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options), seeds=n_seeds,
+                   stackable=stackable)
 
 
 def _decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options) -> Decision:

@@ -117,7 +117,8 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
         for omega in omega_list:
             for law in law_list:
                 with as_bad_input(*training_errors(), ValueError, OSError, prefix=f"{task.spec}, ω = {omega:g}, {law}: "):
-                    table.cells.append(plan_cell(task, omega, law, out / "plans", method, seeds, store, dev, held))
+                    table.cells.append(plan_cell(task, omega, law, out / "plans", method, seeds, store, dev, held,
+                                                 as_stored=not train))
     from ..experiments.coverage import link_shared
 
     groups = link_shared(table.cells)
@@ -137,12 +138,13 @@ def coverage_store(out: Path) -> "Store":
 
 
 def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: list[int], store, device: str,
-              held: dict):
-    """One cell planned, its run registered (into `held`, by the cell's key) when it has a plan."""
+              held: dict, as_stored: bool = False):
+    """One cell planned (`as_stored`: the store's plan for it as it was planned), its run registered (into `held`, by
+    the cell's key) when it has a plan."""
     from ..experiments.coverage import plan_cell as make_cell
     from ..train.validation import prepare
 
-    cell, plan = make_cell(task, omega, law, plans, method)
+    cell, plan = make_cell(task, omega, law, plans, method, as_stored)
     if plan is not None:
         # the spec records no plan: cells with one job share one run (and a re-plan changes nothing)
         h = prepare(plan.scenario_object(), Path(cell.plan_file), seeds, store, device,
