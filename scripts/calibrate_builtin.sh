@@ -30,6 +30,6 @@ mv "$OUT.new" "$OUT"
 echo "== 3. plan it"
 for w in 0.8 0.9 0.95; do
     echo "-- ω = $w: certified at α 0.05 by the runs of the plan's own schedule, then as fitted (--uncalibrated)"
-    "$DEPL" plan "$NAME" --omega "$w" --alpha 0.05 | grep -E "^  (K =|cost|[0-9.]+-quantile|certified by|certificate)" || true
+    "$DEPL" plan "$NAME" --omega "$w" --alpha 0.05 | grep -E "^  (K =|cost|[0-9.]+-quantile|calibrated on)" || true
     "$DEPL" plan "$NAME" --omega "$w" --uncalibrated | grep -E "^  (K =|cost|[0-9.]+-quantile)"
 done | tee -a "$DOCS/calibration.txt"

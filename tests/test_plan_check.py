@@ -53,7 +53,7 @@ TAMPER = [
     (lambda d: d["scenario_spec"]["target"].__setitem__("loss", -1.0), "scenario_spec (the plan's scenario): target.loss = -1.0"),
     (lambda d: d.__setitem__("scenario_spec", [1, 2]), "scenario_spec: not a table"),
     # the plan's own figures, recomputed from its epochs and scenario (eqs. (1)–(2) and the loss law)
-    (lambda d: d.__setitem__("cost", d["cost"] * 0.5), "cost = 176.00"),
+    (lambda d: d.__setitem__("cost", d["cost"] * 0.5), "cost = 180.47"),
     (lambda d: d.__setitem__("time", 100.0), "time = 100.0: the plan's epochs and scenario give 120 (eq. (1))"),
     (lambda d: d.__setitem__("loss_quantile", -1.0), "loss_quantile = -1.0: the plan's bracket"),
     (lambda d: (d.__setitem__("loss_quantile", 1.2), d.__setitem__("loss_quantile_bounds", [1.1, 1.2])),
@@ -61,8 +61,8 @@ TAMPER = [
     (lambda d: d.__setitem__("loss_mean", 1.0), "loss_mean = 1.0: the loss law of the plan's scenario gives E[ℓ(K)]"),
     (lambda d: d.__setitem__("loss_quantile_bounds", [1.5, 1.4]), "must be [low, high] with low ≤ high"),
     (lambda d: _used_cluster(d).__setitem__("nodes", _used_cluster(d)["nodes"] + 1),
-     "cost = 352.0115205413361: the plan's epochs and scenario give 528.0172808"),
-    (lambda d: _used_cluster(d).__setitem__("unit_cost", 2.0), "cost = 352.0115205413361"),
+     "cost = 360.9439070275772: the plan's epochs and scenario give 541.4158605"),
+    (lambda d: _used_cluster(d).__setitem__("unit_cost", 2.0), "cost = 360.9439070275772"),
     (lambda d: d["scenario_spec"].__setitem__("cost_model", "resource-time"), "under cost_model 'resource-time'"),
     (lambda d: d.__setitem__("scenario", "paper-alexnet"), "scenario = 'paper-alexnet': the plan's scenario"),
     (lambda d: d.__setitem__("lower_bound", 1e6), "lower_bound = 1000000.0: above the plan's own cost"),
@@ -119,7 +119,9 @@ def test_a_plan_written_by_hand_gets_its_figures_from_with_figures(tmp_path, pla
 
     s = parse_scenario(plan_doc["scenario_spec"])
     c = s.clusters[0]
-    hand = Plan("hand", s.name, True, ["mnist1d-a"], [Epoch(k, "full", c.name, c.capacity / 2) for k in range(1, 9)],
+    # a schedule its calibration certifies (pruned-0.75 ×13 on all the data): another has no finite quantile
+    hand = Plan("hand", s.name, True, ["mnist1d-a", "mnist1d-b"],
+                [Epoch(k, "pruned-0.75", c.name, c.capacity / 2) for k in range(1, 14)],
                 0.0, 0.0, 0.0, 0.0, 0.0, omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline)
     with pytest.raises(PlanError, match="cost = 0.0: the plan's epochs and scenario give"):
         load(tmp_path, json.loads(json.dumps(with_scenario(hand, s).to_json())))
@@ -139,11 +141,11 @@ def test_every_builtin_plan_of_every_method_loads_and_simulates(tmp_path, name):
     for method in ("depl", "optimal", "best-exp", "best-exp-loss"):
         try:
             p = make_plan(s, method, Options())
-        except Infeasible:  # best-exp on mnist1d-noniid: it reasons with the mean only
-            continue
+        except Infeasible:  # best-exp(-loss) on mnist1d-noniid: they reason with the mean, and find no schedule its
+            continue         # calibration runs certify
         p.save(tmp_path / f"{method}.json")
         again = Plan.load(tmp_path / f"{method}.json")
         again.scenario_object()
         assert simulate_plan(again, runs=200, seed=0).runs == 200
         made += 1
-    assert made >= 3
+    assert made >= 2

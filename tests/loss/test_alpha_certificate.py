@@ -43,18 +43,20 @@ def test_the_plan_returned_is_one_its_runs_certify():
     assert law.certificate(["pruned-0.5"] * 3 + ["full"] * 4, 1.0) is None
 
 
-def test_without_alpha_the_marginal_rank_plans_as_before():
+def test_alpha_is_005_by_default_and_only_python_reads_the_marginal_rank():
     s = load_scenario("mnist1d-noniid")
-    assert s.target.alpha is None and loss_model_for(s).certified_schedules == {}
+    assert s.target.alpha == 0.05 and loss_model_for(s).certified_schedules
+    marginal = s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})})
+    assert loss_model_for(marginal).certified_schedules == {}
 
 
 def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, tmp_path):
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.05", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["info"]
-    assert info["certificate"] == {"alpha": 0.05, "certified": True, "runs": 52, "met": 52, "experiments": 8}
+    assert info["certificate"] == {"alpha": 0.05, "certified": True, "runs": 64, "met": 63, "experiments": 3}
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
-    assert r.returncode == 3 and "takes at least 86 runs" in r.stderr and "52 runs per experiment" in r.stderr
+    assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.7")
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 
@@ -62,8 +64,8 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
 def test_a_seed_counts_once_in_an_experiment():
     data = scenario_dict(load_scenario("mnist1d-noniid"))
     e = data["calibration"]["experiments"][0]
-    e["seeds"] = list(range(16, 68))
+    e["seeds"] = list(range(16, 80))
     parse_scenario(data, "seeds")
-    e["seeds"] = [16] + list(range(16, 67))
+    e["seeds"] = [16] + list(range(16, 79))
     with pytest.raises(ScenarioError, match="a seed is listed twice"):
         parse_scenario(data, "seeds")

@@ -70,12 +70,13 @@ def extrapolation_warnings(s: "Scenario", epochs: int) -> tuple[str, ...]:
 
 
 def certify_by_calibration(s: "Scenario", p: "Plan") -> None:
-    """With per-experiment calibration scores: which runs certify the plan, in its info (and so its JSON)."""
+    """With a calibration in use: which runs certify the plan (its own kind, or the pooled scores), in its info (and
+    so its JSON); with α and per-experiment scores its certificate too."""
     c = s.calibration
     if c is not None and c.use and s.calibration_mismatch():
         p.info["certified_by"] = s.calibration_mismatch()
         return
-    if c is None or not c.use or not c.experiments:
+    if c is None or not c.use:
         return
     from ..loss import loss_model_for
 
