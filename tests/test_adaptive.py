@@ -13,6 +13,7 @@ from scipy import stats
 import pytest
 
 from depl.adaptive import Policy, Rule, monte_carlo, simulated_gap
+from depl.loss import loss_model_for
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.state import START
@@ -214,21 +215,28 @@ def test_no_slack_where_the_lower_bound_is_below_omega_and_then_no_stop_but_a_su
     assert d.action == "continue"
 
 
-def test_a_calibrated_plans_delta_is_the_lower_bound_of_the_calibration_runs_it_is_read_from():
-    """mnist1d-small ships calibrated on 144 runs; at ω 0.9 its plan is read at 137 of them meeting ℓmax (point
-    estimate 137/145 = 0.945, the δ = 0.045 runs spent before); the lower bound at α = 0.05 leaves δ = 0.011.
-    At ω 0.95 (140 of 144) the bound, 0.938, is below ω: no slack."""
-    for omega, met, slack in ((0.9, 137, True), (0.95, 140, False)):
-        s = scenario("level", calibrated=True, quantile=omega)
-        plan = make_plan(s, "depl")
-        pol = Policy(plan, s, rule=STOPS)
-        d0 = pol.initial()
-        r = pol.slack_record
-        assert (r.source, r.runs, r.met, r.alpha) == ("calibration", 144, met, 0.05)
-        assert d0.p_new == pytest.approx(met / 145)                 # the point estimate V₀ the law plans with
-        lower = stats.binomtest(met, 144).proportion_ci(confidence_level=0.9, method="exact").low
-        assert r.lower == pytest.approx(lower, rel=1e-9)
-        assert pol.slack == pytest.approx(max(0.0, lower - omega), abs=1e-12) and (pol.slack > 0) == slack
+def test_a_calibrated_plans_delta_is_the_lower_bound_of_the_runs_that_certify_it():
+    """mnist1d-small ships calibrated for its certificate (3 experiments of 64 runs): at ω 0.9 its plan is certified
+    by the runs of its own schedule at α/3, and δ is their one-sided Clopper–Pearson lower bound minus ω — not the
+    point estimate. Read by the marginal rank instead (α unset, from Python), δ comes from the calibration runs the
+    law counts, at α = 0.05."""
+    s = scenario("level", calibrated=True, quantile=0.9)
+    plan = make_plan(s, "depl")
+    ok, runs, met = loss_model_for(s).certificate(plan.schedule, s.phi(s.samples(plan.datasets)))
+    pol = Policy(plan, s, rule=STOPS)
+    pol.initial()
+    r = pol.slack_record
+    assert ok and (r.source, r.runs, r.met) == ("certificate", runs, met) and r.alpha == pytest.approx(0.05 / 3)
+    lower = stats.binomtest(met, runs).proportion_ci(confidence_level=1 - 2 * r.alpha, method="exact").low
+    assert r.lower == pytest.approx(lower, rel=1e-9) and pol.slack == pytest.approx(max(0.0, lower - 0.9), abs=1e-12)
+    marginal = s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})})
+    plan = make_plan(marginal, "depl")
+    pol = Policy(plan, marginal, rule=STOPS)
+    d0 = pol.initial()
+    r = pol.slack_record
+    assert r.source == "calibration" and r.alpha == 0.05 and r.met <= r.runs
+    lower = stats.binomtest(r.met, r.runs).proportion_ci(confidence_level=0.9, method="exact").low
+    assert r.lower == pytest.approx(lower, rel=1e-9) and d0.p_new >= r.lower
 
 
 def simulated_certificate(plan, s, runs: int, seed: int):

@@ -466,6 +466,9 @@ class Policy:
         w = self.omega
         if d.action == "deadline-miss":
             return Slack(0.0, "none", omega=w)
+        mismatch = getattr(self.scenario, "calibration_mismatch", lambda: None)
+        if mismatch():  # calibration runs of another data draw certify nothing here: no slack to spend
+            return Slack(0.0, "none", omega=w)
         cert = self._certificate(d)
         if cert is not None:
             alpha, runs, met = cert

@@ -27,7 +27,7 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
     cert = json.loads(r.stdout)
     assert cert["verdict"] == "certified" and cert["exit_code"] == 0 and cert["alpha"] == 0.05
     assert cert["statement"].startswith(f"with probability ≥ 0.95 over the {cert['runs']} runs it was built from")
-    assert "a new seed" in cert["covers"] and cert["lower_bound"] >= 0.5
+    assert "a new run" in cert["covers"] and "its own" in cert["covers"] and cert["lower_bound"] >= 0.5
     # the outcomes are the store's: ℓ(K) of each counted seed, in seed order from the first fresh seed
     seeds = cert["seeds"]
     assert seeds == list(range(100_000, 100_000 + cert["runs"]))

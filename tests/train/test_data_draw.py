@@ -134,3 +134,47 @@ def test_a_calibration_of_another_draw_certifies_nothing(tmp_path):
     assert loss_model_for(t).certified_schedules == {}
     if s.calibration is not None and s.calibration.data_draw == s.training.data_draw:
         assert s.calibration_mismatch() is None
+
+
+def test_the_closed_loop_spends_no_slack_that_runs_of_another_draw_would_back():
+    from depl.adaptive import Policy
+    from depl.planners import make_plan
+
+    d = as_dict(__import__("depl.scenario", fromlist=["load_scenario"]).load_scenario("mnist1d-small"))
+    d["training"]["data_draw"] = "fixed"            # its calibration ran on drawn data
+    s = parse_scenario(d, "fixed draw, drawn calibration")
+    assert s.calibration_mismatch()
+    p = make_plan(s)
+    assert "certificate" not in p.info
+    slack = Policy(p).slack_record
+    assert slack.delta == 0.0 and slack.source == "none"
+
+
+def test_a_factory_that_always_draws_gives_its_draw_0_where_one_fixed_draw_is_needed(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_CODE", str(tmp_path))
+    (tmp_path / "always.py").write_text(
+        "import torch\n"
+        "def load(seed):\n"
+        "    g = torch.Generator().manual_seed(seed)\n"
+        "    x = torch.randn(30, 1, 8, generator=g)\n"
+        "    y = torch.arange(30) % 3\n"
+        "    return (x[:20], y[:20]), (x[20:], y[20:])\n")
+    fixed = data_mod.load_source("always:load", None, str(tmp_path))
+    np.testing.assert_array_equal(fixed.x_train, data_mod.load_source("always:load", None, str(tmp_path), draw=0).x_train)
+    assert not np.array_equal(fixed.x_train, data_mod.load_source("always:load", None, str(tmp_path), draw=5).x_train)
+
+
+def test_calibrating_on_runs_of_another_draw_is_refused(depl_cli, tmp_path):
+    from depl.fit.report import toml_dumps
+    from depl.scenario import load_scenario
+
+    d = as_dict(load_scenario("digits-small"))
+    assert d["training"]["data_draw"] == "run"
+    r = depl_cli("profile", "digits-small", "--epochs", "2", "--seeds", "2", "--version", "pruned-0.5", "--nodes", "2",
+                 "--out", tmp_path / "p")
+    assert r.returncode == 0, r.stderr
+    d["training"]["data_draw"] = "fixed"
+    (tmp_path / "fixed.toml").write_text(toml_dumps(d))
+    r = depl_cli("calibrate", tmp_path / "fixed.toml", tmp_path / "p" / "runs.sqlite", "--out", tmp_path / "c.toml")
+    assert r.returncode == 2 and 'data_draw = "run"' in r.stderr and "depl profile SCENARIO" in r.stderr, r.stderr
+    assert not (tmp_path / "c.toml").exists()

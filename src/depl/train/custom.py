@@ -335,9 +335,19 @@ def takes_seed(ref: str, code_dir: str | None) -> bool:
         return False
 
 
+def _seed_required(factory) -> bool:
+    try:
+        p = inspect.signature(factory).parameters.get("seed")
+    except (TypeError, ValueError):
+        return False
+    return p is not None and p.default is inspect.Parameter.empty
+
+
 @lru_cache(maxsize=4)
 def _load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
     factory = resolve(ref, code_dir)
+    if seed is None and _seed_required(factory):  # a factory that always draws: its draw 0 is its fixed data
+        seed = 0
     try:
         out = factory() if seed is None else factory(seed=seed)
     except Exception as e:

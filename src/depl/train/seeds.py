@@ -144,7 +144,7 @@ class SeedBatch:
         return replace(self, checkpoints=tuple(blobs))
 
     def run(self, emit: Callable[[Item], None]) -> None:
-        from .federation import LocalFederation, state_bytes, walk_plan
+        from .federation import LocalFederation, node_data, state_bytes, test_data, walk_plan
         from .vectorised import walk_plan_stack
 
         job = job_here(self.job, self.device)
@@ -161,6 +161,9 @@ class SeedBatch:
             for i, seed in enumerate(self.seeds):
                 start = (self.done, self.checkpoints[i]) if self.done else None
                 walk_plan(job, seed, LocalFederation(), lambda r, m, s=seed: rows((s,), [r], lambda: [m]), start)
+                if not job.stackable:   # a seed's own data is no other seed's: not kept past it
+                    node_data.cache_clear()
+                    test_data.cache_clear()
         else:
             start = (self.done, list(self.checkpoints)) if self.done else None
             walk_plan_stack(job, list(self.seeds), rows, start)
@@ -174,7 +177,8 @@ def warm_job(spec: dict) -> None:
     from .federation import Job, node_data, test_data
 
     job = Job.from_json(spec)
-    if not job.stackable:  # every seed draws its own data: nothing shared to load ahead
+    if not job.stackable:  # every seed draws its own data: only what the draws share (a generator's pool) ahead
+        job.seeded(0).data.load()
         return
     test_data(job.data)
     for nodes in set(job.nodes.values()):

@@ -287,6 +287,12 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
         base = parse_scenario(read_toml(text, source), source)
         omega = base.target.quantile if omega is None else omega
         prof = load_profile(Store(store, readonly=True), base, min_seeds=1)
+        drawn = prof.experiments[0].draws
+        if drawn != base.training.data_draw:   # runs of another draw would certify nothing of this scenario
+            raise BadInput(f"{store}: its runs' data was {'drawn per run' if drawn == 'run' else 'fixed'} "
+                           f"(data_draw = \"{drawn}\"), but {source} says [training] data_draw = "
+                           f"\"{base.training.data_draw}\": profile calibration runs of the scenario as it is "
+                           "(`depl profile SCENARIO --first-seed N`)")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             cal, pit = recalibrate(base, prof, omega)
