@@ -57,6 +57,8 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     assert info["certificate"] == {"alpha": 0.05, "certified": True, "runs": 64, "met": 63, "experiments": 3}
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
+    # each chain's first test is named, with its count: what failed, not only how many runs would do
+    assert r.stderr.count("(the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.7")
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 

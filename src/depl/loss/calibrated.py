@@ -64,6 +64,13 @@ from ..state import RunState
 from .base import LossModel
 
 
+def _words(schedule) -> str:
+    """A schedule as its runs of one version: `full ×1, pruned-0.5 ×13`."""
+    from itertools import groupby
+
+    return ", ".join(f"{v} ×{len(list(g))}" for v, g in groupby(schedule))
+
+
 def _path(schedule) -> tuple[str, ...]:
     """The versions a schedule trains, in order, each once (full, full, pruned → full, pruned)."""
     return tuple(v for i, v in enumerate(schedule) if i == 0 or schedule[i - 1] != v)
@@ -286,6 +293,7 @@ class CalibratedModel(LossModel):
         each = self.alpha / len(self.experiments)
         tested: dict[tuple[tuple[str, ...], float], tuple[float, int, int]] = {}
         out: dict[tuple[tuple[str, ...], float], tuple[bool, int, int]] = {}
+        self._heads = []   # each chain's first test: (schedule, φ), runs, runs that met ℓmax (`shortfall` says them)
         for sched, phi, rows in self.experiments:
             chain = []
             for K in range(1, min(len(sched), len(rows)) + 1):
@@ -298,6 +306,9 @@ class CalibratedModel(LossModel):
                 chain.append(key)
             passes = np.array([conformal.certifies(tested[k][2], tested[k][1], omega, each) for k in chain])
             order = np.array(sorted(range(len(chain)), key=lambda i: -tested[chain[i]][0]), dtype=int)
+            if len(order):
+                head = chain[order[0]]
+                self._heads.append((head, tested[head][1], tested[head][2]))
             for k, ok in zip(chain, conformal.fixed_sequence(passes, order)):
                 out[k] = (bool(ok) or out.get(k, (False,))[0], tested[k][1], tested[k][2])
         return out
@@ -312,8 +323,11 @@ class CalibratedModel(LossModel):
         E = len(self.experiments)
         need = conformal.pac_scores_needed(omega, self.alpha / E)
         have = min(n for _, n, _ in cert.values())
+        firsts = "; ".join(f"{_words(key[0])} (the law's likeliest): {met} of {n} met ℓmax, lower bound "
+                           f"{clopper_pearson_lower(met, n, self.alpha / E):.3f}" for key, n, met in self._heads)
         return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: each of the {E} "
-                f"profiled experiments' schedules is tested on its own runs at α/{E} = {self.alpha / E:.3g}, which "
+                f"profiled experiments' schedules is tested on its own runs at α/{E} = {self.alpha / E:.3g}, the "
+                f"law's likeliest first, stopping at the first that fails ({firsts}), which "
                 f"takes at least {need} runs of it meeting ℓmax = {loss:g} ({have} runs per experiment here); profile "
                 f"more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`), or plan with the law as fitted "
                 f"(`depl plan --uncalibrated`: no certificate)")
