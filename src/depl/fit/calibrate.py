@@ -20,11 +20,11 @@ recalibration of the CDF) that docs/fitting-results.md reports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import groupby
 
 import numpy as np
 
 from ..loss import loss_model_for
+from ..loss.base import segments
 from .. import conformal
 from ..scenario import Scenario
 from .runs import Profile
@@ -90,7 +90,7 @@ def pit_scores(scenario: Scenario, prof: Profile, *, calibrated: bool = False, e
 def _experiment_table(e, phi: float, rows: list[np.ndarray]) -> dict:
     """An experiment's own epoch scores: its [[calibration.experiments]] table (depl.scenario.CalibrationExperiment),
     which certifies a plan of the experiment's schedule by its own runs."""
-    runs = [(v, len(list(g))) for v, g in groupby(e.schedule)]
+    runs = segments(e.schedule)
     return {"label": e.label, "versions": [v for v, _ in runs], "epochs": [n for _, n in runs],
             "phi": float(f"{float(phi):.12g}"),  # significant digits: a plan's φ matches at rel 1e-6 however small
             "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(np.sort(r))] for r in rows],

@@ -155,6 +155,17 @@ class LossModel(ABC):
         return None
 
 
+def segments(schedule) -> list[tuple[str, int]]:
+    """A schedule as its runs of one version, in order: [("full", 2), ("pruned-0.5", 3)]."""
+    out: list[tuple[str, int]] = []
+    for m in schedule:
+        if out and out[-1][0] == m:
+            out[-1] = (m, out[-1][1] + 1)
+        else:
+            out.append((m, 1))
+    return out
+
+
 def started(start: RunState | None) -> bool:
     """Whether a law must condition on `start` (None and a run not started are the plan before training)."""
     return start is not None and start.epoch > 0

@@ -61,19 +61,17 @@ from .. import conformal
 from ..confidence import clopper_pearson_lower
 from ..scenario import scores_at
 from ..state import RunState
-from .base import LossModel
+from .base import LossModel, segments
 
 
 def _words(schedule) -> str:
     """A schedule as its runs of one version: `full ×1, pruned-0.5 ×13`."""
-    from itertools import groupby
-
-    return ", ".join(f"{v} ×{len(list(g))}" for v, g in groupby(schedule))
+    return ", ".join(f"{v} ×{n}" for v, n in segments(schedule))
 
 
 def _path(schedule) -> tuple[str, ...]:
     """The versions a schedule trains, in order, each once (full, full, pruned → full, pruned)."""
-    return tuple(v for i, v in enumerate(schedule) if i == 0 or schedule[i - 1] != v)
+    return tuple(v for v, _ in segments(schedule))
 
 
 class CalibratedDistribution:

@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..loss import LossModel, loss_model_for
+from ..loss.base import segments  # noqa: F401  (the planners read a schedule's runs from here)
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
 from ..state import START, RunState
@@ -329,16 +330,6 @@ def evaluate(ctx: Context, schedule) -> Candidate | None:
         return None
     q, d = ctx.certify(schedule)
     return Candidate(list(schedule), q, p, d)
-
-
-def segments(schedule) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for m in schedule:
-        if out and out[-1][0] == m:
-            out[-1] = (m, out[-1][1] + 1)
-        else:
-            out.append((m, 1))
-    return out
 
 
 def check_plan(plan: Plan) -> None:

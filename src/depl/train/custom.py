@@ -329,24 +329,22 @@ def load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Sour
 def takes_seed(ref: str, code_dir: str | None) -> bool:
     """Whether your data factory draws its data from a `seed` keyword (then a run that draws its data calls it so)."""
     locate(ref, code_dir)
-    try:
-        return "seed" in inspect.signature(resolve(ref, code_dir)).parameters
-    except (TypeError, ValueError):  # no signature to read (a builtin): called without one
-        return False
+    return _seed_parameter(resolve(ref, code_dir)) is not None
 
 
-def _seed_required(factory) -> bool:
+def _seed_parameter(factory) -> inspect.Parameter | None:
+    """The factory's `seed` parameter; None without one (or no signature to read: a builtin, called without)."""
     try:
-        p = inspect.signature(factory).parameters.get("seed")
+        return inspect.signature(factory).parameters.get("seed")
     except (TypeError, ValueError):
-        return False
-    return p is not None and p.default is inspect.Parameter.empty
+        return None
 
 
 @lru_cache(maxsize=4)
 def _load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
     factory = resolve(ref, code_dir)
-    if seed is None and _seed_required(factory):  # a factory that always draws: its draw 0 is its fixed data
+    p = _seed_parameter(factory)
+    if seed is None and p is not None and p.default is inspect.Parameter.empty:  # it always draws: draw 0 is fixed
         seed = 0
     try:
         out = factory() if seed is None else factory(seed=seed)

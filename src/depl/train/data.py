@@ -207,9 +207,10 @@ MNIST1D_POOL, MNIST1D_POOL_SEED = 20_000, 20261126  # what a run that draws its 
 DRAW_SPLIT, DRAW_FRACTION, DRAW_NODES = 1, 2, 3  # the streams of a run's draw: train/test, data fraction, node split
 
 
-def draw_seed(draw: int, stream: int) -> int:
-    """A 31-bit seed of one stream of a run's data draw (numpy's SeedSequence: well mixed, stable)."""
-    return int(np.random.SeedSequence([int(draw), int(stream)]).generate_state(1)[0] & 0x7FFFFFFF)
+def derive_seed(*parts: int) -> int:
+    """A 31-bit seed from integers (numpy's SeedSequence: well mixed, stable across versions): a run's streams
+    (its initialisation and batch order, depl.train.federation; its draw of the data and that draw's streams)."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 @lru_cache(maxsize=1)
@@ -230,7 +231,7 @@ def mnist1d_drawn(draw: int) -> Source:
     x, y = mnist1d_pool()
     canon = mnist1d()
     n_train, n_test = len(canon.y_train), len(canon.y_test)
-    idx = np.random.default_rng(draw_seed(draw, DRAW_SPLIT)).choice(len(y), n_train + n_test, replace=False)
+    idx = np.random.default_rng(derive_seed(draw, DRAW_SPLIT)).choice(len(y), n_train + n_test, replace=False)
     tr, te = idx[:n_train], idx[n_train:]
     return Source(x[tr], y[tr], x[te], y[te], canon.n_classes)
 
@@ -239,7 +240,7 @@ def resplit(src: Source, draw: int) -> Source:
     """A run's own train/test split of a source's samples: the same sizes, drawn anew (`draw`)."""
     x = np.concatenate([src.x_train, src.x_test])
     y = np.concatenate([src.y_train, src.y_test])
-    order = np.random.default_rng(draw_seed(draw, DRAW_SPLIT)).permutation(len(y))
+    order = np.random.default_rng(derive_seed(draw, DRAW_SPLIT)).permutation(len(y))
     tr, te = np.sort(order[:len(src.y_train)]), np.sort(order[len(src.y_train):])
     return Source(x[tr], y[tr], x[te], y[te], src.n_classes)
 
@@ -542,11 +543,11 @@ class DataSpec:
         """The data run `seed` trains and is tested on: its own draw where runs draw their data, else this."""
         if self.draws not in DRAWS:
             raise DataError(f"data_draw {self.draws!r}: expected one of {', '.join(DRAWS)}")
-        return self if self.draws == "fixed" else replace(self, draw=draw_seed(seed, 0))
+        return self if self.draws == "fixed" else replace(self, draw=derive_seed(seed, 0))
 
     def stream_seed(self, stream: int, fixed: int = PARTITION_SEED) -> int:
         """The seed of one random choice on this data (a fraction, a node split): `fixed`, or this run's draw's."""
-        return fixed if self.draw is None else draw_seed(self.draw, stream)
+        return fixed if self.draw is None else derive_seed(self.draw, stream)
 
     def to_json(self) -> dict:
         d = {"source": self.source, "shares": [list(s) for s in self.shares], "path": self.path,

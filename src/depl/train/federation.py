@@ -194,9 +194,7 @@ def job_from_plan(plan, device: str = "cpu") -> Job:
 # The pieces every back end shares
 # --------------------------------------------------------------------------- #
 
-def derive_seed(*parts: int) -> int:
-    """A 31-bit seed from integers (numpy's SeedSequence: well mixed, stable across versions)."""
-    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
+derive_seed = data_mod.derive_seed  # one derivation of every stream of a run (its home is below: data.py)
 
 
 INIT_STREAM, TRAIN_STREAM = 1, 2

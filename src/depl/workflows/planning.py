@@ -73,10 +73,11 @@ def certify_by_calibration(s: "Scenario", p: "Plan") -> None:
     """With a calibration in use: which runs certify the plan (its own kind, or the pooled scores), in its info (and
     so its JSON); with α and per-experiment scores its certificate too."""
     c = s.calibration
-    if c is not None and c.use and s.calibration_mismatch():
-        p.info["certified_by"] = s.calibration_mismatch()
-        return
     if c is None or not c.use:
+        return
+    mismatch = s.calibration_mismatch()
+    if mismatch:
+        p.info["certified_by"] = mismatch
         return
     from ..loss import loss_model_for
 
