@@ -1,14 +1,14 @@
 """What a certificate costs in runs: `depl certify`'s sequential test against a fixed-n Clopper–Pearson test.
 
-For each cell of the committed coverage table (docs/coverage-store/coverage.json: a built-in task's plan at
-ω, 200 held-out real runs), take the measured success rate p as if it were the plan's true one and compute,
+For each cell of the committed coverage table (`--table`, by default docs/certificate-store/coverage/coverage.json:
+a built-in task's plan at ω, 200 held-out real runs), take the measured success rate p as if it were the plan's true one and compute,
 exactly (depl.confidence: dynamic programmes over hit counts, no simulation), at level α:
 
 * the sequential test (`depl certify`): its mean and median number of runs, and P(certified);
 * a fixed-n test (n runs decided in advance, one-sided Clopper–Pearson): the n with the same power as the
   sequential test, and the n with 80 % power.
 
-    python benchmarks/bench_certify.py [--alpha 0.05] [--md docs/certificate-runs.md]
+    python benchmarks/bench_certify.py [--alpha 0.05] [--table coverage.json] [--md docs/certificate-runs.md]
 
 prints the table and the ratio fixed-n (same power) / sequential mean; `--md` writes it as markdown.
 """
@@ -28,8 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_RUNS = 3000
 
 
-def rows(alpha: float) -> list[dict]:
-    table = json.loads((ROOT / "docs" / "coverage-store" / "coverage.json").read_text(encoding="utf-8"))
+TABLE = ROOT / "docs" / "certificate-store" / "coverage" / "coverage.json"
+
+
+def rows(alpha: float, path: Path = TABLE) -> list[dict]:
+    table = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for c in table["cells"]:
         if not c.get("runs"):
@@ -70,9 +73,10 @@ def markdown(rs: list[dict], alpha: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--alpha", type=float, default=0.05)
+    ap.add_argument("--table", type=Path, default=TABLE, help="a `depl coverage` table's coverage.json")
     ap.add_argument("--md", type=Path, help="write the table as markdown here")
     a = ap.parse_args()
-    rs = rows(a.alpha)
+    rs = rows(a.alpha, a.table)
     text = markdown(rs, a.alpha)
     print(text)
     if a.md:

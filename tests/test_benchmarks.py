@@ -29,6 +29,7 @@ CASES = {
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
     "bench_certify.py": [],
     "bench_selection.py": ["--quick", "--reps", "100"],
+    "bench_profile.py": ["--seeds", "1,2", "--epochs", "1", "--rounds", "1"],
 }
 
 
@@ -49,4 +50,4 @@ def test_the_certificate_doc_shows_the_table_bench_certify_prints():
     assert r.returncode == 0, r.stderr[-2000:]
     doc = (ROOT / "docs" / "certificate.md").read_text(encoding="utf-8")
     rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
-    assert len(rows) > 10 and all(line in doc for line in rows)
+    assert len(rows) >= 7 and all(line in doc for line in rows)   # the header and a row per cell

@@ -77,3 +77,18 @@ def test_a_calibrated_plans_planned_band_is_infinite_where_its_law_is_and_nothin
     band = d["planned_band"]
     assert [k for k, x in enumerate(band["high"]) if x is None] == band["infinite"]["high"] == inf["high"]
     assert (tmp_path / "band.png").stat().st_size > 10_000
+
+
+def test_a_plan_made_with_the_law_as_fitted_is_judged_by_it_with_its_calibrated_scenario():
+    """`depl plan S --uncalibrated` then `depl validate S PLAN`: the plan records its law as fitted (its
+    calibration not used), and S's calibrated law is not held against it; a plan of another law still is."""
+    from depl.validate import law_mismatch
+
+    s = load_scenario("mnist1d-small")
+    assert s.calibration is not None and s.calibration.use
+    fitted = s.uncalibrated()
+    assert not fitted.calibration.use and s.calibration.use   # a copy: the scenario itself is unchanged
+    p = make_plan(fitted)
+    assert law_mismatch(p, p.scenario_object(), s, "mnist1d-small") is None
+    other = make_plan(s.model_copy(update={"loss_model": "increments", "calibration": None}))
+    assert "validate with the plan's own scenario" in law_mismatch(other, other.scenario_object(), s, "mnist1d-small")

@@ -100,6 +100,8 @@ def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) 
     """
     from .predict import predict
 
+    if own.calibration is not None and not own.calibration.use:
+        other = other.uncalibrated()   # planned with the law as fitted (`depl plan --uncalibrated`): judged by it
     a = predict(own, plan.schedule, plan.omega, plan.datasets)
     b = predict(other, plan.schedule, plan.omega, plan.datasets)
     if np.allclose([a.loss_mean, a.loss_quantile], [b.loss_mean, b.loss_quantile], rtol=1e-9, atol=0.0):

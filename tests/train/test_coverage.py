@@ -70,7 +70,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
         assert sorted(final) == [10_000, 10_001]
         assert c["runs"] == 2 and c["hits"] == sum(v <= p.loss_target for v in final.values())
     bad = cells["digits-optimistic ω=0.9 level"]
-    assert bad["hits"] == 0 and bad["ci_high"] < 0.9 and bad["verdict"] == "refuted"
+    assert bad["hits"] == 0 and bad["upper"] < 0.9 and bad["verdict"] == "refuted"
     # ω 0.9 and 0.95 of one task plan the same job here: one run, shared, and the table says so
     a, b = cells["digits-small ω=0.9 level"], cells["digits-small ω=0.95 level"]
     assert a["run_id"] == b["run_id"] and a["shares_with"] == [b["key"]]
@@ -92,7 +92,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     assert len(new) == sum(len(Plan.load(f).epochs) for f in one_per_run.values())
     assert all(c["runs"] == 3 for c in json.loads((out / "coverage.json").read_text())["cells"] if not c["missing"])
     md = (out / "coverage.md").read_text()
-    assert md.endswith("Notes by hand.\n") and "| 3 | 0.000 (0/3) |" in md
+    assert md.endswith("Notes by hand.\n") and "| 3 | 0 (0.000) |" in md
     # and once more: nothing at all to train
     r = coverage(out, optimistic, 3)
     assert epochs(out / "runs.sqlite") == after and "already in" in r.output
@@ -117,7 +117,7 @@ def test_bad_input_exits_2_with_one_line(args, says, tmp_path):
 
 
 def test_the_committed_table_is_what_the_command_makes_from_the_committed_runs(tmp_path):
-    """docs/coverage.md's rows come from `depl coverage --no-train` on docs/coverage-store (a copy: the command
+    """docs/coverage.md's rows come from `depl coverage --no-train` on docs/certificate-store/coverage (a copy: the command
     writes beside its store): the built-ins' plans remade or reused, every cell judged on the runs stored."""
     import re
     import shutil
@@ -126,10 +126,10 @@ def test_the_committed_table_is_what_the_command_makes_from_the_committed_runs(t
     root = Path(__file__).resolve().parents[2]
     doc = (root / "docs" / "coverage.md").read_text(encoding="utf-8")
     command = re.search(r"^depl coverage (.*)$", doc, re.M).group(1).split()
-    assert "--no-train" in command and "docs/coverage-store" in command
+    assert "--no-train" in command and "docs/certificate-store/coverage" in command
     store = tmp_path / "store"
-    shutil.copytree(root / "docs" / "coverage-store", store)
-    args = [a.replace("docs/coverage-store", str(store)).replace("docs/coverage.md", str(tmp_path / "c.md"))
+    shutil.copytree(root / "docs" / "certificate-store" / "coverage", store)
+    args = [a.replace("docs/certificate-store/coverage", str(store)).replace("docs/coverage.md", str(tmp_path / "c.md"))
             for a in command]
     r = CliRunner().invoke(app, ["coverage", *args], env={"COLUMNS": "250"})
     assert r.exit_code in (0, 4), r.output
@@ -161,3 +161,16 @@ def test_the_closed_loops_table_is_what_its_script_makes_from_the_committed_runs
     doc = (root / "docs" / "adaptive.md").read_text(encoding="utf-8")
     assert len(made) == 7 and set(made) <= set(rows(doc))   # the header and the 6 cells
     assert "| holds |" in made[1] and "**refuted**" not in "".join(made)
+
+
+def test_a_cell_the_calibration_cannot_certify_says_how_many_runs_would(tmp_path):
+    """mnist1d-small at ω 0.95: its 64 calibration runs per experiment cannot reach ω at α/3, and the missing cell
+    says so with the runs it would take (as `depl plan` does); at ω 0.9 the cell's plan names its certificate."""
+    from depl.experiments.coverage import parse_task, plan_cell
+
+    task = parse_task("mnist1d-small")
+    cell, plan = plan_cell(task, 0.95, "calibrated", tmp_path)
+    assert plan is None and cell.verdict == "missing"
+    assert "certify no schedule" in cell.missing and "takes at least 80 runs" in cell.missing
+    cell, plan = plan_cell(task, 0.9, "calibrated", tmp_path)
+    assert plan is not None and "certified P ≥ 0.9 with confidence 0.95" in cell.certified_by

@@ -20,7 +20,24 @@ def test_mnist1d_is_generated_in_memory_the_same_every_time(tmp_path, monkeypatc
     assert np.array_equal(a.x_train[:, 0], b["x"].astype(np.float32)) and np.array_equal(a.y_train, b["y"])
     assert np.array_equal(a.x_test[:, 0], b["x_test"].astype(np.float32)) and np.array_equal(a.y_test, b["y_test"])
     assert sorted(np.unique(a.y_train)) == list(range(10))
-    assert os.listdir(tmp_path) == []  # nothing downloaded or cached on disk
+    assert os.listdir(tmp_path) == []  # nothing downloaded, nothing written to the working folder
+
+
+def test_generated_mnist1d_samples_are_kept_in_the_cache_and_read_back_the_same(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEPL_CACHE", str(tmp_path))
+    made = data._mnist1d_generate(50, 7)
+    first = data._mnist1d_raw(50, 7)          # generated, then written
+    (kept,) = (tmp_path / "data").iterdir()
+    assert kept.name.startswith("mnist1d-50-7-") and kept.suffix == ".npz"
+    again = data._mnist1d_raw(50, 7)          # read back
+    for a, b, c in zip(made, first, again):
+        assert a.dtype == b.dtype == c.dtype and np.array_equal(a, b) and np.array_equal(a, c)
+    kept.write_bytes(b"not an npz")            # a broken file is made again, not used
+    assert np.array_equal(data._mnist1d_raw(50, 7)[0], made[0])
+    np.savez(kept, x=made[0][:10], y=made[1])  # nor one of the wrong shape
+    assert np.array_equal(data._mnist1d_raw(50, 7)[0], made[0])
+    with np.load(kept) as f:
+        assert np.array_equal(f["x"], made[0])
 
 
 def test_generating_mnist1d_leaves_numpys_global_rng_alone():

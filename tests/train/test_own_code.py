@@ -2,7 +2,7 @@
 
 The end-to-end test runs docs/tutorial-own-model.md itself, in a small
 version: it writes the tutorial's files to a temporary folder and runs its
-commands (profile → fit → plan → run → validate) with fewer seeds and epochs.
+commands (profile → fit → plan → certify → run → validate) with fewer seeds and epochs.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def tutorial_commands() -> list[str]:
 # the small version CI runs: same commands, fewer seeds and epochs
 SMALL = [(r"--epochs \d+", "--epochs 6"), (r"--switch full:half:\d+", "--switch full:half:3"),
          (r"profile (.*)--seeds \d+", r"profile \1--seeds 5"), (r"run (.*)--seeds \d+", r"run \1--seeds 2"),
-         (r"validate (.*)--seeds \d+", r"validate \1--seeds 8"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0")]
+         (r"validate (.*)--seeds \d+", r"validate \1--seeds 8"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0"),
+         (r"--max-runs \d+", "--max-runs 4")]
 
 
 def write_project(folder: Path) -> Path:
@@ -59,14 +60,15 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path):
     project = write_project(tmp_path / "project")
     assert {"mymodel.py", "my-digits.toml"} <= set(tutorial_files())
     commands = tutorial_commands()
-    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run", "validate"]
+    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "certify", "run", "validate"]
     for cmd in commands:
         for pat, rep in SMALL:
             cmd = re.sub(pat, rep, cmd)
         # safe_path: the working folder is not on the path, as with the installed `depl` script; the user's module
         # must be found through the scenario file's folder
         r = depl_cli(*shlex.split(cmd)[1:], cwd=project, safe_path=True)
-        assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
+        # 4 runs may leave the certificate undecided (3) or refute it (4); they cannot certify ω 0.9
+        assert r.returncode in ((0, 3, 4) if cmd.startswith("depl certify") else (0,)), f"{cmd}\n{r.stdout}\n{r.stderr}"
         assert "Traceback" not in r.stderr
 
     # the profile trained the user's network on the user's data, pruned and switched
@@ -87,6 +89,9 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path):
     with Store(project / "runs" / "runs.sqlite") as st:
         (run,) = st.runs("plan")
         assert [len(v) for v in st.losses(run["run_id"]).values()] == [len(plan.epochs)] * 2
+    (cert,) = (project / "certificate").glob("*-certificate.json")
+    cert = json.loads(cert.read_text())
+    assert cert["verdict"] in ("undecided", "refuted") and cert["runs"] <= 4
     report = json.loads(next((project / "validation").glob("*-validate.json")).read_text())
     assert report["runs"] == 8 and 0.0 <= report["coverage"] <= 1.0
 

@@ -28,6 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..confidence import clopper_pearson_lower, clopper_pearson_upper
 from ..laws import law_names
 from ..plan import Plan
 from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, parse_scenario, scenario_dict,
@@ -35,6 +36,8 @@ from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, p
 from ..validate import Validation
 
 CALIBRATED = "calibrated"
+CERTIFIED = "certified ≥ ω"
+LEVEL = 0.95     # each cell's one-sided bounds
 DEFAULT_LAWS = ("increments", "level", CALIBRATED)
 DEFAULT_OMEGAS = (0.8, 0.9, 0.95)
 
@@ -140,6 +143,7 @@ class Cell:
     certified_quantile: float = math.nan
     planned_mean: float = math.nan
     extrapolated: bool = False       # the plan runs the law past its fitted epochs
+    certified_by: str = ""           # the plan's own certificate, in words (its calibration runs: `depl plan`)
     shares_with: list[str] = field(default_factory=list)  # other cells training the same job
     # measured (filled by judge)
     runs: int = 0
@@ -161,16 +165,26 @@ class Cell:
         return not self.missing
 
     @property
+    def lower(self) -> float:
+        """The one-sided 95 % (Clopper–Pearson) lower bound on P(ℓ(K) ≤ ℓmax) from the cell's held-out runs."""
+        return clopper_pearson_lower(self.hits, self.runs, 1 - LEVEL) if self.runs else math.nan
+
+    @property
+    def upper(self) -> float:
+        """The one-sided 95 % upper bound."""
+        return clopper_pearson_upper(self.hits, self.runs, 1 - LEVEL) if self.runs else math.nan
+
+    @property
     def verdict(self) -> str:
-        """holds: the interval reaches ω and the measured coverage is at least ω; inconclusive: the interval
-        reaches ω but the measured coverage is below it; refuted: the interval lies below ω."""
+        """certified ≥ ω: the one-sided 95 % lower bound reaches ω; refuted: the one-sided 95 % upper bound lies
+        below ω; consistent: neither (the runs cannot tell the coverage from ω at 95 %)."""
         if not self.planned:
             return "missing"
         if self.runs == 0:
             return "pending"
-        if self.ci_high < self.omega:
+        if self.upper < self.omega:
             return "refuted"
-        return "holds" if self.coverage >= self.omega else "inconclusive"
+        return CERTIFIED if self.lower >= self.omega else "consistent"
 
     def judge(self, v: Validation) -> None:
         c = v.coverage
@@ -179,7 +193,7 @@ class Cell:
         self.diverged = len(v.diverged)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "key": self.key, "verdict": self.verdict}
+        return {**asdict(self), "key": self.key, "verdict": self.verdict, "lower": self.lower, "upper": self.upper}
 
 
 def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str = "depl",
@@ -187,7 +201,7 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
     """Plan one cell and write its plan to `plans_dir` (the plan file the validation pipeline reads).
     `as_stored` (--no-train): a plan the store already holds for the cell is judged as it was planned, even where
     the task's scenario has changed since (its runs are of that plan; a new plan would have none)."""
-    from ..planners import Infeasible, make_plan
+    from ..planners import Infeasible, certify_by_calibration, infeasible_reason, make_plan
 
     s = task.scenario
     cell = Cell(task.name, omega, law, s.target.loss, base_law=(s.loss_model or "increments") if law == CALIBRATED else law)
@@ -203,14 +217,18 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
         try:
             p = make_plan(sc, method)
         except Infeasible as e:
-            cell.missing = f"infeasible: {e}"
+            cell.missing = f"infeasible: {infeasible_reason(e, sc)}"
             return cell, None
+        certify_by_calibration(sc, p)   # as `depl plan` does: which runs certify it, in its file
         p.save(path)
         p.source = str(path)
+    elif "certified_by" not in p.info:   # a plan made before plans said it: computed from its scenario, as then
+        certify_by_calibration(sc, p)
     cell.plan_file, cell.epochs = str(path), len(p.epochs)
     cell.schedule = schedule_text(p)
     cell.cost, cell.certified_quantile, cell.planned_mean = float(p.cost), float(p.loss_quantile), float(p.loss_mean)
     cell.extrapolated = sc.extrapolated(len(p.epochs)) is not None
+    cell.certified_by = str(p.info.get("certified_by", ""))
     return cell, p
 
 
@@ -226,6 +244,19 @@ def _earlier_plan(path: Path, sc: Scenario | None, method: str) -> Plan | None:
     except PlanError:
         return None
     return p if p.method == method and (sc is None or p.scenario_spec == scenario_dict(sc)) else None
+
+
+def calibration_cost(s: Scenario) -> dict | None:
+    """What the runs that certify `s`'s plans cost: its calibration experiments, their runs, seed-epochs; None
+    without per-experiment calibration runs (no certificate)."""
+    c = s.calibration
+    exps = (c.experiments or []) if c is not None else []
+    if not exps:
+        return None
+    runs = [max(len(r) for r in e.epoch_scores) for e in exps]
+    return {"experiments": len(exps), "runs": sum(runs), "seed_epochs": sum(n * len(e.schedule) for n, e in zip(runs, exps)),
+            "each": [f"{e.label} ×{len(e.schedule)}: {n} runs" for n, e in zip(runs, exps)],
+            "data_draw": getattr(c, "data_draw", "fixed") or "fixed"}
 
 
 def schedule_text(p: Plan) -> str:
@@ -265,6 +296,16 @@ class Table:
     method: str = "depl"
     seconds: float = 0.0            # training time of this invocation
     trained: bool = True            # False: judged on what the store had (--no-train), a partial table
+    costs: dict = field(default_factory=dict)   # task → what its calibration (the plans' certificate) cost
+
+    @property
+    def judged(self) -> list[Cell]:
+        return [c for c in self.cells if c.planned and c.runs]
+
+    def joint_lower(self, c: Cell) -> float:
+        """`c`'s lower bound at 95 % for all judged cells at once (Bonferroni: each one-sided at 5 %/m)."""
+        m = max(1, len(self.judged))
+        return clopper_pearson_lower(c.hits, c.runs, (1 - LEVEL) / m) if c.runs else math.nan
 
     @property
     def refuted(self) -> list[Cell]:
@@ -276,4 +317,5 @@ class Table:
         return clean({"format": "depl.coverage/1", "command": self.command, "method": self.method,
                        "tasks": self.tasks, "omegas": self.omegas, "laws": self.laws, "runs": self.runs, "trained": self.trained,
                        "seeds": [self.first_seed, self.first_seed + self.runs - 1], "seconds": self.seconds,
-                       "refuted": [c.key for c in self.refuted], "cells": [c.to_json() for c in self.cells]})
+                       "refuted": [c.key for c in self.refuted], "costs": self.costs,
+                       "cells": [{**c.to_json(), "joint_lower": self.joint_lower(c)} for c in self.cells]})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from ..loss import LossModel
+from ..loss import LossModel, loss_model_for
 from ..plan import Plan
 from ..scenario import Scenario
 from ..state import START, RunState
@@ -66,4 +66,34 @@ def measured_only(scenario: Scenario) -> Scenario:
     return restricted
 
 
-__all__ = ["make_plan", "planner_names", "get_planner", "register", "Planner", "Options", "Infeasible", "Plan"]
+__all__ = ["make_plan", "planner_names", "get_planner", "register", "Planner", "Options", "Infeasible", "Plan",
+           "certify_by_calibration", "infeasible_reason"]
+
+
+def certify_by_calibration(s: Scenario, p: Plan) -> None:
+    """With a calibration in use: which runs certify the plan (its own kind, or the pooled scores), in its info (and
+    so its JSON); with α and per-experiment scores its certificate too."""
+    c = s.calibration
+    if c is None or not c.use:
+        return
+    mismatch = s.calibration_mismatch()
+    if mismatch:
+        p.info["certified_by"] = mismatch
+        return
+    law = loss_model_for(s)
+    schedule, phi = [e.model for e in p.epochs], s.phi(s.samples(p.datasets))
+    p.info["certified_by"] = law.certified_by(schedule, phi, p.omega)
+    cert = law.certificate(schedule, phi) if s.target.alpha is not None else None
+    if cert is not None:   # with a confidence (docs/certificate.md): the runs of this schedule, each once
+        ok, runs, met = cert
+        p.info["certificate"] = {"alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met,
+                                 "experiments": len(c.experiments)}
+
+
+def infeasible_reason(e: Infeasible, s: Scenario) -> str:
+    """The planner's message, and where a calibrated law certifies nothing with its α, why and what would."""
+    message = str(e)
+    if s.target.alpha is None or s.calibration is None or not s.calibration.use:
+        return message
+    why = s.calibration_mismatch() or loss_model_for(s).shortfall()
+    return message if why is None else f"{message} {why[0].upper()}{why[1:]}."

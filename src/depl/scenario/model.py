@@ -190,6 +190,12 @@ class Scenario(Strict):
                     + (f"; {also}" if also else ""))
         return None
 
+    def uncalibrated(self) -> "Scenario":
+        """The scenario with its law as fitted: its [calibration], if any, not used (`depl plan --uncalibrated`)."""
+        if self.calibration is None or not self.calibration.use:
+            return self
+        return self.model_copy(update={"calibration": self.calibration.model_copy(update={"use": False})})
+
     def calibration_mismatch(self) -> str | None:
         """Why the [calibration]'s runs cannot certify this scenario's runs (they drew their data otherwise, [training]
         data_draw); None when they can (or there is no calibration)."""

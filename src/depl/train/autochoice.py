@@ -39,13 +39,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-STEPS = 4            # timed mini-batches per worker and candidate at least (after one untimed: first-call costs)
-MIN_SECONDS = 0.3    # and at least this long (a short stack's few steps are too brief to time on a busy machine)
-MAX_STEPS = 64
+from .cachedir import default_cache_dir, write_whole  # noqa: F401 - default_cache_dir: part of this API
+
+MIN_SECONDS = 1.0    # each worker trains this long (a shorter window is too brief to time on a busy machine)
+MAX_STEPS = 64       # mini-batches per timed chunk at most (a node's epoch, if shorter)
 ROUNDS = 3           # candidates are measured in this many interleaved rounds; a rate is its rounds' median
 STACKS = (4, 8, 16, 32)
 MARGIN = 0.10        # a candidate must beat the loop by at least this much (relative) in every round to be picked
-CACHE_VERSION = 2
+CACHE_VERSION = 3    # 3: every worker times the same window (2 measured workers that stopped apart)
 
 
 @dataclass(frozen=True)
@@ -136,14 +137,6 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def default_cache_dir() -> Path:
-    """The per-user cache of measured choices: $DEPL_CACHE, else $XDG_CACHE_HOME/depl, else ~/.cache/depl."""
-    if os.environ.get("DEPL_CACHE"):
-        return Path(os.environ["DEPL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "depl"
-
-
 def default_candidates(n_seeds: int, cores: int | None = None) -> list[Candidate]:
     """The per-seed loop and stacks of `STACKS` seeds, on one worker or one per core, one thread each, and one
     worker with every core's threads; a stack larger than a worker's share of the seeds is that share."""
@@ -207,14 +200,8 @@ def choose(job, n_seeds: int, candidates: list[Candidate] | None = None,
              f"{cores} cores), {ROUNDS} rounds; once per network, data shape and machine"
              + (f" (cached in {path.parent})" if path is not None else ""))
     choice = measure(job, cands, key, margin)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(choice.to_json(), indent=1))
-            tmp.replace(path)   # whole or absent: two runs choosing at once each write a complete file
-        except OSError:  # a cache that cannot be written: the choice stands, measured again next time
-            pass
+    if path is not None:   # two runs choosing at once each write a complete file
+        write_whole(path, lambda tmp: tmp.write_text(json.dumps(choice.to_json(), indent=1)))
     return choice
 
 
@@ -236,7 +223,9 @@ def measure(job, candidates: list[Candidate], key: dict, margin: float = MARGIN)
     rounds: list[dict[Candidate, float]] = []   # per round: candidate → rate
     loops: list[tuple[float, float]] = []       # per round: the loop before and after its candidates
     others = [c for c in candidates if c != LOOP]
-    with _Pool(max(c.workers for c in candidates), job.to_json()) as pool:
+    n = max(c.workers for c in candidates)
+    with _Pool(n, job.to_json()) as pool:
+        pool.rate(Candidate(1, n))   # untimed: every worker's first window runs slow (caches, allocator, kernels)
         for r in range(ROUNDS):
             todo = others if r == 0 else _contenders(rounds, loops, margin)
             if r and not todo:   # nothing can beat the loop by the margin any more: no round would change that
@@ -317,7 +306,9 @@ class _Pool:
         for g in got:
             if isinstance(g, str):
                 raise RuntimeError(f"measuring {c.label}: {g}")
-        return sum(n for n, _, _ in got) / (max(end for _, _, end in got) - min(start for _, start, _ in got))
+        # each worker's own rate over its window, summed: the windows are the same wall-clock time (each
+        # worker trains until MIN_SECONDS after the common start), up to the last chunk each one finished
+        return sum(n / (end - start) for n, start, end in got)
 
 
     def _next(self, c: Candidate):
@@ -364,9 +355,12 @@ def _first_epoch_data(job):
 
 
 def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float]:
-    """(seed-steps, start, end) of one worker training `seed_batch` seeds (the loop for 1) for at least STEPS
-    mini-batches and MIN_SECONDS, then testing them on the steps' share of the epoch's test pass (as many test
-    samples as the steps are of an epoch's mini-batches), started with the candidate's other workers."""
+    """(seed-steps, start, end) of one worker training `seed_batch` seeds (the loop for 1), started with the
+    candidate's other workers: chunks of a node's epoch of mini-batches (at most MAX_STEPS), each followed by
+    its share of the epoch's test pass, until MIN_SECONDS have passed.  Every worker times the same wall-clock
+    window, whatever its first mini-batch took: workers that each counted their own number of steps from a
+    noisy first timing would end at different times, and the one left running alone would hide how fast they
+    run together."""
     from .federation import evaluate, initial_model, local_epoch
     from .vectorised import Stack, evaluate_stack, local_epoch_stack
 
@@ -381,14 +375,14 @@ def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float
         seeds = list(range(seed_batch))
         train = lambda xs, ys, seed: local_epoch_stack(stack, xs, ys, job.options, [seed + s for s in seeds])  # noqa: E731
         test = lambda n: evaluate_stack(stack, x_test[:n], y_test[:n])  # noqa: E731
-    t0 = time.perf_counter()
-    train(x[:bs], y[:bs], 0)
+    train(x[:bs], y[:bs], 0)   # untimed: the first call's costs (allocation, kernel choice) are not a step's
     test(min(len(y_test), bs))
-    steps = min(MAX_STEPS, max(STEPS, math.ceil(MIN_SECONDS / (time.perf_counter() - t0))))
-    share = min(len(y_test), math.ceil(len(y_test) * steps / per_epoch))
+    chunk = max(1, min(MAX_STEPS, per_epoch))
+    share = min(len(y_test), math.ceil(len(y_test) * chunk / per_epoch))
     barrier.wait()
-    start = time.perf_counter()
-    train(x[bs:bs * (steps + 1)], y[bs:bs * (steps + 1)], 1)
-    if share:
+    start, steps = time.perf_counter(), 0
+    while steps == 0 or time.perf_counter() - start < MIN_SECONDS:
+        train(x[bs:bs * (chunk + 1)], y[bs:bs * (chunk + 1)], 1 + steps)
         test(share)
+        steps += chunk
     return seed_batch * steps, start, time.perf_counter()

@@ -132,6 +132,30 @@ def _opened_path(fd: int) -> Path | None:
 
 
 def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_mnist1d_generate`'s samples, kept in the per-user cache folder (`cachedir.default_cache_dir()`):
+    the generator makes one Python call per sample (20,000 samples: 8 s, in every process and every worker
+    that trains a run drawing MNIST-1D data), reading them back takes milliseconds.  The file is named by
+    what the samples are a function of (the count, the seed, mnist1d's and numpy's versions) and is checked
+    on reading (shape, labels); one that is unreadable or wrong is made again."""
+    import importlib.metadata as md
+
+    from .cachedir import default_cache_dir, write_whole
+
+    key = f"mnist1d-{num_samples}-{seed}-{md.version('mnist1d')}-{np.__version__}"
+    path = default_cache_dir() / "data" / f"{key}.npz"
+    try:
+        with np.load(path) as f:
+            raw, y = f["x"], f["y"]
+        if raw.ndim == 2 and raw.shape[0] == len(y) == 10 * (num_samples // 10) and raw.dtype == np.float64:
+            return raw, y
+    except (OSError, ValueError, KeyError, EOFError):
+        pass
+    raw, y = _mnist1d_generate(num_samples, seed)
+    write_whole(path, lambda tmp: np.savez(tmp, x=raw, y=y))
+    return raw, y
+
+
+def _mnist1d_generate(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """`mnist1d.data.make_dataset`'s samples before its normalisation (and before its train/test cut):
     the same templates, transforms, draws and shuffle, from the same seed (checked against
     `mnist1d()` by tests/train/test_adaptive_run.py). Python's and numpy's global RNGs are left alone."""
@@ -218,8 +242,9 @@ def mnist1d_pool() -> tuple[np.ndarray, np.ndarray]:
     """MNIST1D_POOL samples of MNIST-1D's generator at its own seed, normalised as the canonical dataset.
 
     Generating 5,000 samples takes the generator 1.5–2.5 s (one Python call per sample), longer than a
-    small run trains; so a run draws its samples from this pool (generated once per process) rather than
-    from the generator itself: the runs are independent given the pool, which is what a certificate counts."""
+    small run trains; so a run draws its samples from this pool (generated once per machine: `_mnist1d_raw`)
+    rather than from the generator itself: the runs are independent given the pool, which is what a
+    certificate counts."""
     raw, y = _mnist1d_raw(MNIST1D_POOL, MNIST1D_POOL_SEED)
     mean, sd = _mnist1d_scale()
     return ((raw - mean) / sd)[:, None, :].astype(np.float32), y.astype(np.int64)

@@ -119,7 +119,9 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
                 with as_bad_input(*training_errors(), ValueError, OSError, prefix=f"{task.spec}, ω = {omega:g}, {law}: "):
                     table.cells.append(plan_cell(task, omega, law, out / "plans", method, seeds, store, dev, held,
                                                  as_stored=not train))
-    from ..experiments.coverage import link_shared
+    from ..experiments.coverage import CALIBRATED, calibration_cost, link_shared
+
+    table.costs = {t.name: calibration_cost(t.scenario) for t in task_list if CALIBRATED in law_list}
 
     groups = link_shared(table.cells)
     return CoverageRuns(table, held, groups, store, tuple(seeds), out, md, train)

@@ -56,39 +56,10 @@ def retarget(s: "Scenario", loss: Optional[float] = None, quantile: Optional[flo
         return parse_scenario(in_target(scenario_dict(s), **given), f"{s.name} with {flags}")
 
 
-def uncalibrated(s: "Scenario") -> "Scenario":
-    """The scenario with its law as fitted: its [calibration], if any, not used."""
-    if s.calibration is None:
-        return s
-    return s.model_copy(update={"calibration": s.calibration.model_copy(update={"use": False})})
-
-
 def extrapolation_warnings(s: "Scenario", epochs: int) -> tuple[str, ...]:
     """A plan longer than the epochs its law was fitted on is allowed (max_epochs says so), but said."""
     why = s.extrapolated(epochs) or s.calibration_beyond(epochs)
     return (why,) if why else ()
-
-
-def certify_by_calibration(s: "Scenario", p: "Plan") -> None:
-    """With a calibration in use: which runs certify the plan (its own kind, or the pooled scores), in its info (and
-    so its JSON); with α and per-experiment scores its certificate too."""
-    c = s.calibration
-    if c is None or not c.use:
-        return
-    mismatch = s.calibration_mismatch()
-    if mismatch:
-        p.info["certified_by"] = mismatch
-        return
-    from ..loss import loss_model_for
-
-    law = loss_model_for(s)
-    schedule, phi = [e.model for e in p.epochs], s.phi(s.samples(p.datasets))
-    p.info["certified_by"] = law.certified_by(schedule, phi, p.omega)
-    cert = law.certificate(schedule, phi) if s.target.alpha is not None else None
-    if cert is not None:   # with a confidence (docs/certificate.md): the runs of this schedule, each once
-        ok, runs, met = cert
-        p.info["certificate"] = {"alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met,
-                                 "experiments": len(c.experiments)}
 
 
 def infeasible_result(s: "Scenario", method: str, e) -> dict:
@@ -122,7 +93,7 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
     (optimal: its incumbent, bound and gap as they change). Raises Unreachable when no plan meets the target,
     BadInput for a scenario or option that cannot be used.
     """
-    from ..planners import Infeasible, Options, make_plan, planner_names
+    from ..planners import Infeasible, Options, certify_by_calibration, infeasible_reason, make_plan, planner_names
 
     out = None if out is None else Path(out)
     time_limit = check_time_limit(method, time_limit)
@@ -132,7 +103,7 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         check_output_file("--out", out, make_folders=False)
     s = load(scenario)
     if uncalibrated_law:
-        s = uncalibrated(s)
+        s = s.uncalibrated()
     s = retarget(s, loss, quantile, deadline, alpha)
     say = on_status or (lambda line: None)
     try:
@@ -142,21 +113,11 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
             say(f"planning {s.name} with {method} (η = {eta}) …")
             p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
-        raise Unreachable(_with_shortfall(str(e), s), infeasible_result(s, method, e)) from None
+        raise Unreachable(infeasible_reason(e, s), infeasible_result(s, method, e)) from None
     certify_by_calibration(s, p)
     if out is not None:
         save_plan(p, out)
     return Planned(p, s, out, time_limit, extrapolation_warnings(s, len(p.epochs)))
-
-
-def _with_shortfall(message: str, s: "Scenario") -> str:
-    """The planner's message, and where a calibrated law certifies nothing with its α, why and what would."""
-    if s.target.alpha is None or s.calibration is None or not s.calibration.use:
-        return message
-    from ..loss import loss_model_for
-
-    why = s.calibration_mismatch() or loss_model_for(s).shortfall()
-    return message if why is None else f"{message} {why[0].upper()}{why[1:]}."
 
 
 def save_plan(p: "Plan", out: Path) -> None:
