@@ -95,5 +95,13 @@ def infeasible_reason(e: Infeasible, s: Scenario) -> str:
     message = str(e)
     if s.target.alpha is None or s.calibration is None or not s.calibration.use:
         return message
-    why = s.calibration_mismatch() or loss_model_for(s).shortfall()
-    return message if why is None else f"{message} {why[0].upper()}{why[1:]}."
+    mismatch = s.calibration_mismatch()
+    if mismatch:
+        return f"{message} {mismatch[0].upper()}{mismatch[1:]}."
+    why = loss_model_for(s).shortfall()
+    if why is None:
+        return message
+    # nothing certified: every schedule's quantile is the law's ceiling, and what the planner's message says of
+    # reaching the target would be about that ceiling, not the law; its first sentence (the target) is kept
+    target = message.split(". ", 1)[0].rstrip(".") + "."
+    return f"{target} {why[0].upper()}{why[1:]}."
