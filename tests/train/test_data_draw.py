@@ -87,17 +87,20 @@ def test_every_executor_trains_a_drawn_seed_the_same_and_resumes_it(tmp_path):
     assert len({v[-1] for v in out["loop"].values()}) == 3
 
 
+def factory_code(name: str, signature: str, n: int) -> str:
+    """The source of a data factory `name(signature)`: n samples of 8 values in 3 classes drawn from `seed`,
+    the first two thirds to train on."""
+    cut = 2 * n // 3
+    return (f"import torch\ndef {name}({signature}):\n"
+            "    g = torch.Generator().manual_seed(seed)\n"
+            f"    x = torch.randn({n}, 1, 8, generator=g)\n"
+            f"    y = torch.arange({n}) % 3\n"
+            f"    return (x[:{cut}], y[:{cut}]), (x[{cut}:], y[{cut}:])\n")
+
+
 def test_your_factory_draws_with_its_seed_or_is_split_anew(tmp_path, monkeypatch):
     monkeypatch.setenv("DEPL_CODE", str(tmp_path))
-    (tmp_path / "mydata.py").write_text(
-        "import torch\n"
-        "def seeded(seed=0):\n"
-        "    g = torch.Generator().manual_seed(seed)\n"
-        "    x = torch.randn(60, 1, 8, generator=g)\n"
-        "    y = torch.arange(60) % 3\n"
-        "    return (x[:40], y[:40]), (x[40:], y[40:])\n"
-        "def plain():\n"
-        "    return seeded(0)\n")
+    (tmp_path / "mydata.py").write_text(factory_code("seeded", "seed=0", 60) + "def plain():\n    return seeded(0)\n")
     a = data_mod.load_source("mydata:seeded", None, str(tmp_path), draw=11)
     b = data_mod.load_source("mydata:seeded", None, str(tmp_path), draw=12)
     assert not np.array_equal(a.x_train, b.x_train)
@@ -152,13 +155,7 @@ def test_the_closed_loop_spends_no_slack_that_runs_of_another_draw_would_back():
 
 def test_a_factory_that_always_draws_gives_its_draw_0_where_one_fixed_draw_is_needed(tmp_path, monkeypatch):
     monkeypatch.setenv("DEPL_CODE", str(tmp_path))
-    (tmp_path / "always.py").write_text(
-        "import torch\n"
-        "def load(seed):\n"
-        "    g = torch.Generator().manual_seed(seed)\n"
-        "    x = torch.randn(30, 1, 8, generator=g)\n"
-        "    y = torch.arange(30) % 3\n"
-        "    return (x[:20], y[:20]), (x[20:], y[20:])\n")
+    (tmp_path / "always.py").write_text(factory_code("load", "seed", 30))
     fixed = data_mod.load_source("always:load", None, str(tmp_path))
     np.testing.assert_array_equal(fixed.x_train, data_mod.load_source("always:load", None, str(tmp_path), draw=0).x_train)
     assert not np.array_equal(fixed.x_train, data_mod.load_source("always:load", None, str(tmp_path), draw=5).x_train)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..confidence import clopper_pearson_lower, clopper_pearson_upper
 from ..laws import law_names
+from ..loss.base import segments
 from ..plan import Plan
 from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, parse_scenario, scenario_dict,
                         with_target)
@@ -256,17 +257,12 @@ def calibration_cost(s: Scenario) -> dict | None:
     runs = [max(len(r) for r in e.epoch_scores) for e in exps]
     return {"experiments": len(exps), "runs": sum(runs), "seed_epochs": sum(n * len(e.schedule) for n, e in zip(runs, exps)),
             "each": [f"{e.label} ×{len(e.schedule)}: {n} runs" for n, e in zip(runs, exps)],
-            "data_draw": getattr(c, "data_draw", "fixed") or "fixed"}
+            "data_draw": c.data_draw}
 
 
 def schedule_text(p: Plan) -> str:
     """The plan in a few words: each run of one version on one cluster, and the datasets."""
-    runs: list[list] = []
-    for e in p.epochs:
-        if runs and runs[-1][0] == (e.model, e.cluster):
-            runs[-1][1] += 1
-        else:
-            runs.append([(e.model, e.cluster), 1])
+    runs = segments([(e.model, e.cluster) for e in p.epochs])
     return ", ".join(f"{m} ×{n} on {c}" for (m, c), n in runs) + f"; data {'+'.join(p.datasets)}"
 
 

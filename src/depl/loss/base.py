@@ -155,8 +155,9 @@ class LossModel(ABC):
         return None
 
 
-def segments(schedule) -> list[tuple[str, int]]:
-    """A schedule as its runs of one version, in order: [("full", 2), ("pruned-0.5", 3)]."""
+def segments(schedule) -> list[tuple]:
+    """A schedule as its runs of one version, in order: [("full", 2), ("pruned-0.5", 3)] (of any items: runs of
+    equal (version, cluster) pairs for a plan's epochs)."""
     out: list[tuple[str, int]] = []
     for m in schedule:
         if out and out[-1][0] == m:

@@ -102,6 +102,5 @@ def infeasible_reason(e: Infeasible, s: Scenario) -> str:
     if why is None:
         return message
     # nothing certified: every schedule's quantile is the law's ceiling, and what the planner's message says of
-    # reaching the target would be about that ceiling, not the law; its first sentence (the target) is kept
-    target = message.split(". ", 1)[0].rstrip(".") + "."
-    return f"{target} {why[0].upper()}{why[1:]}."
+    # reaching the target would be about that ceiling, not the law; its sentence naming the target is kept
+    return f"{e.target or message} {why[0].upper()}{why[1:]}."

@@ -47,8 +47,9 @@ class Infeasible(Exception):
     """No plan meets the target; says which constraint and what is reachable."""
 
     def __init__(self, message: str, *, best_quantile: float | None = None, shortest_time: float | None = None,
-                 witness: tuple | None = None):
+                 witness: tuple | None = None, target: str | None = None):
         super().__init__(message)
+        self.target = target   # the message's sentence naming the target alone (reach.infeasible sets it)
         self.best_quantile = best_quantile
         self.shortest_time = shortest_time
         # (Context, Candidate) meeting the target, found by the reachability search

@@ -116,7 +116,8 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
         return Infeasible(f"{method} found no plan, but plans meeting the target exist "
                           f"(the lowest reachable {w} is {r.best_quantile:.4g} ≤ {tgt.loss:g})",
                           best_quantile=r.best_quantile, shortest_time=r.shortest_time, witness=r.witness)
-    parts = [f"no plan meets the target: the {w} of the final loss ≤ {tgt.loss:g} by the deadline {tgt.deadline:g}."]
+    target = f"no plan meets the target: the {w} of the final loss ≤ {tgt.loss:g} by the deadline {tgt.deadline:g}."
+    parts = [target]
     if r.best_quantile is not None:
         parts.append(f"By the deadline the lowest reachable {w} is {r.best_quantile:.4g} (constraint (3), target.loss).")
         if r.horizon_binds:
@@ -138,4 +139,4 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
         src = (f"max_epochs = {s.max_epochs}" if s.max_epochs is not None
                else "4× what the best version alone needs, at least 400" if r.horizon < LONGEST else "the longest horizon")
         parts.append(f"No schedule of at most {r.horizon} epochs ({src}) reaches the loss target, whatever the deadline.")
-    return Infeasible(" ".join(parts), best_quantile=r.best_quantile, shortest_time=r.shortest_time)
+    return Infeasible(" ".join(parts), best_quantile=r.best_quantile, shortest_time=r.shortest_time, target=target)

@@ -136,7 +136,7 @@ def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     the generator makes one Python call per sample (20,000 samples: 8 s, in every process and every worker
     that trains a run drawing MNIST-1D data), reading them back takes milliseconds.  The file is named by
     what the samples are a function of (the count, the seed, mnist1d's and numpy's versions) and is checked
-    on reading (shape, labels); one that is unreadable or wrong is made again."""
+    on reading (its shape and dtype); one that is unreadable or wrong is made again."""
     import importlib.metadata as md
 
     from .cachedir import default_cache_dir, write_whole
