@@ -32,7 +32,10 @@ def test_generated_mnist1d_samples_are_kept_in_the_cache_and_read_back_the_same(
     again = data._mnist1d_raw(50, 7)          # read back
     for a, b, c in zip(made, first, again):
         assert a.dtype == b.dtype == c.dtype and np.array_equal(a, b) and np.array_equal(a, c)
+    whole = kept.read_bytes()
     kept.write_bytes(b"not an npz")            # a broken file is made again, not used
+    assert np.array_equal(data._mnist1d_raw(50, 7)[0], made[0])
+    kept.write_bytes(whole[:len(whole) // 2])  # nor one cut off (a full disk, a copy stopped half way)
     assert np.array_equal(data._mnist1d_raw(50, 7)[0], made[0])
     np.savez(kept, x=made[0][:10], y=made[1])  # nor one of the wrong shape
     assert np.array_equal(data._mnist1d_raw(50, 7)[0], made[0])

@@ -138,6 +138,7 @@ def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     what the samples are a function of (the count, the seed, mnist1d's and numpy's versions) and is checked
     on reading (its shape and dtype); one that is unreadable or wrong is made again."""
     import importlib.metadata as md
+    import zipfile
 
     from .cachedir import default_cache_dir, write_whole
 
@@ -148,7 +149,7 @@ def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
             raw, y = f["x"], f["y"]
         if raw.ndim == 2 and raw.shape[0] == len(y) == 10 * (num_samples // 10) and raw.dtype == np.float64:
             return raw, y
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):   # BadZipFile: a cut-off file
         pass
     raw, y = _mnist1d_generate(num_samples, seed)
     write_whole(path, lambda tmp: np.savez(tmp, x=raw, y=y))
