@@ -2,7 +2,7 @@
 
 For each cell of the committed coverage table (`--table`, by default docs/certificate-store/coverage/coverage.json:
 a built-in task's plan at ω, 200 held-out real runs), take the measured success rate p as if it were the plan's true one and compute,
-exactly (depl.confidence: dynamic programmes over hit counts, no simulation), at level α:
+exactly (depl.certificate.sequential: dynamic programmes over hit counts, no simulation), at level α:
 
 * the sequential test (`depl certify`): its mean and median number of runs, and P(certified);
 * a fixed-n test (n runs decided in advance, one-sided Clopper–Pearson): the n with the same power as the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from depl.confidence import expected_runs, fixed_n_for  # noqa: E402
+from depl.certificate import expected_runs, fixed_n_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_RUNS = 3000

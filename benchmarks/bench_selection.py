@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depl import conformal
-from depl.confidence import clopper_pearson_lower, clopper_pearson_upper
+from depl.certificate import conformal
+from depl.certificate import clopper_pearson_lower, clopper_pearson_upper
 from depl.loss.calibrated import CalibratedModel
 
 OMEGA, ALPHA, TARGET = 0.9, 0.05, 1.0

@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from depl.adaptive import Policy, Rule, monte_carlo, simulated_gap
-from depl.confidence import clopper_pearson_lower
+from depl.certificate import clopper_pearson_lower
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from depl.fit.runs import load_profile
 from depl.loss import loss_model_for
-from depl.conformal import level as conformal_level
+from depl.certificate.conformal import level as conformal_level
 from depl.scenario import load_scenario
 from depl.store import Store
 

@@ -300,7 +300,7 @@ def test_monte_carlo_stops_by_a_measured_gap_spend_at_most_delta():
 
 
 def test_a_measured_gap_stops_a_run_exactly_below_lmax_minus_its_conformal_quantile():
-    from depl import conformal
+    from depl.certificate import conformal
     from depl.gap import MeasuredGap
 
     s = scenario("level")

@@ -53,7 +53,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from .confidence import clopper_pearson_lower
+from .certificate import DEFAULT_ALPHA, clopper_pearson_lower
 from .gap import MeasuredGap
 from .loss import LossModel, loss_model_for
 from .omega import OMEGA_MAX
@@ -64,7 +64,6 @@ from .state import START, RunState
 from .validate import coverage as measured_coverage  # one Clopper–Pearson for the Monte Carlo and for real runs
 
 ACTIONS = ("continue", "stop", "replan", "deadline-replan", "deadline-miss", "end")
-DEFAULT_ALPHA = 0.05  # the confidence 1 − α of δ's lower bound when neither the plan nor its law carries an α
 RUN_DATA = "run-data"  # the one dataset of a re-plan: the run's own data (re-planning never changes it)
 CAP = OMEGA_MAX  # the highest level a re-plan is asked for (ω's bound)
 

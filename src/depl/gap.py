@@ -43,7 +43,7 @@ from typing import Iterable
 
 import numpy as np
 
-from . import conformal
+from .certificate import conformal
 from .store import Store, StoreError
 
 

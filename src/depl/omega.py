@@ -3,7 +3,7 @@
 A scenario's [target] quantile, `depl fit --omega`, `depl calibrate --omega`, `depl coverage --omegas`, the
 certificate's sequential test and the measured coverage all take ω from here.  The range is where the loss
 laws' numeric distributions certify a quantile: a quantile further in a tail has an unbounded bracket, and a
-plan holding ±inf cannot be written.  At the bottom of the layers (pydantic only), so that depl.confidence
+plan holding ±inf cannot be written.  At the bottom of the layers (pydantic only), so that depl.certificate
 checks the ω it is given with the rule the scenario reads it with.
 
 >>> check_omega(0.9, "--omega")

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from .band import Band
+from .certificate import clopper_pearson_interval, quantile_ranks
 from .loss import LossModel, loss_model_for
 from .plan import Plan, plan_cost
 
@@ -43,11 +43,8 @@ class Simulation:
 def quantile_ci(x: np.ndarray, q: float, level: float = 0.95) -> tuple[float, float]:
     """Distribution-free confidence interval of the q-quantile from order statistics."""
     xs = np.sort(x)
-    n = xs.size
-    a = (1 - level) / 2
-    lo = int(stats.binom.ppf(a, n, q)) - 1
-    hi = int(stats.binom.ppf(1 - a, n, q))
-    return float(xs[max(lo, 0)]), float(xs[min(hi, n - 1)])
+    lo, hi = quantile_ranks(xs.size, q, level)
+    return float(xs[lo]), float(xs[hi])
 
 
 def simulate_schedule(loss: LossModel, schedule, phi: float, runs: int, seed: int) -> np.ndarray:
@@ -62,10 +59,9 @@ def simulate_plan(plan: Plan, runs: int = 10_000, seed: int = 0, loss: LossModel
     traj = simulate_schedule(loss, plan.schedule, phi, runs, seed)
     final = traj[:, -1]
     hits = int(np.sum(final <= plan.loss_target))
-    ci = stats.binomtest(hits, runs, plan.omega).proportion_ci(confidence_level=0.95, method="exact")
     return Simulation(
         runs=runs, seed=seed, omega=plan.omega, target=plan.loss_target, final=final, band=Band.of(traj),
-        p_meet=hits / runs, p_meet_ci=(float(ci.low), float(ci.high)),
+        p_meet=hits / runs, p_meet_ci=clopper_pearson_interval(hits, runs, 0.95),
         quantile=float(np.quantile(final, plan.omega)), quantile_ci=quantile_ci(final, plan.omega),
         cost=plan_cost(s, plan.datasets, plan.epochs), cost_model=s.cost_model or "per-epoch",
     )

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from .band import Band, quantiles
+from .certificate import clopper_pearson_interval
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .omega import Omega
@@ -53,8 +53,7 @@ class Coverage:
 def coverage(final: np.ndarray, target: float, omega: Omega, level: float = 0.95) -> Coverage:
     """Empirical P(ℓ(K) ≤ target) with its exact (Clopper–Pearson) interval."""
     n, hits = int(final.size), int(np.sum(final <= target))
-    ci = stats.binomtest(hits, n, omega).proportion_ci(confidence_level=level, method="exact")
-    return Coverage(n, hits, omega, target, (float(ci.low), float(ci.high)))
+    return Coverage(n, hits, omega, target, clopper_pearson_interval(hits, n, level))
 
 
 @dataclass(frozen=True)

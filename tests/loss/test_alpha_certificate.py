@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from depl import conformal
-from depl.confidence import clopper_pearson_lower
+from depl.certificate import conformal
+from depl.certificate import clopper_pearson_lower
 from depl.loss import loss_model_for
 from depl.planners import make_plan
 from depl.scenario import ScenarioError, load_scenario, parse_scenario, scenario_dict, with_target

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depl.confidence import clopper_pearson_lower
+from depl.certificate import clopper_pearson_lower
 
 _spec = importlib.util.spec_from_file_location(
     "bench_selection", Path(__file__).resolve().parents[2] / "benchmarks" / "bench_selection.py")

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from depl.confidence import boundaries
+from depl.certificate import boundaries
 from depl.store import Store
 
 

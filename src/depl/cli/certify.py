@@ -9,6 +9,7 @@ import typer
 
 from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, json_option,
                       print_json, refusals)
+from ..certificate import ALPHA_RULE, DEFAULT_ALPHA
 from ..workflows.common import Training
 from .training import trains_seeds
 
@@ -18,8 +19,8 @@ CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEAS
 @trains_seeds(seed_batch=False)
 def certify(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
-    alpha: float = typer.Option(0.05, "--alpha", min=1e-6, max=0.5,
-                                help="the certificate's risk: it is wrong with probability at most α"),
+    alpha: float = typer.Option(DEFAULT_ALPHA, "--alpha",
+                                help=f"the certificate's risk: it is wrong with probability at most α, {ALPHA_RULE}"),
     first_seed: int = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1,
                                    help="F: the first fresh seed (F, F+1, … in order); use seeds no step has used"),
     max_runs: int = typer.Option(500, "--max-runs", min=1, max=100_000,

@@ -73,7 +73,7 @@ def _summary(plan, out: Optional[Path] = None) -> None:
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
     trainable = {m.get("name") for m in (plan.scenario_spec or {}).get("models", []) if m.get("train")}
     if plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # a plan that can run for real
-        from ..confidence import fewest_runs
+        from ..certificate import fewest_runs
 
         shown = shlex.quote(str(out)) if out else "PLAN.json"
         by_runs = (plan.info.get("certificate") or {}).get("certified")

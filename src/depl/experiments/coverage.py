@@ -28,7 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..confidence import clopper_pearson_lower, clopper_pearson_upper
+from ..certificate import clopper_pearson_lower, clopper_pearson_upper
 from ..laws import law_names
 from ..loss.base import segments
 from ..plan import Plan

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..loss import loss_model_for
 from ..loss.base import segments
-from .. import conformal
+from ..certificate import conformal
 from ..scenario import Scenario
 from .runs import Profile
 

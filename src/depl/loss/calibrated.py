@@ -57,8 +57,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import conformal
-from ..confidence import clopper_pearson_lower
+from ..certificate import conformal
+from ..certificate import clopper_pearson_lower
 from ..scenario import scores_at
 from ..state import RunState
 from .base import LossModel, segments

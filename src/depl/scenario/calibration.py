@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .. import conformal
+from ..certificate import conformal
 from ..laws import calibrator_names
 from ..omega import Omega
 from .base import Strict

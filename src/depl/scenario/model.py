@@ -17,6 +17,7 @@ from ..omega import Omega
 from . import level  # noqa: F401 - its laws register their tables (parameters.py) before the models below are made
 from .base import ScenarioError, Strict, plain_name
 from .calibration import CalibrationTable
+from ..certificate import DEFAULT_ALPHA, Alpha
 from .checks import CHECKS
 from .code import BUILTIN_SOURCES, builtin_or_reference
 from .distributions import DistSpec
@@ -26,14 +27,13 @@ from .parameters import table_fields
 from .training import TrainingOptions, TrainSpec
 
 
-DEFAULT_ALPHA = 0.05  # [target] alpha: the confidence a plan's certificate is given with, 1 − α
 
 
 class Target(Strict):
     loss: float = Field(gt=0.0, description="ℓmax: the bound on the ω-quantile of the final test loss")
     quantile: Omega
     deadline: float = Field(gt=0.0, description="Tmax")
-    alpha: float | None = Field(default=DEFAULT_ALPHA, gt=0.0, lt=0.5, description="α: a calibrated law certifies "
+    alpha: Alpha | None = Field(default=DEFAULT_ALPHA, description="α: a calibrated law certifies "
                                 "a plan with confidence 1 − α over its held-out runs (the runs of the plan's own "
                                 "schedule, each counted once, the planner's choice among them included); a calibration "
                                 "without each experiment's runs certifies nothing and plans with the marginal "

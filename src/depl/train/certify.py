@@ -9,7 +9,7 @@ drawn after the choice and are independent of it (docs/certificate.md).
 
 Seeds F, F+1, … train in batches (the vectorised stack, the worker
 processes, a Ray cluster: `depl.train.executors.run_all`), and their outcomes
-feed `depl.confidence.Sequential` in seed order; the test stops at the first
+feed `depl.certificate.Sequential` in seed order; the test stops at the first
 seed after which it can decide, so a batch's later seeds may be trained and
 not counted.  Runs go to the store under their own run id (`certify-…`),
 never shared with `depl run` or `depl validate`; a rerun resumes and replays
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..confidence import Sequential, Verdict, expected_runs
+from ..certificate import DEFAULT_ALPHA, Sequential, Verdict, expected_runs
 from ..plan import Plan
 from ..scenario import Scenario
 from ..store import Store
@@ -91,7 +91,7 @@ class Certificate:
         return {"format": FORMAT, "plan_file": self.plan_file, "method": self.plan.method,
                 "scenario": self.plan.scenario, "loss_target": self.plan.loss_target, "epochs": len(self.plan.epochs),
                 **self.verdict.to_json(), "statement": self.statement(), "covers": covers(self.scenario),
-                "rule": "sequential mixture test (depl.confidence), runs in seed order, stopped at the first decision",
+                "rule": "sequential mixture test (depl.certificate), runs in seed order, stopped at the first decision",
                 "seeds": self.counted, "first_seed": self.first_seed, "finals": [self.finals[s] for s in self.counted],
                 "trained_not_counted": self.trained_after, "seed_epochs": self.seed_epochs,
                 "seconds": self.seconds, "max_runs": self.max_runs, "run_id": self.run_id, "store": self.store,
@@ -109,7 +109,7 @@ class Prepared:
     test: Sequential
 
 
-def prepare(plan_file: Path, alpha: float = 0.05, device: str = "cpu") -> Prepared:
+def prepare(plan_file: Path, alpha: float = DEFAULT_ALPHA, device: str = "cpu") -> Prepared:
     """Load and check the plan (its figures, its code, its data) and the test's levels; writes nothing.
     Raises ValueError (PlanError, DataError, JobError, CodeRefused …) with a message for the user."""
     p = Plan.load(plan_file)

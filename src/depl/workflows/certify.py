@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..certificate import DEFAULT_ALPHA, check_alpha
 from .common import Training, check_folder, start_training
 from .errors import as_bad_input, training_errors
 
@@ -31,7 +32,7 @@ class Certified:
         return {**self.data, "report": str(self.report)}
 
 
-def prepare_certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Path = Path("depl-certify"),
+def prepare_certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
                     training: Training = Training()) -> Any:
     """The plan, its code and α checked before anything is written (depl.train.certify.Prepared)."""
     plan_file, out = Path(plan_file), Path(out)
@@ -40,6 +41,7 @@ def prepare_certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Pa
 
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
+        check_alpha(alpha, "--alpha")
         return prepare(plan_file, alpha, dev)
 
 
@@ -62,7 +64,7 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
     return Certified(c, data, report)
 
 
-def certify(plan_file: str | Path, alpha: float = 0.05, *, out: str | Path = Path("depl-certify"),
+def certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
             store: Optional[str] = None,
             first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
             progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:

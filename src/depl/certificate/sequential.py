@@ -1,11 +1,11 @@
-"""Confidence rules for a plan's success probability p = P(ℓ(K) ≤ ℓmax), from independent real runs.
+"""The sequential test of a plan's success probability, and confidence rules for it's success probability p = P(ℓ(K) ≤ ℓmax), from independent real runs.
 
 Each run of a plan on a new seed is a Bernoulli trial: it meets ℓmax or not.
 A certificate says "with probability ≥ 1 − α over the runs it was built
 from, p ≥ ω".  Two rules give one:
 
-* **fixed n** (`clopper_pearson_lower`): n runs decided in advance; the
-  one-sided Clopper–Pearson bound, the exact binomial one.
+* **fixed n** (`depl.certificate.bounds.clopper_pearson_lower`): n runs decided
+  in advance; the one-sided Clopper–Pearson bound, the exact binomial one.
 * **sequential** (`Sequential`): runs arrive one by one, in seed order, and
   the test may stop as soon as the evidence suffices — anytime-valid, so
   looking after every run costs nothing in α.  It is a test martingale
@@ -43,13 +43,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .omega import Omega, check_omega
+from ..omega import Omega, check_omega
+from .alpha import check_alpha
+from .bounds import clopper_pearson_lower
 
 
 def _check(omega: Omega, alpha: float) -> None:
     check_omega(omega)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"α = {alpha!r}: must lie strictly between 0 and 1")
+    check_alpha(alpha)
 
 
 def _log_mass(s, f, omega: float, above: bool):
@@ -71,20 +72,6 @@ def log_evidence_below(s, f, omega: float):
     """log M⁻: the evidence for p < ω (the mirror of `log_evidence_above`)."""
     s, f = np.asarray(s, float), np.asarray(f, float)
     return _log_mass(s, f, omega, False) - math.log(omega) - s * math.log(omega) - f * math.log1p(-omega)
-
-
-def clopper_pearson_lower(hits: int, runs: int, alpha: float) -> float:
-    """The one-sided (1 − α) Clopper–Pearson lower bound on p from `hits` of `runs` (0 when hits = 0)."""
-    if runs <= 0 or hits <= 0:
-        return 0.0
-    return float(special.betaincinv(hits, runs - hits + 1, alpha))
-
-
-def clopper_pearson_upper(hits: int, runs: int, alpha: float) -> float:
-    """The one-sided (1 − α) Clopper–Pearson upper bound on p (1 when every run hit)."""
-    if runs <= 0 or hits >= runs:
-        return 1.0
-    return float(special.betaincinv(hits + 1, runs - hits, 1.0 - alpha))
 
 
 def _bisect(pred, lo: float, hi: float, iters: int = 60) -> float:
@@ -288,5 +275,5 @@ def fixed_n_for(p: float, omega: Omega, alpha: float, power: float, max_runs: in
 
 
 __all__ = ["Sequential", "Verdict", "RunsNeeded", "boundaries", "fewest_runs", "expected_runs", "fixed_n_for",
-           "clopper_pearson_lower", "clopper_pearson_upper", "anytime_lower", "anytime_upper",
+           "anytime_lower", "anytime_upper",
            "log_evidence_above", "log_evidence_below"]

@@ -1,4 +1,4 @@
-"""The certificate's statistics (depl.confidence), checked by other code: numerical integration, scipy.stats,
+"""The certificate's statistics (depl.certificate), checked by other code: numerical integration, scipy.stats,
 brute force over hit counts, and Monte Carlo of Bernoulli runs fed to the sequential test one by one."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from depl import confidence as c
+from depl import certificate as c
 
 
 @pytest.mark.parametrize("s, f, omega", [(0, 0, 0.9), (10, 0, 0.9), (43, 0, 0.9), (50, 3, 0.9), (5, 5, 0.5),
@@ -29,6 +29,55 @@ def test_clopper_pearson_is_scipys_exact_binomial_bound():
         assert c.clopper_pearson_lower(hits, runs, 0.05) == pytest.approx(lo, abs=1e-12)
         assert c.clopper_pearson_upper(hits, runs, 0.05) == pytest.approx(hi, abs=1e-12)
     assert c.clopper_pearson_lower(29, 29, 0.05) == pytest.approx(0.05 ** (1 / 29))  # all hits: (lower)^n = α
+
+
+def test_the_two_sided_interval_is_scipys_exact_one():
+    for hits, runs in [(0, 10), (5, 10), (10, 10), (173, 200), (170, 200)]:
+        for level in (0.9, 0.95, 0.99):
+            ci = stats.binomtest(hits, runs).proportion_ci(level, "exact")
+            assert c.clopper_pearson_interval(hits, runs, level) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_the_quantile_ranks_bracket_the_quantile_as_often_as_promised():
+    rng = np.random.default_rng(3)
+    lo, hi = c.quantile_ranks(200, 0.9, 0.95)
+    assert 0 <= lo < hi <= 199
+    draws = np.sort(rng.standard_normal((4000, 200)), axis=1)
+    truth = stats.norm.ppf(0.9)
+    inside = np.mean((draws[:, lo] <= truth) & (truth <= draws[:, hi]))
+    assert inside >= 0.94  # ≥ 0.95 up to Monte Carlo error (4000 draws: sd 0.0035)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 0.51, 1.0, float("nan")])
+def test_alpha_has_one_range_and_one_message(bad):
+    assert c.alpha_problem(bad, "--alpha").startswith(f"--alpha {bad:g}: must be in (0, 0.5]")
+    with pytest.raises(ValueError, match="must be in"):
+        c.check_alpha(bad)
+    with pytest.raises(ValueError):
+        c.Sequential(0.9, bad)
+
+
+def test_alpha_is_the_same_everywhere():
+    from depl.scenario.model import Target
+    import pydantic
+
+    assert c.check_alpha(0.5) == 0.5 and Target(loss=1, quantile=0.9, deadline=1).alpha == c.DEFAULT_ALPHA
+    with pytest.raises(pydantic.ValidationError):
+        Target(loss=1, quantile=0.9, deadline=1, alpha=0.6)
+
+
+def test_no_binomial_or_beta_bound_is_computed_outside_the_certificate_home():
+    """Every binomial or beta bound of the package is computed in depl.certificate (its one home)."""
+    import re
+    from pathlib import Path
+
+    import depl
+
+    root = Path(depl.__file__).parent
+    pattern = re.compile(r"binomtest|stats\.binom|stats\.beta|betaincinv|betainc\(|special\.bdtr")
+    outside = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if "certificate" not in p.parts
+               for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert outside == []
 
 
 def test_the_boundaries_are_the_brute_force_ones():

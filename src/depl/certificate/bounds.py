@@ -1,0 +1,45 @@
+"""Binomial bounds on a success probability p from independent runs: the one place depl computes them.
+
+`hits` of `runs` independent runs met ℓmax; each bound is exact (Clopper–Pearson, through the beta
+distribution's quantile, scipy.special.betaincinv — no scipy.stats, so planning can import it):
+
+* `clopper_pearson_lower(h, n, α)`: the one-sided (1 − α) lower bound, 0 when h = 0;
+* `clopper_pearson_upper(h, n, α)`: the one-sided (1 − α) upper bound, 1 when h = n;
+* `clopper_pearson_interval(h, n, level)`: the two-sided interval at `level` (each side (1 − level)/2),
+  scipy.stats.binomtest(h, n).proportion_ci(level, "exact") to rounding (tests/test_certificate.py).
+"""
+
+from __future__ import annotations
+
+from scipy import special
+
+
+def clopper_pearson_lower(hits: int, runs: int, alpha: float) -> float:
+    """The one-sided (1 − α) Clopper–Pearson lower bound on p from `hits` of `runs` (0 when hits = 0)."""
+    if runs <= 0 or hits <= 0:
+        return 0.0
+    return float(special.betaincinv(hits, runs - hits + 1, alpha))
+
+
+def clopper_pearson_upper(hits: int, runs: int, alpha: float) -> float:
+    """The one-sided (1 − α) Clopper–Pearson upper bound on p (1 when every run hit)."""
+    if runs <= 0 or hits >= runs:
+        return 1.0
+    return float(special.betaincinv(hits + 1, runs - hits, 1.0 - alpha))
+
+
+def clopper_pearson_interval(hits: int, runs: int, level: float = 0.95) -> tuple[float, float]:
+    """The two-sided exact interval on p at confidence `level` ((1 − level)/2 on each side)."""
+    tail = (1.0 - level) / 2.0
+    return clopper_pearson_lower(hits, runs, tail), clopper_pearson_upper(hits, runs, tail)
+
+
+def quantile_ranks(n: int, q: float, level: float = 0.95) -> tuple[int, int]:
+    """The 0-based order statistics (lo, hi) of n sorted values that bracket their q-quantile with confidence
+    `level`, whatever their law (distribution-free; each side (1 − level)/2), clipped to [0, n − 1]."""
+    from scipy import stats   # only here: planning imports this module and never loads scipy.stats
+
+    a = (1.0 - level) / 2.0
+    lo = int(stats.binom.ppf(a, n, q)) - 1
+    hi = int(stats.binom.ppf(1.0 - a, n, q))
+    return max(lo, 0), min(hi, n - 1)
