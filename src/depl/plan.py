@@ -157,8 +157,17 @@ class Plan:
 
     def _parsed_scenario(self) -> Scenario:
         if self.scenario_spec is None:
-            from .scenario import load_scenario
-            return load_scenario(self.scenario)
+            from .scenario import builtin_names, load_scenario
+
+            if self.scenario not in builtin_names() and not Path(self.scenario).is_file():
+                raise PlanError(f"{self.source}: scenario_spec: missing, and scenario = {self.scenario!r} is neither "
+                                "a file nor a built-in scenario: the plan cannot be checked against the scenario it "
+                                "was made for; plan again with `depl plan SCENARIO --out PLAN.json`, which embeds it")
+            try:
+                return load_scenario(self.scenario)
+            except ScenarioError as e:
+                raise PlanError(f"{self.source}: scenario_spec: missing, and the scenario it names cannot be read: "
+                                f"{e}") from None
         if not isinstance(self.scenario_spec, dict):
             raise PlanError(f"{self.source}: scenario_spec: not a table of the scenario")
         spec = self.scenario_spec

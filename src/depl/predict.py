@@ -79,6 +79,8 @@ class Prediction:
     band_low_law: str = "law"         # whose 1st percentile: "law", or "as fitted" (a calibrated law's base)
     quantile_range: str = "within"    # "within" the law's range; "below" its lowest / "above" its highest loss
     notes: tuple[str, ...] = ()       # what the numbers cannot say, in words (out of range, a negative loss)
+    estimate: float | None = None     # where no bound is certified: the law's own estimate of the q-quantile …
+    estimate_by: str = ""             # … and which law gave it, in words (labelled: an estimate, no certificate)
 
     def quantile_words(self) -> str:
         """What is known of the q-quantile, after "q-quantile of ℓ(K)": a bound with its exact bracket, or, out of
@@ -86,6 +88,8 @@ class Prediction:
         lo, hi = self.loss_quantile_bounds
         if self.quantile_range == "within":
             return f"≤ {signed(self.loss_quantile)}  (exact bracket [{signed(lo)}, {signed(hi)}])"
+        if self.estimate is not None:
+            return f"≈ {signed(self.estimate)}  (the law's estimate, {self.estimate_by}; {self.notes[0]})"
         return self.notes[0]
 
     def to_json(self) -> dict:
@@ -116,6 +120,9 @@ def _out_of_range(d, q: float, epochs: int) -> tuple[str, list[str]]:
     if hi == math.inf:
         if calibrated and float(d.level(q)) >= 1.0:
             n = d.scores.size
+            why = _not_certified(d, q, epochs)
+            if why:
+                return "above", [f"not certified with this law's calibration: {why}"]
             if math.ceil((n + 1) * q - 1e-9) > n:
                 why = (f"its {n} epoch-{epochs} calibration scores reach levels up to n/(n+1) = {n / (n + 1):.4g}; "
                        f"q = {qs} needs at least {max(1, math.ceil(q / (1 - q) - 1e-9)):.4g}")
@@ -126,6 +133,40 @@ def _out_of_range(d, q: float, epochs: int) -> tuple[str, list[str]]:
         return "above", [f"above the law's highest representable loss ({signed(top)}): not certified with this "
                          f"law's grid (it holds 1 − {grid.delta:.2g} of the mass)"]
     return "within", []
+
+
+def _not_certified(d: CalibratedDistribution, q: float, epochs: int) -> str | None:
+    """Why the calibration certifies no q-quantile where its own experiments decide (too few runs of this schedule
+    for the confidence 1 − α, or the schedule refused by the fixed sequence); None where the pooled scores decide."""
+    from .certificate import conformal
+
+    n = min((g.size for g in d.own), default=0)
+    if d.own and d.alpha is not None and n < conformal.pac_scores_needed(q, d.alpha):
+        return (f"{n} calibration runs of this schedule; a certificate at confidence {1 - d.alpha:g} takes at "
+                f"least {conformal.pac_scores_needed(q, d.alpha)} of them (every one at or below the level)")
+    if d.refused is not None and q >= d.refused - 1e-12:
+        if not d.own:
+            return ("no calibration experiment ran this schedule (profile it, `depl profile --first-seed N`, then "
+                    "`depl calibrate`)")
+        return ("its experiment's fixed sequence stopped before this schedule (a schedule the law ranks likelier "
+                "failed first; docs/certificate.md)")
+    if d.own and d.alpha is not None:
+        return f"its {n} calibration runs of this schedule at epoch {epochs} do not reach it at confidence {1 - d.alpha:g}"
+    return None
+
+
+def estimate(d, q: float) -> tuple[float | None, str]:
+    """The law's own estimate of the q-quantile where no bound is certified: the law recalibrated by the marginal
+    split-conformal rank of its pooled calibration scores (an estimate on average over calibration draws, no
+    confidence), else the law as fitted; (None, "") where neither is finite."""
+    if isinstance(d, CalibratedDistribution):
+        marginal = CalibratedDistribution(d.base, d.scores)
+        x = float(marginal.quantile(q))
+        if math.isfinite(x):
+            return x, f"its {d.scores.size} pooled calibration runs at the marginal split-conformal rank"
+        d = d.base
+    x = float(d.quantile(q))
+    return (x, "the law as fitted") if math.isfinite(x) else (None, "")
 
 
 def _negative(mean: float, hi: float, q: float) -> list[str]:
@@ -170,8 +211,9 @@ def predict(s: Scenario, schedule: list[str], quantile: float | None = None,
     calibrated = isinstance(d, CalibratedDistribution)
     low = float((d.base if calibrated else d).quantile(0.01))
     where, notes = _out_of_range(d, q, len(schedule))
+    guess, by = estimate(d, q) if where == "above" else (None, "")
     mean = float(d.mean())
     return Prediction(s.name, segs, len(schedule), names, float(phi), float(q), float(hi), (float(lo), float(hi)),
                       mean, float(d.std()), (low, float(d.quantile(0.99))),
                       float(s.target.loss), d.cdf_bounds(s.target.loss), "as fitted" if calibrated else "law",
-                      where, tuple(notes + _negative(mean, float(hi), q)))
+                      where, tuple(notes + _negative(mean, float(hi), q)), guess, by)

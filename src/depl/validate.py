@@ -2,20 +2,21 @@
 
 A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω.  Run for real over n seeds that the loss
 model was not fitted on, the number of runs meeting ℓmax is Binomial(n, p);
-the Clopper–Pearson interval of p (exact) either reaches ω — the guarantee is
-not refuted — or lies below it — refuted.  The measured band (mean and 1–99%
+the one-sided Clopper–Pearson bounds of p (exact, α = 0.05 each) give one of
+the three verdicts every command uses: certified (the lower bound reaches ω),
+refuted (the upper bound lies below ω) or undecided.  The measured band (mean and 1–99%
 per epoch) is drawn over the band the loss model plans (Monte Carlo) by
 `depl.report.plots.plot_validation`.
 
-Everything "planned" — the band, its mean, the certified quantile — comes
+Everything "planned" — the band, its mean, the law's quantile — comes
 from one law, the one the plan was made with: a scenario whose law predicts
 another ℓ(K) for the plan is refused (`law_mismatch`), so the report's text
 and its plot cannot disagree.
 
 >>> import numpy as np
 >>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
->>> v.hits, v.not_refuted
-(95, True)
+>>> v.hits, v.verdict
+(95, 'undecided')
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .band import Band, quantiles
-from .certificate import clopper_pearson_interval
+from .certificate import DEFAULT_ALPHA, clopper_pearson_interval, fixed_n_verdict
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .omega import Omega
@@ -46,8 +47,13 @@ class Coverage:
         return self.hits / self.runs
 
     @property
+    def verdict(self) -> str:
+        """certified, refuted or undecided (`depl.certificate.fixed_n_verdict`: one-sided bounds at α = 0.05)."""
+        return fixed_n_verdict(self.hits, self.runs, self.omega, DEFAULT_ALPHA)
+
+    @property
     def not_refuted(self) -> bool:
-        return self.ci[1] >= self.omega
+        return self.verdict != "refuted"
 
 
 def coverage(final: np.ndarray, target: float, omega: Omega, level: float = 0.95) -> Coverage:
@@ -63,7 +69,7 @@ class Validation:
     loss_model: str
     epochs: int
     cost: float
-    certified_quantile: float
+    law_quantile: float          # the law's ω-quantile of ℓ(K) for the plan (the law's number, not a certificate)
     planned_mean: float
     seeds: list[int]
     coverage: Coverage
@@ -78,8 +84,8 @@ class Validation:
 
     @property
     def guarantee(self) -> str:
-        """The verdict: "refuted" when the interval's upper end lies below ω, else "not refuted"."""
-        return "not refuted" if self.coverage.not_refuted else "refuted"
+        """The verdict, one word as every command says it: certified, refuted or undecided (`Coverage.verdict`)."""
+        return self.coverage.verdict
 
     def to_json(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
@@ -106,7 +112,7 @@ def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) 
     if np.allclose([a.loss_mean, a.loss_quantile], [b.loss_mean, b.loss_quantile], rtol=1e-9, atol=0.0):
         return None
     return (f"{plan.source} was planned with the loss law of scenario {own.name!r} (mean ℓ(K) {a.loss_mean:.4g}, "
-            f"certified {plan.omega:g}-quantile {a.loss_quantile:.4g}), but {other_source} ({other.name!r}) gives its "
+            f"{plan.omega:g}-quantile {a.loss_quantile:.4g}), but {other_source} ({other.name!r}) gives its "
             f"schedule mean {b.loss_mean:.4g}, {plan.omega:g}-quantile {b.loss_quantile:.4g}: validate with the plan's "
             f"own scenario, or plan with {other_source} first (depl plan {other_source} --out PLAN.json)")
 

@@ -53,3 +53,24 @@ def test_unknown_law_is_refused_naming_the_known_ones(toy):
     data["loss_model"] = "cubic"
     with pytest.raises(ScenarioError, match=r"loss_model = 'cubic'.*'increments', 'level', 'level-memory' or 'toy'"):
         parse_scenario(data, "x")
+
+
+def test_the_toy_law_plans_and_simulates_through_the_command_line(tmp_path, depl_cli):
+    """docs/extending.md's claim as a user runs it: `depl plan` and `depl simulate` of a scenario naming the toy law."""
+    import json
+    from pathlib import Path
+
+    import tomli_w
+
+    data = with_target(scenario_dict(load_scenario("paper-mobilenet")), loss=10.0)
+    data["loss_model"], data["switches"] = "toy", []
+    (tmp_path / "toy.toml").write_text(tomli_w.dumps(data), encoding="utf-8")
+    code = ("import sys; sys.path.insert(0, {!r}); from depl.laws import register_law; from loss.toy_law import "
+            "ToyModel; register_law('toy', ToyModel); from depl.cli import main; main()"
+            ).format(str(Path(__file__).resolve().parents[1]))
+    r = depl_cli("plan", "toy.toml", "--out", "p.json", "--json", cwd=tmp_path, code=code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["feasible"]
+    r = depl_cli("simulate", "p.json", "--runs", "2000", "--json", cwd=tmp_path, code=code)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["verdict"] in ("certified", "undecided")

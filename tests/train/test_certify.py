@@ -64,7 +64,7 @@ def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(depl_cli, 
 
 
 @pytest.mark.parametrize("args, why", [(["--alpha", "0"], "--alpha"), (["--max-runs", "0"], "--max-runs"),
-                                       (["--alpha", "nan"], "α = nan")])
+                                       (["--alpha", "nan"], "--alpha nan: must be in (0, 0.5]")])
 def test_certify_refuses_bad_options_in_one_line(depl_cli, plan, args, why):
     r = depl_cli("certify", plan, *args, "--out", "x", cwd=plan.parent)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr

@@ -15,11 +15,11 @@ beta bound of their own.  Pure functions of numbers (numpy, scipy.special): no l
 from __future__ import annotations
 
 from .alpha import ALPHA_MAX, ALPHA_RULE, DEFAULT_ALPHA, Alpha, alpha_problem, check_alpha
-from .bounds import clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper, quantile_ranks
+from .bounds import VERDICTS, fixed_n_verdict, clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper, quantile_ranks
 from .sequential import (RunsNeeded, Sequential, Verdict, anytime_lower, anytime_upper, boundaries, expected_runs,
                          fewest_runs, fixed_n_for, log_evidence_above, log_evidence_below)
 
 __all__ = ["ALPHA_MAX", "ALPHA_RULE", "DEFAULT_ALPHA", "Alpha", "alpha_problem", "check_alpha",
-           "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper", "quantile_ranks",
+           "VERDICTS", "fixed_n_verdict", "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper", "quantile_ranks",
            "RunsNeeded", "Sequential", "Verdict", "anytime_lower", "anytime_upper", "boundaries", "expected_runs",
            "fewest_runs", "fixed_n_for", "log_evidence_above", "log_evidence_below"]

@@ -43,3 +43,19 @@ def quantile_ranks(n: int, q: float, level: float = 0.95) -> tuple[int, int]:
     lo = int(stats.binom.ppf(a, n, q)) - 1
     hi = int(stats.binom.ppf(1.0 - a, n, q))
     return max(lo, 0), min(hi, n - 1)
+
+
+VERDICTS = ("certified", "refuted", "undecided")
+"""The one word each command gives a promise "P(ℓ(K) ≤ ℓmax) ≥ ω" judged on runs: certified (with confidence
+1 − α, p ≥ ω), refuted (with confidence 1 − α, p < ω), undecided (the runs cannot tell p from ω)."""
+
+
+def fixed_n_verdict(hits: int, runs: int, omega: float, alpha: float) -> str:
+    """The verdict of n runs fixed in advance: certified where the one-sided (1 − α) Clopper–Pearson lower bound
+    reaches ω, refuted where the one-sided (1 − α) upper bound lies below ω, else undecided (each side errs with
+    probability ≤ α)."""
+    if runs > 0 and clopper_pearson_lower(hits, runs, alpha) >= omega:
+        return "certified"
+    if runs > 0 and clopper_pearson_upper(hits, runs, alpha) < omega:
+        return "refuted"
+    return "undecided"

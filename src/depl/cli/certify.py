@@ -73,9 +73,13 @@ def _print(con, c, cert: dict, report: Path) -> None:
               + f"), {c.seconds / 60:.1f} min in this command", markup=False)
     if c.more:
         med = c.more["median_more_runs"]
-        con.print(f"  at the rate observed ({c.more['rate']:.3f}) the test expects about {c.more['mean_more_runs']:.0f} "
-                  f"more runs (median {med if med is not None else 'beyond ' + str(10 * max(c.max_runs, 100))}; "
-                  f"it would certify with probability {c.more['p_certify']:.2f}): rerun with a larger --max-runs "
-                  "to go on where this stopped", markup=False)
+        rate = (f"{v.hits} of {v.runs} met ℓmax; taken as ({v.hits} + 1)/({v.runs} + 2) = {c.more['rate']:.3f}, "
+                "Laplace's rule, so that no run count reads as certainty")
+        next_step = ("rerun with a larger --max-runs to go on where this stopped" if c.more["p_certify"] >= 0.5 else
+                     "this plan is unlikely to be certified at all: plan one that meets ℓmax more often (a stricter "
+                     "--omega or --loss), and certify it on new seeds")
+        con.print(f"  at the rate observed ({rate}) the test expects about {c.more['mean_more_runs']:.0f} more runs "
+                  f"(median {med if med is not None else 'beyond ' + str(10 * max(c.max_runs, 100))}) and would "
+                  f"certify with probability {c.more['p_certify']:.2f}: {next_step}", markup=False)
     con.print(f"  certificate written to {report}", markup=False)
     con.print(f"{v.verdict}: {c.statement()}", markup=False)

@@ -83,7 +83,7 @@ def coverage(
 def _print_cells(cells, con) -> None:
     """Each cell's plan (or why it has none), and the cells whose runs it shares."""
     for c in cells:
-        what = (f"{c.schedule}, cost {c.cost:.1f}, certified q{c.omega:g} {c.certified_quantile:.4f}"
+        what = (f"{c.schedule}, cost {c.cost:.1f}, the law's q{c.omega:g} {c.certified_quantile:.4f}"
                 + (f" (runs shared with {', '.join(c.shares_with)})" if c.shares_with else "")) if c.planned \
             else f"missing: {c.missing}"
         con.print(f"  {c.key}: {what}", markup=False)
@@ -93,7 +93,7 @@ def _summary(table, con) -> None:
     from rich.table import Table as RichTable
 
     t = RichTable(title="coverage on held-out real runs")
-    for col in ("task", "ω", "law", "plan", "cost", "cert. q_ω", "runs", "coverage", "Clopper–Pearson", "meas. q_ω",
+    for col in ("task", "ω", "law", "plan", "cost", "law q_ω", "runs", "coverage", "Clopper–Pearson", "meas. q_ω",
                 "meas. mean", "verdict"):
         t.add_column(col)
     for c in table.cells:

@@ -66,21 +66,29 @@ def _summary(plan, out: Optional[Path] = None) -> None:
     model = (plan.scenario_spec or {}).get("cost_model") or "per-epoch"
     console.print(f"  cost            {plan.cost:.6g}  ({model}: {COST_WORDS[model]})")
     console.print(f"  time            {plan.time:.6g}  (deadline {plan.deadline:g})")
-    console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (exact bracket [{lo:.5g}, {hi:.5g}];"
-                  f" target {plan.loss_target:g})")
+    console.print(f"  {plan.omega:g}-quantile of ℓ(K)  ≤ {plan.loss_quantile:.5g}  (the law's, exact bracket "
+                  f"[{lo:.5g}, {hi:.5g}]; target ℓmax {plan.loss_target:g} — a certificate is about ℓmax, not this "
+                  "number)")
     console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
     if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
-    trainable = {m.get("name") for m in (plan.scenario_spec or {}).get("models", []) if m.get("train")}
-    if plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # a plan that can run for real
-        from ..certificate import fewest_runs
+    spec = plan.scenario_spec or {}
+    trainable = {m.get("name") for m in spec.get("models", []) if m.get("train")}
+    pathless = [d.get("name") for d in spec.get("datasets", [])
+                if d.get("name") in plan.datasets and d.get("source") == "cifar10" and not d.get("path")]
+    if plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable and pathless:
+        console.print(f"  real runs       the plan trains on CIFAR-10, read from your disk: give dataset "
+                      f"{pathless[0]!r} a `path` (a folder with CIFAR-10's python batches) in the scenario to run "
+                      "or certify it", markup=False)
+    elif plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # it can run for real
+        from ..certificate import DEFAULT_ALPHA, fewest_runs
 
         shown = shlex.quote(str(out)) if out else "PLAN.json"
         by_runs = (plan.info.get("certificate") or {}).get("certified")
         state = "certified by its calibration runs above; fresh seeds confirm it" if by_runs else "not certified yet"
         console.print(f"  real runs       {state}: `depl certify {shown}` runs fresh seeds until it can say "
-                      f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence 0.95 (at least "
-                      f"{fewest_runs(plan.omega, 0.05)} runs: that many if every one meets the target)", markup=False)
+                      f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence {1 - DEFAULT_ALPHA:g} (at least "
+                      f"{fewest_runs(plan.omega, DEFAULT_ALPHA)} runs: that many if every one meets the target)", markup=False)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
 
@@ -187,10 +195,11 @@ def _simulation_text(r) -> None:
                   f"{r.runs} runs, seed {r.seed}")
     console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
     console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
-                  f"   (plan's certified bound {p.loss_quantile:.5g})")
+                  f"   (the law's for the plan: {p.loss_quantile:.5g})")
     console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
     console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
-    console.print("  guarantee: " + ("[green]not refuted[/]" if r.not_refuted else "[red]refuted[/] (CI below ω)"))
+    word = {"certified": "[green]certified[/]", "undecided": "undecided", "refuted": "[red]refuted[/]"}[r.verdict]
+    console.print(f"  guarantee by the law's Monte Carlo: {word} (one-sided 95 % bounds against ω = {p.omega:g})")
     note = sim.band.infinite_note()
     console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)
 
@@ -206,7 +215,8 @@ def predict(
                                                  "(default: all of the scenario's); they set φ(S)"),
     as_json: bool = json_option(JSON_HELP),
 ) -> None:
-    """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K)."""
+    """What will the loss be? The law's q-quantile (a bound exact for the law; where its calibration certifies none,
+    the law's estimate, labelled, with why), the mean and the 1st–99th percentiles of ℓ(K)."""
     from ..predict import signed
     from ..workflows import predict as ask
 

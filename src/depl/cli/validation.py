@@ -60,10 +60,23 @@ def validate(
         print_json({**v.to_json(), "exit_code": code})
     # the last line: what a script gating on the exit code is told
     c = v.validation.coverage
-    con.print("guarantee: " + (f"[green]not refuted[/] (the interval reaches ω = {c.omega:g}); exit 0" if c.not_refuted
-                               else f"[red]refuted[/] (the interval [{c.ci[0]:.3f}, {c.ci[1]:.3f}] lies below "
-                               f"ω = {c.omega:g}); exit {EXIT_REFUTED}"), markup=True)
+    con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)
     raise typer.Exit(code)
+
+
+def _verdict_words(c) -> str:
+    """The verdict (certified, refuted, undecided: one word in every command) and the bound behind it."""
+    from ..certificate import DEFAULT_ALPHA, clopper_pearson_lower, clopper_pearson_upper
+
+    lower, upper = clopper_pearson_lower(c.hits, c.runs, DEFAULT_ALPHA), clopper_pearson_upper(c.hits, c.runs,
+                                                                                               DEFAULT_ALPHA)
+    pct = f"{100 * (1 - DEFAULT_ALPHA):g} %"
+    if c.verdict == "certified":
+        return f"[green]certified[/] (one-sided {pct} lower bound {lower:.3f} ≥ ω = {c.omega:g})"
+    if c.verdict == "refuted":
+        return f"[red]refuted[/] (one-sided {pct} upper bound {upper:.3f} < ω = {c.omega:g})"
+    return (f"undecided (one-sided {pct} bounds [{lower:.3f}, {upper:.3f}] hold ω = {c.omega:g}: the runs cannot "
+            "tell the coverage from ω; not refuted)")
 
 
 def _say_start(h, plan_file: Path, con) -> None:
@@ -103,7 +116,7 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
                   f"{v.diverged[:10]}{' …' if len(v.diverged) > 10 else ''} at epochs "
                   f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
     con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
-              f"   (plan: mean {v.planned_mean:.4f}, certified {c.omega:g}-quantile {v.certified_quantile:.4f})", markup=False)
+              f"   (plan: mean {v.planned_mean:.4f}, the law's {c.omega:g}-quantile {v.law_quantile:.4f})", markup=False)
     con.print(f"  band written to {done.png}; report to {done.report}", markup=False)
 
 
@@ -123,5 +136,5 @@ def _validate_adaptive(scenario: str, plan_file: Path, seed_list: list[int], sto
     code = EXIT_OK if c.not_refuted else EXIT_REFUTED
     if as_json:
         print_json({**r.to_json(), "exit_code": code})
-    con.print("guarantee: " + ("not refuted" if c.not_refuted else "refuted") + f"; exit {code}", markup=False)
+    con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)
     raise typer.Exit(code)

@@ -28,7 +28,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..certificate import clopper_pearson_lower, clopper_pearson_upper
+from ..certificate import clopper_pearson_lower, clopper_pearson_upper, fixed_n_verdict
 from ..laws import law_names
 from ..loss.base import segments
 from ..plan import Plan
@@ -37,7 +37,7 @@ from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, p
 from ..validate import Validation
 
 CALIBRATED = "calibrated"
-CERTIFIED = "certified ≥ ω"
+CERTIFIED = "certified"
 LEVEL = 0.95     # each cell's one-sided bounds
 DEFAULT_LAWS = ("increments", "level", CALIBRATED)
 DEFAULT_OMEGAS = (0.8, 0.9, 0.95)
@@ -177,15 +177,13 @@ class Cell:
 
     @property
     def verdict(self) -> str:
-        """certified ≥ ω: the one-sided 95 % lower bound reaches ω; refuted: the one-sided 95 % upper bound lies
-        below ω; consistent: neither (the runs cannot tell the coverage from ω at 95 %)."""
+        """certified, refuted or undecided (`depl.certificate.fixed_n_verdict` at the one-sided 95 % bounds, the
+        words of every command); missing / pending where the cell has no plan / no runs yet."""
         if not self.planned:
             return "missing"
         if self.runs == 0:
             return "pending"
-        if self.upper < self.omega:
-            return "refuted"
-        return CERTIFIED if self.lower >= self.omega else "consistent"
+        return fixed_n_verdict(self.hits, self.runs, self.omega, 1 - LEVEL)
 
     def judge(self, v: Validation) -> None:
         c = v.coverage

@@ -144,6 +144,17 @@ class LossModel(ABC):
         would, in words (depl.loss.calibrated); None when that is not the reason (the default)."""
         return None
 
+    # -- a calibrator's questions (depl.loss.calibrated answers them; every law has these safe defaults) ------- #
+    def certified_by(self, schedule: Sequence[str], phi: float, omega: float) -> str | None:
+        """Which calibration runs read the ω-quantile of `schedule` at φ, in words (printed with a plan); None:
+        the law says nothing of runs (a law as fitted, or a calibrator that keeps no record of them)."""
+        return None
+
+    def certificate(self, schedule: Sequence[str], phi: float) -> tuple[bool, int, int] | None:
+        """(certified, runs, runs that met ℓmax) of `schedule` at φ with the law's confidence 1 − α, counted on
+        runs of that schedule; None: no runs certify it (the default: a plan is then "not certified yet")."""
+        return None
+
     def median_floor(self, phi: float, K: int, switches: np.ndarray) -> np.ndarray | None:
         """(K,): a lower bound on the median of ℓ(k), k = 1..K, over every schedule with at most `switches[k-1]`
         switches in its first k epochs, before training; None: the law gives no such bound."""

@@ -82,7 +82,9 @@ def certify_by_calibration(s: Scenario, p: Plan) -> None:
         return
     law = loss_model_for(s)
     schedule, phi = [e.model for e in p.epochs], s.phi(s.samples(p.datasets))
-    p.info["certified_by"] = law.certified_by(schedule, phi, p.omega)
+    words = law.certified_by(schedule, phi, p.omega)
+    if words:
+        p.info["certified_by"] = words
     cert = law.certificate(schedule, phi) if s.target.alpha is not None else None
     if cert is not None:   # with a confidence (docs/certificate.md): the runs of this schedule, each once
         ok, runs, met = cert

@@ -34,7 +34,7 @@ def coverage_markdown(t: Table, previous: str = "") -> str:
              f"the runs that met ℓmax, the one-sided {pct} (Clopper–Pearson) lower bound on P(ℓ(K) ≤ ℓmax), the "
              f"same bound for all judged cells at once (Bonferroni), and the measured ω-quantile of ℓ(K). Verdict: "
              f"**{CERTIFIED}** when the lower bound reaches ω, **refuted** when the one-sided {pct} upper bound "
-             f"lies below ω (exit 4), consistent otherwise (the runs cannot tell the coverage from ω). Runs per "
+             f"lies below ω (exit 4), undecided otherwise (the runs cannot tell the coverage from ω). Runs per "
              "cell: the `runs` column (a cell with fewer than asked was cut short; rerunning the command continues "
              "it).", ""]
     if not t.trained and any(c.runs < t.runs for c in planned):

@@ -143,17 +143,27 @@ class Simulated:
     warnings: tuple[str, ...] = ()
 
     @property
+    def verdict(self) -> str:
+        """The law's Monte Carlo judging the plan's ω, in the words of every command: certified, refuted or undecided
+        (`depl.certificate.fixed_n_verdict`, one-sided bounds at α = 0.05)."""
+        from ..certificate import DEFAULT_ALPHA, fixed_n_verdict
+
+        hits = int(round(self.simulation.p_meet * self.runs))
+        return fixed_n_verdict(hits, self.runs, self.plan.omega, DEFAULT_ALPHA)
+
+    @property
     def not_refuted(self) -> bool:
-        """The guarantee stands: the 95% interval of P(ℓ(K) ≤ ℓmax) reaches ω."""
-        return self.simulation.p_meet_ci[1] >= self.plan.omega
+        """The guarantee stands: the Monte Carlo does not refute it (`verdict`)."""
+        return self.verdict != "refuted"
 
     def to_json(self) -> dict:
         p, sim = self.plan, self.simulation
         return {"plan": str(self.plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
                 "runs": self.runs, "seed": self.seed, "omega": p.omega, "target": p.loss_target,
                 "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
-                "quantile_ci": list(sim.quantile_ci), "certified_quantile": p.loss_quantile,
+                "quantile_ci": list(sim.quantile_ci), "law_quantile": p.loss_quantile,
                 "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": self.not_refuted,
+                "verdict": self.verdict,
                 "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(), "png": str(self.png)}
 
 
