@@ -10,6 +10,7 @@ Real training throughout, tiny: 60 samples of 8 values in 3 classes, an MLP, 2 e
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -81,6 +82,8 @@ noise = { family = "invgamma", mean = 1.0, var = 0.01 }
 train = { net = "mydata:make_net" }
 '''
 
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial-own-model.md"
+
 # the command line with every seed's draw found too dear to check ahead: each is checked when its seed starts
 LATE = "import depl.train.data as d; d.CHECK_AHEAD_SECONDS = 0.0; from depl.cli import main; main()"
 
@@ -100,14 +103,15 @@ def project(tmp_path):
     return tmp_path
 
 
-def refused(r, seed: int, what: list[str]) -> None:
-    """Exit 2, one line on stderr naming the factory, the seed and the problem; no traceback."""
+def refused(r, seed: int, what: list[str]) -> str:
+    """Exit 2, one line on stderr naming the factory, the seed and the problem; no traceback. The line."""
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-3000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     (line,) = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
     assert line.startswith(f"error: your data factory mydata:load fails for seed {seed} (called as "
                            f"load(seed={derive_seed(seed, 0)}), the seed's own draw): "), line
     assert all(w in line for w in what), line
+    return line
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -115,9 +119,11 @@ def test_a_bad_draw_stops_the_profile_before_any_epoch(depl_cli, project, case):
     bad, body, what = CASES[case]
     write_factory(project, bad, body)
     r = depl_cli("profile", "s.toml", "--epochs", "2", "--seeds", "5", "--out", "p", "--allow-code", ".", cwd=project)
-    refused(r, min(bad), what)
+    line = refused(r, min(bad), what)
     with Store(project / "p" / "runs.sqlite", readonly=True) as st:
         assert st.count_epochs() == 0  # checked up front: nothing trained
+    if case == "labels":  # the tutorial shows this one as it is printed
+        assert f"\n{line}\n" in TUTORIAL.read_text(encoding="utf-8")
 
 
 def test_run_validate_and_certify_refuse_a_bad_draw_too(depl_cli, project):
