@@ -10,6 +10,7 @@ Real training throughout, tiny: 60 samples of 8 values in 3 classes, an MLP, 2 e
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,33 @@ def test_runs_whose_losses_go_non_finite_are_counted_at_the_end(depl_cli, projec
                  "--allow-code", ".", "--json", cwd=project)
     assert r.returncode in (0, 4) and json.loads(r.stdout)["diverged"] == [0, 2], r.stderr[-2000:]
     assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in r.stderr
+
+
+def test_every_draw_is_checked_ahead_only_where_that_is_cheap(project, monkeypatch):
+    from depl.scenario import load_scenario
+    from depl.train import custom, data as data_mod
+
+    monkeypatch.setenv("DEPL_CODE", str(project))
+    write_factory(project, {4}, CASES["none"][1])
+    spec = data_mod.data_spec(load_scenario(project / "s.toml"), ["a"])
+    assert data_mod.check_draws([(spec, [0, 1, 2, 3])]) == 4                   # cheap: all four checked
+    assert data_mod.check_draws([(spec, [0, 1, 2, 3, 4])], budget=0.0) == 0    # too dear: each when it starts
+    custom._load_source.cache_clear()
+    with pytest.raises(data_mod.DrawError) as e:
+        data_mod.check_draws([(spec, [0, 1]), (replace(spec, fraction=0.5), [1, 4, 5])])  # one factory, its seeds
+    assert e.value.seed == 4 and "it returned a NoneType" in str(e.value)
+    with pytest.raises(data_mod.DrawError, match="fails for seed 4"):
+        spec.seeded(4).load()   # where it is drawn, whatever checked it ahead
+
+
+def test_your_fixed_data_with_a_nan_is_refused_with_its_field(project, monkeypatch):
+    from depl.scenario import load_scenario
+    from depl.train import data as data_mod
+
+    monkeypatch.setenv("DEPL_CODE", str(project))
+    (project / "fixed.py").write_text(NET_AND_DRAW + "def load():\n    (a, b), (c, d) = draw(0)\n"
+                                      "    c[2, 0, 1] = float('inf')\n    return (a, b), (c, d)\n")
+    (project / "f.toml").write_text(SCENARIO.replace('"mydata:load"', '"fixed:load"').replace('data_draw = "run"\n', ""))
+    with pytest.raises(data_mod.DataError, match=r"datasets\[0\]\.source = 'fixed:load': its test inputs hold 1 "
+                                                 r"infinite value \(of 160, in 1 of its 20 samples\)"):
+        data_mod.data_spec(load_scenario(project / "f.toml"), ["a"])

@@ -568,9 +568,9 @@ class DrawError(DataError):
 
 def checked_draw(got: Source, base: Source) -> Source:
     """`got`, a run's own draw of your data, if the networks built on `base` (your factory's data as called
-    without a seed: seed 0's where `seed` has no default) can train on it: the same input shape per sample, the dtypes your
-    factory gave `base` in, and labels among the networks' classes. (custom.py has checked that it is a pair of
-    finite inputs and whole labels ≥ 0.) DataError saying what differs otherwise."""
+    without a seed: seed 0's where `seed` has no default) can train on it: the same input shape per sample, the
+    dtypes your factory gave `base` in, and labels among the networks' classes. (custom.py has checked that it is
+    a pair of finite inputs and whole labels ≥ 0.) DataError saying what differs otherwise."""
     for which, x in (("train", got.x_train), ("test", got.x_test)):
         if x.shape[1:] != base.x_train.shape[1:]:
             raise DataError(f"its {which} inputs have shape {tuple(x.shape[1:])} per sample, not "
@@ -597,23 +597,23 @@ def check_draws(specs, budget: float | None = None) -> int:
 
     Only your factory that takes `seed` can fail for one seed and not another (a built-in draw, or a new split
     of your fixed data, is the checked data cut anew).  Its draws are checked ahead if the first one, timed, says
-    that all of them take at most `budget` seconds [default: CHECK_AHEAD_SECONDS]: a draw that costs more (a factory that reads files or
-    generates data per seed) would hold the first epoch back by minutes for a few thousand seeds, and every draw
-    is made again when its seed trains (only the last few are cached) — so then each seed's draw is checked
-    where it is drawn (`_drawn`), and a failure stops the command at that seed, with the seeds trained before
-    it in the store (a rerun resumes them)."""
+    that all of them take at most `budget` seconds [default: CHECK_AHEAD_SECONDS]: a draw that costs more (a
+    factory that reads files or generates data per seed) would hold the first epoch back by minutes for a few
+    thousand seeds, and every draw is made again when its seed trains (only the last few are cached) — so then
+    each seed's draw is checked where it is drawn (`_drawn`), and a failure stops the command at that seed,
+    with the seeds trained before it in the store (a rerun resumes them)."""
     import time
 
     from .custom import takes_seed
 
-    todo: dict[tuple, tuple[DataSpec, list[int]]] = {}   # one factory's draws once, whatever the fractions
+    todo: dict[tuple, tuple[DataSpec, dict[int, None]]] = {}   # one factory's draws once, whatever the fractions
     for spec, seeds in specs:
         if spec.draws == "run" and ":" in spec.source and seeds and takes_seed(spec.source, spec.code_dir):
-            key = (spec.source, spec.path, spec.code_dir)
-            todo.setdefault(key, (spec, []))[1].extend(s for s in seeds if s not in todo[key][1])
+            todo.setdefault((spec.source, spec.path, spec.code_dir), (spec, {}))[1].update(dict.fromkeys(seeds))
     budget = CHECK_AHEAD_SECONDS if budget is None else budget
     checked = 0
-    for spec, seeds in todo.values():
+    for spec, ordered in todo.values():
+        seeds = list(ordered)
         t0 = time.perf_counter()
         spec.seeded(seeds[0]).load()
         if (time.perf_counter() - t0) * len(seeds) > budget:

@@ -30,13 +30,14 @@ def _remote_task(task: Task, results, threads: int):
     returned rather than raised, so that it crosses back as itself and not in a traceback)."""
     import torch
 
+    from .data import DrawError
     from .source import DataError
 
     torch.set_num_threads(threads)
     try:
         task.run(lambda item: results.put(("epoch", item)))
     except DataError as e:
-        return e
+        return e if isinstance(e, DrawError) else DataError(str(e))  # both pickle whole
     return len(task.seeds)
 
 

@@ -252,13 +252,14 @@ def _worker(tasks, results, threads: int, parent: int) -> None:
             os._exit(1)
         results.put(("epoch", item))
 
+    from .data import DrawError
     from .source import DataError
 
     while (task := tasks.get()) is not None:
         try:
             task.run(emit)
         except DataError as e:  # data that cannot be used (a seed's own draw of yours): the message is the user's
-            results.put(("refused", e))
+            results.put(("refused", e if isinstance(e, DrawError) else DataError(str(e))))  # both pickle whole
             return
         except BaseException:
             results.put(("error", traceback.format_exc()))
