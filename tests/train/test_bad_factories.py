@@ -133,6 +133,8 @@ def test_run_validate_and_certify_refuse_a_bad_draw_too(depl_cli, project):
     assert r.returncode == 0, r.stderr
     what = CASES["raises"][2]
     refused(depl_cli("run", "plan.json", "--seeds", "5", "--out", "r", "--allow-code", ".", cwd=project), 3, what)
+    refused(depl_cli("run", "plan.json", "--adaptive", "--seeds", "5", "--out", "a", "--allow-code", ".",
+                     cwd=project), 3, what)
     refused(depl_cli("validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v",
                      "--allow-code", ".", cwd=project), 3, what)
     refused(depl_cli("certify", "plan.json", "--first-seed", "0", "--max-runs", "5", "--batch", "5", "--out", "c",
