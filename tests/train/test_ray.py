@@ -17,6 +17,7 @@ from depl.scenario import load_scenario  # noqa: E402
 from depl.store import Store  # noqa: E402
 from depl.train import profile as prof  # noqa: E402
 from depl.train.federation import LocalFederation, walk_plan  # noqa: E402
+from test_bad_factories import CASES, LATE, SCENARIO, refused, write_factory  # noqa: E402
 
 RAY = Path(sys.executable).parent / "ray"
 
@@ -33,7 +34,11 @@ def test_profile_seeds_run_on_a_loopback_ray_cluster(depl_cli, tmp_path):
     (tmp_path / "r").mkdir()
     link = Path(tempfile.mkdtemp(prefix="depl-ray-", dir="/tmp")) / "r"
     link.symlink_to(tmp_path / "r")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    own = tmp_path / "own"   # a project of your own code (a data factory drawn per run), allowed on the nodes
+    own.mkdir()
+    (own / "s.toml").write_text(SCENARIO)
+    write_factory(own, {3}, CASES["raises"][1])
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "DEPL_CODE": str(own)}
     common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
     procs = []
 
@@ -69,6 +74,14 @@ def test_profile_seeds_run_on_a_loopback_ray_cluster(depl_cli, tmp_path):
             assert got[seed] == [r.test_loss for r in walk_plan(job, seed, LocalFederation())]
         again = depl_cli(*cmd, env=env, timeout=300)
         assert again.returncode == 0 and "8 of 8 epochs done" in again.stdout.replace("\n", " ")
+        # a seed's own draw of your data that fails in a Ray task (checked there: its draw too dear to check
+        # ahead) is told as the user's line, exit 2, after the task in flight beside it has ended and been written
+        bad = ["profile", "s.toml", "--epochs", "2", "--seeds", "6", "--out", "p", "--ray-address", f"127.0.0.1:{port}"]
+        r = depl_cli(*bad, env=env, timeout=300, cwd=own, code=LATE)
+        refused(r, 3, CASES["raises"][2])
+        with Store(own / "p" / "runs.sqlite") as st:
+            (run,) = st.runs("profile")
+            assert {s: len(v) for s, v in st.losses(run["run_id"]).items()} == {0: 2, 1: 2, 2: 2}
     finally:
         for p in procs:
             try:

@@ -22,7 +22,8 @@ from ..workflows.common import (MAX_SEED, MAX_SEEDS, Training, allow_code, need_
                                 start_training)
 from ..workflows.common import check_ray_address as probe_ray
 from ..workflows.errors import training_errors
-from .console import check_output_file, choice, console, epoch_progress, fail, json_option, refusals, warn
+from .console import (check_output_file, choice, console, epoch_progress, err_console, fail, json_option,
+                      print_json, refusals, warn)
 
 
 class Backend(str, Enum):
@@ -144,16 +145,33 @@ def trains_seeds(*, seed_batch: bool = True):
     return decorate
 
 
-def _summary(store, run_id: str, title: str) -> None:
+def diverged_line(runs: int, groups: list[tuple[str, dict[int, int]]], limit: int = 10) -> Optional[str]:
+    """'2 of 8 runs diverged (seed 3 at epoch 1, seed 5 at epoch 4): their losses went non-finite …', or None
+    where none did; `groups` [(what, {seed: epoch})]: one per run of the store (what: '' where there is one)."""
+    n = sum(len(g) for _, g in groups)
+    if not n:
+        return None
+
+    def where(gone: dict[int, int]) -> str:
+        shown = ", ".join(f"seed {s} at epoch {k}" for s, k in list(gone.items())[:limit])
+        return shown + (f", … ({len(gone) - limit} more)" if len(gone) > limit else "")
+
+    text = "; ".join(f"{what}: {where(g)}" if what else where(g) for what, g in groups if g)
+    return (f"{n} of {runs} runs diverged ({text}): their losses went non-finite (each stopped there, not "
+            "resumed; its final loss counts as +inf)")
+
+
+def _summary(store, run_id: str, title: str, seeds=None, con=console) -> None:
+    """The run's diverged seeds (of `seeds`; None: all the store has) and its final losses, as a table."""
     import numpy as np
     from rich.table import Table
 
     losses, gone = store.losses(run_id), store.diverged(run_id)
+    seeds = store.seeds(run_id) if seeds is None else list(seeds)
     finals = np.array([v[-1] for s, v in losses.items() if v and s not in gone])
-    if gone:
-        console.print(f"{len(gone)} seeds diverged (non-finite loss; not resumed, final loss +inf): "
-                      + ", ".join(f"seed {s} at epoch {k}" for s, k in list(gone.items())[:10])
-                      + (" …" if len(gone) > 10 else ""), markup=False)
+    line = diverged_line(len(seeds), [("", {s: gone[s] for s in seeds if s in gone})])
+    if line:
+        con.print(line, markup=False, highlight=False)
     if finals.size == 0:
         return
     t = Table(title=escape(title))
@@ -161,7 +179,22 @@ def _summary(store, run_id: str, title: str) -> None:
         t.add_column(c)
     t.add_row(run_id, str(len(finals)), str(max(len(v) for v in losses.values())), f"{finals.mean():.4f}",
               f"{finals.min():.4f}", f"{finals.max():.4f}", f"{np.percentile(finals, 99):.4f}")
-    console.print(t)
+    con.print(t)
+
+
+def _run_json(done) -> dict:
+    """What `depl run --json` prints: the run, its seeds' final losses and the seeds that diverged."""
+    import numpy as np
+
+    losses, gone = done.store.losses(done.run_id), done.diverged()
+    finals = np.array([losses[s][-1] for s in done.seeds if s not in gone and losses.get(s)])
+    stat = (lambda f: float(f(finals)) if finals.size else None)  # noqa: E731
+    return {"run_id": done.run_id, "plan": done.plan.method, "scenario": done.plan.scenario, "backend": done.backend,
+            "store": str(done.store.path), "seeds": list(done.seeds), "epochs": len(done.plan.epochs),
+            "seconds": done.seconds, "finished": int(finals.size), "final_loss_mean": stat(np.mean),
+            "final_loss_min": stat(np.min), "final_loss_max": stat(np.max), "diverged": sorted(gone),
+            "diverged_at": [{"seed": s, "epoch": k} for s, k in gone.items()],
+            "seed_training": None if done.seed_training is None else done.seed_training.to_json()}
 
 
 def run(
@@ -195,12 +228,16 @@ def run(
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
     gap_from: Optional[List[Path]] = typer.Option(None, "--gap-from", metavar="STORE", help=GAP_FROM_HELP),
     allow: Optional[List[Path]] = ALLOW_CODE,
+    as_json: bool = json_option("print the run on stdout as one JSON object (its seeds, final losses, the seeds "
+                                "that diverged), nothing else there; not with --adaptive"),
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
     from ..workflows.training import parse_slow, prepare_run
 
     allow_code(allow)
     training = training_options(threads, device, seed_batch, workers, ray_address)
+    if adaptive and as_json:
+        fail("--json: an adaptive run prints its decisions as text (`depl runs show --json` has them all)")
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
@@ -215,25 +252,28 @@ def run(
     with refusals():
         prepared = prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out, training=training,
                                superlink=superlink, insecure=insecure)
-    done = show_plan_run(prepared, training)
+    con = err_console if as_json else console  # with --json, stdout carries the JSON object only
+    done = show_plan_run(prepared, training, con)
     if done.flwr_output:
-        sys.stdout.write(done.flwr_output)
-    console.print(f"done in {done.seconds:.1f} s")
+        (sys.stderr if as_json else sys.stdout).write(done.flwr_output)
+    con.print(f"done in {done.seconds:.1f} s")
     _summary(done.store, done.run_id, f"plan {done.plan.method} on {done.plan.scenario}"
-             + (" (Flower deployment)" if superlink else ""))
+             + (" (Flower deployment)" if superlink else ""), done.seeds, con)
+    if as_json:
+        print_json(_run_json(done))
 
 
-def show_plan_run(r, training: Training):
+def show_plan_run(r, training: Training, con=console):
     """Train a prepared plan run (depl.workflows.training.train_run) under its header line and progress bar."""
     from ..workflows.training import flower_app_folder, train_run
 
     if r.superlink:  # the ServerApp trains elsewhere: no progress here
-        console.print(f"run [bold]{r.run_id}[/] · submitting {escape(str(flower_app_folder(r)))} to SuperLink "
+        con.print(f"run [bold]{r.run_id}[/] · submitting {escape(str(flower_app_folder(r)))} to SuperLink "
                       f"{escape(repr(r.superlink))} (flwr run)", highlight=False)
         with refusals():
             return train_run(r, training)
     already, seeds = r.done_epochs(), len(r.seeds)
-    console.print(f"run [bold]{r.run_id}[/] · plan {escape(str(r.plan_file))} · {r.epochs} epochs × {seeds} seeds · "
+    con.print(f"run [bold]{r.run_id}[/] · plan {escape(str(r.plan_file))} · {r.epochs} epochs × {seeds} seeds · "
                   f"back end {r.backend} · store {escape(r.store.path)}"
                   + (f" · resuming ({already} epochs done)" if already else ""), highlight=False)
     with epoch_progress() as bar, refusals():
@@ -242,7 +282,7 @@ def show_plan_run(r, training: Training):
         def progress(seed, epoch, loss):
             bar.update(task, advance=1, description=f"{r.backend} seed {seed} epoch {epoch} loss {loss:.3f}")
 
-        return train_run(r, training, progress, said())
+        return train_run(r, training, progress, said(con))
 
 
 def refuse_adaptive_options(rule: str | None, validation: float | None, what: str, gap_from=None) -> None:
@@ -383,7 +423,7 @@ def run_app(
         if left:
             fail(f"flwr run ended but seeds {left} are unfinished; Flower's logs: {Path(folder) / '.flwr'}", code=1)
         console.print(f"done in {time.perf_counter() - t0:.1f} s · the SuperLink and all it started are stopped")
-        _summary(st, run_id, f"app {folder}")
+        _summary(st, run_id, f"app {folder}", seed_list)
 
 
 @trains_seeds()
@@ -403,17 +443,20 @@ def profile(
     nodes: int = typer.Option(1, "--nodes", min=1, help="nodes doing FedAvg in every experiment"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     out: Path = typer.Option(Path("depl-runs"), "--out", help="the run folder (the store, Ray temp files)"),
+    as_json: bool = json_option("print the experiments' runs on stdout as one JSON object (each with the seeds that "
+                                "diverged), nothing else there"),
     training: Training = None,
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
     from ..workflows.training import parse_fractions, prepare_profile, train_profile
 
+    con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     with refusals():
         p = prepare_profile(scenario, epochs, seeds, first_seed, fractions=tuple(parse_fractions(fractions)),
                             versions=tuple(version or ()), switches=tuple(switch or ()),
                             datasets=tuple(datasets or ()), nodes=nodes, store=store, out=out, training=training)
     total, done = p.total_epochs, p.done_epochs()
-    console.print(f"profiling {escape(p.scenario.name)}: {len(p.jobs)} experiments × {seeds} seeds "
+    con.print(f"profiling {escape(p.scenario.name)}: {len(p.jobs)} experiments × {seeds} seeds "
                   f"({first_seed}..{first_seed + seeds - 1}) × {epochs} epochs · store {escape(p.store.path)}"
                   + (f" · resuming ({done} of {total} epochs done)" if done else ""), highlight=False)
     with epoch_progress() as bar, refusals():
@@ -425,8 +468,22 @@ def profile(
             bar.update(tasks[rid], advance=1)
             bar.update(overall, advance=1)
 
-        profiled = train_profile(p, training, progress, said())
-    console.print(f"done in {profiled.seconds:.1f} s")
+        profiled = train_profile(p, training, progress, said(con))
+    con.print(f"done in {profiled.seconds:.1f} s")
+    labels = {rid: exp.label for exp, _, rid in p.jobs}
+    gone = profiled.diverged()
+    line = diverged_line(len(p.jobs) * len(p.seeds), [(labels[rid] if len(p.jobs) > 1 else "", g)
+                                                      for rid, g in gone.items()])
+    if line:
+        con.print(line, markup=False, highlight=False)
+    if as_json:
+        print_json({"scenario": p.scenario.name, "store": str(p.store.path), "seeds": list(p.seeds), "epochs": epochs,
+                    "seconds": profiled.seconds, "runs_trained": len(p.jobs) * len(p.seeds),
+                    "diverged_runs": sum(len(g) for g in gone.values()),
+                    "runs": [{"run": rid, "experiment": labels[rid], "diverged": sorted(gone[rid]),
+                              "diverged_at": [{"seed": s, "epoch": k} for s, k in gone[rid].items()]}
+                             for rid in profiled.run_ids],
+                    "seed_training": None if profiled.seed_training is None else profiled.seed_training.to_json()})
 
 
 def runs_show(

@@ -11,7 +11,7 @@ from rich.markup import escape
 from ..workflows.common import Training, seed_range
 from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
                       print_json, refusals, warn)
-from .training import (GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, Rule, refuse_adaptive_options, said,
+from .training import (GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, Rule, diverged_line, refuse_adaptive_options, said,
                        show_adaptive_run, trains_seeds)
 
 
@@ -112,9 +112,8 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
               f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
     if v.diverged:
         gone = h.store.diverged(h.run_id)
-        con.print(f"  {len(v.diverged)} seeds diverged (non-finite loss), counted as ℓ(K) = +inf: seeds "
-                  f"{v.diverged[:10]}{' …' if len(v.diverged) > 10 else ''} at epochs "
-                  f"{[gone[x] for x in v.diverged[:10]]}", markup=False)
+        con.print("  " + diverged_line(len(h.seeds), [("", {s: gone[s] for s in v.diverged})])
+                  + "; each counted as a run that missed ℓmax", markup=False, highlight=False)
     con.print(f"  measured ℓ(K): mean {v.final_mean:.4f}, sd {v.final_sd:.4f}, {c.omega:g}-quantile {v.final_quantile:.4f}"
               f"   (plan: mean {v.planned_mean:.4f}, the law's {c.omega:g}-quantile {v.law_quantile:.4f})", markup=False)
     con.print(f"  band written to {done.png}; report to {done.report}", markup=False)

@@ -233,7 +233,7 @@ class AdaptiveBatch:
     def warm(self) -> None:
         from .seeds import warm_job
 
-        warm_job(self.job)
+        warm_job(self.job, self.seeds[0])
 
 
 def _shown(progress) -> Callable[[Item], None] | None:

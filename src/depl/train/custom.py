@@ -277,8 +277,9 @@ def build_net(ref: str, args: dict[str, Any], code_dir: str | None):
     return net
 
 
-def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) as float32 inputs and int64 labels, from a Dataset of pairs or a pair of tensors."""
+def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray, tuple[str, str]]:
+    """(X, y) as float32 inputs and int64 labels, from a Dataset of pairs or a pair of tensors, with the dtypes
+    they were given in (inputs, labels); DataError if they are not that, or hold a NaN or an infinity."""
     import torch
     from torch.utils.data import Dataset
 
@@ -313,10 +314,23 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"its {which} labels have shape {tuple(y.shape)} for {len(x)} inputs; expected one class index per input")
     if y.is_floating_point() and not bool(torch.all(y == y.round())):
         raise DataError(f"its {which} labels are not whole numbers; depl trains classifiers (class indices 0..C-1)")
+    given = (str(x.dtype).removeprefix("torch."), str(y.dtype).removeprefix("torch."))
+    if y.is_floating_point() and not bool(torch.isfinite(y).all()):
+        raise DataError(f"its {which} labels hold NaN or infinite values; depl trains classifiers (class indices 0..C-1)")
     y = y.to(torch.int64)
     if int(y.min()) < 0:
         raise DataError(f"its {which} labels include {int(y.min())}; class indices start at 0")
-    return x.to(torch.float32).numpy(), y.numpy()
+    try:
+        x = x.to(torch.float32)
+    except (TypeError, RuntimeError) as e:  # a complex or non-numeric tensor
+        raise DataError(f"its {which} inputs ({given[0]}) cannot be made float32: {e}") from None
+    bad = int((~torch.isfinite(x)).sum())
+    if bad:  # every loss of a run on them would be NaN: refused here, not found out as a diverged run
+        nans = int(torch.isnan(x).sum())
+        what = " and ".join(w for w, k in (("NaN", nans), ("infinite", bad - nans)) if k)
+        raise DataError(f"its {which} inputs hold {bad:,} {what} value{'s' * (bad > 1)} (of {x.numel():,}, "
+                        f"in {int((~torch.isfinite(x.reshape(len(x), -1))).any(1).sum()):,} of its {len(x):,} samples)")
+    return x.numpy(), y.numpy(), given
 
 
 def load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
@@ -352,9 +366,9 @@ def _load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Sou
         raise DataError(f"calling it failed: {type(e).__name__}: {e}") from None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise DataError(f"it returned a {type(out).__name__}; expected (train, test)")
-    xt, yt = _arrays(out[0], "train")
-    xe, ye = _arrays(out[1], "test")
+    xt, yt, given = _arrays(out[0], "train")
+    xe, ye, _ = _arrays(out[1], "test")
     if xt.shape[1:] != xe.shape[1:]:
         raise DataError(f"its train inputs have shape {xt.shape[1:]} but its test inputs {xe.shape[1:]}")
     n_classes = int(max(yt.max(), ye.max())) + 1
-    return Source(np.ascontiguousarray(xt), yt, np.ascontiguousarray(xe), ye, n_classes)
+    return Source(np.ascontiguousarray(xt), yt, np.ascontiguousarray(xe), ye, n_classes, given)

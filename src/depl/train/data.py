@@ -24,7 +24,7 @@ import pickle
 import pickletools
 import re
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -515,10 +515,10 @@ def cifar10(folder: str) -> Source:
 
 
 def load_source(source: str, path: str | None = None, code_dir: str | None = None,
-                draw: int | None = None) -> Source:
-    """A source's data: its own fixed split, or (`draw`) a run's own draw of it (`drawn`)."""
+                draw: int | None = None, seed: int | None = None) -> Source:
+    """A source's data: its own fixed split, or (`draw`) run `seed`'s own draw of it (`drawn`)."""
     if draw is not None:
-        return _drawn(source, path, code_dir, int(draw))
+        return _drawn(source, path, code_dir, int(draw), seed)
     if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
         from .custom import load_source as own
 
@@ -534,17 +534,94 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
     raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)}, or MODULE:FUNCTION)")
 
 
-def _drawn(source: str, path: str | None, code_dir: str | None, draw: int) -> Source:
+def _drawn(source: str, path: str | None, code_dir: str | None, draw: int, seed: int | None = None) -> Source:
     """Run `draw`'s data: MNIST-1D samples of the generator's pool; your source's own draw where its factory
-    takes `seed`; else the source's samples split anew into train and test (the same sizes)."""
+    takes `seed` (checked: `checked_draw`); else the source's samples split anew into train and test (the same
+    sizes)."""
     if source == "mnist1d":
         return mnist1d_drawn(draw)
     if ":" in source:
         from .custom import load_source as own, takes_seed
 
         if takes_seed(source, code_dir):
-            return own(source, code_dir, seed=draw)
+            base = load_source(source, path, code_dir)  # what the networks were built and checked on
+            try:
+                return checked_draw(own(source, code_dir, seed=draw), base)
+            except DataError as e:
+                raise DrawError(source, seed, draw, str(e)) from None
     return resplit(load_source(source, path, code_dir), draw)  # once per run: its data is cached by its spec
+
+
+class DrawError(DataError):
+    """A run's own draw of your data that cannot be used: the message names the factory, the run's seed and why;
+    `seed` is that seed (None where the draw was asked for without one)."""
+
+    def __init__(self, source: str, seed: int | None, draw: int, why: str):
+        who = f"seed {seed}" if seed is not None else f"the draw seed={draw}"
+        called = f" (called as {source.partition(':')[2]}(seed={draw}), the seed's own draw)" if seed is not None else ""
+        super().__init__(f"your data factory {source} fails for {who}{called}: {why}")
+        self.seed, self.source, self.draw, self.why = seed, source, draw, why
+
+    def __reduce__(self):  # crosses a process boundary (a worker, a Ray task) as itself
+        return DrawError, (self.source, self.seed, self.draw, self.why)
+
+
+def checked_draw(got: Source, base: Source) -> Source:
+    """`got`, a run's own draw of your data, if the networks built on `base` (your factory's data as called
+    without a seed: seed 0's where `seed` has no default) can train on it: the same input shape per sample, the
+    dtypes your factory gave `base` in, and labels among the networks' classes. (custom.py has checked that it is
+    a pair of finite inputs and whole labels ≥ 0.) DataError saying what differs otherwise."""
+    for which, x in (("train", got.x_train), ("test", got.x_test)):
+        if x.shape[1:] != base.x_train.shape[1:]:
+            raise DataError(f"its {which} inputs have shape {tuple(x.shape[1:])} per sample, not "
+                            f"{tuple(base.x_train.shape[1:])} as the data the networks were built on")
+    if base.given_dtypes is not None and got.given_dtypes != base.given_dtypes:
+        (xa, ya), (xb, yb) = got.given_dtypes, base.given_dtypes
+        raise DataError(f"it gives {xa} inputs and {ya} labels, not {xb} and {yb} as the data the networks were "
+                        "built on")
+    for which, y in (("train", got.y_train), ("test", got.y_test)):
+        top = int(y.max())
+        if top >= base.n_classes:
+            raise DataError(f"its {which} labels include {top}; the networks output {base.n_classes} classes "
+                            f"(labels 0..{base.n_classes - 1}), as many as the data they were built on has")
+    return got
+
+
+CHECK_AHEAD_SECONDS = 10.0  # what checking every seed's draw of your data before the first epoch may cost
+
+
+def check_draws(specs, budget: float | None = None) -> int:
+    """Every seed's own draw of your data checked before any of them trains, where that is cheap: `specs`
+    [(DataSpec, seeds)]; DrawError (naming the seed) at the first draw that cannot be used.  Returns how many
+    seeds' draws were checked (0: none here, each seed's is checked where it is drawn, when it starts).
+
+    Only your factory that takes `seed` can fail for one seed and not another (a built-in draw, or a new split
+    of your fixed data, is the checked data cut anew).  Its draws are checked ahead if the first one, timed, says
+    that all of them take at most `budget` seconds [default: CHECK_AHEAD_SECONDS]: a draw that costs more (a
+    factory that reads files or generates data per seed) would hold the first epoch back by minutes for a few
+    thousand seeds, and every draw is made again when its seed trains (only the last few are cached) — so then
+    each seed's draw is checked where it is drawn (`_drawn`), and a failure stops the command at that seed,
+    with the seeds trained before it in the store (a rerun resumes them)."""
+    import time
+
+    from .custom import takes_seed
+
+    todo: dict[tuple, tuple[DataSpec, dict[int, None]]] = {}   # one factory's draws once, whatever the fractions
+    for spec, seeds in specs:
+        if spec.draws == "run" and ":" in spec.source and seeds and takes_seed(spec.source, spec.code_dir):
+            todo.setdefault((spec.source, spec.path, spec.code_dir), (spec, {}))[1].update(dict.fromkeys(seeds))
+    budget = CHECK_AHEAD_SECONDS if budget is None else budget
+    checked = 0
+    for spec, ordered in todo.values():
+        seeds = list(ordered)
+        t0 = time.perf_counter()
+        spec.seeded(seeds[0]).load()
+        if (time.perf_counter() - t0) * len(seeds) > budget:
+            continue
+        for s in seeds[1:]:
+            spec.seeded(s).load()
+        checked += len(seeds)
+    return checked
 
 
 @dataclass(frozen=True)
@@ -561,15 +638,16 @@ class DataSpec:
     split: str = "carved"  # where it comes from: "carved" out of the selected samples, or "fresh" samples (SPLITS)
     draws: str = "fixed"  # [training] data_draw (DRAWS): "run" gives each run (seed) its own draw (`seeded`)
     draw: int | None = None  # this run's draw (None: the source's own data); a function of the seed, never stored
+    seed: int | None = field(default=None, compare=False)  # the run whose draw it is (named when the draw fails)
 
     def load(self) -> Source:
-        return load_source(self.source, self.path, self.code_dir, self.draw)
+        return load_source(self.source, self.path, self.code_dir, self.draw, self.seed)
 
     def seeded(self, seed: int) -> "DataSpec":
         """The data run `seed` trains and is tested on: its own draw where runs draw their data, else this."""
         if self.draws not in DRAWS:
             raise DataError(f"data_draw {self.draws!r}: expected one of {', '.join(DRAWS)}")
-        return self if self.draws == "fixed" else replace(self, draw=derive_seed(seed, 0))
+        return self if self.draws == "fixed" else replace(self, draw=derive_seed(seed, 0), seed=int(seed))
 
     def stream_seed(self, stream: int, fixed: int = PARTITION_SEED) -> int:
         """The seed of one random choice on this data (a fraction, a node split): `fixed`, or this run's draw's."""

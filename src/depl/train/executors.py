@@ -228,8 +228,12 @@ def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, p
     name; None: `decide`), and return how they were trained; `options`: the fields of `Options` (seed_batch,
     workers, threads: None or absent unless given) and `decide`'s cache_dir.  `said(text)` is told how the
     seeds train (one line) before they do, and that a measurement starts when one does."""
+    from .data import check_draws
+
     runs = list(runs)
-    todo = sum(len(pending_seeds(store, rid, job, seeds)) for rid, job, seeds in runs)
+    left = [(job, pending_seeds(store, rid, job, seeds)) for rid, job, seeds in runs]
+    check_draws([(job.data, seeds) for job, seeds in left])  # every seed's own draw of your data, where cheap
+    todo = sum(len(seeds) for _, seeds in left)
     d = decide(runs, executor=executor, todo=todo, said=said, **options)
     if said is not None:
         said(d.line)

@@ -25,11 +25,19 @@ class RayError(RuntimeError):
     """A Ray cluster that cannot be used; the message is meant for the user."""
 
 
-def _remote_task(task: Task, results, threads: int) -> int:
+def _remote_task(task: Task, results, threads: int):
+    """The seeds trained, or the DataError that stopped the task (data that cannot be used: the user's message,
+    returned rather than raised, so that it crosses back as itself and not in a traceback)."""
     import torch
 
+    from .data import DrawError
+    from .source import DataError
+
     torch.set_num_threads(threads)
-    task.run(lambda item: results.put(("epoch", item)))
+    try:
+        task.run(lambda item: results.put(("epoch", item)))
+    except DataError as e:
+        return e if isinstance(e, DrawError) else DataError(str(e))  # both pickle whole
     return len(task.seeds)
 
 
@@ -86,15 +94,22 @@ def run_on_ray(ray, tasks: list[Task], slots: int, threads: int, writer: Writer,
             writer.write(item)
             block = False
 
+    refused = None  # a task's DataError: no task is sent after it, those in flight end and are written first
     try:
         while pending or inflight:
-            while pending and len(inflight) < slots:
+            while pending and refused is None and len(inflight) < slots:
                 inflight.append(remote.remote(writer.load(pending.pop(0)), results, threads))
+            if not inflight:
+                break
             drain(block=True)
             finished, inflight = ray.wait(inflight, num_returns=len(inflight), timeout=0)
             for ref in finished:
-                ray.get(ref)  # a task's failure surfaces here, with its traceback
+                out = ray.get(ref)  # a task's failure surfaces here, with its traceback
+                if isinstance(out, Exception):
+                    refused = refused or out
             drain(block=False)  # a finished task's last epochs were put before it returned
+        if refused is not None:
+            raise refused
     finally:
         for ref in inflight:
             ray.cancel(ref, force=True)

@@ -169,16 +169,21 @@ class SeedBatch:
             walk_plan_stack(job, list(self.seeds), rows, start)
 
     def warm(self) -> None:
-        warm_job(self.job)
+        warm_job(self.job, self.seeds[0])
 
 
-def warm_job(spec: dict) -> None:
-    """Load a job's test and node data here (cached by depl.train.federation)."""
+def warm_job(spec: dict, seed: int = 0) -> None:
+    """Load a job's test and node data here (cached by depl.train.federation); `seed`: one of the seeds to train."""
     from .federation import Job, node_data, test_data
 
     job = Job.from_json(spec)
     if not job.stackable:  # every seed draws its own data: only what the draws share (a generator's pool) ahead
-        job.seeded(0).data.load()
+        from .source import DataError
+
+        try:
+            job.seeded(seed).data.load()
+        except DataError:  # that seed's own draw: told where the seed trains, after the seeds before it
+            pass
         return
     test_data(job.data)
     for nodes in set(job.nodes.values()):
@@ -247,9 +252,15 @@ def _worker(tasks, results, threads: int, parent: int) -> None:
             os._exit(1)
         results.put(("epoch", item))
 
+    from .data import DrawError
+    from .source import DataError
+
     while (task := tasks.get()) is not None:
         try:
             task.run(emit)
+        except DataError as e:  # data that cannot be used (a seed's own draw of yours): the message is the user's
+            results.put(("refused", e if isinstance(e, DrawError) else DataError(str(e))))  # both pickle whole
+            return
         except BaseException:
             results.put(("error", traceback.format_exc()))
             return
@@ -293,6 +304,7 @@ def run_on_processes(tasks: list[Task], workers: int, threads: int, writer: Writ
     for p in procs:
         p.start()
     pending = list(tasks)
+    refused = None  # a worker's DataError: no task is sent after it, those running end and are written first
     try:
         for _ in range(workers):
             todo.put(writer.load(pending.pop(0)))
@@ -309,11 +321,16 @@ def run_on_processes(tasks: list[Task], workers: int, threads: int, writer: Writ
                 writer.write(payload)
             elif kind == "error":
                 raise RuntimeError(f"a training worker failed:\n{payload}")
-            elif pending:
+            elif kind == "refused":  # that worker has returned
+                refused = refused or payload
+                running -= 1
+            elif pending and refused is None:
                 todo.put(writer.load(pending.pop(0)))
             else:
                 todo.put(None)
                 running -= 1
+        if refused is not None:
+            raise refused
     finally:
         for p in procs:
             if p.is_alive():

@@ -7,7 +7,7 @@ returns a Source, so neither imports the other for these.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,9 @@ class Source:
     x_test: np.ndarray
     y_test: np.ndarray
     n_classes: int = 10
+    # your factory's inputs and labels as it gave them, before they became float32 and int64 (None: a built-in
+    # source); a run's own draw of your data is checked against them (depl.train.data.checked_draw)
+    given_dtypes: tuple[str, str] | None = field(default=None, compare=False)
 
     @property
     def input_shape(self) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import BadInput
+from .errors import BadInput, as_bad_input, training_errors
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -123,13 +123,15 @@ def open_store(store: Optional[str], out: Path):
 def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
               said: Optional[Callable[[str], None]] = None):
     """`depl.train.executors.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
-    input. progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
+    input, and so is data that cannot be used (a seed's own draw of your data: the seeds trained before it stay in
+    the store). progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
     (and before it, that a measurement starts when one does). Returns how they trained (executors.Decision)."""
     from ..train.ray_pool import RayError
     from ..train.executors import run_all
 
     try:
-        return run_all(st, runs, progress=progress, said=said, **training.seed_options())
+        with as_bad_input(*training_errors()):
+            return run_all(st, runs, progress=progress, said=said, **training.seed_options())
     except RayError as e:
         raise BadInput(str(e)) from None
 

@@ -70,6 +70,12 @@ class RunResult:
     seconds: float
     flwr_output: str = ""
     seed_training: Any = None   # the local back end: how its seeds trained (depl.train.executors.Decision)
+    seeds: tuple[int, ...] = ()
+
+    def diverged(self) -> dict[int, int]:
+        """The seeds of this run whose losses went non-finite, each with its epoch where it did."""
+        gone = self.store.diverged(self.run_id)
+        return {s: gone[s] for s in self.seeds if s in gone}
 
 
 def check_backend(backend: str, superlink: Optional[str], insecure: bool, ray_address: Optional[str]) -> None:
@@ -118,7 +124,7 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     train (`run_seeds`)."""
     t0 = time.perf_counter()
     st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said)
-    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how)
+    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, r.seeds)
 
 
 def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
@@ -133,7 +139,11 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
         how = run_seeds(r.store, [(r.run_id, r.job, list(r.seeds))], training,
                         lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss), said)
         return r.store, "", how
-    if execute.pending(r.store, r.run_id, r.job, list(r.seeds)):
+    if left := execute.pending(r.store, r.run_id, r.job, list(r.seeds)):
+        from ..train.data import check_draws
+
+        with as_bad_input(*training_errors()):  # Flower's apps train elsewhere: a bad draw is told here, if cheap
+            check_draws([(r.job.data, left)])
         st = hand_over(r.store)
         run_flower_simulation(r, st, progress, training.threads or 1)
         return st, "", None
@@ -307,6 +317,10 @@ def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: O
     from ..train.seeds import DEFAULT_SEED_BATCH
 
     seed_batch = seed_batch or DEFAULT_SEED_BATCH
+    from ..train.data import check_draws
+
+    with as_bad_input(*training_errors()):
+        check_draws([(a.job.data, list(a.todo))])  # every seed's own draw of your data, before any trains (if cheap)
 
     t0 = time.perf_counter()
     todo = set(a.todo)
@@ -365,6 +379,15 @@ class Profiled:
     store: "Store"
     seconds: float
     seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
+    seeds: tuple[int, ...] = ()
+
+    def diverged(self) -> dict[str, dict[int, int]]:
+        """Each experiment's run → its seeds of this profile whose losses went non-finite, each with the epoch."""
+        out = {}
+        for rid in self.run_ids:
+            gone = self.store.diverged(rid)
+            out[rid] = {s: gone[s] for s in self.seeds if s in gone}
+        return out
 
 
 def parse_fractions(text: str) -> list[float]:
@@ -417,7 +440,7 @@ def train_profile(p: Profiling, training: Training = Training(), progress: Optio
     how the seeds train (`run_seeds`)."""
     t0 = time.perf_counter()
     how = run_seeds(p.store, [(rid, job, list(p.seeds)) for _, job, rid in p.jobs], training, progress, said)
-    return Profiled(p.scenario, tuple(rid for _, _, rid in p.jobs), p.store, time.perf_counter() - t0, how)
+    return Profiled(p.scenario, tuple(rid for _, _, rid in p.jobs), p.store, time.perf_counter() - t0, how, p.seeds)
 
 
 def profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed: int = 0, *,
