@@ -15,7 +15,7 @@ import re
 import typer
 from rich.markup import escape
 
-from . import certify, coverage, fitting, planning, reproduce, training, validation
+from . import certify, coverage, fitting, models, planning, reproduce, training, validation
 from .console import EXIT_BAD_INPUT, err_console, output, print_json
 
 
@@ -71,6 +71,8 @@ for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan)
                       ("run-app", training.run_app), ("fleet-gateway", training.fleet_gateway)):
     app.command(name, **_command(command))(command)
 runs_app.command("show", **_command(training.runs_show))(training.runs_show)
+runs_app.command("models", **_command(models.runs_models))(models.runs_models)
+app.command("export-model", **_command(models.export_model))(models.export_model)
 app.add_typer(runs_app, name="runs")
 app.command("fit", **_command(fitting.fit))(fitting.fit)
 app.command("calibrate", **_command(fitting.calibrate))(fitting.calibrate)

@@ -37,6 +37,17 @@ class Rule(str, Enum):
     conditional = "conditional"  # also the law-conditioned stops, cuts and re-plans
 
 
+class KeepModels(str, Enum):
+    none = "none"
+    best = "best"
+    all = "all"
+
+
+KEEP_HELP = ("local back end: the seeds' final models kept in OUT/models/RUN_ID (depl runs models, depl export-model, "
+             "depl.load_model): all, best (the lowest final test loss) or none [default: all for up to 16 seeds, "
+             "best above]")
+
+
 class Device(str, Enum):
     cpu = "cpu"
     cuda = "cuda"
@@ -195,8 +206,11 @@ def run(
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
     gap_from: Optional[List[Path]] = typer.Option(None, "--gap-from", metavar="STORE", help=GAP_FROM_HELP),
     allow: Optional[List[Path]] = ALLOW_CODE,
+    keep_models: Optional[str] = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-models"),
+                                              help=KEEP_HELP),
 ) -> None:
-    """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
+    """Train a plan for real over seeds; the test loss after every epoch goes to the store, the final models to
+    OUT/models. Resumes."""
     from ..workflows.training import parse_slow, prepare_run
 
     allow_code(allow)
@@ -204,6 +218,8 @@ def run(
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
+        if keep_models not in (None, KeepModels.none.value):
+            fail("--keep-models: an --adaptive run keeps its losses and decisions, not its models")
         with refusals():
             slowed = parse_slow(slow)
         show_adaptive_run(plan, seed_range(first_seed, seeds), store, out, training, validation, slowed,
@@ -214,11 +230,14 @@ def run(
     refuse_adaptive_options(rule, validation, "runs", gap_from)
     with refusals():
         prepared = prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out, training=training,
-                               superlink=superlink, insecure=insecure)
+                               superlink=superlink, insecure=insecure, keep_models=keep_models)
     done = show_plan_run(prepared, training)
     if done.flwr_output:
         sys.stdout.write(done.flwr_output)
     console.print(f"done in {done.seconds:.1f} s")
+    if done.models is not None:
+        console.print(f"models ({prepared.keep_models}): {escape(str(done.models))}"
+                      + (f", {len(done.models_written)} written now" if done.models_written else ""), highlight=False)
     _summary(done.store, done.run_id, f"plan {done.plan.method} on {done.plan.scenario}"
              + (" (Flower deployment)" if superlink else ""))
 
