@@ -332,6 +332,10 @@ def export_app(
                                      help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
                                      "are not known here)"),
     allow: Optional[List[Path]] = ALLOW_CODE,
+    keep_models: Optional[str] = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-models"),
+                                              help="the seeds' final models the ServerApp keeps, next to the store "
+                                              "(models/RUN_ID): all, best or none [default: all for up to 16 seeds, "
+                                              "best above]"),
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
     with refusals():
@@ -340,7 +344,7 @@ def export_app(
     from ..train.flower_app import export_app
 
     try:
-        app = export_app(plan, folder, seeds, first_seed, store, device)
+        app = export_app(plan, folder, seeds, first_seed, store, device, keep_models)
     except training_errors() as e:
         fail(str(e))
     except OSError as e:  # DIR is a file, or cannot be created or written; nothing is left behind

@@ -158,20 +158,26 @@ class ModelKeeper:
         self._code = None
 
     def __call__(self, item) -> None:
+        """The final models a batch-epoch (`depl.train.seeds.Item`) brings."""
         if item.run_id != self.run_id or not item.models:
             return
         rows = {seed: row for seed, row, _, final in item.entries if final}
         for seed, payload in item.models:
-            row = rows.get(seed)
-            if row is None or not (math.isfinite(row.test_loss) and math.isfinite(row.train_loss)):
-                continue
-            if self.keep == "best" and not self._better(seed, row.test_loss):
-                continue
-            self.write(seed, row, payload)
-            if self.keep == "best":
-                for other in list_run(self.folder):
-                    if other["seed"] != seed:
-                        remove(self.folder, other["seed"])
+            if seed in rows:
+                self.final(seed, rows[seed], payload)
+
+    def final(self, seed: int, row, payload: dict[str, Any]) -> None:
+        """Seed `seed` has finished with `row` (its last epoch) and the model `payload` (`final_payload`): kept as
+        `keep` says (a diverged seed: never)."""
+        if not (math.isfinite(row.test_loss) and math.isfinite(row.train_loss)):
+            return
+        if self.keep == "best" and not self._better(seed, row.test_loss):
+            return
+        self.write(seed, row, payload)
+        if self.keep == "best":
+            for other in list_run(self.folder):
+                if other["seed"] != seed:
+                    remove(self.folder, other["seed"])
 
     def _better(self, seed: int, loss: float) -> bool:
         kept = [(m["final_test_loss"], m["seed"]) for m in list_run(self.folder) if m["seed"] != seed]

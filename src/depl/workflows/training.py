@@ -122,15 +122,11 @@ KEEP_MODELS = ("none", "best", "all")
 
 
 def check_keep(keep: Optional[str], seeds: int, backend: str) -> str:
-    """--keep-models, or its default for `seeds` seeds (all up to 16, best above); the local back end only."""
+    """--keep-models, or its default for `seeds` seeds (all up to 16, best above)."""
     if keep is not None and keep not in KEEP_MODELS:
         raise BadInput(f"--keep-models {keep!r}: choose {', '.join(KEEP_MODELS)}")
-    if backend != "local":
-        if keep not in (None, "none"):
-            raise BadInput(f"--keep-models {keep}: the models are kept by the local back end only (a Flower run "
-                           "keeps its losses, not its models)")
-        return "none"
     from ..train.models import default_keep
+
 
     return keep or default_keep(seeds)
 
@@ -143,12 +139,16 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     t0 = time.perf_counter()
     keeper = model_keeper(r)
     st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said, keeper)
-    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how,
-                     None if keeper is None else keeper.folder, () if keeper is None else tuple(keeper.written))
+    from ..train.models import models_folder
+
+    folder = None if r.keep_models == "none" else models_folder(r.out, r.run_id)  # Flower's: its ServerApp's
+    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, folder,
+                     () if keeper is None else tuple(keeper.written))
 
 
 def model_keeper(r: PlanRun):
-    """What keeps the run's final models (depl.train.models.ModelKeeper), or None (--keep-models none)."""
+    """What keeps the run's final models (depl.train.models.ModelKeeper), or None (--keep-models none).  On the
+    Flower back end the ServerApp keeps them (the app's run config says where): None here."""
     if r.keep_models == "none" or r.backend != "local" or r.superlink:
         return None
     from ..train.models import ModelKeeper, plan_summary
@@ -207,7 +207,8 @@ def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int)
     from ..train import execute
     from ..train.flower_app import export_app, simulate_app
 
-    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device)
+    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device,
+                     r.keep_models, r.out)
     try:
         simulate_app(app, r.out, max(r.job.nodes.values()), progress, threads, device=r.device)
     except RuntimeError as e:
@@ -221,7 +222,8 @@ def run_deployment(r: PlanRun) -> tuple["Store", str]:
     """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
     from ..train.flower_app import export_app, run_deployment as submit
 
-    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device)
+    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device,
+                     r.keep_models, r.out)
     st = hand_over(r.store)
     done = submit(app, r.superlink)
     if done.returncode != 0:
