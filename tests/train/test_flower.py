@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("flwr")
 
 import depl  # noqa: E402
+import depl.workflows  # noqa: E402
 from depl.store import Store  # noqa: E402
 from depl.train.federation import LocalFederation, evaluate, job_from_plan, walk_plan  # noqa: E402
 from depl.train.federation import test_data as run_test_data  # noqa: E402
@@ -163,6 +164,10 @@ def test_an_exported_app_runs_the_way_the_readme_says_and_leaves_nothing_running
             flower = s.losses(run["run_id"])
         local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
         assert flower[0] == pytest.approx(local, rel=1e-5, abs=1e-6)
+        # run-app keeps the seed's model next to the app's store, with the plan file's name
+        (model,) = depl.workflows.list_models(app)
+        assert (model["seed"], model["plan"]["file"], model["version"]) == (0, "plan.json", "quarter")
+        assert model["final_test_loss"] == pytest.approx(flower[0][-1], abs=1e-12)
         assert (app / ".flwr" / "config.toml").is_file()  # Flower's config and state in the app folder
         assert not (home / ".flwr").exists(), list(home.rglob("*"))
         assert elapsed < 600
