@@ -63,6 +63,19 @@ def test_a_run_keeps_every_seeds_model_and_it_loads_with_the_stored_test_loss(di
     assert not torch.equal(next(a.parameters()), next(b.parameters()))
 
 
+def test_a_changed_model_file_is_refused(digits, tmp_path):
+    import shutil
+
+    from depl.workflows import BadInput
+
+    copy = tmp_path / "copy"
+    shutil.copytree(digits / "r" / "models", copy / "models")
+    (pt,) = copy.rglob("seed-0.pt")
+    pt.write_bytes(pt.read_bytes()[:-1] + b"x")
+    with pytest.raises(BadInput, match="SHA-256"):
+        depl.load_model(copy, seed=0)
+
+
 def test_the_model_file_is_plain_data(digits):
     (pt,) = (digits / "r" / "models").rglob("seed-0.pt")
     content = torch.load(pt, weights_only=True)
@@ -168,6 +181,10 @@ def test_a_missing_model_is_refused_in_one_line(depl_cli, digits, tmp_path):
         assert r.returncode == 2 and "onnx" in r.stderr and "Traceback" not in r.stderr
     from depl.workflows import BadInput
 
+    r = depl_cli("export-model", "r", "--seed", "0", "--out", tmp_path, cwd=digits)   # a folder
+    assert r.returncode == 2 and "is a folder" in r.stderr and "Traceback" not in r.stderr
+    r = depl_cli("runs", "models", tmp_path / "nowhere", "--json")
+    assert r.returncode == 2 and json.loads(r.stdout)["exit_code"] == 2
     with pytest.raises(BadInput, match="no model of seed 9"):
         depl.load_model(digits / "r", seed=9)
 
