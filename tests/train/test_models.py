@@ -5,6 +5,7 @@ test loss recomputed on the run's own test data is the stored one), listed by `d
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from depl.plan import Plan
 from depl.store import Store
 from depl.train.federation import evaluate, job_from_plan
 from depl.train.federation import test_data as run_test_data
+from depl.train.prune import make_net
 
 
 def finals(folder) -> dict[int, float]:
@@ -116,7 +118,7 @@ def test_export_model_loads_in_an_interpreter_without_depl(depl_cli, digits, tmp
              "got = m(io['x'])\n"
              "assert torch.allclose(got, io['want'], atol=1e-5), (got - io['want']).abs().max()\n"
              "print('ok', tuple(got.shape))\n")
-    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-I", "-c", check], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok (7, 10)"
@@ -193,3 +195,38 @@ def test_planning_never_imports_torch_for_load_model():
     r = subprocess.run([sys.executable, "-c", "import sys, depl; f = depl.load_model; "
                         "print('torch' in sys.modules, callable(f))"], capture_output=True, text=True)
     assert r.stdout.split() == ["False", "True"], r.stderr
+
+
+def test_your_own_networks_model_loads_only_from_allowed_unchanged_code(depl_cli, tmp_path, monkeypatch):
+    """The tutorial's network (net = "mymodel:make_net"), pruned: loaded with allow_code, refused without it or
+    once its file changed."""
+    from test_own_code import write_project
+
+    from depl.plan import Epoch, with_figures
+    from depl.scenario import load_scenario
+    from depl.workflows import BadInput
+
+    project = write_project(tmp_path / "project")
+    monkeypatch.delenv("DEPL_CODE", raising=False)
+    s = load_scenario(project / "my-digits.toml")
+    version = s.models[-1].name   # the tutorial's most pruned version
+    p = with_figures(Plan("hand", s.name, True, ["a"], [Epoch(1, version, "edge", 1.0)], 0, 0, 0, 0, 0), s)
+    p.save(tmp_path / "plan.json")
+    r = depl_cli("run", tmp_path / "plan.json", "--seeds", "1", "--out", tmp_path / "o", "--allow-code", project)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(BadInput, match="allow"):
+        depl.load_model(tmp_path / "o", seed=0)
+    model = depl.load_model(tmp_path / "o", seed=0, allow_code=[project])
+    assert "DEPL_CODE" not in os.environ   # allowed for the call only
+    monkeypatch.setenv("DEPL_CODE", str(project))
+    job = job_from_plan(Plan.load(tmp_path / "plan.json"))
+    loss, _ = evaluate(model, *run_test_data(job.seeded(0).data))
+    assert loss == pytest.approx(finals(tmp_path / "o")[0], abs=1e-6)
+    full = make_net(job.versions[version])   # the unpruned network
+    assert job.versions[version].ratio > 0
+    assert sum(q.numel() for q in model.parameters()) < sum(q.numel() for q in full.parameters())
+    r = depl_cli("export-model", tmp_path / "o", "--seed", "0", "--out", tmp_path / "own.pt2", "--allow-code", project)
+    assert r.returncode == 0, r.stderr
+    (project / "mymodel.py").write_text((project / "mymodel.py").read_text() + "\n# changed\n")
+    with pytest.raises(BadInput, match="not the file this model was trained with"):
+        depl.load_model(tmp_path / "o", seed=0)
