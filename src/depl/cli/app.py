@@ -63,7 +63,7 @@ def _keeping_argument_help(helps: dict[str, str | None]) -> type:
 # rich markup named, not left to typer's default (none in its older releases): the escaped help reads the same in all
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="rich",
                   help=_help("depl: plan, run and check dependable distributed training."))
-runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store."))
+runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store, and the models a run folder keeps."))
 
 for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
                       ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),

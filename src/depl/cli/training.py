@@ -1,4 +1,5 @@
-"""Training commands: run, profile, runs show, export-app, run-app (torch is imported inside each command).
+"""Training commands: run, profile, runs show, export-app, run-app (torch is imported inside each command;
+`depl runs models` and `depl export-model`: depl.cli.models).
 
 Every command imports the training code inside its body, so `depl plan` and
 the other planning commands work without the `train` extra.

@@ -236,7 +236,10 @@ def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, p
     if said is not None:
         said(d.line)
     writer = Writer(store, None if progress is None else shown_rows(progress), keep)
-    d.executor.run(tasks_of(store, runs, d.executor, d.options), writer, d.options)
+    tasks = tasks_of(store, runs, d.executor, d.options)
+    if keep is not None:   # the final models travel back only where they are kept
+        tasks = [replace(t, keep_models=True) for t in tasks]
+    d.executor.run(tasks, writer, d.options)
     return d
 
 

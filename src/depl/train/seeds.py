@@ -135,6 +135,7 @@ class SeedBatch:
     done: int                        # epochs every seed of the task has done
     checkpoints: tuple[bytes, ...] = ()
     device: str | None = None        # cpu, cuda or auto, resolved on the worker; None: the job's device
+    keep_models: bool = False        # send each seed's final model back with its last epoch (Item.models)
 
     def loaded(self, store: Store) -> "SeedBatch":
         """The task with its seeds' checkpoints (read only now: a long run's checkpoints are not all held at once)."""
@@ -163,7 +164,7 @@ class SeedBatch:
                                                          for r, m in zip(results, models())]
             # a seed's last epoch brings its trained model back (a stack's unstacked: one module per seed)
             kept = tuple((s, final_payload(m)) for s, r, m in zip(seeds, results, models()) if not diverges(r)) \
-                if final else ()
+                if final and self.keep_models else ()
             emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs)),
                       models=kept))
 
