@@ -149,7 +149,7 @@ def test_a_stacked_batch_unstacks_each_seeds_pruned_model(depl_cli, plan_file, t
         model = depl.load_model(out, seed=seed)
         assert [m.out_channels for m in model.features if hasattr(m, "out_channels")] == [4, 4, 4]  # 16 × 0.25
         loss, _ = evaluate(model, x, y)
-        assert loss == pytest.approx(stored[seed], abs=1e-5)   # the stack's batched kernels vs the loop's
+        assert loss == pytest.approx(stored[seed], abs=1e-6)   # the stack evaluates with its own kernels: ~1e-7 apart
 
 
 def test_keep_models_best_and_none(depl_cli, plan_file, tmp_path):

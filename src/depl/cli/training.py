@@ -44,7 +44,7 @@ class KeepModels(str, Enum):
     all = "all"
 
 
-KEEP_HELP = ("local back end: the seeds' final models kept in OUT/models/RUN_ID (depl runs models, depl export-model, "
+KEEP_HELP = ("the seeds' final models kept in OUT/models/RUN_ID (depl runs models, depl export-model, "
              "depl.load_model): all, best (the lowest final test loss) or none [default: all for up to 16 seeds, "
              "best above]")
 
