@@ -5,3 +5,16 @@ below a target by a deadline (the DepL method), run it for real, and check it.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """`depl.load_model(RUN_FOLDER, seed=N)`: a run's trained model (depl.workflows.models.load_model), imported
+    on first use, so that planning never imports torch."""
+    if name == "load_model":
+        from .workflows.models import load_model
+
+        return load_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["__version__", "load_model"]

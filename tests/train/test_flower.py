@@ -11,8 +11,11 @@ import pytest
 
 pytest.importorskip("flwr")
 
+import depl  # noqa: E402
+import depl.workflows  # noqa: E402
 from depl.store import Store  # noqa: E402
-from depl.train.federation import LocalFederation, job_from_plan, walk_plan  # noqa: E402
+from depl.train.federation import LocalFederation, evaluate, job_from_plan, walk_plan  # noqa: E402
+from depl.train.federation import test_data as run_test_data  # noqa: E402
 from trainkit import SWITCH_PLAN, make_plan  # noqa: E402
 
 
@@ -84,6 +87,11 @@ def _check(depl_cli, plan, tmp_path, out):
     for seed in (0, 1):
         local = [x.test_loss for x in walk_plan(job, seed, LocalFederation())]
         assert flower[seed] == pytest.approx(local, rel=1e-5, abs=1e-6)
+        # the ServerApp kept the seed's final model (pruned to the quarter version) next to the store
+        model = depl.load_model(out, seed=seed)
+        assert evaluate(model, *run_test_data(job.data))[0] == pytest.approx(flower[seed][-1], abs=1e-6)
+    assert sorted(p.name for p in (out / "models" / run["run_id"]).iterdir()) == [
+        "seed-0.json", "seed-0.pt", "seed-1.json", "seed-1.pt"]
     # Flower's and Ray's state stay in the run folder
     assert any((out / "ray").iterdir())
     assert (out / "flower").is_dir()
@@ -156,6 +164,10 @@ def test_an_exported_app_runs_the_way_the_readme_says_and_leaves_nothing_running
             flower = s.losses(run["run_id"])
         local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
         assert flower[0] == pytest.approx(local, rel=1e-5, abs=1e-6)
+        # run-app keeps the seed's model next to the app's store, with the plan file's name
+        (model,) = depl.workflows.list_models(app)
+        assert (model["seed"], model["plan"]["file"], model["version"]) == (0, "plan.json", "quarter")
+        assert model["final_test_loss"] == pytest.approx(flower[0][-1], abs=1e-12)
         assert (app / ".flwr" / "config.toml").is_file()  # Flower's config and state in the app folder
         assert not (home / ".flwr").exists(), list(home.rglob("*"))
         assert elapsed < 600

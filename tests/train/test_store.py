@@ -64,7 +64,8 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(depl_cli
     make_plan(SWITCH_PLAN).save(plan)
     seeds, n = 6, len(SWITCH_PLAN)
     db = tmp_path / "killed.sqlite"
-    run = ["run", str(plan), "--seeds", str(seeds), "--out", str(tmp_path / "o"), *options]
+    args = lambda out: ["run", str(plan), "--seeds", str(seeds), "--out", str(tmp_path / out), *options]  # noqa: E731
+    run = args("o")
     proc = depl_cli.start(*run, "--store", str(db))
     deadline = time.time() + 300
     while time.time() < deadline:  # kill it in the middle of the run
@@ -86,7 +87,7 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(depl_cli
     assert again.returncode == 0, err
     assert "resuming" in out
     ref_db = tmp_path / "ref.sqlite"
-    ref = depl_cli.start(*run, "--store", str(ref_db))
+    ref = depl_cli.start(*args("ref"), "--store", str(ref_db))
     assert ref.communicate(timeout=300) and ref.returncode == 0
     with Store(db) as s, Store(ref_db) as r:
         (run,) = s.runs()
@@ -94,6 +95,11 @@ def test_a_run_killed_hard_resumes_without_losing_or_repeating_an_epoch(depl_cli
         assert s.seeds(run["run_id"]) == list(range(seeds))
         # the resumed trajectories are those of an uninterrupted run
         assert s.losses(run["run_id"]) == r.losses(run["run_id"])
+    # and so are the final models, bit for bit (a model written before its epoch's commit is written again, the same)
+    kept = {p.name: p.read_bytes() for p in (tmp_path / "o" / "models" / run["run_id"]).iterdir()}
+    uninterrupted = {p.name: p.read_bytes() for p in (tmp_path / "ref" / "models" / run["run_id"]).iterdir()}
+    assert sorted(kept) == sorted(f"seed-{k}.{x}" for k in range(seeds) for x in ("json", "pt"))
+    assert kept == uninterrupted
 
 
 def test_a_batch_of_seeds_is_recorded_whole_or_not_at_all(tmp_path):

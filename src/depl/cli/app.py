@@ -15,7 +15,7 @@ import re
 import typer
 from rich.markup import escape
 
-from . import certify, coverage, fitting, planning, reproduce, training, validation
+from . import certify, coverage, fitting, models, planning, reproduce, training, validation
 from .console import EXIT_BAD_INPUT, err_console, output, print_json
 
 
@@ -63,7 +63,7 @@ def _keeping_argument_help(helps: dict[str, str | None]) -> type:
 # rich markup named, not left to typer's default (none in its older releases): the escaped help reads the same in all
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="rich",
                   help=_help("depl: plan, run and check dependable distributed training."))
-runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store."))
+runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store, and the models a run folder keeps."))
 
 for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
                       ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
@@ -71,6 +71,8 @@ for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan)
                       ("run-app", training.run_app), ("fleet-gateway", training.fleet_gateway)):
     app.command(name, **_command(command))(command)
 runs_app.command("show", **_command(training.runs_show))(training.runs_show)
+runs_app.command("models", **_command(models.runs_models))(models.runs_models)
+app.command("export-model", **_command(models.export_model))(models.export_model)
 app.add_typer(runs_app, name="runs")
 app.command("fit", **_command(fitting.fit))(fitting.fit)
 app.command("calibrate", **_command(fitting.calibrate))(fitting.calibrate)

@@ -1,4 +1,5 @@
-"""Training commands: run, profile, runs show, export-app, run-app (torch is imported inside each command).
+"""Training commands: run, profile, runs show, export-app, run-app (torch is imported inside each command;
+`depl runs models` and `depl export-model`: depl.cli.models).
 
 Every command imports the training code inside its body, so `depl plan` and
 the other planning commands work without the `train` extra.
@@ -36,6 +37,17 @@ class Rule(str, Enum):
 
     slack = "slack"              # stops that spend the plan's slack only: rests on the open-loop certificate
     conditional = "conditional"  # also the law-conditioned stops, cuts and re-plans
+
+
+class KeepModels(str, Enum):
+    none = "none"
+    best = "best"
+    all = "all"
+
+
+KEEP_HELP = ("the seeds' final models kept in OUT/models/RUN_ID (depl runs models, depl export-model, "
+             "depl.load_model): all, best (the lowest final test loss) or none [default: all for up to 16 seeds, "
+             "best above]")
 
 
 class Device(str, Enum):
@@ -230,8 +242,11 @@ def run(
     allow: Optional[List[Path]] = ALLOW_CODE,
     as_json: bool = json_option("print the run on stdout as one JSON object (its seeds, final losses, the seeds "
                                 "that diverged), nothing else there; not with --adaptive"),
+    keep_models: Optional[str] = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-models"),
+                                              help=KEEP_HELP),
 ) -> None:
-    """Train a plan for real over seeds; the test loss after every epoch goes to the store. Resumes."""
+    """Train a plan for real over seeds; the test loss after every epoch goes to the store, the final models to
+    OUT/models. Resumes."""
     from ..workflows.training import parse_slow, prepare_run
 
     allow_code(allow)
@@ -241,6 +256,8 @@ def run(
     if adaptive:
         if backend != "local" or superlink or ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
+        if keep_models not in (None, KeepModels.none.value):
+            fail("--keep-models: an --adaptive run keeps its losses and decisions, not its models")
         with refusals():
             slowed = parse_slow(slow)
         show_adaptive_run(plan, seed_range(first_seed, seeds), store, out, training, validation, slowed,
@@ -251,12 +268,15 @@ def run(
     refuse_adaptive_options(rule, validation, "runs", gap_from)
     with refusals():
         prepared = prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out, training=training,
-                               superlink=superlink, insecure=insecure)
+                               superlink=superlink, insecure=insecure, keep_models=keep_models)
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     done = show_plan_run(prepared, training, con)
     if done.flwr_output:
         (sys.stderr if as_json else sys.stdout).write(done.flwr_output)
     con.print(f"done in {done.seconds:.1f} s")
+    if done.models is not None:
+        con.print(f"models ({prepared.keep_models}): {escape(str(done.models))}"
+                  + (f", {len(done.models_written)} written now" if done.models_written else ""), highlight=False)
     _summary(done.store, done.run_id, f"plan {done.plan.method} on {done.plan.scenario}"
              + (" (Flower deployment)" if superlink else ""), done.seeds, con)
     if as_json:
@@ -353,6 +373,10 @@ def export_app(
                                      help="cpu or cuda: where the ClientApps train (not auto: the nodes' devices "
                                      "are not known here)"),
     allow: Optional[List[Path]] = ALLOW_CODE,
+    keep_models: Optional[str] = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-models"),
+                                              help="the seeds' final models the ServerApp keeps, next to the store "
+                                              "(models/RUN_ID): all, best or none [default: all for up to 16 seeds, "
+                                              "best above]"),
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
     with refusals():
@@ -361,7 +385,7 @@ def export_app(
     from ..train.flower_app import export_app
 
     try:
-        app = export_app(plan, folder, seeds, first_seed, store, device)
+        app = export_app(plan, folder, seeds, first_seed, store, device, keep_models)
     except training_errors() as e:
         fail(str(e))
     except OSError as e:  # DIR is a file, or cannot be created or written; nothing is left behind

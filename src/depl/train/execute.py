@@ -20,6 +20,7 @@ from ..store import EpochRow, Store
 from .federation import EpochResult, Job, LocalFederation, RoundFn, state_bytes, walk_plan
 
 OnEpoch = Callable[[int, int, EpochResult | None], None]  # (seed, epochs done, last result)
+KeepFinal = Callable[[int, EpochRow, torch.nn.Module], None]  # (seed, its last epoch, its trained model)
 
 
 def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
@@ -38,14 +39,17 @@ def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:
     return [s for s in seeds if s not in gone and store.done_epochs(run_id, s) < len(job.epochs)]
 
 
-def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: OnEpoch | None = None):
-    """The on_epoch hook that writes an epoch and its checkpoint in one transaction."""
+def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: OnEpoch | None = None,
+             keep: KeepFinal | None = None):
+    """The on_epoch hook that writes an epoch and its checkpoint in one transaction; `keep(seed, row, model)`
+    hears the seed's last epoch before it is written (depl.train.models.ModelKeeper.final)."""
 
     def on_epoch(r: EpochResult, model: torch.nn.Module) -> None:
         final = r.epoch == n_epochs
-        store.record_epoch(run_id, seed,
-                           EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds),
-                           checkpoint=None if final else state_bytes(model), final=final)
+        row = EpochRow(r.epoch, r.model, r.cluster, r.test_loss, r.test_accuracy, r.train_loss, r.seconds)
+        if final and keep is not None:
+            keep(seed, row, model)
+        store.record_epoch(run_id, seed, row, checkpoint=None if final else state_bytes(model), final=final)
         if progress is not None:
             progress(seed, r.epoch, r)
 
@@ -53,13 +57,13 @@ def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: OnEp
 
 
 def run_seed(store: Store, run_id: str, job: Job, seed: int, train_round: RoundFn,
-             progress: OnEpoch | None = None) -> None:
-    """Train one seed to the end of the job, resuming from the store."""
+             progress: OnEpoch | None = None, keep: KeepFinal | None = None) -> None:
+    """Train one seed to the end of the job, resuming from the store; `keep`: as `recorder`'s."""
     done = store.done_epochs(run_id, seed)
     if done >= len(job.epochs) or store.diverged_at(run_id, seed) is not None:
         return
     start = store.resume_point(run_id, seed)  # checked: epochs 1..done, checkpoint of epoch done
-    walk_plan(job, seed, train_round, recorder(store, run_id, seed, len(job.epochs), progress), start)
+    walk_plan(job, seed, train_round, recorder(store, run_id, seed, len(job.epochs), progress, keep), start)
 
 
 def run_local(store: Store, run_id: str, job: Job, seeds: list[int], progress: OnEpoch | None = None) -> None:

@@ -223,11 +223,13 @@ def tasks_of(store: Store, runs: Iterable[Run], executor: Executor, options: Opt
 
 
 def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, progress: OnEpoch | None = None,
-            said: Callable[[str], None] | None = None, **options) -> Decision:
+            said: Callable[[str], None] | None = None, keep: Callable[[Any], None] | None = None,
+            **options) -> Decision:
     """Train the pending seeds of every (run_id, job, seeds) to the end, into `store`, by `executor` (a registered
     name; None: `decide`), and return how they were trained; `options`: the fields of `Options` (seed_batch,
     workers, threads: None or absent unless given) and `decide`'s cache_dir.  `said(text)` is told how the
-    seeds train (one line) before they do, and that a measurement starts when one does."""
+    seeds train (one line) before they do, and that a measurement starts when one does.  `keep(item)`: hears
+    every batch-epoch before it is written (the final models it brings: depl.train.models.ModelKeeper)."""
     from .data import check_draws
 
     runs = list(runs)
@@ -237,8 +239,11 @@ def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, p
     d = decide(runs, executor=executor, todo=todo, said=said, **options)
     if said is not None:
         said(d.line)
-    writer = Writer(store, None if progress is None else shown_rows(progress))
-    d.executor.run(tasks_of(store, runs, d.executor, d.options), writer, d.options)
+    writer = Writer(store, None if progress is None else shown_rows(progress), keep)
+    tasks = tasks_of(store, runs, d.executor, d.options)
+    if keep is not None:   # the final models travel back only where they are kept
+        tasks = [replace(t, keep_models=True) for t in tasks]
+    d.executor.run(tasks, writer, d.options)
     return d
 
 

@@ -163,13 +163,31 @@ class FlowerRound:
         return sum(l * w for l, w in zip(losses, weights)) / sum(weights)
 
 
-def serve(grid: Grid, job: Job, seeds: list[int], store_url: str, run_id: str, progress=None) -> FlowerRound:
-    """The ServerApp's main loop: every seed, every epoch of the plan, into the store."""
+def serve(grid: Grid, job: Job, seeds: list[int], store_url: str, run_id: str, progress=None,
+          keeper=None) -> FlowerRound:
+    """The ServerApp's main loop: every seed, every epoch of the plan, into the store; each seed's final model
+    to `keeper` (a depl.train.models.ModelKeeper) before its last epoch is written."""
+    from .models import final_payload
+
+    keep = None if keeper is None else (lambda seed, row, model: keeper.final(seed, row, final_payload(model)))
     fed = FlowerRound(grid, job)
     with Store(store_url) as store:  # a connection of this thread
         for seed in seeds:
-            execute.run_seed(store, run_id, job, seed, fed, progress)
+            execute.run_seed(store, run_id, job, seed, fed, progress, keep)
     return fed
+
+
+def app_keeper(rc, job: Job, run_id: str, plan: dict):
+    """The run config's model keeper: the seeds' final models into `models`/models/RUN_ID as `keep-models`
+    says (none: no keeper; a config written before models were kept: none)."""
+    from .models import ModelKeeper
+
+    keep, folder = str(rc.get("keep-models", "none")), str(rc.get("models", ""))
+    if keep == "none" or not folder:
+        return None
+    summary = {"file": str(rc.get("plan-file", "")), "sha256": str(rc.get("plan-sha256", "")),
+               "method": plan.get("method"), "scenario": plan.get("scenario"), "epochs": len(job.epochs)}
+    return ModelKeeper(Path(folder), run_id, job, summary, keep)
 
 
 server_app = ServerApp()
@@ -189,7 +207,7 @@ def main(grid: Grid, context: Context) -> None:
     def log(seed, epoch, r):
         print(f"{PROGRESS_TAG} seed {seed} epoch {epoch} {r.model} on {r.cluster}: test loss {r.test_loss:.6f}", flush=True)
 
-    serve(grid, job, todo, store_url, run_id, log)
+    serve(grid, job, todo, store_url, run_id, log, app_keeper(rc, job, run_id, extra["plan"]))
 
 
 def job_of_run_config(rc) -> tuple[Job, str, dict]:
@@ -277,10 +295,16 @@ def write_app(folder: Path, config: dict) -> Path:
 
 
 def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 0, store: str | None = None,
-               device: str = "cpu") -> Path:
-    """`depl export-app`: the plan (embedded, so the app stands alone) as a Flower app folder."""
+               device: str = "cpu", keep_models: str | None = None, models: Path | None = None) -> Path:
+    """`depl export-app`: the plan (embedded, so the app stands alone) as a Flower app folder.  The ServerApp keeps
+    the seeds' final models (`keep_models`: none, best or all [default: all up to 16 seeds, else best]) in
+    `models`/models/RUN_ID [default: the store's folder]."""
+    import hashlib
+
     from ..plan import Plan
+    from ..store import store_path
     from .federation import job_from_plan
+    from .models import default_keep
 
     plan = Plan.load(plan_file)
     job_from_plan(plan, device)  # a plan that cannot be trained is refused now, not on the SuperLink
@@ -288,8 +312,12 @@ def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 
     store = store or str((folder / "runs.sqlite").resolve())
     if "://" not in store:
         store = str(Path(store).resolve())
+    models = Path(models) if models is not None else Path(store_path(store)).parent
     return write_app(folder, {"plan": json.dumps(plan.to_json(), sort_keys=True), "seeds": int(seeds),
-                              "first-seed": int(first_seed), "store": store, "device": device})
+                              "first-seed": int(first_seed), "store": store, "device": device,
+                              "keep-models": keep_models or default_keep(int(seeds)),
+                              "models": str(models.resolve()), "plan-file": Path(plan_file).name,
+                              "plan-sha256": hashlib.sha256(Path(plan_file).read_bytes()).hexdigest()})
 
 
 # --------------------------------------------------------------------------- #

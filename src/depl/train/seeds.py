@@ -49,6 +49,7 @@ class Item:
     entries: tuple[Entry, ...]
     decisions: tuple[tuple[int, dict], ...] = ()  # adaptive runs: (seed, the decision's record after the epoch)
     decided: tuple[tuple[int, EpochRow, Any], ...] = ()  # adaptive runs: (seed, row, Decision), shown once written
+    models: tuple[tuple[int, dict], ...] = ()  # (seed, models.final_payload of its final model): a seed's last epoch
 
 
 class Task(Protocol):
@@ -69,15 +70,19 @@ class Task(Protocol):
 
 @dataclass
 class Writer:
-    """The store's one writer: every batch-epoch in one transaction, then `shown(item)` (progress)."""
+    """The store's one writer: `keep(item)` first (a run's final models into its folder: depl.train.models),
+    then every batch-epoch in one transaction, then `shown(item)` (progress)."""
 
     store: Store
     shown: Callable[[Item], None] | None = None
+    keep: Callable[[Item], None] | None = None
 
     def load(self, task: Task) -> Task:
         return task.loaded(self.store)
 
     def write(self, item: Item) -> None:
+        if self.keep is not None:   # before the epoch is committed: a kill in between retrains it, never loses it
+            self.keep(item)
         self.store.record_epochs(item.run_id, list(item.entries), decisions=list(item.decisions))
         if self.shown is not None:
             self.shown(item)
@@ -130,6 +135,7 @@ class SeedBatch:
     done: int                        # epochs every seed of the task has done
     checkpoints: tuple[bytes, ...] = ()
     device: str | None = None        # cpu, cuda or auto, resolved on the worker; None: the job's device
+    keep_models: bool = False        # send each seed's final model back with its last epoch (Item.models)
 
     def loaded(self, store: Store) -> "SeedBatch":
         """The task with its seeds' checkpoints (read only now: a long run's checkpoints are not all held at once)."""
@@ -145,6 +151,7 @@ class SeedBatch:
 
     def run(self, emit: Callable[[Item], None]) -> None:
         from .federation import LocalFederation, node_data, state_bytes, test_data, walk_plan
+        from .models import final_payload
         from .vectorised import walk_plan_stack
 
         job = job_here(self.job, self.device)
@@ -155,7 +162,11 @@ class SeedBatch:
             # a diverged seed's row goes to the store's `diverged` table, without a checkpoint
             blobs = [None] * len(results) if final else [None if diverges(r) else state_bytes(m)
                                                          for r, m in zip(results, models())]
-            emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs))))
+            # a seed's last epoch brings its trained model back (a stack's unstacked: one module per seed)
+            kept = tuple((s, final_payload(m)) for s, r, m in zip(seeds, results, models()) if not diverges(r)) \
+                if final and self.keep_models else ()
+            emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs)),
+                      models=kept))
 
         if len(self.seeds) == 1 or not job.stackable:  # the per-seed loop (each seed on its own draw of the data)
             for i, seed in enumerate(self.seeds):

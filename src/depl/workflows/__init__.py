@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module is imported
     from .coverage import CoverageResult, coverage
     from .errors import BadInput, ExternalFailure, Failed, Unreachable, WorkflowError
     from .fitting import Calibrated, Fitted, calibrate, fit
+    from .models import Exported, export_model, list_models, load_model
     from .planning import Planned, Predicted, Simulated, plan, predict, simulate
     from .reproduce import Reproduced, reproduce
     from .training import AdaptiveResult, Profiled, RunResult, profile, run, run_adaptive
@@ -32,6 +33,7 @@ _WHERE = {
     "coverage": ["CoverageResult", "coverage"],
     "errors": ["BadInput", "ExternalFailure", "Failed", "Unreachable", "WorkflowError"],
     "fitting": ["Calibrated", "Fitted", "calibrate", "fit"],
+    "models": ["Exported", "export_model", "list_models", "load_model"],
     "planning": ["Planned", "Predicted", "Simulated", "plan", "predict", "simulate"],
     "reproduce": ["Reproduced", "reproduce"],
     "training": ["AdaptiveResult", "Profiled", "RunResult", "profile", "run", "run_adaptive"],

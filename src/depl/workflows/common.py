@@ -121,17 +121,18 @@ def open_store(store: Optional[str], out: Path):
 
 
 def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
-              said: Optional[Callable[[str], None]] = None):
+              said: Optional[Callable[[str], None]] = None, keep: Optional[Callable] = None):
     """`depl.train.executors.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
     input, and so is data that cannot be used (a seed's own draw of your data: the seeds trained before it stay in
     the store). progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
-    (and before it, that a measurement starts when one does). Returns how they trained (executors.Decision)."""
+    (and before it, that a measurement starts when one does); keep(item): every batch-epoch before it is written
+    (depl.train.models.ModelKeeper). Returns how they trained (executors.Decision)."""
     from ..train.ray_pool import RayError
     from ..train.executors import run_all
 
     try:
         with as_bad_input(*training_errors()):
-            return run_all(st, runs, progress=progress, said=said, **training.seed_options())
+            return run_all(st, runs, progress=progress, said=said, keep=keep, **training.seed_options())
     except RayError as e:
         raise BadInput(str(e)) from None
 

@@ -46,6 +46,7 @@ class PlanRun:
     device: str
     out: Path
     superlink: Optional[str] = None
+    keep_models: str = "all"    # none, best or all: the seeds' final models kept in OUT/models/RUN_ID
 
     @property
     def epochs(self) -> int:
@@ -70,6 +71,8 @@ class RunResult:
     seconds: float
     flwr_output: str = ""
     seed_training: Any = None   # the local back end: how its seeds trained (depl.train.executors.Decision)
+    models: Optional[Path] = None   # where the run's final models are kept (None: --keep-models none, or Flower)
+    models_written: tuple[int, ...] = ()   # the seeds whose model this call wrote
     seeds: tuple[int, ...] = ()
 
     def diverged(self) -> dict[int, int]:
@@ -99,10 +102,13 @@ def check_backend(backend: str, superlink: Optional[str], insecure: bool, ray_ad
 
 def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
                 store: Optional[str] = None, out: str | Path = Path("depl-runs"), training: Training = Training(),
-                superlink: Optional[str] = None, insecure: bool = False) -> PlanRun:
-    """Check the options and the plan, and register the run in its store (`store` [default: OUT/runs.sqlite])."""
+                superlink: Optional[str] = None, insecure: bool = False, keep_models: Optional[str] = None) -> PlanRun:
+    """Check the options and the plan, and register the run in its store (`store` [default: OUT/runs.sqlite]).
+    `keep_models`: none, best or all of the seeds' final models kept in OUT/models/RUN_ID [default: all for up
+    to 16 seeds, best above]."""
     plan_file, out = Path(plan_file), Path(out)
     check_backend(backend, superlink, insecure, training.ray_address)
+    keep_models = check_keep(keep_models, seeds, backend)
     dev = start_training(training.threads, training.device)
     from ..plan import Plan
     from ..train import execute
@@ -114,7 +120,21 @@ def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, b
         st = open_store(store, out)
         run_id = execute.run_id_for(job, backend)
         execute.register(st, run_id, "plan", job, {"backend": backend, "plan": p.to_json()})
-    return PlanRun(plan_file, p, job, st, run_id, tuple(seed_range(first_seed, seeds)), backend, dev, out, superlink)
+    return PlanRun(plan_file, p, job, st, run_id, tuple(seed_range(first_seed, seeds)), backend, dev, out, superlink,
+                   keep_models)
+
+
+KEEP_MODELS = ("none", "best", "all")
+
+
+def check_keep(keep: Optional[str], seeds: int, backend: str) -> str:
+    """--keep-models, or its default for `seeds` seeds (all up to 16, best above)."""
+    if keep is not None and keep not in KEEP_MODELS:
+        raise BadInput(f"--keep-models {keep!r}: choose {', '.join(KEEP_MODELS)}")
+    from ..train.models import default_keep
+
+
+    return keep or default_keep(seeds)
 
 
 def train_run(r: PlanRun, training: Training = Training(), progress: Optional[EpochProgress] = None,
@@ -123,12 +143,30 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     for a deployment, whose ServerApp runs elsewhere); said(text): the local back end's line on how its seeds
     train (`run_seeds`)."""
     t0 = time.perf_counter()
-    st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said)
-    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, r.seeds)
+    keeper = model_keeper(r)
+    st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said, keeper)
+    from ..train.models import models_folder
+
+    folder = None if r.keep_models == "none" else models_folder(r.out, r.run_id)  # Flower's: its ServerApp's
+    return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, folder,
+                     () if keeper is None else tuple(keeper.written), r.seeds)
+
+
+def model_keeper(r: PlanRun):
+    """What keeps the run's final models (depl.train.models.ModelKeeper), or None (--keep-models none).  On the
+    Flower back end the ServerApp keeps them (the app's run config says where): None here."""
+    if r.keep_models == "none" or r.backend != "local" or r.superlink:
+        return None
+    from ..train.models import ModelKeeper, plan_summary
+
+    with as_bad_input(OSError, prefix=f"{r.plan_file}: "):
+        summary = plan_summary(r.plan_file, r.plan)
+    return ModelKeeper(r.out, r.run_id, r.job, summary, r.keep_models)
 
 
 def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
-                 said: Optional[Callable[[str], None]] = None) -> tuple["Store", str, Any]:
+                 said: Optional[Callable[[str], None]] = None, keep: Optional[Callable] = None
+                 ) -> tuple["Store", str, Any]:
     """The one place the back end is chosen: (the store to read the run from, what `flwr run` printed, how the
     local back end trained the seeds)."""
     from ..train import execute
@@ -137,7 +175,7 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
         return (*run_deployment(r), None)
     if r.backend == "local":
         how = run_seeds(r.store, [(r.run_id, r.job, list(r.seeds))], training,
-                        lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss), said)
+                        lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss), said, keep)
         return r.store, "", how
     if left := execute.pending(r.store, r.run_id, r.job, list(r.seeds)):
         from ..train.data import check_draws
@@ -153,10 +191,10 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
 def run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: str = "local",
         store: Optional[str] = None, out: str | Path = Path("depl-runs"), training: Training = Training(),
         superlink: Optional[str] = None, insecure: bool = False,
-        progress: Optional[EpochProgress] = None) -> RunResult:
-    """Train a plan for real over seeds F..F+N-1 (`depl run`); resumes."""
+        progress: Optional[EpochProgress] = None, keep_models: Optional[str] = None) -> RunResult:
+    """Train a plan for real over seeds F..F+N-1 (`depl run`); resumes; keeps the final models (`keep_models`)."""
     r = prepare_run(plan_file, seeds, first_seed, backend=backend, store=store, out=out, training=training,
-                    superlink=superlink, insecure=insecure)
+                    superlink=superlink, insecure=insecure, keep_models=keep_models)
     return train_run(r, training, progress)
 
 
@@ -179,7 +217,8 @@ def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int)
     from ..train import execute
     from ..train.flower_app import export_app, simulate_app
 
-    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device)
+    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device,
+                     r.keep_models, r.out)
     try:
         simulate_app(app, r.out, max(r.job.nodes.values()), progress, threads, device=r.device)
     except RuntimeError as e:
@@ -193,7 +232,8 @@ def run_deployment(r: PlanRun) -> tuple["Store", str]:
     """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
     from ..train.flower_app import export_app, run_deployment as submit
 
-    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device)
+    app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device,
+                     r.keep_models, r.out)
     st = hand_over(r.store)
     done = submit(app, r.superlink)
     if done.returncode != 0:

@@ -1,0 +1,384 @@
+"""The trained models of a run: each seed's final model kept in the run folder, loaded back, exported.
+
+Where: ``RUN_FOLDER/models/RUN_ID/seed-N.pt`` with its sidecar ``seed-N.json`` (one folder per run: a run
+folder may hold the runs of several plans).  The parent process, the store's one writer, writes them
+(`ModelKeeper`, called by `depl.train.seeds.Writer` before the seed's last epoch is committed), from what the
+worker that trained the seed sends back with that epoch (`final_payload`: a stacked batch unstacks each
+seed's weights first).  A model is written before its epoch's transaction: after a kill in between, the
+resumed run retrains that epoch from its checkpoint and writes the same model again; a seed the store has
+finished is never retrained, so its file is never written twice.
+
+The ``.pt`` file is a `torch.save` of plain data only — a dict of str, int, float, lists and tensors — and
+is read with ``torch.load(weights_only=True)``: no pickled code.  It holds
+
+* ``state_dict``: the weights (on the CPU);
+* ``layers``: for every layer whose size pruning changes, its type and its sizes (``in_channels``,
+  ``out_channels``, ``groups``, ``in_features``, ``out_features``, ``num_features``, …) as trained;
+* ``spec``: the model version (`depl.train.prune.VersionSpec`: network, width, pruning ratio, input shape,
+  classes; for your own network its reference, arguments and code folder).
+
+`rebuild` makes the model from these without replaying the pruning: the *full* network is built
+(arbitrary weights), every recorded layer is given its recorded sizes and empty tensors of the stored
+shapes, and the weights are loaded strictly.  The sidecar (JSON) says what the model is: run, seed, version,
+parameters, epochs, final test loss and accuracy, the plan (file name, SHA-256, method, scenario), the
+``.pt`` file and its SHA-256, and for your own network the digests of its code files (checked on loading).
+
+Which models are kept (`KEEP`): ``all``, ``best`` (the one with the lowest final test loss, ties to the
+lower seed), or ``none``; `default_keep` is ``all`` for up to `ALL_UP_TO` seeds, ``best`` above.
+A diverged seed (non-finite loss) leaves no model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .nets import seeded
+from .prune import VersionSpec, make_net, n_parameters
+from .source import DataError
+
+FORMAT = "depl.model/1"
+KEEP = ("none", "best", "all")
+ALL_UP_TO = 16   # seeds of a run up to which every model is kept by default; above it, the best only
+FOLDER = "models"
+
+# the sizes of a layer that pruning changes (Torch-Pruning sets them on the layers it slices)
+SIZES = ("in_channels", "out_channels", "groups", "in_features", "out_features", "num_features",
+         "normalized_shape", "num_embeddings", "embedding_dim")
+
+
+class ModelError(DataError):
+    """A model file that cannot be read or rebuilt, or a model asked for that is not there; the message says
+    which file and why."""
+
+
+def default_keep(n_seeds: int) -> str:
+    """--keep-models when not given: every model for a run of up to ALL_UP_TO seeds, else the best one."""
+    return "all" if n_seeds <= ALL_UP_TO else "best"
+
+
+def models_folder(run_folder: str | os.PathLike, run_id: str | None = None) -> Path:
+    base = Path(run_folder) / FOLDER
+    return base if run_id is None else base / run_id
+
+
+# --------------------------------------------------------------------------- #
+# What a worker sends back with a seed's last epoch
+# --------------------------------------------------------------------------- #
+
+def layer_sizes(model: nn.Module) -> dict[str, dict[str, Any]]:
+    """Every layer with a size pruning may change: {module name: {"type": class name, size: value}}."""
+    out = {}
+    for name, m in model.named_modules():
+        sizes = {}
+        for a in SIZES:
+            v = getattr(m, a, None)
+            if isinstance(v, int) and not isinstance(v, bool):
+                sizes[a] = v
+            elif isinstance(v, (tuple, list)) and all(isinstance(i, int) for i in v):
+                sizes[a] = [int(i) for i in v]
+        if sizes:
+            out[name] = {"type": type(m).__name__, **sizes}
+    return out
+
+
+def final_payload(model: nn.Module) -> dict[str, Any]:
+    """A trained model as plain data for the writer: its weights (torch.save bytes, CPU), layer sizes and
+    parameter count."""
+    buf = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, buf)
+    return {"state": buf.getvalue(), "layers": layer_sizes(model), "parameters": n_parameters(model)}
+
+
+# --------------------------------------------------------------------------- #
+# Writing them (the parent process)
+# --------------------------------------------------------------------------- #
+
+def plan_summary(plan_file: str | os.PathLike, plan) -> dict[str, Any]:
+    """What a model's sidecar says of the plan it was trained by: file name, SHA-256 of the file, method,
+    scenario, epochs."""
+    path = Path(plan_file)
+    return {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "method": plan.method,
+            "scenario": plan.scenario, "epochs": len(plan.epochs)}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def code_digests(spec: VersionSpec) -> dict[str, str] | None:
+    """The digests of your own network's code files (None for a built-in network)."""
+    if not spec.own:
+        return None
+    from .custom import digests
+
+    return digests(spec.net, spec.code_dir)
+
+
+@dataclass
+class ModelKeeper:
+    """Writes the final models of run `run_id` into `run_folder`/models/`run_id`, as `keep` says (all or best).
+
+    Called with every `depl.train.seeds.Item` before the store commits it (`Writer`)."""
+
+    run_folder: Path
+    run_id: str
+    job: Any                       # depl.train.federation.Job
+    plan: dict[str, Any]           # plan_summary(...)
+    keep: str = "all"
+    written: list[int] = field(default_factory=list)   # seeds whose model this keeper wrote
+
+    def __post_init__(self) -> None:
+        if self.keep not in ("best", "all"):
+            raise ValueError(f"keep {self.keep!r}: a keeper keeps best or all (none: no keeper)")
+        self.folder = models_folder(self.run_folder, self.run_id)
+        self._code = None
+
+    def __call__(self, item) -> None:
+        """The final models a batch-epoch (`depl.train.seeds.Item`) brings."""
+        if item.run_id != self.run_id or not item.models:
+            return
+        rows = {seed: row for seed, row, _, final in item.entries if final}
+        for seed, payload in item.models:
+            if seed in rows:
+                self.final(seed, rows[seed], payload)
+
+    def final(self, seed: int, row, payload: dict[str, Any]) -> None:
+        """Seed `seed` has finished with `row` (its last epoch) and the model `payload` (`final_payload`): kept as
+        `keep` says (a diverged seed: never)."""
+        if not (math.isfinite(row.test_loss) and math.isfinite(row.train_loss)):
+            return
+        if self.keep == "best" and not self._better(seed, row.test_loss):
+            return
+        self.write(seed, row, payload)
+        if self.keep == "best":
+            for other in list_run(self.folder):
+                if other["seed"] != seed:
+                    remove(self.folder, other["seed"])
+
+    def _better(self, seed: int, loss: float) -> bool:
+        kept = [(m["final_test_loss"], m["seed"]) for m in list_run(self.folder) if m["seed"] != seed]
+        return not kept or (loss, seed) < min(kept)
+
+    def write(self, seed: int, row, payload: dict[str, Any]) -> Path:
+        spec = self.job.versions[row.model]
+        state = torch.load(io.BytesIO(payload["state"]), weights_only=True, map_location="cpu")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        pt = self.folder / f"seed-{seed}.pt"
+        content = {"format": FORMAT, "run": self.run_id, "seed": int(seed), "version": row.model,
+                   "spec": spec.to_json(), "layers": payload["layers"], "state_dict": state}
+        _atomic(pt, lambda f: torch.save(content, f))
+        if self._code is None and spec.own:
+            self._code = code_digests(spec)
+        side = {"format": FORMAT, "run": self.run_id, "seed": int(seed), "version": row.model,
+                "spec": spec.to_json(), "parameters": int(payload["parameters"]), "epochs": int(row.epoch),
+                "final_test_loss": float(row.test_loss), "final_test_accuracy": float(row.test_accuracy),
+                "plan": self.plan, "file": pt.name, "sha256": _sha256(pt), "code": self._code}
+        _atomic(self.folder / f"seed-{seed}.json",
+                lambda f: f.write((json.dumps(side, indent=1, sort_keys=True) + "\n").encode()))
+        self.written.append(int(seed))
+        return pt
+
+
+def remove(folder: Path, seed: int) -> None:
+    """A model no longer kept: its sidecar first (a listing reads sidecars), then its file."""
+    for suffix in (".json", ".pt"):
+        (folder / f"seed-{seed}{suffix}").unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- #
+# Reading them
+# --------------------------------------------------------------------------- #
+
+def _sidecar(path: Path) -> dict[str, Any]:
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{path}: not a model's sidecar ({type(e).__name__}: {e})") from None
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ModelError(f"{path}: format {d.get('format') if isinstance(d, dict) else None!r}, expected {FORMAT!r}")
+    for key in ("seed", "version", "file", "final_test_loss", "spec"):
+        if key not in d:
+            raise ModelError(f"{path}: the field {key!r} is missing")
+    d["path"] = str(path.with_name(d["file"]))
+    return d
+
+
+def list_run(folder: Path) -> list[dict[str, Any]]:
+    """The sidecars of one run's models folder, by seed."""
+    if not folder.is_dir():
+        return []
+    return sorted((_sidecar(p) for p in folder.glob("seed-*.json")), key=lambda d: d["seed"])
+
+
+def list_models(run_folder: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every model kept in a run folder (all its runs), by run and seed; ModelError if it has no models folder."""
+    base = models_folder(run_folder)
+    if not Path(run_folder).is_dir():
+        raise ModelError(f"{run_folder}: no such run folder")
+    if not base.is_dir():
+        raise ModelError(f"{run_folder}: no trained models here (no {FOLDER}/ folder: `depl run PLAN --out "
+                         f"{run_folder}` keeps them, unless --keep-models none)")
+    return [m for run in sorted(p for p in base.iterdir() if p.is_dir()) for m in list_run(run)]
+
+
+def find(run_folder: str | os.PathLike, seed: int, run: str | None = None) -> dict[str, Any]:
+    """The sidecar of seed `seed`'s model (of run `run`: needed where the folder keeps several runs' models)."""
+    models = [m for m in list_models(run_folder) if run is None or m["run"] == run]
+    runs = sorted({m["run"] for m in models})
+    if run is None and len(runs) > 1:
+        raise ModelError(f"{run_folder}: models of {len(runs)} runs ({', '.join(runs)}); say which run (--run)")
+    hit = [m for m in models if m["seed"] == seed]
+    if not hit:
+        have = ", ".join(str(m["seed"]) for m in models[:20]) or "none"
+        raise ModelError(f"{run_folder}: no model of seed {seed}" + (f" in run {run}" if run else "")
+                         + f" (seeds kept: {have}; --keep-models best keeps one, a diverged seed none)")
+    return hit[0]
+
+
+@contextmanager
+def allowed(folders) -> Any:
+    """Your own code's folders allowed for the duration (added to $DEPL_CODE, restored after)."""
+    from .custom import CODE_ENV, allow
+
+    before = os.environ.get(CODE_ENV)
+    try:
+        allow(folders or [])
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CODE_ENV, None)
+        else:
+            os.environ[CODE_ENV] = before
+
+
+def rebuild(spec: VersionSpec, layers: dict[str, dict[str, Any]], state: dict[str, torch.Tensor]) -> nn.Module:
+    """The model of `spec` with the recorded layer sizes and weights (no pruning replayed), in eval mode."""
+    with seeded(0):   # the full network's initial weights are overwritten: leave the caller's RNG alone
+        model = make_net(spec.full())
+    mods = dict(model.named_modules())
+    for name, sizes in layers.items():
+        m = mods.get(name)
+        if m is None or type(m).__name__ != sizes.get("type"):
+            got = "no such layer" if m is None else f"a {type(m).__name__}"
+            raise ModelError(f"layer {name!r}: the model file has a {sizes.get('type')}, the network {got}")
+        for a, v in sizes.items():
+            if a != "type":
+                setattr(m, a, tuple(v) if isinstance(v, list) else v)
+    for key, t in state.items():
+        owner, _, leaf = key.rpartition(".")
+        m = mods.get(owner)
+        if m is None:
+            raise ModelError(f"weight {key!r}: the network has no layer {owner!r}")
+        if m._parameters.get(leaf) is not None:
+            m._parameters[leaf] = nn.Parameter(torch.empty_like(t), requires_grad=m._parameters[leaf].requires_grad)
+        elif m._buffers.get(leaf) is not None:
+            m._buffers[leaf] = torch.empty_like(t)
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise ModelError(f"the weights do not fit the network: {e}") from None
+    return model.eval()
+
+
+def read(sidecar: dict[str, Any]) -> tuple[VersionSpec, dict[str, Any]]:
+    """The version and the content of a model's .pt file (read with weights_only=True: plain data only)."""
+    pt = Path(sidecar["path"])
+    try:
+        content = torch.load(pt, weights_only=True, map_location="cpu")
+    except Exception as e:
+        raise ModelError(f"{pt}: cannot be read as a model file ({type(e).__name__}: {e})") from None
+    if not isinstance(content, dict) or content.get("format") != FORMAT:
+        raise ModelError(f"{pt}: not a {FORMAT} model file")
+    if sidecar.get("sha256") and _sha256(pt) != sidecar["sha256"]:
+        raise ModelError(f"{pt}: its SHA-256 is not the one its sidecar records (the file was changed)")
+    try:
+        spec = VersionSpec.from_json(content["spec"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelError(f"{pt}: its version spec is unreadable ({type(e).__name__}: {e})") from None
+    return spec, content
+
+
+def load(run_folder: str | os.PathLike, seed: int, run: str | None = None, allow_code=None) -> nn.Module:
+    """Seed `seed`'s final model of the run folder, in eval mode.  Your own network is imported only from
+    `allow_code` folders (or $DEPL_CODE), and only if its files are those it was trained with."""
+    side = find(run_folder, seed, run)
+    spec, content = read(side)
+    with allowed(allow_code):
+        if spec.own:
+            found = code_digests(spec)  # the folder allowed, the files found: CodeRefused otherwise
+            want = side.get("code") or {}
+            changed = sorted(p for p in set(found) | set(want) if found.get(p) != want.get(p))
+            if changed:
+                from .custom import CodeRefused
+
+                raise CodeRefused(f"{side['path']}: {spec.net!r}: {changed[0]} is not the file this model was "
+                                  "trained with (its digest differs from the sidecar's)")
+        model = rebuild(spec, content["layers"], content["state_dict"])
+    x = torch.zeros(1, *spec.input_shape)
+    with torch.no_grad():
+        out = model(x)
+    if tuple(out.shape) != (1, spec.n_classes):
+        raise ModelError(f"{side['path']}: the rebuilt model gives outputs of shape {tuple(out.shape)}, expected "
+                         f"{(1, spec.n_classes)}")
+    return model
+
+
+# --------------------------------------------------------------------------- #
+# Exporting
+# --------------------------------------------------------------------------- #
+
+EXPORT_FORMATS = ("torch-export", "onnx")
+
+
+def export(model: nn.Module, spec: VersionSpec, out: Path, fmt: str = "torch-export") -> dict[str, Any]:
+    """Write `model` as a deployable program: a torch.export program (`torch.export.save`; load it with
+    `torch.export.load(out).module()`, without depl) or ONNX (only where the `onnx` package is installed).
+    The batch dimension is dynamic where torch.export can keep it so."""
+    example = (torch.zeros(2, *spec.input_shape),)
+    dims = ({0: torch.export.Dim.AUTO},)
+    if fmt == "onnx":
+        try:
+            import onnx  # noqa: F401
+        except ImportError:
+            raise ModelError("ONNX export needs the `onnx` package, which is not installed here; "
+                             "use the torch-export format (torch.export.load reads it)") from None
+        torch.onnx.export(model, example, str(out), dynamo=True, dynamic_shapes=dims)
+        return {"format": "onnx", "file": str(out), "input_shape": ["batch", *spec.input_shape]}
+    program = torch.export.export(model, example, dynamic_shapes=dims)
+    torch.export.save(program, str(out))
+    batch = _batch_dynamic(program)
+    return {"format": "torch-export", "file": str(out), "input_shape": ["batch" if batch else 2, *spec.input_shape],
+            "n_classes": spec.n_classes, "dynamic_batch": batch}
+
+
+def _batch_dynamic(program) -> bool:
+    """Whether the exported program's input keeps a symbolic batch size."""
+    user = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name in user:
+            return not isinstance(node.meta["val"].shape[0], int)
+    return False
