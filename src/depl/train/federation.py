@@ -43,7 +43,7 @@ from ..state import RunState
 from ..store import EpochRow, diverges
 from . import data as data_mod
 from .custom import CodeRefused, check_code
-from .losses import Loss, check as check_loss
+from .losses import Loss, LossError, check as check_loss
 from .prune import VersionSpec, build_version, switch
 
 
@@ -144,6 +144,8 @@ def version_specs(scenario, source: data_mod.Source, names) -> dict[str, Version
             check_version(spec, source, Loss(scenario.training.loss, scenario.code_dir))
         except CodeRefused:  # about code_dir, not this network: the caller names the file
             raise
+        except LossError as e:  # about your own loss, not this network
+            raise JobError(f"scenario {scenario.name!r}: {e}") from None
         except ValueError as e:
             raise JobError(f"scenario {scenario.name!r}: models[{index[name]}].train.net = {m.train.net!r} "
                            f"(model {name!r}): {e}") from None

@@ -35,6 +35,10 @@ import torch.nn.functional as F
 
 from .source import DataError, targets_of  # noqa: F401  targets_of: what a loss trains against
 
+class LossError(DataError):
+    """Your own loss that does not return one finite value per sample; the message names `training.loss`."""
+
+
 LOSSES = ("cross_entropy", "mse", "l1", "bce_with_logits")  # depl.scenario.BUILTIN_LOSSES (a test keeps them equal)
 
 
@@ -84,7 +88,7 @@ class Loss:
             got = _own(self.name, self.code_dir)(out, y)
             if not isinstance(got, torch.Tensor) or tuple(got.shape) != (len(y),):
                 shown = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-                raise DataError(f"[training] loss = {self.name!r} returned {shown} on a batch of {len(y)}; a loss "
+                raise LossError(f"training.loss = {self.name!r}: it returned {shown} on a batch of {len(y)}; a loss "
                                 f"returns one value per sample, shape ({len(y)},) (depl takes the mean)")
             return got
         if self.name == "mse":
@@ -133,6 +137,6 @@ def check(loss: Loss, out: torch.Tensor, y: torch.Tensor) -> None:
     except DataError:
         raise
     except Exception as e:  # your own loss failed on the batch
-        raise DataError(f"[training] loss = {loss.name!r} failed on a batch of {len(y)}: {type(e).__name__}: {e}") from None
+        raise LossError(f"training.loss = {loss.name!r}: it failed on a batch of {len(y)}: {type(e).__name__}: {e}") from None
     if not bool(torch.isfinite(per.detach()).all()):
-        raise DataError(f"[training] loss = {loss.name!r} is not finite on the first test samples")
+        raise LossError(f"training.loss = {loss.name!r}: it is not finite on the first test samples")
