@@ -150,6 +150,8 @@ BAD = [
     ('batch_size = 32', 'batch_size = 32\nlocal_epochs = 0', "training.local_epochs = 0: Input should be greater"),
     ('batch_size = 32', 'batch_size = 32\nclip = 0', "training.clip = 0: Input should be greater than 0"),
     ('batch_size = 32', 'batch_size = 32\nclip = true', "training.clip = True: expected a number"),
+    ('batch_size = 32', 'batch_size = 32\niid = false\ndirichlet_alpha = 0.5',
+     "training: dirichlet_alpha splits every class over the nodes; loss = \"mse\" trains on real-valued targets"),
 ]
 
 
@@ -235,6 +237,21 @@ def test_your_own_per_sample_loss_is_imported_pinned_and_used(project):
     with pytest.raises(JobError, match=r"scenario 'my-diabetes': training.loss = 'mylosses:summed': it returned \(\) on "
                                        r"a batch of 2; a loss returns one value per sample"):
         job_from_plan(regression_plan(project, name="own.toml"))
+
+
+def test_your_own_loss_on_class_labels_trains_as_cross_entropy_does_in_the_loop_and_the_stack(project):
+    (project / "mylosses.py").write_text("import torch.nn.functional as F\n\n\ndef ce(out, y):\n"
+                                         "    return F.cross_entropy(out, y, reduction='none')\n", encoding="utf-8")
+    text = (project / "my-digits.toml").read_text(encoding="utf-8")
+    (project / "own-ce.toml").write_text(text.replace("[training]\n", "[training]\nloss = \"mylosses:ce\"\n"),
+                                         encoding="utf-8")
+    own = job_from_plan(regression_plan(project, name="own-ce.toml"))
+    base = job_from_plan(regression_plan(project, name="my-digits.toml"))
+    assert own.data.load().y_train.dtype == np.int64 and own.options.code_dir == str(project.resolve())
+    mine, theirs = walk_plan(own, 0, LocalFederation()), walk_plan(base, 0, LocalFederation())
+    np.testing.assert_allclose(losses(mine), losses(theirs), rtol=1e-5)
+    assert mine[0].test_accuracy is None and theirs[0].test_accuracy is not None  # your loss: no accuracy assumed
+    np.testing.assert_allclose([e[0].test_loss for e in walk_plan_stack(own, [0])], losses(mine), rtol=2e-4)
 
 
 def test_an_old_store_takes_a_regressions_null_accuracy(tmp_path):

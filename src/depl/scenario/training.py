@@ -31,8 +31,6 @@ class TrainSpec(Strict):
         return self
 
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
-SCHEDULES = ("constant", "cosine", "step")
 # the recipe's keys and their defaults: a run trained with these is today's training, and its identity leaves them out
 RECIPE_DEFAULTS: dict[str, Any] = {"loss": "cross_entropy", "optimizer": "sgd", "weight_decay": 0.0,
                                    "schedule": "constant", "step_every": None, "step_gamma": 0.1, "local_epochs": 1,
@@ -80,6 +78,10 @@ class TrainingOptions(Strict):
         if self.optimizer != "sgd" and self.momentum != 0.9:
             raise ValueError(f"momentum applies to optimizer = \"sgd\"; {self.optimizer} has its own (betas 0.9, "
                              "0.999): leave momentum out")
+        if self.dirichlet_alpha is not None and self.loss in ("mse", "l1", "bce_with_logits"):
+            raise ValueError(f"dirichlet_alpha splits every class over the nodes; loss = \"{self.loss}\" trains on "
+                             "real-valued targets, which have no classes (iid = false without dirichlet_alpha gives "
+                             "each node a range of the targets)")
         if self.schedule == "step" and self.step_every is None:
             raise ValueError("schedule = \"step\" needs step_every (the epochs between two decays of the learning "
                              "rate, e.g. step_every = 10)")
@@ -95,8 +97,3 @@ class TrainingOptions(Strict):
         if self.schedule == "step":
             return self.lr * self.step_gamma ** ((epoch - 1) // int(self.step_every or 1))
         return self.lr
-
-    def recipe(self) -> dict[str, Any]:
-        """The recipe keys that differ from today's training (`RECIPE_DEFAULTS`): what a run's identity adds."""
-        d = self.model_dump()
-        return {k: d[k] for k, v in RECIPE_DEFAULTS.items() if d[k] != v}
