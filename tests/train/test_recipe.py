@@ -26,7 +26,6 @@ from depl.runspec import RunSpec
 from depl.scenario import ScenarioError, load_scenario, parse_scenario
 from depl.store import EpochRow, Store
 from depl.train.custom import CodeRefused
-from depl.train.data import DataError
 from depl.train.execute import run_id_for
 from depl.train.federation import (JobError, LocalFederation, TrainOptions, derive_seed, evaluate, initial_model,
                                    job_from_plan, local_epoch, node_data, walk_plan)

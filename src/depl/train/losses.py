@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .source import DataError, targets_of  # noqa: F401  targets_of: what a loss trains against
+from .source import DataError, targets_of
+
 
 class LossError(DataError):
     """Your own loss that does not return one finite value per sample; the message names `training.loss`."""
