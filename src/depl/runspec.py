@@ -7,7 +7,13 @@ Its keys, all written by `depl.train.execute.register`:
 ``job``
     the training job (`depl.train.federation.Job.to_json`: data, versions,
     nodes per cluster, ``epochs`` as [epoch, version, cluster] rows, options);
-    kept as JSON here so that reading a store needs no torch.
+    kept as JSON here so that reading a store needs no torch.  Its
+    ``options`` hold ``lr``, ``momentum`` (sgd only), ``batch_size``, ``iid``
+    and the recipe keys that differ from the defaults (absent: the default;
+    `recipe` reads them with their defaults): ``loss``, ``optimizer``,
+    ``weight_decay``, ``schedule``, ``step_every``, ``step_gamma``,
+    ``local_epochs``, ``clip``, and ``code_dir`` for your own loss; a
+    regression's ``data`` holds ``loss`` too (its labels are read as targets).
 ``backend``
     plan runs: ``local`` or ``flower``.
 ``plan``
@@ -38,6 +44,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+# The training recipe's keys in a job's options and their defaults (depl.scenario.training.RECIPE_DEFAULTS, which a
+# test keeps equal): a run's options leave out the ones at their default, so that runs made before keep their identity
+RECIPE_DEFAULTS: dict[str, Any] = {"loss": "cross_entropy", "optimizer": "sgd", "weight_decay": 0.0,
+                                   "schedule": "constant", "step_every": None, "step_gamma": 0.1, "local_epochs": 1,
+                                   "clip": None}
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,20 @@ class RunSpec:
     @property
     def data(self) -> dict[str, Any]:
         return self.job.get("data", {})
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        """How the run trained: every recipe key of the job's options, the default where absent (all of them for a
+        run made before the keys existed), and ``momentum`` (None unless the optimizer is sgd).
+
+        >>> r = RunSpec({"options": {"lr": 0.01, "momentum": 0.9}}).recipe
+        >>> r["loss"], r["optimizer"], r["local_epochs"], r["clip"], r["momentum"]
+        ('cross_entropy', 'sgd', 1, None, 0.9)
+        """
+        options = self.job.get("options") or {}
+        out = {k: options.get(k, v) for k, v in RECIPE_DEFAULTS.items()}
+        out["momentum"] = options.get("momentum", 0.9) if out["optimizer"] == "sgd" else None
+        return out
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"job": self.job, "backend": self.backend, "plan": self.plan,

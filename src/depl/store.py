@@ -33,6 +33,12 @@ and sets 2; a reader sees no decision), 2 for stores written before
 ``batches`` (a writer adds it and sets 3; a reader sees no recorded batch),
 3 now; a larger one is a store of a newer depl and refused.
 
+``epochs.test_accuracy`` is NULL where the run's loss has no accuracy (a
+regression: [training] loss = "mse", depl.train.losses).  Stores made before
+were created with the column NOT NULL; the first such row written to one
+rebuilds ``epochs`` (same columns, same rows) with the column nullable, in
+that row's transaction; a store that never holds one is left as it is.
+
 An epoch's row and its checkpoint are written in one transaction: after a
 ``kill -9`` either both are there or neither, so a restarted run neither loses
 an epoch nor counts one twice.
@@ -68,7 +74,7 @@ CREATE TABLE IF NOT EXISTS epochs (
     model         TEXT NOT NULL,
     cluster       TEXT NOT NULL,
     test_loss     REAL NOT NULL,
-    test_accuracy REAL NOT NULL,
+    test_accuracy REAL,
     train_loss    REAL NOT NULL,
     seconds       REAL NOT NULL,
     finished      REAL NOT NULL,
@@ -123,7 +129,7 @@ class EpochRow:
     model: str
     cluster: str
     test_loss: float
-    test_accuracy: float
+    test_accuracy: float | None  # None: the run's loss has no accuracy (a regression)
     train_loss: float
     seconds: float
 
@@ -166,7 +172,7 @@ _WHOLE = ("integer",)
 _TYPED = (
     ("runs", ("run_id",), {"kind": ("text",), "spec": ("text",)}),
     ("epochs", ("run_id", "seed", "epoch"), {"seed": _WHOLE, "epoch": _WHOLE, "model": ("text",), "cluster": ("text",),
-                                             "test_loss": _NUMBER, "test_accuracy": _NUMBER, "train_loss": _NUMBER,
+                                             "test_loss": _NUMBER, "test_accuracy": (*_NUMBER, "null"), "train_loss": _NUMBER,
                                              "seconds": _NUMBER}),
     ("checkpoints", ("run_id", "seed"), {"seed": _WHOLE, "epoch": _WHOLE}),
     ("diverged", ("run_id", "seed"), {"seed": _WHOLE, "epoch": _WHOLE}),
@@ -404,6 +410,8 @@ class Store:
                 if row.epoch != last + 1:
                     raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after epoch {last}")
                 if not diverges(row):
+                    if row.test_accuracy is None:
+                        self._nullable_accuracy()
                     self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                      (run_id, seed, *astuple(row), time.time()))
                 else:
@@ -415,6 +423,18 @@ class Store:
                 elif checkpoint is not None:
                     self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
                                      (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
+
+    def _nullable_accuracy(self) -> None:
+        """Within a transaction: `epochs` rebuilt with test_accuracy nullable, if this store made it NOT NULL."""
+        cols = {r[1]: r[3] for r in self._db.execute("PRAGMA table_info(epochs)")}
+        if not cols.get("test_accuracy"):
+            return
+        ddl = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS epochs"):]
+        ddl = ddl[:ddl.index(");") + 2].replace("IF NOT EXISTS epochs", "epochs_nullable")
+        self._db.execute(ddl)
+        self._db.execute("INSERT INTO epochs_nullable SELECT * FROM epochs")
+        self._db.execute("DROP TABLE epochs")
+        self._db.execute("ALTER TABLE epochs_nullable RENAME TO epochs")
 
     def decisions(self, run_id: str, seed: int | None = None) -> list[dict[str, Any]]:
         """The closed loop's decisions of a run (of one seed), by seed and epoch; [] in a store without them."""

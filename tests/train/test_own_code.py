@@ -36,8 +36,14 @@ def tutorial_files() -> dict[str, str]:
     return {m.group(1): b for b in blocks if (m := re.match(r"# file: (\S+)\n", b))}
 
 
-def tutorial_commands() -> list[str]:
+REGRESSION = "## A regression task"
+
+
+def tutorial_commands(regression: bool = False) -> list[str]:
+    """The commands of the tutorial's main part, or of its section "A regression task" (tests/train/test_recipe.py)."""
     text = TUTORIAL.read_text(encoding="utf-8")
+    head, _, tail = text.partition(REGRESSION)
+    text = tail.partition("\n## ")[0] if regression else head
     return [line.strip() for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S)
             for line in b.splitlines() if line.strip().startswith("depl ")]
 

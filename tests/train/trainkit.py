@@ -7,7 +7,8 @@ from depl.scenario import parse_scenario
 
 
 def scenario_dict(width: int = 16, nodes: tuple[int, int] = (2, 1), share_to: float = 0.5, iid: bool = True,
-                  source: str = "mnist1d", net: str = "cnn1d", path: str | None = None, lr: float = 0.05) -> dict:
+                  source: str = "mnist1d", net: str = "cnn1d", path: str | None = None, lr: float = 0.05,
+                  training: dict | None = None) -> dict:
     law = {"progress": {"A": 0.3, "B": 1.0}, "noise": {"family": "invgamma", "mean": 1.0, "var": 0.01}}
     ds = [{"name": "d1", "samples": 1000, "source": source, "share": [0.0, share_to / 2]},
           {"name": "d2", "samples": 1000, "source": source, "share": [share_to / 2, share_to]}]
@@ -16,7 +17,7 @@ def scenario_dict(width: int = 16, nodes: tuple[int, int] = (2, 1), share_to: fl
             d["path"] = path
     return {
         "name": "tiny", "initial_loss": 2.3, "target": {"loss": 1.0, "quantile": 0.99, "deadline": 1000.0},
-        "training": {"lr": lr, "momentum": 0.9, "batch_size": 64, "iid": iid},
+        "training": {"lr": lr, "momentum": 0.9, "batch_size": 64, "iid": iid, **(training or {})},
         "clusters": [{"name": "A", "capacity": 100, "bandwidth": 10, "unit_cost": 1.0, "nodes": nodes[0]},
                      {"name": "B", "capacity": 50, "bandwidth": 10, "unit_cost": 1.2, "nodes": nodes[1]}],
         "datasets": ds,

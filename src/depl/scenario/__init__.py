@@ -28,7 +28,7 @@ from ..omega import OMEGA_MAX, OMEGA_MIN, OMEGA_RULE, Omega, check_omega, omega_
 from .base import MAGNITUDE, FieldError, ScenarioError, Strict, control_character, name_problem
 from .calibration import CALIBRATION_METHODS, CalibrationExperiment, CalibrationTable, scores_at
 from .checks import COST_MODELS, PHI_MAX
-from .code import BUILTIN_NETS, BUILTIN_SOURCES
+from .code import BUILTIN_LOSSES, BUILTIN_NETS, BUILTIN_SOURCES
 from .distributions import DistSpec
 from .documents import MAX_NESTING, read_toml, shown_value, too_deep, unreadable_text
 from .increments import Progress, expected_progress
@@ -39,7 +39,7 @@ from .parameters import LawParameters, register_parameters
 from .training import TrainingOptions, TrainSpec
 
 __all__ = [
-    "BUILTIN_NETS", "BUILTIN_PACKAGE", "BUILTIN_SOURCES", "CALIBRATION_METHODS", "COST_MODELS", "LOG_SD_MAX",
+    "BUILTIN_LOSSES", "BUILTIN_NETS", "BUILTIN_PACKAGE", "BUILTIN_SOURCES", "CALIBRATION_METHODS", "COST_MODELS", "LOG_SD_MAX",
     "MAGNITUDE", "MAX_NESTING", "OMEGA_MAX", "OMEGA_MIN", "OMEGA_RULE", "PHI_MAX",
     "CalibrationExperiment", "CalibrationTable", "Cluster", "DataLaw", "Dataset", "DistSpec", "FieldError", "LawParameters",
     "LevelLaw", "LevelSwitch", "Measured", "ModelVersion", "Omega", "Progress", "Scenario", "ScenarioError",

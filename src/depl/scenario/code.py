@@ -15,6 +15,7 @@ from .. import codefiles
 # is the user's own MODULE:FUNCTION, checked where it is imported.
 BUILTIN_NETS = ("cnn1d", "cnn2d", "alexnet", "mobilenet")
 BUILTIN_SOURCES = ("mnist1d", "digits", "cifar10")
+BUILTIN_LOSSES = ("cross_entropy", "mse", "l1", "bce_with_logits")  # depl.train.losses.LOSSES
 
 
 def _reference(v: str | None) -> str | None:
@@ -75,7 +76,7 @@ def code_hashes(data: dict, code_dir: Path) -> dict[str, str] | None:
 
 
 def _references(data: dict) -> list[str]:
-    """The MODULE:FUNCTION networks and data a scenario (as read from TOML) names."""
+    """The MODULE:FUNCTION networks, data and loss a scenario (as read from TOML) names."""
     def ref(v: Any) -> str | None:
         return v if isinstance(v, str) and ":" in v else None
 
@@ -83,6 +84,9 @@ def _references(data: dict) -> list[str]:
     datasets = data.get("datasets") if isinstance(data.get("datasets"), list) else []
     found = [ref(m["train"].get("net")) for m in models if isinstance(m, dict) and isinstance(m.get("train"), dict)]
     found += [ref(d.get("source")) for d in datasets if isinstance(d, dict)]
+    training = data.get("training")
+    if isinstance(training, dict):
+        found.append(ref(training.get("loss")))
     return [r for r in found if r]
 
 

@@ -27,7 +27,6 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..adaptive import RULES as RULES_BY_NAME
 from ..adaptive import DEFAULT_RULE, Decision, Policy, rule_named
@@ -38,6 +37,7 @@ from ..store import EpochRow, Store, StoreError, diverges
 from . import data as data_mod
 from .executors import Options, get, run_tasks
 from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
+from .losses import Loss
 from .seeds import Item, Writer
 
 # the validation split's default size, a share of the selected samples: a carved split is paid for in training
@@ -87,10 +87,11 @@ def policy_for(plan: Plan, job: Job, **kw) -> Policy:
 
 
 @torch.no_grad()
-def validation_loss(model, xy, n_test: int) -> tuple[float, float]:
-    """(mean validation loss, sd of test − validation loss of this model: the two splits' sampling noise)."""
+def validation_loss(model, xy, n_test: int, criterion: Loss = Loss()) -> tuple[float, float]:
+    """(mean validation loss — the run's loss, cross-entropy unless given —, sd of test − validation loss of this
+    model: the two splits' sampling noise)."""
     model.eval()
-    per = F.cross_entropy(model(xy[0]), xy[1], reduction="none").double()
+    per = criterion.per_sample(model(xy[0]), xy[1]).double()
     n = per.numel()
     sd = float(per.std()) if n > 1 else math.inf   # one sample says nothing of the gap: no stop is sure
     return float(per.mean()), sd * math.sqrt(1.0 / n + 1.0 / max(n_test, 1))
@@ -330,7 +331,7 @@ def _seed_loop(ledger: Ledger, run_id: str, job: Job, plan: Plan, seed: int, slo
 
     def on_epoch(r, model) -> None:
         e, rest = now["rest"][0], now["rest"][1:]
-        loss, gap = validation_loss(model, val, n_test)
+        loss, gap = validation_loss(model, val, n_test, job.options.criterion)
         row = _epoch_row(r)
         ok = not diverges(row) and math.isfinite(loss)
         st, d = policy.step(now["state"], e, loss, policy.rehearsed_seconds(e, slow), rest, gap_sd=gap, decide=ok)
@@ -414,7 +415,7 @@ def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[i
         items, decisions, decided, leave = [], [], [], set()
         for seed, r, model in zip(batch, results, models()):
             policy = policies[seed]
-            loss, gap = validation_loss(model, val, n_test)
+            loss, gap = validation_loss(model, val, n_test, job.options.criterion)
             row = _epoch_row(r)
             ok = not diverges(row) and math.isfinite(loss)
             st, d = policy.step(now["state"][seed], e, loss, policy.rehearsed_seconds(e, slow), rest, gap_sd=gap,

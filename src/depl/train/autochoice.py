@@ -366,15 +366,17 @@ def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float
 
     x, y, x_test, y_test, per_epoch = data
     bs = job.options.batch_size
+    opts = job.options.model_copy(update={"local_epochs": 1})  # one pass per chunk: the steps counted are the steps made
+    loss = opts.criterion
     if seed_batch == 1:
         model = initial_model(job, 0)
-        train = lambda xs, ys, seed: local_epoch(model, xs, ys, job.options, seed)  # noqa: E731
-        test = lambda n: evaluate(model, x_test[:n], y_test[:n])  # noqa: E731
+        train = lambda xs, ys, seed: local_epoch(model, xs, ys, opts, seed)  # noqa: E731
+        test = lambda n: evaluate(model, x_test[:n], y_test[:n], criterion=loss)  # noqa: E731
     else:
         stack = Stack([initial_model(job, s) for s in range(seed_batch)])
         seeds = list(range(seed_batch))
-        train = lambda xs, ys, seed: local_epoch_stack(stack, xs, ys, job.options, [seed + s for s in seeds])  # noqa: E731
-        test = lambda n: evaluate_stack(stack, x_test[:n], y_test[:n])  # noqa: E731
+        train = lambda xs, ys, seed: local_epoch_stack(stack, xs, ys, opts, [seed + s for s in seeds])  # noqa: E731
+        test = lambda n: evaluate_stack(stack, x_test[:n], y_test[:n], loss)  # noqa: E731
     train(x[:bs], y[:bs], 0)   # untimed: the first call's costs (allocation, kernel choice) are not a step's
     test(min(len(y_test), bs))
     chunk = max(1, min(MAX_STEPS, per_epoch))

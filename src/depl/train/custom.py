@@ -28,8 +28,9 @@ docs/security.md says what is trusted, by whom, and how to share a plan.
 
 A data factory returns ``(train, test)``, each a ``torch.utils.data.Dataset``
 of ``(x, y)`` pairs or a pair of tensors/arrays ``(X, y)``; it becomes a
-`depl.train.data.Source` (float32 inputs, int64 class labels), so ``share``,
-node shares and the test loss work as for the built-in sources.
+`depl.train.data.Source` (float32 inputs; int64 class labels, or float32
+targets of shape (n,) or (n, d) for a regression loss: `source.fit_targets`),
+so ``share``, node shares and the test loss work as for the built-in sources.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .. import codefiles
-from .source import DataError, Source
+from .source import DataError, Source, fit_targets, outputs, targets_of
 
 
 def is_reference(text: str | None) -> bool:
@@ -242,6 +243,8 @@ def check_code(scenario, pinned: bool) -> None:
     refs = [(f"models[{i}].train.net", m.train.net) for i, m in enumerate(scenario.models)
             if m.train is not None and is_reference(m.train.net)]
     refs += [(f"datasets[{i}].source", d.source) for i, d in enumerate(scenario.datasets) if is_reference(d.source)]
+    if is_reference(scenario.training.loss):
+        refs.append(("training.loss", scenario.training.loss))
     pins = scenario.code_hashes
     for field, ref in refs:
         try:
@@ -277,9 +280,10 @@ def build_net(ref: str, args: dict[str, Any], code_dir: str | None):
     return net
 
 
-def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray, tuple[str, str]]:
-    """(X, y) as float32 inputs and int64 labels, from a Dataset of pairs or a pair of tensors, with the dtypes
-    they were given in (inputs, labels); DataError if they are not that, or hold a NaN or an infinity."""
+def _arrays(part: Any, which: str, targets: str, loss: str) -> tuple[np.ndarray, np.ndarray, tuple[str, str]]:
+    """(X, y) as float32 inputs and labels as the loss reads them (`source.fit_targets`: int64 class indices for
+    cross_entropy), from a Dataset of pairs or a pair of tensors, with the dtypes they were given in (inputs,
+    labels); DataError if they are not that, or hold a NaN or an infinity."""
     import torch
     from torch.utils.data import Dataset
 
@@ -302,7 +306,7 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray, tuple[str, s
             raise DataError(f"its {which} Dataset does not yield (x, y) pairs (item 0 is {type(items[0]).__name__})")
         try:
             x = torch.stack([torch.as_tensor(np.asarray(a) if not torch.is_tensor(a) else a) for a, _ in items])
-            y = torch.as_tensor([int(b) for _, b in items])
+            y = torch.stack([torch.as_tensor(np.asarray(b) if not torch.is_tensor(b) else b) for _, b in items])
         except (TypeError, ValueError, RuntimeError) as e:
             raise DataError(f"its {which} Dataset's items cannot be stacked into one tensor: {e}") from None
     else:
@@ -310,16 +314,10 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray, tuple[str, s
                         "or a pair of tensors (X, y)")
     if x.ndim < 2 or len(x) == 0:
         raise DataError(f"its {which} inputs have shape {tuple(x.shape)}; expected (samples, ...) with at least one sample")
-    if y.ndim != 1 or len(y) != len(x):
-        raise DataError(f"its {which} labels have shape {tuple(y.shape)} for {len(x)} inputs; expected one class index per input")
-    if y.is_floating_point() and not bool(torch.all(y == y.round())):
-        raise DataError(f"its {which} labels are not whole numbers; depl trains classifiers (class indices 0..C-1)")
+    if y.ndim not in (1, 2) or len(y) != len(x):
+        raise DataError(f"its {which} labels have shape {tuple(y.shape)} for {len(x)} inputs; expected one label "
+                        "(a class index, or real-valued targets) per input")
     given = (str(x.dtype).removeprefix("torch."), str(y.dtype).removeprefix("torch."))
-    if y.is_floating_point() and not bool(torch.isfinite(y).all()):
-        raise DataError(f"its {which} labels hold NaN or infinite values; depl trains classifiers (class indices 0..C-1)")
-    y = y.to(torch.int64)
-    if int(y.min()) < 0:
-        raise DataError(f"its {which} labels include {int(y.min())}; class indices start at 0")
     try:
         x = x.to(torch.float32)
     except (TypeError, RuntimeError) as e:  # a complex or non-numeric tensor
@@ -330,14 +328,14 @@ def _arrays(part: Any, which: str) -> tuple[np.ndarray, np.ndarray, tuple[str, s
         what = " and ".join(w for w, k in (("NaN", nans), ("infinite", bad - nans)) if k)
         raise DataError(f"its {which} inputs hold {bad:,} {what} value{'s' * (bad > 1)} (of {x.numel():,}, "
                         f"in {int((~torch.isfinite(x.reshape(len(x), -1))).any(1).sum()):,} of its {len(x):,} samples)")
-    return x.numpy(), y.numpy(), given
+    return x.numpy(), fit_targets(y.numpy(), targets, which, loss), given
 
 
-def load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
+def load_source(ref: str, code_dir: str | None, seed: int | None = None, loss: str = "cross_entropy") -> Source:
     """FUNCTION() → (train, test) as a `Source` (DataError with the reason if it is not one); FUNCTION(seed=…), a
-    run's own draw of your data, where `seed` is given (`takes_seed`)."""
+    run's own draw of your data, where `seed` is given (`takes_seed`); its labels as `loss` reads them."""
     locate(ref, code_dir)  # checked on every call, not only on the first (cached) one
-    return _load_source(ref, code_dir, seed)
+    return _load_source(ref, code_dir, seed, loss)
 
 
 def takes_seed(ref: str, code_dir: str | None) -> bool:
@@ -355,7 +353,7 @@ def _seed_parameter(factory) -> inspect.Parameter | None:
 
 
 @lru_cache(maxsize=4)
-def _load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Source:
+def _load_source(ref: str, code_dir: str | None, seed: int | None = None, loss: str = "cross_entropy") -> Source:
     factory = resolve(ref, code_dir)
     p = _seed_parameter(factory)
     if seed is None and p is not None and p.default is inspect.Parameter.empty:  # it always draws: draw 0 is fixed
@@ -366,9 +364,13 @@ def _load_source(ref: str, code_dir: str | None, seed: int | None = None) -> Sou
         raise DataError(f"calling it failed: {type(e).__name__}: {e}") from None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise DataError(f"it returned a {type(out).__name__}; expected (train, test)")
-    xt, yt, given = _arrays(out[0], "train")
-    xe, ye, _ = _arrays(out[1], "test")
+    targets = targets_of(loss)
+    xt, yt, given = _arrays(out[0], "train", targets, loss)
+    xe, ye, _ = _arrays(out[1], "test", targets, loss)
     if xt.shape[1:] != xe.shape[1:]:
         raise DataError(f"its train inputs have shape {xt.shape[1:]} but its test inputs {xe.shape[1:]}")
-    n_classes = int(max(yt.max(), ye.max())) + 1
+    if yt.dtype != ye.dtype or yt.shape[1:] != ye.shape[1:]:
+        raise DataError(f"its train labels ({yt.dtype}, shape {yt.shape[1:]} per sample) and its test labels "
+                        f"({ye.dtype}, {ye.shape[1:]}) are not of one kind")
+    n_classes = int(max(yt.max(), ye.max())) + 1 if yt.dtype.kind in "iu" else outputs(yt)
     return Source(np.ascontiguousarray(xt), yt, np.ascontiguousarray(xe), ye, n_classes, given)

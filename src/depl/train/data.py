@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .source import DataError, Source  # noqa: F401  (re-exported: their home is below data and custom)
+from .source import CLASSES, DataError, Source, targets_of  # noqa: F401  (DataError, Source re-exported: their home is below data and custom)
 
 SOURCES = ("mnist1d", "digits", "cifar10")
 FILE_SOURCES = ("cifar10",)  # the sources read from files under a dataset's `path`
@@ -515,14 +515,18 @@ def cifar10(folder: str) -> Source:
 
 
 def load_source(source: str, path: str | None = None, code_dir: str | None = None,
-                draw: int | None = None, seed: int | None = None) -> Source:
-    """A source's data: its own fixed split, or (`draw`) run `seed`'s own draw of it (`drawn`)."""
+                draw: int | None = None, seed: int | None = None, loss: str = "cross_entropy") -> Source:
+    """A source's data: its own fixed split, or (`draw`) run `seed`'s own draw of it (`drawn`); its labels as `loss`
+    reads them (`source.fit_targets`: the built-in sources hold class labels, for a classification loss)."""
+    if targets_of(loss) != CLASSES and ":" not in source:
+        raise DataError(f"{source!r} holds class labels; [training] loss = {loss!r} trains on real-valued targets "
+                        "(your own source, MODULE:FUNCTION, gives them; see docs/tutorial-own-model.md)")
     if draw is not None:
-        return _drawn(source, path, code_dir, int(draw), seed)
+        return _drawn(source, path, code_dir, int(draw), seed, loss)
     if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
         from .custom import load_source as own
 
-        return own(source, code_dir)
+        return own(source, code_dir, loss=loss)
     if source == "mnist1d":
         return mnist1d()
     if source == "digits":
@@ -534,7 +538,8 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
     raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)}, or MODULE:FUNCTION)")
 
 
-def _drawn(source: str, path: str | None, code_dir: str | None, draw: int, seed: int | None = None) -> Source:
+def _drawn(source: str, path: str | None, code_dir: str | None, draw: int, seed: int | None = None,
+           loss: str = "cross_entropy") -> Source:
     """Run `draw`'s data: MNIST-1D samples of the generator's pool; your source's own draw where its factory
     takes `seed` (checked: `checked_draw`); else the source's samples split anew into train and test (the same
     sizes)."""
@@ -544,12 +549,12 @@ def _drawn(source: str, path: str | None, code_dir: str | None, draw: int, seed:
         from .custom import load_source as own, takes_seed
 
         if takes_seed(source, code_dir):
-            base = load_source(source, path, code_dir)  # what the networks were built and checked on
+            base = load_source(source, path, code_dir, loss=loss)  # what the networks were built and checked on
             try:
-                return checked_draw(own(source, code_dir, seed=draw), base)
+                return checked_draw(own(source, code_dir, seed=draw, loss=loss), base)
             except DataError as e:
                 raise DrawError(source, seed, draw, str(e)) from None
-    return resplit(load_source(source, path, code_dir), draw)  # once per run: its data is cached by its spec
+    return resplit(load_source(source, path, code_dir, loss=loss), draw)  # once per run: its data is cached by its spec
 
 
 class DrawError(DataError):
@@ -580,6 +585,8 @@ def checked_draw(got: Source, base: Source) -> Source:
         raise DataError(f"it gives {xa} inputs and {ya} labels, not {xb} and {yb} as the data the networks were "
                         "built on")
     for which, y in (("train", got.y_train), ("test", got.y_test)):
+        if y.dtype.kind not in "iu":  # real-valued targets: no classes to stay among
+            continue
         top = int(y.max())
         if top >= base.n_classes:
             raise DataError(f"its {which} labels include {top}; the networks output {base.n_classes} classes "
@@ -638,10 +645,11 @@ class DataSpec:
     split: str = "carved"  # where it comes from: "carved" out of the selected samples, or "fresh" samples (SPLITS)
     draws: str = "fixed"  # [training] data_draw (DRAWS): "run" gives each run (seed) its own draw (`seeded`)
     draw: int | None = None  # this run's draw (None: the source's own data); a function of the seed, never stored
+    loss: str = "cross_entropy"  # [training] loss: the labels as it reads them (class indices, or real values)
     seed: int | None = field(default=None, compare=False)  # the run whose draw it is (named when the draw fails)
 
     def load(self) -> Source:
-        return load_source(self.source, self.path, self.code_dir, self.draw, self.seed)
+        return load_source(self.source, self.path, self.code_dir, self.draw, self.seed, self.loss)
 
     def seeded(self, seed: int) -> "DataSpec":
         """The data run `seed` trains and is tested on: its own draw where runs draw their data, else this."""
@@ -666,13 +674,16 @@ class DataSpec:
                 d["split"] = self.split
         if self.draws != "fixed":  # likewise: runs on fixed data (all before drawn ones) keep their identity
             d["draws"] = self.draws
+        if self.loss != "cross_entropy":  # likewise: the labels of a classification are read as they always were
+            d["loss"] = self.loss
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "DataSpec":
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
                    float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"), float(d.get("validation", 0.0)),
-                   str(d.get("split", "carved")), str(d.get("draws", "fixed")))
+                   str(d.get("split", "carved")), str(d.get("draws", "fixed")), None,
+                   str(d.get("loss", "cross_entropy")))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -700,19 +711,25 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
             except DataError as e:
                 raise DataError(f"scenario {scenario.name!r}: datasets[{i}].path = {path!r}: {e}") from None
     code_dir = None
+    loss = scenario.training.loss
     if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
         code_dir = scenario.code_dir
         from .custom import CodeRefused
 
         try:
-            load_source(source, path, code_dir)
+            load_source(source, path, code_dir, loss=loss)
         except CodeRefused:  # about code_dir, not this source: the caller names the file
             raise
         except DataError as e:
             i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
             raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r}: {e}") from None
+    elif targets_of(loss) != CLASSES:
+        i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
+        raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r} holds class labels; "
+                        f"[training] loss = {loss!r} trains on real-valued targets (your own source, MODULE:FUNCTION, "
+                        "gives them; see docs/tutorial-own-model.md)")
     return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction, code_dir,
-                    scenario.training.dirichlet_alpha, draws=scenario.training.data_draw)
+                    scenario.training.dirichlet_alpha, draws=scenario.training.data_draw, loss=loss)
 
 
 MAX_CARVED_SHARE, MAX_FRESH_SHARE = 0.5, 4.0  # a carved split leaves half to train on; fresh ones cost forward passes
@@ -808,7 +825,7 @@ def node_shares(labels: np.ndarray, nodes: int, iid: bool = True, alpha: float |
         return [np.sort(p) for p in np.array_split(rng.permutation(n), nodes)]
     if alpha is not None:
         return dirichlet_shares(labels, nodes, alpha, rng)
-    order = np.argsort(labels, kind="stable")
+    order = np.argsort(labels if labels.ndim == 1 else labels[:, 0], kind="stable")  # targets (n, d): by the first
     shards = np.array_split(order, 2 * nodes)
     return [np.sort(np.concatenate([shards[i], shards[2 * nodes - 1 - i]])) for i in range(nodes)]
 

@@ -4,11 +4,13 @@ One plan epoch k on cluster n with model version m (paper Sec. III):
 
 1. if m differs from the previous epoch's version, the current *trained*
    model is pruned further to m's ratio (a switch, `prune.switch`);
-2. every node of n trains one local epoch (SGD with momentum, mini-batches in
-   a seeded order) on its equal share of the selected data, starting from the
-   current weights;
+2. every node of n trains `local_epochs` passes (one by default) over its
+   equal share of the selected data, starting from the current weights:
+   mini-batches in a seeded order, the scenario's loss (`depl.train.losses`)
+   and optimiser (SGD with momentum by default, Adam, AdamW; weight decay, a
+   learning-rate schedule over the plan's epochs, gradient-norm clipping);
 3. the weights are averaged, weighted by the nodes' sample counts (FedAvg);
-4. the test loss is measured on the source's test set.
+4. the test loss (the scenario's loss) is measured on the source's test set.
 
 The model is then handed to the cluster of epoch k+1.  `walk_plan` is the loop;
 how a round is carried out is a parameter: `LocalFederation` does it in
@@ -33,14 +35,15 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..scenario import TrainingOptions
+from ..scenario.training import RECIPE_DEFAULTS
 from ..state import RunState
 from ..store import EpochRow, diverges
 from . import data as data_mod
 from .custom import CodeRefused, check_code
+from .losses import Loss, LossError, check as check_loss
 from .prune import VersionSpec, build_version, switch
 
 
@@ -52,10 +55,19 @@ class TrainOptions(TrainingOptions):
     """The scenario's [training] options and where the tensors live."""
 
     device: str = "cpu"  # cpu or cuda (`--device`; not part of a cpu run's identity)
+    code_dir: str | None = None  # where your own loss (loss = "MODULE:FUNCTION") is imported from
 
     @classmethod
-    def of(cls, training: TrainingOptions, device: str = "cpu") -> "TrainOptions":
-        return cls(**training.model_dump(), device=device)
+    def of(cls, training: TrainingOptions, device: str = "cpu", code_dir: str | None = None) -> "TrainOptions":
+        d = training.model_dump()
+        if training.optimizer != "sgd":  # adam's own betas: no momentum to carry (nor to refuse)
+            del d["momentum"]
+        return cls(**d, device=device, code_dir=code_dir if ":" in training.loss else None)
+
+    @property
+    def criterion(self) -> Loss:
+        """The loss trained and tested (`depl.train.losses`)."""
+        return Loss(self.loss, self.code_dir)
 
 
 def _options_json(o: TrainOptions) -> dict:
@@ -66,6 +78,15 @@ def _options_json(o: TrainOptions) -> dict:
     # only change the identity of every run made before the key existed
     d.pop("dirichlet_alpha", None)
     d.pop("data_draw", None)  # likewise: it travels as DataSpec.draws
+    # the recipe (loss, optimizer, weight_decay, schedule, step_every, step_gamma, local_epochs, clip): only what
+    # differs from the default training, so that every run made before these keys existed keeps its identity
+    for k, v in RECIPE_DEFAULTS.items():
+        if d[k] == v:
+            del d[k]
+    if o.optimizer != "sgd":
+        d.pop("momentum", None)
+    if d.get("code_dir") is None:
+        d.pop("code_dir", None)
     return d
 
 
@@ -120,9 +141,11 @@ def version_specs(scenario, source: data_mod.Source, names) -> dict[str, Version
                            json.dumps(m.train.net_args, sort_keys=True) if own else "",
                            scenario.code_dir if own else None)
         try:
-            check_version(spec, source)
+            check_version(spec, source, Loss(scenario.training.loss, scenario.code_dir))
         except CodeRefused:  # about code_dir, not this network: the caller names the file
             raise
+        except LossError as e:  # about your own loss, not this network
+            raise JobError(f"scenario {scenario.name!r}: {e}") from None
         except ValueError as e:
             raise JobError(f"scenario {scenario.name!r}: models[{index[name]}].train.net = {m.train.net!r} "
                            f"(model {name!r}): {e}") from None
@@ -130,8 +153,9 @@ def version_specs(scenario, source: data_mod.Source, names) -> dict[str, Version
     return out
 
 
-def check_version(spec: VersionSpec, source: data_mod.Source) -> None:
-    """Build `spec` (pruned) and run it on two test inputs: it must give (2, classes) logits."""
+def check_version(spec: VersionSpec, source: data_mod.Source, loss: Loss = Loss()) -> None:
+    """Build `spec` (pruned) and run it on two test inputs: it must give (2, classes) logits, or outputs of the
+    targets' shape that `loss` takes (a finite loss on them)."""
     try:
         model = build_version(spec)
     except data_mod.DataError:
@@ -147,6 +171,9 @@ def check_version(spec: VersionSpec, source: data_mod.Source) -> None:
         except Exception as e:
             raise ValueError(f"it rejects a batch of the data, inputs of shape {tuple(x.shape)}: "
                              f"{type(e).__name__}: {e}") from None
+    if loss.name != "cross_entropy" and isinstance(out, torch.Tensor):
+        check_loss(loss, out, torch.from_numpy(source.y_test[:2]))
+        return
     want = (len(x), source.n_classes)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
@@ -187,7 +214,7 @@ def job_from_plan(plan, device: str = "cpu") -> Job:
     clusters = {c.name: c.nodes for c in scenario.clusters}
     nodes = {e.cluster: clusters[e.cluster] for e in plan.epochs}
     return Job(spec, versions, nodes, [(e.epoch, e.model, e.cluster) for e in plan.epochs],
-               TrainOptions.of(scenario.training, device))
+               TrainOptions.of(scenario.training, device, scenario.code_dir))
 
 
 # --------------------------------------------------------------------------- #
@@ -200,22 +227,42 @@ derive_seed = data_mod.derive_seed  # one derivation of every stream of a run (i
 INIT_STREAM, TRAIN_STREAM = 1, 2
 
 
-def local_epoch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, options: TrainOptions, seed: int) -> float:
-    """Train `model` in place for one epoch over (x, y); returns the mean training loss."""
+def optimizer(params, options: TrainOptions, lr: float) -> torch.optim.Optimizer:
+    """The scenario's optimiser over `params` at learning rate `lr` (made afresh for each node's round)."""
+    if options.optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=options.weight_decay)
+    if options.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=options.weight_decay)
+    return torch.optim.SGD(params, lr=lr, momentum=options.momentum, weight_decay=options.weight_decay)
+
+
+def pass_seed(seed: int, p: int) -> int:
+    """The data order of a round's pass `p` (0-based): the round's own seed for its first pass."""
+    return seed if p == 0 else derive_seed(seed, p)
+
+
+def local_epoch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, options: TrainOptions, seed: int,
+                epoch: int = 1, epochs: int = 1) -> float:
+    """Train `model` in place for one round over (x, y) — `options.local_epochs` passes, one optimiser, at plan
+    epoch `epoch` of `epochs` (the learning rate's schedule) —; returns the mean training loss."""
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=options.lr, momentum=options.momentum)
+    opt = optimizer(model.parameters(), options, options.lr_at(epoch, epochs))
+    criterion = options.criterion
     n = len(y)
-    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     bs = options.batch_size
     total = torch.zeros((), device=x.device)
-    for i in range(0, n, bs):
-        idx = order[i:i + bs]
-        loss = F.cross_entropy(model(x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        total += loss.detach() * len(idx)
-    return float(total) / n
+    for p in range(options.local_epochs):
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(pass_seed(seed, p)))
+        for i in range(0, n, bs):
+            idx = order[i:i + bs]
+            loss = criterion.mean(model(x[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if options.clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), options.clip)
+            opt.step()
+            total += loss.detach() * len(idx)
+    return float(total) / (n * options.local_epochs)
 
 
 def fedavg(states: list[dict[str, torch.Tensor]], weights: list[float]) -> dict[str, torch.Tensor]:
@@ -237,15 +284,17 @@ def fedavg(states: list[dict[str, torch.Tensor]], weights: list[float]) -> dict[
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy on (x, y)."""
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 2048,
+             criterion: Loss = Loss()) -> tuple[float, float | None]:
+    """The mean loss (cross-entropy unless given) and the accuracy on (x, y); None for a loss without one."""
     model.eval()
-    loss, correct = 0.0, 0
+    loss, correct = 0.0, 0.0
     for i in range(0, len(y), batch):
         out = model(x[i:i + batch])
-        loss += float(F.cross_entropy(out, y[i:i + batch], reduction="sum"))
-        correct += int((out.argmax(1) == y[i:i + batch]).sum())
-    return loss / len(y), correct / len(y)
+        loss += criterion.total(out, y[i:i + batch])
+        hits = criterion.hits(out, y[i:i + batch])
+        correct += float(hits.sum()) if hits is not None else 0.0
+    return loss / len(y), (correct / len(y) if criterion.classification else None)
 
 
 @lru_cache(maxsize=32)
@@ -336,7 +385,7 @@ def walk_plan(job: Job, seed: int, train_round: RoundFn, on_epoch: EpochHook | N
             model = switch(model, job.versions[current], job.versions[version].ratio)
             current = version
         train_loss = train_round(model, job, cluster, epoch, seed)
-        loss, acc = evaluate(model, x_test, y_test)
+        loss, acc = evaluate(model, x_test, y_test, criterion=job.options.criterion)
         r = EpochResult(epoch, version, cluster, loss, acc, train_loss, time.perf_counter() - t0, switched)
         results.append(r)
         if on_epoch is not None:
@@ -379,12 +428,14 @@ class LocalFederation:
         nodes = job.nodes[cluster]
         if nodes == 1:  # no copy, no averaging: one node trains the model itself
             x, y = on_device(node_data(job.data, 1, job.options.iid, 0), job.options.device)
-            return local_epoch(model, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, 0))
+            return local_epoch(model, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, 0), epoch,
+                               len(job.epochs))
         states, weights, losses = [], [], []
         for node in range(nodes):
             x, y = on_device(node_data(job.data, nodes, job.options.iid, node), job.options.device)
             m = copy.deepcopy(model)
-            losses.append(local_epoch(m, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, node)))
+            losses.append(local_epoch(m, x, y, job.options, derive_seed(seed, TRAIN_STREAM, epoch, node), epoch,
+                                      len(job.epochs)))
             states.append(m.state_dict())
             weights.append(float(len(y)))
         model.load_state_dict(fedavg(states, weights))

@@ -68,7 +68,9 @@ def train(msg: Message, context: Context) -> Message:
     model = build_version(job.versions[version]).to(job.options.device)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     x, y = on_device(node_data(job.data, nodes, job.options.iid, node), job.options.device)
-    loss = local_epoch(model, x, y, job.options, derive_seed(int(cfg["seed"]), TRAIN_STREAM, int(cfg["epoch"]), node))
+    epoch = int(cfg["epoch"])
+    loss = local_epoch(model, x, y, job.options, derive_seed(int(cfg["seed"]), TRAIN_STREAM, epoch, node), epoch,
+                       len(job.epochs))
     content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
                           "metrics": MetricRecord({"num-examples": len(y), "train_loss": loss, "node": node})})
     return Message(content=content, reply_to=msg)

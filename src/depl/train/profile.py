@@ -79,7 +79,7 @@ def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, 
         schedule = [exp.version] * epochs
     return Job(spec, versions, {PROFILE_CLUSTER: nodes},
                [(k + 1, m, PROFILE_CLUSTER) for k, m in enumerate(schedule)],
-               TrainOptions.of(scenario.training, device))
+               TrainOptions.of(scenario.training, device, scenario.code_dir))
 
 
 def experiment_run_id(scenario_name: str, exp: Experiment, job: Job) -> str:

@@ -15,13 +15,16 @@ The mathematics is the per-seed loop's, seed by seed:
 * data order: seed s, epoch k, node i visits its node's samples in the order
   `randperm(n, derive_seed(s, TRAIN_STREAM, k, i))` — the same permutation
   the loop draws; mini-batch j of the stack is batch j of every seed;
-* loss: the batch mean cross-entropy of each seed; the stack minimises their
-  *sum*, whose gradient with respect to seed s's parameters is seed s's own
-  gradient (the seeds share no parameter);
-* SGD with momentum: `torch.optim.SGD` is element-wise (no weight decay, no
-  coupling across elements), so one optimiser over stacked tensors is S
-  independent optimisers; it is created afresh every local epoch, like the
-  loop's;
+* loss: each seed's batch mean of the scenario's loss (`depl.train.losses`:
+  its per-sample losses over the stack's S × batch samples, averaged per
+  seed); the stack minimises their *sum*, whose gradient with respect to seed
+  s's parameters is seed s's own gradient (the seeds share no parameter);
+* the optimiser: SGD with momentum, Adam and AdamW, weight decay included,
+  are element-wise (no coupling across elements), so one optimiser over
+  stacked tensors is S independent optimisers; it is created afresh every
+  round at the round's learning rate, like the loop's; a gradient-norm clip
+  is taken per seed (each seed's norm over its own parameters, as
+  `torch.nn.utils.clip_grad_norm_` does for one model);
 * FedAvg: each node trains its own copy of the stack; `federation.fedavg` is
   element-wise too, so averaging stacks averages every seed's nodes;
 * a switch unstacks the trained models, prunes each with `prune.switch`
@@ -52,7 +55,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state
 
 from .federation import (TRAIN_STREAM, EpochResult, Job, TrainOptions, derive_seed, fedavg, initial_model,
-                         model_from_bytes, node_data, on_device, test_data)
+                         model_from_bytes, node_data, on_device, optimizer, pass_seed, test_data)
+from .losses import Loss
 from ..store import diverges
 from .prune import VersionSpec, build_version, switch
 
@@ -282,24 +286,48 @@ class Stack:
 
 
 def local_epoch_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor, options: TrainOptions,
-                      seeds: list[int]) -> torch.Tensor:
+                      seeds: list[int], epoch: int = 1, epochs: int = 1) -> torch.Tensor:
     """`federation.local_epoch` for every model of the stack at once (seed i's order from seeds[i])."""
     stack.base.train()
     params = {k: v.clone().requires_grad_() for k, v in stack.params.items()}
-    opt = torch.optim.SGD(list(params.values()), lr=options.lr, momentum=options.momentum)
+    opt = optimizer(list(params.values()), options, options.lr_at(epoch, epochs))
+    criterion = options.criterion
     n = len(y)
-    orders = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(s)) for s in seeds])
     bs = options.batch_size
     total = torch.zeros(stack.n, device=x.device)
-    for i in range(0, n, bs):
-        idx = orders[:, i:i + bs]
-        losses = per_seed_mean_ce(stack.forward(params, stack.buffers, x[idx]), y[idx])
-        opt.zero_grad(set_to_none=True)
-        losses.sum().backward()
-        opt.step()
-        total += losses.detach() * idx.shape[1]
+    for p in range(options.local_epochs):
+        orders = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(pass_seed(s, p)))
+                              for s in seeds])
+        for i in range(0, n, bs):
+            idx = orders[:, i:i + bs]
+            losses = per_seed_mean(stack.forward(params, stack.buffers, x[idx]), y[idx], criterion)
+            opt.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            if options.clip is not None:
+                clip_per_seed(list(params.values()), options.clip)
+            opt.step()
+            total += losses.detach() * idx.shape[1]
     stack.params = {k: v.detach() for k, v in params.items()}
-    return total / n
+    return total / (n * options.local_epochs)
+
+
+def clip_per_seed(params: list[torch.Tensor], max_norm: float) -> None:
+    """`torch.nn.utils.clip_grad_norm_` for every seed of a stack: seed s's gradients (row s of every parameter)
+    scaled by max_norm / (their norm + 1e-6) where that is below 1."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    norms = torch.stack([g.flatten(1).norm(2, dim=1) for g in grads]).norm(2, dim=0)  # (S,)
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+
+
+def per_seed_mean(out: torch.Tensor, y: torch.Tensor, criterion: Loss = Loss()) -> torch.Tensor:
+    """(S, batch, outputs), (S, batch, ...) → each seed's batch mean of the loss, (S,)."""
+    if criterion.name == "cross_entropy":  # the one kernel over S × batch samples, as before the loss was chosen
+        return per_seed_mean_ce(out, y)
+    return criterion.per_sample(out.flatten(0, 1), y.flatten(0, 1)).view(y.shape[:2]).mean(1)
 
 
 def per_seed_mean_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -308,19 +336,26 @@ def per_seed_mean_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Every model's mean cross-entropy and accuracy on (x, y)."""
+def evaluate_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor,
+                   criterion: Loss = Loss()) -> tuple[np.ndarray, np.ndarray | None]:
+    """Every model's mean loss (cross-entropy unless given) and accuracy on (x, y); None for a loss without one."""
     stack.base.eval()
     chunk = max(1, EVAL_SAMPLES // stack.n)
     loss = np.zeros(stack.n)
-    correct = np.zeros(stack.n, dtype=np.int64)
+    correct = np.zeros(stack.n)
     for i in range(0, len(y), chunk):
         xb, yb = x[i:i + chunk], y[i:i + chunk]
         out = stack.forward(stack.params, stack.buffers, xb, shared=True)
-        ce = F.cross_entropy(out.flatten(0, 1), yb.repeat(stack.n), reduction="none").view(stack.n, -1)
-        loss += ce.sum(1).double().cpu().numpy()
-        correct += (out.argmax(2) == yb).sum(1).cpu().numpy()
-    return loss / len(y), correct / len(y)
+        if criterion.name == "cross_entropy":
+            per = F.cross_entropy(out.flatten(0, 1), yb.repeat(stack.n), reduction="none").view(stack.n, -1)
+        else:
+            ys = yb.expand(stack.n, *yb.shape).flatten(0, 1)
+            per = criterion.per_sample(out.flatten(0, 1), ys).view(stack.n, -1)
+        loss += per.sum(1).double().cpu().numpy()
+        hits = criterion.hits(out.flatten(0, 1), yb.expand(stack.n, *yb.shape).flatten(0, 1))
+        if hits is not None:
+            correct += hits.view(stack.n, -1).sum(1).cpu().numpy()
+    return loss / len(y), (correct / len(y) if criterion.classification else None)
 
 
 def federated_round(stack: Stack, job: Job, cluster: str, epoch: int, seeds: list[int]) -> np.ndarray:
@@ -328,15 +363,16 @@ def federated_round(stack: Stack, job: Job, cluster: str, epoch: int, seeds: lis
     nodes = job.nodes[cluster]
     if nodes == 1:
         x, y = on_device(node_data(job.data, 1, job.options.iid, 0), job.options.device)
-        return local_epoch_stack(stack, x, y, job.options,
-                                 [derive_seed(s, TRAIN_STREAM, epoch, 0) for s in seeds]).cpu().numpy()
+        return local_epoch_stack(stack, x, y, job.options, [derive_seed(s, TRAIN_STREAM, epoch, 0) for s in seeds],
+                                 epoch, len(job.epochs)).cpu().numpy()
     start = stack.params
     states, weights, losses = [], [], []
     for node in range(nodes):
         x, y = on_device(node_data(job.data, nodes, job.options.iid, node), job.options.device)
         stack.params = start
         losses.append(local_epoch_stack(stack, x, y, job.options,
-                                        [derive_seed(s, TRAIN_STREAM, epoch, node) for s in seeds]).cpu().numpy())
+                                        [derive_seed(s, TRAIN_STREAM, epoch, node) for s in seeds],
+                                        epoch, len(job.epochs)).cpu().numpy())
         states.append(stack.state())
         weights.append(float(len(y)))
     stack.load(fedavg(states, weights))
@@ -381,11 +417,11 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
                                      for m in stack.models(job.versions[current])])
             current = version
         train_loss = federated_round(stack, job, cluster, epoch, seeds)
-        loss, acc = evaluate_stack(stack, x_test, y_test)
+        loss, acc = evaluate_stack(stack, x_test, y_test, job.options.criterion)
         # the stack's wall time shared evenly: seconds per seed-epoch, as the loop records
         secs = (time.perf_counter() - t0) / len(seeds)
-        results = [EpochResult(epoch, version, cluster, float(loss[i]), float(acc[i]), float(train_loss[i]), secs,
-                               switched) for i in range(len(seeds))]
+        results = [EpochResult(epoch, version, cluster, float(loss[i]), None if acc is None else float(acc[i]),
+                               float(train_loss[i]), secs, switched) for i in range(len(seeds))]
         out.append(results)
         leave: set[int] = set()
         if on_epochs is not None:
