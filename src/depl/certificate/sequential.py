@@ -379,6 +379,7 @@ def fixed_n_for(p: float, omega: Omega, alpha: float, power: float, max_runs: in
     return None
 
 
-__all__ = ["Sequential", "Verdict", "RunsNeeded", "Prior", "PRIORS", "DEFAULT_PRIOR", "prior_named", "boundaries", "fewest_runs", "expected_runs", "fixed_n_for",
+__all__ = ["Sequential", "Verdict", "RunsNeeded", "Prior", "PRIORS", "DEFAULT_PRIOR", "prior_named",
+           "boundaries", "fewest_runs", "expected_runs", "fixed_n_for",
            "anytime_lower", "anytime_upper",
            "log_evidence_above", "log_evidence_below"]
