@@ -66,7 +66,7 @@ def certify(
 def _print(con, c, cert: dict, report: Path) -> None:
     v = c.verdict
     con.print(f"{c.plan_file}: {c.plan.method} plan, {len(c.plan.epochs)} epochs, ℓmax {c.plan.loss_target:g}, "
-              f"ω {v.omega:g}, α {v.alpha:g}", markup=False)
+              f"ω {v.omega:g}, α {v.alpha:g}, prior {v.prior}", markup=False)
     con.print(f"  {v.runs} runs counted (seeds {c.first_seed}..{c.first_seed + v.runs - 1}), {v.hits} met ℓmax; "
               f"P(ℓ(K) ≤ ℓmax) ≥ {cert['lower_bound']:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper "
               f"{cert['upper_bound']:.3f}); e-values {min(cert['e_value_certify'], 1e12):.3g} for, "
