@@ -145,7 +145,7 @@ def log_evidence_above(s, f, omega: float, prior: "str | Prior" = DEFAULT_PRIOR)
     """log M⁺: the evidence for p > ω after s runs met ℓmax and f did not, under `prior` (module docstring)."""
     pr = prior_named(prior)
     s, f = np.asarray(s, float), np.asarray(f, float)
-    lr = -s * math.log(omega) - f * math.log1p(-omega)  # log of the likelihood ratio's denominator, ω^s (1−ω)^f
+    lr = -s * math.log(omega) - f * math.log1p(-omega)  # − log ω^s (1−ω)^f: the likelihood under p = ω, divided out
     terms = []
     if pr.spike > 0:
         terms.append(math.log(pr.spike) + np.where(f == 0, lr, -np.inf))
