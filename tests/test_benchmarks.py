@@ -51,3 +51,15 @@ def test_the_certificate_doc_shows_the_table_bench_certify_prints():
     doc = (ROOT / "docs" / "certificate.md").read_text(encoding="utf-8")
     rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
     assert len(rows) >= 7 and all(line in doc for line in rows)   # the header and a row per cell
+
+
+def test_the_certificate_doc_shows_the_priors_table_bench_certify_prints():
+    """docs/certificate.md's trade-off between the e-processes is the script's `--priors` output, line for line
+    (the mixtures exact, aGRAPA's Monte Carlo at fixed seeds), and its replay of the committed certificates."""
+    doc = (ROOT / "docs" / "certificate.md").read_text(encoding="utf-8")
+    for args, least in ((["--priors"], 8), (["--replay"], 8)):
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_certify.py"), *args], capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        assert r.returncode == 0, r.stderr[-2000:]
+        rows = [line for line in r.stdout.splitlines() if line.startswith("| ")]
+        assert len(rows) >= least and all(line in doc for line in rows)

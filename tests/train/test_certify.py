@@ -26,6 +26,7 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
     assert r.returncode == 0, r.stderr
     cert = json.loads(r.stdout)
     assert cert["verdict"] == "certified" and cert["exit_code"] == 0 and cert["alpha"] == 0.05
+    assert cert["prior"] == "spiked" and "prior 'spiked'" in cert["rule"]  # the e-process that decided
     assert cert["statement"].startswith(f"with probability ≥ 0.95 over the {cert['runs']} runs it was built from")
     assert "a new run" in cert["covers"] and "its own" in cert["covers"] and cert["lower_bound"] >= 0.5
     # the outcomes are the store's: ℓ(K) of each counted seed, in seed order from the first fresh seed
@@ -56,6 +57,21 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
         assert st.losses(run["run_id"]) == losses
 
 
+def test_the_uniform_prior_decides_as_depl_0_1_0_did(depl_cli, plan):
+    """`--prior uniform` is the rule of the committed certificates: it stops where that rule's boundaries say."""
+    folder = plan.parent
+    r = depl_cli("certify", plan, "--batch", "8", "--prior", "uniform", "--out", "old", "--json", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    cert = json.loads(r.stdout)
+    assert cert["prior"] == "uniform" and "prior 'uniform': θ uniform on [ω, 1]" in cert["rule"]
+    with Store(folder / "old" / "runs.sqlite") as st:
+        (run,) = st.runs("certify")
+        losses = st.losses(run["run_id"])
+    met = np.cumsum(np.array([losses[s][cert["epochs"] - 1] for s in cert["seeds"]]) <= cert["loss_target"])
+    cert_at, _ = boundaries(0.5, 0.05, len(met), "uniform")
+    assert met[-1] >= cert_at[len(met)] and not np.any(met[:-1] >= cert_at[1:len(met)])
+
+
 def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(depl_cli, plan):
     r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "u", cwd=plan.parent)
     assert r.returncode == 3, r.stderr
@@ -64,7 +80,8 @@ def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(depl_cli, 
 
 
 @pytest.mark.parametrize("args, why", [(["--alpha", "0"], "--alpha"), (["--max-runs", "0"], "--max-runs"),
-                                       (["--alpha", "nan"], "--alpha nan: must be in (0, 0.5]")])
+                                       (["--alpha", "nan"], "--alpha nan: must be in"),
+                                       (["--prior", "jeffreys"], "--prior jeffreys: must be one of spiked")])
 def test_certify_refuses_bad_options_in_one_line(depl_cli, plan, args, why):
     r = depl_cli("certify", plan, *args, "--out", "x", cwd=plan.parent)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr

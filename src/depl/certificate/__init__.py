@@ -3,8 +3,8 @@ this plan meets ℓmax with probability ≥ ω", in one package.
 
 * `alpha`      — α's one type (`Alpha`), range (0, 0.5], default 0.05 (`DEFAULT_ALPHA`) and message;
 * `bounds`     — the binomial bounds on a success probability (Clopper–Pearson, one- and two-sided);
-* `sequential` — the anytime-valid sequential test of `depl certify` (a mixture e-process), its bounds and
-  its exact stopping law;
+* `sequential` — the anytime-valid sequential test of `depl certify` (a mixture e-process, its prior by
+  name: `PRIORS`), its bounds and its exact stopping law;
 * `conformal`  — split-conformal ranks on PIT scores (marginal and PAC), and the fixed sequence that keeps a
   certificate valid for the plan a planner picks among many.
 
@@ -15,11 +15,14 @@ beta bound of their own.  Pure functions of numbers (numpy, scipy.special): no l
 from __future__ import annotations
 
 from .alpha import ALPHA_MAX, ALPHA_RULE, DEFAULT_ALPHA, Alpha, alpha_problem, check_alpha
-from .bounds import VERDICTS, fixed_n_verdict, clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper, quantile_ranks
-from .sequential import (RunsNeeded, Sequential, Verdict, anytime_lower, anytime_upper, boundaries, expected_runs,
-                         fewest_runs, fixed_n_for, log_evidence_above, log_evidence_below)
+from .bounds import (VERDICTS, clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper, fixed_n_verdict,
+                     quantile_ranks)
+from .sequential import (DEFAULT_PRIOR, PRIORS, Prior, RunsNeeded, Sequential, Verdict, anytime_lower, anytime_upper,
+                         boundaries, expected_runs, fewest_runs, fixed_n_for, log_evidence_above, log_evidence_below,
+                         prior_named)
 
 __all__ = ["ALPHA_MAX", "ALPHA_RULE", "DEFAULT_ALPHA", "Alpha", "alpha_problem", "check_alpha",
-           "VERDICTS", "fixed_n_verdict", "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper", "quantile_ranks",
-           "RunsNeeded", "Sequential", "Verdict", "anytime_lower", "anytime_upper", "boundaries", "expected_runs",
+           "VERDICTS", "fixed_n_verdict", "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper",
+           "quantile_ranks", "DEFAULT_PRIOR", "PRIORS", "Prior", "prior_named", "RunsNeeded", "Sequential", "Verdict",
+           "anytime_lower", "anytime_upper", "boundaries", "expected_runs",
            "fewest_runs", "fixed_n_for", "log_evidence_above", "log_evidence_below"]

@@ -9,7 +9,7 @@ import typer
 
 from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, json_option,
                       print_json, refusals)
-from ..certificate import ALPHA_RULE, DEFAULT_ALPHA
+from ..certificate import ALPHA_RULE, DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS
 from ..workflows.common import Training
 from .training import trains_seeds
 
@@ -27,6 +27,9 @@ def certify(
                                  help="stop undecided (exit 3) after this many runs"),
     batch: int = typer.Option(32, "--batch", min=1, max=4096,
                               help="seeds trained together between two looks at the test (one vectorised stack)"),
+    prior: str = typer.Option(DEFAULT_PRIOR, "--prior",
+                              help=f"the sequential test's e-process, one of {', '.join(PRIORS)}; \"uniform\" "
+                                   "decides as depl 0.1.0 did (docs/certificate.md)"),
     out: Path = typer.Option(Path("depl-certify"), "--out", help="folder for the store and PLAN-certificate.json"),
     store: Optional[str] = typer.Option(None, "--store", help="the runs store [default: OUT/runs.sqlite]"),
     as_json: bool = json_option("print the certificate (as in the file) on stdout as one JSON object, nothing "
@@ -41,7 +44,7 @@ def certify(
     from ..workflows.certify import prepare_certify, run_certify
 
     with refusals():  # every refusal before anything is written or drawn
-        prep = prepare_certify(plan_file, alpha, out=out, training=training)
+        prep = prepare_certify(plan_file, alpha, out=out, training=training, prior=prior)
     with epoch_progress() as bar, refusals():
         task = bar.add_task("certify", total=None)
 
@@ -63,7 +66,7 @@ def certify(
 def _print(con, c, cert: dict, report: Path) -> None:
     v = c.verdict
     con.print(f"{c.plan_file}: {c.plan.method} plan, {len(c.plan.epochs)} epochs, ℓmax {c.plan.loss_target:g}, "
-              f"ω {v.omega:g}, α {v.alpha:g}", markup=False)
+              f"ω {v.omega:g}, α {v.alpha:g}, prior {v.prior}", markup=False)
     con.print(f"  {v.runs} runs counted (seeds {c.first_seed}..{c.first_seed + v.runs - 1}), {v.hits} met ℓmax; "
               f"P(ℓ(K) ≤ ℓmax) ≥ {cert['lower_bound']:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper "
               f"{cert['upper_bound']:.3f}); e-values {min(cert['e_value_certify'], 1e12):.3g} for, "

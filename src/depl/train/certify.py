@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..certificate import DEFAULT_ALPHA, Sequential, Verdict, expected_runs
+from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs
 from ..plan import Plan
 from ..scenario import Scenario
 from ..store import Store
@@ -69,6 +69,7 @@ class Certificate:
     seconds: float                      # training and testing time of this command (a resumed run adds none)
     max_runs: int
     more: dict = field(default_factory=dict)  # undecided: the runs still expected at the observed rate
+    rule: str = ""                      # the e-process that decided (`Sequential.rule`)
 
     @property
     def seed_epochs(self) -> int:
@@ -91,7 +92,7 @@ class Certificate:
         return {"format": FORMAT, "plan_file": self.plan_file, "method": self.plan.method,
                 "scenario": self.plan.scenario, "loss_target": self.plan.loss_target, "epochs": len(self.plan.epochs),
                 **self.verdict.to_json(), "statement": self.statement(), "covers": covers(self.scenario),
-                "rule": "sequential mixture test (depl.certificate), runs in seed order, stopped at the first decision",
+                "rule": f"{self.rule}, runs in seed order, stopped at the first decision",
                 "seeds": self.counted, "first_seed": self.first_seed, "finals": [self.finals[s] for s in self.counted],
                 "trained_not_counted": self.trained_after, "seed_epochs": self.seed_epochs,
                 "seconds": self.seconds, "max_runs": self.max_runs, "run_id": self.run_id, "store": self.store,
@@ -109,13 +110,15 @@ class Prepared:
     test: Sequential
 
 
-def prepare(plan_file: Path, alpha: float = DEFAULT_ALPHA, device: str = "cpu") -> Prepared:
-    """Load and check the plan (its figures, its code, its data) and the test's levels; writes nothing.
+def prepare(plan_file: Path, alpha: float = DEFAULT_ALPHA, device: str = "cpu",
+            prior: str = DEFAULT_PRIOR) -> Prepared:
+    """Load and check the plan (its figures, its code, its data) and the test's levels and prior
+    (`depl.certificate.PRIORS`; "uniform" decides as depl 0.1.0 did); writes nothing.
     Raises ValueError (PlanError, DataError, JobError, CodeRefused …) with a message for the user."""
     p = Plan.load(plan_file)
     if not p.feasible or not p.epochs:
         raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to certify")
-    test = Sequential(p.omega, alpha)
+    test = Sequential(p.omega, alpha, prior)
     return Prepared(Path(plan_file), p, p.scenario_object(), job_from_plan(p, device), test)
 
 
@@ -153,8 +156,9 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int = 100_
     more = {}
     if not test.decided:  # what going on would cost, from here, at the rate observed (a Laplace estimate)
         rate = (test.hits + 1) / (test.runs + 2)
-        need = expected_runs(rate, p.omega, alpha, max_runs=10 * max(max_runs, 100), hits=test.hits, runs=test.runs)
+        need = expected_runs(rate, p.omega, alpha, max_runs=10 * max(max_runs, 100), hits=test.hits, runs=test.runs,
+                             prior=test.prior)
         more = {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
                 "p_certify": need.certify, "p_refute": need.refute}
     return Certificate(str(prep.plan_file), p, prep.scenario, test.state, first_seed, counted, finals, after, run_id,
-                       str(st.path), time.perf_counter() - t0, max_runs, more)
+                       str(st.path), time.perf_counter() - t0, max_runs, more, test.rule)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import DEFAULT_ALPHA, check_alpha
+from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS, check_alpha
 from .common import Training, check_folder, start_training
 from .errors import as_bad_input, training_errors
 
@@ -33,7 +33,7 @@ class Certified:
 
 
 def prepare_certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
-                    training: Training = Training()) -> Any:
+                    training: Training = Training(), prior: Optional[str] = None) -> Any:
     """The plan, its code and α checked before anything is written (depl.train.certify.Prepared)."""
     plan_file, out = Path(plan_file), Path(out)
     dev = start_training(training.threads, training.device)
@@ -42,7 +42,9 @@ def prepare_certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out:
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
         check_alpha(alpha, "--alpha")
-        return prepare(plan_file, alpha, dev)
+        if prior is not None and prior not in PRIORS:
+            raise ValueError(f"--prior {prior}: must be one of {', '.join(PRIORS)} (the sequential test's e-process)")
+        return prepare(plan_file, alpha, dev, prior or DEFAULT_PRIOR)
 
 
 def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Optional[str] = None,
