@@ -16,6 +16,7 @@ another first seed is refused (each search spends its α once, on its own seeds)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -52,7 +53,7 @@ class Candidate:
                 segs[-1][2] += 1
             else:
                 segs.append([e.model, e.cluster, 1])
-        return ", ".join(f"{m} ×{n} on {c}" for m, c, n in segs)
+        return ", ".join(f"{m} ×{n} on {c}" for m, c, n in segs) + f" (data: {', '.join(self.plan.datasets)})"
 
 
 def _rest(job: Job) -> str:
@@ -130,7 +131,7 @@ def _register(st: Store, cands: list[Candidate], alpha: float, first_seed: int) 
     run_ids = {g: execute.run_id_for(cands[g].job, "local", prefix="search") for g in sorted({c.group for c in cands})}
     check_store(st, run_ids, alpha, first_seed)
     for g, rid in run_ids.items():
-        p = cands[g].plan.to_json()
+        p = dataclasses.replace(cands[g].plan, solve_seconds=0.0).to_json()  # its identity: nothing timed
         p["info"] = {"search": _identity(alpha, first_seed)}
         execute.register(st, rid, "search", cands[g].job, {"backend": "local", "plan": p})
     return run_ids
