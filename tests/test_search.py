@@ -68,7 +68,7 @@ def test_dropping_is_a_function_of_past_runs_and_never_certifies():
     _feed(s, outcomes, 1)
     s.after_batch()
     assert [a.status for a in s.arms] == ["dropped", "dropped"] and s.finished and s.outcome == "undecided"
-    assert p_certify(0.9, 0.025, s.arms[0].test.hits, k, 300 - k) < 0.05
+    assert p_certify(0.9, 0.025, s.arms[0].test.hits, k, 300 - k) < 0.01
     assert s.likeliest() in (0, 1) and s.more_runs(0)["mean_more_runs"] > 0
 
 

@@ -43,7 +43,7 @@ from .bounds import clopper_pearson_upper
 from .sequential import Sequential, Verdict, expected_runs, fewest_runs
 
 WEIGHT_RULES = ("equal", "cheaper")
-DROP_BELOW = 0.05
+DROP_BELOW = 0.01
 
 
 def weights(n: int, rule: str = "equal") -> np.ndarray:
