@@ -84,3 +84,30 @@ def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_p
     assert r.returncode == 3, r.stderr
     assert "undecided: no candidate certified within --max-runs 2" in r.stdout and "more runs" in r.stdout
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_own(searched, tmp_path):
+    """One run of a schedule yields every prefix: a nested candidate trained alone on the same seed has the
+    per-epoch losses the search read from its group's longer run."""
+    from depl.train.executors import run_all
+    from depl.train.execute import register, run_id_for
+    from depl.workflows.search import prepare_search
+
+    folder, r = searched
+    cert = json.loads(r.stdout)["certificate"]
+    prep = prepare_search("digits-small", quantile=0.5, loss=1.5)
+    assert [c.words() for c in prep.candidates] == [c["schedule"] for c in cert["candidates"]]
+    nested = [i for i, c in enumerate(cert["candidates"])
+              if c["trains_with"] != run_id_for(prep.candidates[i].job, "local", prefix="search")]
+    assert nested, "digits-small's candidates include a prefix of a longer one"
+    i = nested[0]
+    c, seed = prep.candidates[i], cert["first_seed"]
+    with Store(tmp_path / "alone.sqlite") as st:
+        rid = run_id_for(c.job, "local", prefix="alone")
+        register(st, rid, "plan", c.job, {"backend": "local"})
+        run_all(st, [(rid, c.job, [seed])], seed_batch=1, workers=1, threads=1)
+        alone = st.losses(rid)[seed]
+    with Store(folder / "runs.sqlite") as st:
+        longer = st.losses(cert["candidates"][i]["trains_with"])[seed]
+    assert len(alone) == c.epochs < len(longer)
+    assert alone == pytest.approx(longer[:c.epochs], rel=1e-6, abs=1e-7)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module is imported
     from .fitting import Calibrated, Fitted, calibrate, fit
     from .planning import Planned, Predicted, Simulated, plan, predict, simulate
     from .reproduce import Reproduced, reproduce
+    from .search import SearchResult, plan_certified
     from .training import AdaptiveResult, Profiled, RunResult, profile, run, run_adaptive
     from .validation import AdaptiveValidated, Validated, validate, validate_adaptive
 
@@ -34,6 +35,7 @@ _WHERE = {
     "fitting": ["Calibrated", "Fitted", "calibrate", "fit"],
     "planning": ["Planned", "Predicted", "Simulated", "plan", "predict", "simulate"],
     "reproduce": ["Reproduced", "reproduce"],
+    "search": ["SearchResult", "plan_certified"],
     "training": ["AdaptiveResult", "Profiled", "RunResult", "profile", "run", "run_adaptive"],
     "validation": ["AdaptiveValidated", "Validated", "validate", "validate_adaptive"],
 }

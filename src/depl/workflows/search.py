@@ -213,7 +213,7 @@ def _draw(cert: dict, png: Path, name: str) -> None:
         raise BadInput(f"--png {png}: {e.strerror or e}") from None
 
 
-def search(scenario: "str | Scenario", method: str = "depl", **kwargs: Any) -> SearchResult:
+def plan_certified(scenario: "str | Scenario", method: str = "depl", **kwargs: Any) -> SearchResult:
     """`depl plan SCENARIO --certify` in one call: `prepare_search`'s and `run_search`'s keywords."""
     keys = ("eta", "loss", "quantile", "deadline", "alpha", "out", "store", "png", "training")
     prep = prepare_search(scenario, method, **{k: v for k, v in kwargs.items() if k in keys})
