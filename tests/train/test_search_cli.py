@@ -111,3 +111,11 @@ def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_ow
         longer = st.losses(cert["candidates"][i]["trains_with"])[seed]
     assert len(alone) == c.epochs < len(longer)
     assert alone == pytest.approx(longer[:c.epochs], rel=1e-6, abs=1e-7)
+
+
+@pytest.mark.parametrize("args, why", [(["--alpha", "0"], "--alpha 0"), (["--alpha", "0.7"], "(0, 0.5]"),
+                                       (["--store", "."], "is a folder")])
+def test_bad_search_options_are_refused_in_one_line_before_anything_is_written(depl_cli, tmp_path, args, why):
+    r = depl_cli("plan", "digits-small", "--certify", *args, "--out", "p.json", cwd=tmp_path)
+    assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
