@@ -15,7 +15,7 @@ from rich.markup import escape
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
 from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
-from .search import plan_certified
+from .search import BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, STORE, plan_certified
 from .training import trains_seeds
 
 
@@ -112,21 +112,12 @@ def plan(
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
     uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
                                       "recalibrated on held-out runs (the scenario's [calibration])"),
-    certify: bool = typer.Option(False, "--certify", help="train candidate plans, fixed in advance, on fresh seeds "
-                                 "and return the cheapest one the runs certify with confidence 1 − α [default α "
-                                 "0.05] (docs/certificate.md, \"The certified search\"); exits 3 when none is "
-                                 "certified within --max-runs, 4 when every candidate is refuted"),
-    max_runs: int = typer.Option(500, "--max-runs", min=1, max=100_000,
-                                 help="--certify: the most runs any candidate counts"),
-    first_seed: int = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1,
-                                   help="--certify: F, the first fresh seed (F, F+1, … in order); use seeds no step "
-                                   "has used"),
-    batch: int = typer.Option(32, "--batch", min=1, max=4096,
-                              help="--certify: seeds trained together between two looks at the tests"),
-    store: Optional[Path] = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of "
-                                         "--out (else depl-search)/runs.sqlite]"),
-    png: Optional[Path] = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the "
-                                       "certified lower bound) here"),
+    certify: bool = CERTIFY,
+    max_runs: int = MAX_RUNS_SEARCH,
+    first_seed: int = FIRST_SEED,
+    batch: int = BATCH,
+    store: Optional[Path] = STORE,
+    png: Optional[Path] = PNG,
     training: Training = None,
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target.

@@ -12,6 +12,20 @@ from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_pro
 
 CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
 
+# `depl plan`'s options for --certify (one object per option)
+CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in advance, on fresh seeds and return "
+                       "the cheapest one the runs certify with confidence 1 − α [default α 0.05] (docs/certificate.md, "
+                       "\"The certified search\"); exits 3 when none is certified within --max-runs, 4 when every "
+                       "candidate is refuted")
+MAX_RUNS_SEARCH = typer.Option(500, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
+                               "counts")
+FIRST_SEED = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
+                          "(F, F+1, … in order); use seeds no step has used")
+BATCH = typer.Option(32, "--batch", min=1, max=4096, help="--certify: seeds trained together between two looks at "
+                     "the tests")
+STORE = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of --out (else "
+                     "depl-search)/runs.sqlite]")
+PNG = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the certified lower bound) here")
 
 def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], loss, quantile, deadline, alpha,
                    as_json: bool, opts: dict) -> None:
