@@ -28,6 +28,7 @@ CASES = {
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
     "bench_certify.py": [],
+    "bench_search.py": ["--quick", "--max-runs", "100"],
     "bench_selection.py": ["--quick", "--reps", "100"],
     "bench_profile.py": ["--seeds", "1,2", "--epochs", "1", "--rounds", "1"],
 }

@@ -6,7 +6,9 @@ this plan meets ℓmax with probability ≥ ω", in one package.
 * `sequential` — the anytime-valid sequential test of `depl certify` (a mixture e-process, its prior by
   name: `PRIORS`), its bounds and its exact stopping law;
 * `conformal`  — split-conformal ranks on PIT scores (marginal and PAC), and the fixed sequence that keeps a
-  certificate valid for the plan a planner picks among many.
+  certificate valid for the plan a planner picks among many;
+* `search`     — the certified search of `depl plan --certify`: one sequential test per candidate plan at its
+  share of α (weighted e-Bonferroni), dropping, stopping, and its Monte Carlo.
 
 Plan, certify, validate, simulate, coverage and the closed loop take these from here and compute no binomial or
 beta bound of their own.  Pure functions of numbers (numpy, scipy.special): no law, no scenario, no torch.

@@ -13,7 +13,10 @@ import typer
 from rich.markup import escape
 
 from ..workflows.planning import MAX_RUNS
+from ..workflows.common import Training
 from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
+from .search import BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, STORE, plan_certified
+from .training import trains_seeds
 
 
 def scenarios() -> None:
@@ -95,6 +98,7 @@ def _summary(plan, out: Optional[Path] = None) -> None:
 COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
 
 
+@trains_seeds(seed_batch=False)
 def plan(
     scenario: str = typer.Argument(..., help="a built-in scenario name (see `depl scenarios`) or a TOML file"),
     method: str = typer.Option("depl", "--method", "-m",
@@ -116,9 +120,24 @@ def plan(
         help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
     uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
                                       "recalibrated on held-out runs (the scenario's [calibration])"),
+    certify: bool = CERTIFY,
+    max_runs: int = MAX_RUNS_SEARCH,
+    first_seed: int = FIRST_SEED,
+    batch: int = BATCH,
+    store: Optional[Path] = STORE,
+    png: Optional[Path] = PNG,
+    training: Training = None,
 ) -> None:
-    """Plan the cheapest training whose ω-quantile of the final loss meets the target."""
+    """Plan the cheapest training whose ω-quantile of the final loss meets the target.
+
+    With --certify: the cheapest plan that fresh real runs certify (P(ℓ(K) ≤ ℓmax) ≥ ω with confidence 1 − α),
+    found among candidates fixed before any run; resumes from its store."""
     from ..workflows import plan as make
+
+    if certify:
+        return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json,
+                              dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png,
+                                   training=training))
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,

@@ -221,3 +221,30 @@ def plot_validation(v: "Validation", path: Path, title: str = "") -> None:
 
 __all__ = ["plot_loss_band", "switch_epochs", "plot_measured_bands", "plot_fit", "plot_multipliers",
            "plot_validation", "save"]
+
+
+SEARCH_COLOURS = {"certified": "tab:green", "refuted": "tab:red", "dropped": "tab:grey", "undecided": "tab:orange"}
+
+
+def plot_search(cert: dict, title: str = ""):
+    """A certified search's candidates (`info.certificate` of `depl plan --certify`): cost against the
+    anytime-valid lower bound on P(ℓ(K) ≤ ℓmax) each one's runs reached, coloured by verdict, ω as a line and the
+    plan returned ringed."""
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.0), dpi=120)
+    rows = cert["candidates"]
+    for verdict, colour in SEARCH_COLOURS.items():
+        mine = [r for r in rows if r["verdict"] == verdict]
+        if mine:
+            ax.scatter([r["cost"] for r in mine], [r["lower_bound"] for r in mine], color=colour, s=36,
+                       label=f"{verdict} ({len(mine)})", zorder=3)
+    if cert.get("returned") is not None:
+        r = rows[cert["returned"]]
+        ax.scatter([r["cost"]], [r["lower_bound"]], s=160, facecolors="none", edgecolors="black", zorder=4,
+                   label="returned")
+    ax.axhline(cert["omega"], color="black", lw=0.8, ls="--", label=f"ω = {cert['omega']:g}")
+    ax.set_xlabel("cost")
+    ax.set_ylabel("anytime-valid lower bound on P(ℓ(K) ≤ ℓmax)")
+    ax.set_ylim(0.0, 1.02)
+    ax.set_title(title or "certified search", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig

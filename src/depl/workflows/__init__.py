@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module is imported
     from .models import Exported, export_model, list_models, load_model
     from .planning import Planned, Predicted, Simulated, plan, predict, simulate
     from .reproduce import Reproduced, reproduce
+    from .search import SearchResult, plan_certified
     from .training import AdaptiveResult, Profiled, RunResult, profile, run, run_adaptive
     from .validation import AdaptiveValidated, Validated, validate, validate_adaptive
 
@@ -36,6 +37,7 @@ _WHERE = {
     "models": ["Exported", "export_model", "list_models", "load_model"],
     "planning": ["Planned", "Predicted", "Simulated", "plan", "predict", "simulate"],
     "reproduce": ["Reproduced", "reproduce"],
+    "search": ["SearchResult", "plan_certified"],
     "training": ["AdaptiveResult", "Profiled", "RunResult", "profile", "run", "run_adaptive"],
     "validation": ["AdaptiveValidated", "Validated", "validate", "validate_adaptive"],
 }

@@ -1,0 +1,111 @@
+"""`depl plan SCENARIO --certify`: the certified search's command-line side (depl.workflows.search)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, print_json,
+                      refusals)
+
+CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
+
+# `depl plan`'s options for --certify (one object per option)
+CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in advance, on fresh seeds and return "
+                       "the cheapest one the runs certify with confidence 1 − α [default α 0.05] (docs/certificate.md, "
+                       "\"The certified search\"); exits 3 when none is certified within --max-runs, 4 when every "
+                       "candidate is refuted")
+MAX_RUNS_SEARCH = typer.Option(500, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
+                               "counts")
+FIRST_SEED = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
+                          "(F, F+1, … in order); use seeds no step has used")
+BATCH = typer.Option(32, "--batch", min=1, max=4096, help="--certify: seeds trained together between two looks at "
+                     "the tests")
+STORE = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of --out (else "
+                     "depl-search)/runs.sqlite]")
+PNG = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the certified lower bound) here")
+
+def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], loss, quantile, deadline, alpha,
+                   as_json: bool, opts: dict) -> None:
+    """Propose the candidates, say them, train them on fresh seeds until the search finishes, and say what it
+    returned; exit 0 certified, 3 none certified within --max-runs, 4 every candidate refuted."""
+    from ..workflows.search import candidate_rows, prepare_search, run_search
+
+    con = err_console if as_json else console
+    with refusals():  # every refusal before anything is written or trained
+        prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
+                              alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"])
+    _candidates(con, prep, candidate_rows(prep))
+    with epoch_progress("epochs") as bar, refusals():
+        task = bar.add_task("search", total=None)
+
+        def progress(rid, seed, epoch, r):
+            bar.update(task, advance=1)
+
+        def looked(search, seeds, seconds):
+            bar.update(task, description=_line(search, seeds, seconds))
+
+        done = run_search(prep, out=out, progress=progress, on_batch=looked, **opts)
+    _result(con, done)
+    code = CODES[done.outcome]
+    if as_json:
+        print_json({**(done.plan.to_json() if done.plan else {"feasible": False}),
+                    "certificate": done.certificate, "exit_code": code})
+    raise typer.Exit(code)
+
+
+def _candidates(con, prep, rows: list[dict]) -> None:
+    s = prep.scenario
+    con.print(f"certified search for {s.name}: P(ℓ(K) ≤ {s.target.loss:g}) ≥ ω = {s.target.quantile:g} with "
+              f"confidence {1 - prep.alpha:g}; {len(rows)} candidates fixed before any run, each at α/{len(rows)}",
+              markup=False, highlight=False)
+    for r in rows:
+        at = r["proposed_at"]
+        con.print(f"  [{r['index']}] cost {r['cost']:.6g}, K = {r['epochs']}: {r['schedule']} (planned at ω "
+                  f"{at['omega']:.4g}, ℓmax {at['loss']:.4g}, law {at['law']})", markup=False, highlight=False)
+
+
+def _line(search, seeds: int, seconds: float) -> str:
+    """The live line: candidates in the race, seeds and runs, the best certified so far, an ETA."""
+    alive = search.alive()
+    runs = sum(a.test.runs for a in search.arms)
+    b = search.best()
+    best = f"best certified: [{b}] cost {search.arms[b].cost:.6g}" if b is not None else "none certified yet"
+    eta = ""
+    if alive and seeds:
+        a = search.arms[alive[0]]
+        left = search.max_runs - a.test.runs
+        more = min(search.more_runs(alive[0], horizon=max(left, 1))["mean_more_runs"], left)
+        eta = f", ETA ~{more * seconds / seeds / 60:.1f} min"
+    return f"{len(alive)} of {len(search.arms)} candidates in the race, {seeds} seeds, {runs} runs; {best}{eta}"
+
+
+def _result(con, done) -> None:
+    c = done.certificate
+    for r in c["candidates"]:
+        con.print(f"  [{r['index']}] {r['verdict']:<9} {r['met']}/{r['runs']} met ℓmax, lower bound "
+                  f"{r['lower_bound']:.3f} (α {r['alpha']:.3g}), cost {r['cost']:.6g}: {r['schedule']}",
+                  markup=False, highlight=False)
+    con.print(f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs), seeds "
+              f"{'..'.join(map(str, c['seeds'])) or 'none'}, store {c['store']}, {c['seconds'] / 60:.1f} min in this "
+              "command", markup=False, highlight=False)
+    if done.png is not None:
+        con.print(f"  candidates drawn at {done.png}", markup=False)
+    if c["certified"]:
+        r = c["candidates"][c["returned"]]
+        con.print(f"certified: with probability ≥ {1 - c['alpha']:g} over the runs of the search, the plan returned "
+                  f"([{r['index']}], cost {r['cost']:.6g}: {r['schedule']}) meets ℓmax = {c['loss_target']:g} with "
+                  f"probability ≥ ω = {c['omega']:g} on a new run ({r['met']} of {r['runs']} runs met it)"
+                  + (f"; written to {done.out}" if done.out else ""), markup=False, highlight=False)
+    elif c["outcome"] == "refuted":
+        con.print(f"refuted: every candidate meets ℓmax = {c['loss_target']:g} with probability < ω = {c['omega']:g} "
+                  f"(each at its share of α = {c['alpha']:g}); no plan written", markup=False, highlight=False)
+    else:
+        m = c["expected_more_runs"] or {}
+        hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
+                f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
+                if m else "")
+        con.print(f"undecided: no candidate certified within --max-runs {c['max_runs']}{hint}: rerun with a larger "
+                  "--max-runs to go on where this stopped; no plan written", markup=False, highlight=False)

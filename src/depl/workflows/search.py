@@ -1,0 +1,220 @@
+"""`depl plan SCENARIO --certify`: the cheapest plan that fresh runs certify, in one command.
+
+1. **Candidates, fixed before any certifying run** (`propose`): the planner's cheapest plan, with the loss law as
+   fitted (a calibrated law may refuse what runs could certify), at a ladder of levels ω, ω + (1 − ω)/5, …,
+   ω + 4(1 − ω)/5 and of targets ℓmax, ℓmax − 0.1|ℓmax|, ℓmax − 0.2|ℓmax|, plus the calibrated law's own plan at
+   the target where it has one; candidates that train the same thing (the same data and (version, cluster) per
+   epoch) are one — the cheapest — and they are ordered by cost.  Each gets an equal share of α.  The list is
+   part of the output and is a function of the scenario and the options only: no run feeds it.
+2. **The certified search** (`depl.certificate.search`): every candidate has its own anytime-valid test at its
+   share of α, on the same fresh seeds F, F+1, …; hopeless ones are dropped; the search stops when the
+   cheapest candidate neither dropped nor refuted is certified, and returns it.
+3. **Training** (`depl.train.search`): one run of a schedule yields every prefix, so each group of candidates
+   whose jobs nest trains only its longest.
+
+The plan returned carries the scenario's own target (ω, ℓmax) and `info.certificate`: the statement's α, the
+runs counted for it and by the whole search, the seeds, and every candidate's verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ..certificate import DEFAULT_ALPHA, check_alpha
+from .common import Training, check_output_file, start_training
+from .errors import BadInput, Unreachable, as_bad_input, training_errors
+from .planning import load, retarget, save_plan
+
+if TYPE_CHECKING:
+    from ..plan import Plan
+    from ..scenario import Scenario
+    from ..train.search import Candidate, Searched
+
+LEVELS = 5                    # ω, ω + (1 − ω)/5, …: the levels candidates are planned at
+TIGHTER = (1.0, 0.9, 0.8)     # ℓmax − (1 − t)|ℓmax|: the targets
+
+
+def _training_key(p: "Plan") -> tuple:
+    return tuple(p.datasets), tuple((e.model, e.cluster) for e in p.epochs)
+
+
+def propose(s: "Scenario", method: str = "depl", eta: int = 200) -> list[tuple["Plan", dict]]:
+    """The candidate plans for `s`'s target (module docstring), cheapest first, each with what it was planned at;
+    Unreachable when the planner finds none."""
+    from ..certificate.search import ladder
+    from ..planners import Infeasible, Options, infeasible_reason, make_plan
+
+    omega, loss = s.target.quantile, s.target.loss
+    asks = [(s.uncalibrated(), w, loss - (1.0 - t) * abs(loss), "as fitted") for w in ladder(omega, LEVELS)
+            for t in TIGHTER]
+    if s.calibration is not None and s.calibration.use:
+        asks.append((s, omega, loss, "calibrated"))
+    found: dict[tuple, tuple] = {}
+    last = None
+    for base, w, l, law in asks:
+        try:
+            p = make_plan(retarget(base, loss=l, quantile=w), method, Options(eta=eta))
+        except (Infeasible, BadInput) as e:
+            last = e
+            continue
+        key = _training_key(p)
+        if p.feasible and p.epochs and (key not in found or p.cost < found[key][0].cost):
+            found[key] = (p, {"omega": w, "loss": l, "law": law})
+    if not found:
+        why = infeasible_reason(last, s) if isinstance(last, Infeasible) else str(last)
+        raise Unreachable(f"no candidate plan for the search: {why}")
+    return sorted(found.values(), key=lambda c: (c[0].cost, len(c[0].epochs), str(_training_key(c[0]))))
+
+
+def as_target(p: "Plan", s: "Scenario", proposed: dict) -> "Plan":
+    """A candidate with the scenario's own target: the search tests it at ω and ℓmax, whatever it was planned at;
+    its figures (the ω-quantile's bracket and the mean of ℓ(K)) those of the law it was planned with, at ω."""
+    from ..loss import loss_model_for
+    from ..scenario import scenario_dict
+
+    law_s = s if proposed["law"] == "calibrated" else s.uncalibrated()
+    d = loss_model_for(law_s).distribution([e.model for e in p.epochs], law_s.phi(law_s.samples(p.datasets)))
+    lo, hi = (float(x) for x in d.quantile_bounds(s.target.quantile))
+    return dataclasses.replace(p, omega=s.target.quantile, loss_target=s.target.loss, loss_quantile=hi,
+                               loss_quantile_bounds=(lo, hi), loss_mean=float(d.mean()),
+                               scenario_spec=scenario_dict(law_s), info={**p.info, "proposed_at": proposed})
+
+
+@dataclass(frozen=True)
+class Prepared:
+    scenario: "Scenario"
+    candidates: list["Candidate"]
+    alpha: float
+
+
+def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200,
+                   loss: Optional[float] = None, quantile: Optional[float] = None, deadline: Optional[float] = None,
+                   alpha: Optional[float] = None, out: Optional[Path] = None, store: Optional[Path] = None,
+                   png: Optional[Path] = None, training: Training = Training()) -> Prepared:
+    """Everything checked and the candidates made (and their code and data checked), nothing written."""
+    from ..train.search import make_candidate
+
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
+    with as_bad_input(ValueError):
+        check_alpha(alpha, "--alpha")
+    for flag, path in (("--out", out), ("--png", png)):
+        if path is not None:
+            check_output_file(flag, Path(path))
+    if store is not None and Path(store).is_dir():
+        raise BadInput(f"--store {store}: is a folder; give the store's file, e.g. {Path(store) / 'runs.sqlite'}")
+    dev = start_training(training.threads, training.device)
+    s = retarget(load(scenario), loss, quantile, deadline)
+    plans = propose(s, method, eta)
+    with as_bad_input(*training_errors(), ValueError, OSError):
+        cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
+    return Prepared(s, cands, alpha)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The search (`searched`), the plan returned (None where none was certified), its JSON certificate, files."""
+
+    searched: "Searched"
+    plan: "Optional[Plan]"
+    certificate: dict
+    out: Optional[Path]
+    png: Optional[Path]
+
+    @property
+    def outcome(self) -> str:
+        return self.searched.search.outcome
+
+
+def candidate_rows(prep: Prepared) -> list[dict]:
+    """The candidates as written before any run: schedule, cost, epochs, what they were planned at."""
+    return [{"index": i, "schedule": c.words(), "cost": c.plan.cost, "epochs": c.epochs, "proposed_at": c.proposed}
+            for i, c in enumerate(prep.candidates)]
+
+
+def certificate_json(r: "Searched") -> dict:
+    """info.certificate: the verdict, α, the runs counted for the plan returned and by the whole search, the seeds,
+    and every candidate (schedule, cost, weight, verdict, runs, met, anytime-valid lower bound)."""
+    s, cands = r.search, r.candidates
+    b = s.best()
+    rows = []
+    for a, c in zip(s.arms, cands):
+        v = a.state
+        rows.append({"index": a.index, "schedule": c.words(), "cost": c.plan.cost, "epochs": c.epochs,
+                     "weight": a.weight, "alpha": v.alpha, "verdict": a.status, "runs": v.runs, "met": v.hits,
+                     "lower_bound": v.lower, "upper_bound": v.upper, "proposed_at": c.proposed,
+                     "trains_with": r.run_ids[c.group], "dropped_after": a.dropped_after})
+    more = None
+    if b is None and s.outcome != "refuted":
+        i = s.likeliest()
+        more = {"candidate": i, **s.more_runs(i)} if i is not None else None
+    return {"format": "depl.search/1", "certified": b is not None, "outcome": s.outcome, "alpha": s.alpha,
+            "omega": float(s.omega), "loss_target": cands[0].plan.loss_target, "returned": b,
+            "runs": s.arms[b].state.runs if b is not None else 0,
+            "met": s.arms[b].state.hits if b is not None else 0,
+            "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs, "first_seed": r.first_seed,
+            "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
+            "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds,
+            "rule": "weighted e-Bonferroni over candidates fixed in advance: each a sequential mixture test at its "
+                    "share of α on the same fresh seeds; dropping never certifies (depl.certificate.search)",
+            "candidates": rows, "expected_more_runs": more}
+
+
+def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Path] = None,
+               first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, png: Optional[Path] = None,
+               training: Training = Training(), progress: Optional[Callable] = None,
+               on_batch: Optional[Callable] = None) -> SearchResult:
+    """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
+    its certificate) at `out` and the candidates' picture at `png`."""
+    from ..certificate.search import Search
+    from ..train.search import run_search as train
+
+    store = Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
+    with as_bad_input(*training_errors(), ValueError, OSError):
+        store.parent.mkdir(parents=True, exist_ok=True)
+        _write_candidates(prep, store.parent / "search-candidates.json")
+        search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
+                        max_runs=max_runs)
+        r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
+                  options=training.seed_options(), progress=progress, on_batch=on_batch)
+    cert = certificate_json(r)
+    b = search.best()
+    plan = None
+    if b is not None:
+        plan = dataclasses.replace(prep.candidates[b].plan)
+        plan.info = {**plan.info, "certificate": cert}
+        if out is not None:
+            save_plan(plan, Path(out))
+    if png is not None:
+        _draw(cert, Path(png), prep.scenario.name)
+    return SearchResult(r, plan, cert, Path(out) if out and plan else None, Path(png) if png else None)
+
+
+def _write_candidates(prep: Prepared, path: Path) -> None:
+    """The candidates and their shares of α, written before the first run is trained (`depl.search-candidates/1`)."""
+    from ..jsonout import dumps
+
+    n = len(prep.candidates)
+    data = {"format": "depl.search-candidates/1", "scenario": prep.scenario.name, "alpha": prep.alpha,
+            "omega": prep.scenario.target.quantile, "loss_target": prep.scenario.target.loss,
+            "candidates": [{**r, "weight": 1.0 / n} for r in candidate_rows(prep)]}
+    path.write_text(dumps(data) + "\n", encoding="utf-8")
+
+
+def _draw(cert: dict, png: Path, name: str) -> None:
+    from ..report.plots import plot_search
+    from ..report.mpl import save
+
+    try:
+        save(plot_search(cert, title=f"{name}: candidates of the certified search"), png)
+    except OSError as e:
+        raise BadInput(f"--png {png}: {e.strerror or e}") from None
+
+
+def plan_certified(scenario: "str | Scenario", method: str = "depl", **kwargs: Any) -> SearchResult:
+    """`depl plan SCENARIO --certify` in one call: `prepare_search`'s and `run_search`'s keywords."""
+    keys = ("eta", "loss", "quantile", "deadline", "alpha", "out", "store", "png", "training")
+    prep = prepare_search(scenario, method, **{k: v for k, v in kwargs.items() if k in keys})
+    return run_search(prep, **{k: v for k, v in kwargs.items() if k not in keys[:5]})
