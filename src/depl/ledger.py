@@ -228,14 +228,13 @@ def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count:
             return _checked(ledger.without(own), own.first, own.first + count - 1, asked or f"--first-seed {own.first}",
                             command)
         f = own.first if first is None else first
-        if (f, f + count - 1) == (own.first, own.last):   # a resumption, or the same runs judged again
+        if f == own.first:   # a resumption (with more seeds, or fewer), or the same runs judged again
             return _checked(ledger.without(own), f, f + count - 1, asked, command)
         _checked(ledger, f, f + count - 1, asked, command)   # seeds another step used: named first
         raise SeedsUsed(f"{asked or f'--first-seed {f}'} (seeds {f}..{f + count - 1}): {own.what.split(' (')[0]} "
-                        f"began with seeds {own.first}..{own.last}; it resumes only with them (--first-seed "
-                        f"{own.first} --{'runs' if command == 'coverage' else 'seeds'} {own.last - own.first + 1}), and "
-                        f"other seeds must be free of them ({RULE}): the first free seed is "
-                        f"{ledger.default(command)}")
+                        f"began with seeds {own.first}..{own.last}; it resumes only from its first seed (--first-seed "
+                        f"{own.first}), and another {command} of the plan takes another store (--out, --store) and "
+                        f"seeds free of these ({RULE}): the first free seed is {ledger.default(command)}")
     runs = next((u for u in ledger.uses if u.kind == "runs" and u.run_id == run_id), None)
     if first is None:
         if legacy_ok and runs is not None and command == "coverage":
@@ -280,9 +279,10 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
             def shown(v):
                 t = "nothing" if v is None else repr(v)
                 return t if len(t) <= 160 else t[:157] + "..."
-            return (f"{where}: the plan's info.{k} is not what its calibration runs give: the file says {shown(have)}, "
-                    f"its scenario's calibration runs give {shown(want)}; a plan's certificate is recomputed, never "
-                    "taken as written (make the plan again with `depl plan --out`)")
+            # the file's text is not repeated: what a command prints of a certificate is recomputed
+            return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give {shown(want)}; "
+                    "a plan's certificate is recomputed, never taken as written (the file was edited, or made by "
+                    "another calibration: make the plan again with `depl plan --out`)")
     return None
 
 

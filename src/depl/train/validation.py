@@ -103,7 +103,8 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
         folder.mkdir(parents=True, exist_ok=True)
     st = store if isinstance(store, Store) else Store(store)
     execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()} if spec is None else spec)
-    st.record_use(run_id, command, first, first + count - 1)
+    began = [u["last"] for u in st.uses(run_id) if u["command"] == command and u["first"] == first]
+    st.record_use(run_id, command, first, max([first + count - 1, *began]))
     return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(range(first, first + count)),
                       given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)), ledger + stored)
 
