@@ -126,3 +126,14 @@ def test_coverage_never_prints_a_forged_certificate_of_its_stored_plans(depl_cli
     assert r.returncode == 2, r.stdout + r.stderr
     assert "info.certified_by is not what its calibration runs give" in r.stderr
     assert FORGED not in r.stdout + r.stderr and not (tmp_path / "c.md").exists()
+
+
+def test_coverage_refuses_seeds_of_a_tasks_lineage_even_where_its_law_is_the_fitted_one(depl_cli, tmp_path):
+    """A level-law cell's plan carries no calibration, but its task was calibrated on 300000..300063: those runs
+    judge none of the task's plans."""
+    r = depl_cli("coverage", "--tasks", "digits-small:0.5", "--omegas", "0.9", "--laws", "level", "--runs", "3",
+                 "--first-seed", "299999", "--out", "o", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "seeds 300000..300001 by calibration experiment full (task digits-small:0.5:" in r.stderr
+    assert "the first free seed is 510000" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()   # refused before anything is written

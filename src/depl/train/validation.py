@@ -65,14 +65,15 @@ class HeldOutRun:
 
 def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, store: str | Path | Store,
             device: str = "cpu", spec: dict | None = None, folder: Path | None = None,
-            command: str = "validate", asked: str = "") -> HeldOutRun:
+            command: str = "validate", asked: str = "", also: Ledger | None = None) -> HeldOutRun:
     """Load and check the scenario and plan (its certificate text too: depl.ledger.check_certificate), check the
     seeds against the plan's seed ledger, make `folder` (the run folder), and register the run in `store` (a
     path, or a Store open already), recording the seed range `command` began it with.
 
     `seeds`: the held-out seeds (a range F..F+N-1), or their count N (F: the ledger's first free seed, or the
     first seed this command began the run with); `asked`: the options that gave them, for a refusal
-    (depl.ledger.SeedsUsed).
+    (depl.ledger.SeedsUsed); `also`: more of the plan's lineage (a coverage cell's task, whose calibration its
+    plan's scenario may have dropped).
 
     `scenario` (a name, a TOML file or a Scenario) must have the loss law the plan was made with
     (`depl.validate.law_mismatch`).  `spec`: what the store records with the run beside its job
@@ -95,7 +96,7 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
         raise ValueError(why)
     job = job_from_plan(p, device)
     run_id = execute.run_id_for(job, "local")
-    ledger = lineage(own) + lineage(given, "the scenario given")
+    ledger = lineage(own) + lineage(given, "the scenario given") + (also or Ledger())
     stored = store_ledger(store, run_id, execute.run_id_for(job, "local", prefix="certify"))
     count = seeds if isinstance(seeds, int) else len(seeds)
     first = resolve(ledger + stored, command, run_id, None if isinstance(seeds, int) else seeds[0], count, asked)

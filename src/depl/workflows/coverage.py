@@ -111,6 +111,10 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
     asked = "" if first_seed is None else f"--first-seed {first_seed} --runs {runs}"
     first_seed = default_first_seed(task_list, out) if first_seed is None else first_seed
     seeds = seed_range(first_seed, runs)
+    from ..ledger import SeedsUsed
+
+    with as_bad_input(SeedsUsed):  # the tasks' fits and calibrations, before anything is written
+        tasks_ledger(task_list).check(seeds[0], seeds[-1], asked or f"--first-seed {first_seed}", "coverage")
     store = coverage_store(out)
     md = md or out / "coverage.md"
     command = command_line([t.spec for t in task_list], omega_list, law_list, runs, first_seed, method, out, md, train)
@@ -135,7 +139,6 @@ def default_first_seed(tasks: list, out: Path) -> int:
     """The table's first seed when none is given: the one the table in OUT began with (its store's record, or
     OUT/coverage.json of a table made before seeds were recorded), else above every seed of the tasks' lineages
     (their fits and calibrations), in `depl coverage`'s block (depl.ledger.Ledger.default)."""
-    from ..ledger import Ledger, lineage
     from ..store import Store
 
     store = out / "runs.sqlite"
@@ -152,10 +155,17 @@ def default_first_seed(tasks: list, out: Path) -> int:
                 return seeds[0]
         except (OSError, ValueError, AttributeError):
             pass
+    return tasks_ledger(tasks).default("coverage")
+
+
+def tasks_ledger(tasks: list):
+    """The seeds the tasks' scenarios record: their fits and calibrations (depl.ledger.lineage)."""
+    from ..ledger import Ledger, lineage
+
     ledger = Ledger()
     for t in tasks:
         ledger = ledger + lineage(t.scenario, f"task {t.spec}:")
-    return ledger.default("coverage")
+    return ledger
 
 
 def coverage_store(out: Path) -> "Store":
@@ -176,13 +186,15 @@ def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: lis
     the cell's key) when it has a plan, its seeds checked against the plan's ledger (`asked`: the options that gave
     them, for a refusal)."""
     from ..experiments.coverage import plan_cell as make_cell
+    from ..ledger import lineage
     from ..train.validation import prepare
 
     cell, plan = make_cell(task, omega, law, plans, method, as_stored)
     if plan is not None:
         # the spec records no plan: cells with one job share one run (and a re-plan changes nothing)
         h = prepare(plan.scenario_object(), Path(cell.plan_file), seeds, store, device,
-                    spec={"backend": "local", "kind": "depl coverage"}, command="coverage", asked=asked)
+                    spec={"backend": "local", "kind": "depl coverage"}, command="coverage", asked=asked,
+                    also=lineage(task.scenario, f"task {task.spec}:"))
         cell.run_id, held[cell.key] = h.run_id, h
     return cell
 
