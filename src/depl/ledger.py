@@ -278,7 +278,7 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
         if have is not None and json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
             def shown(v):
                 t = "nothing" if v is None else repr(v)
-                return t if len(t) <= 160 else t[:157] + "..."
+                return t if len(t) <= 400 else t[:397] + "..."
             # the file's text is not repeated: what a command prints of a certificate is recomputed
             return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give {shown(want)}; "
                     "a plan's certificate is recomputed, never taken as written (the file was edited, or made by "

@@ -39,10 +39,11 @@ def test_the_defaults_lie_above_the_lineage_in_blocks_apart():
     ("certify", "0", "0..14", "the law's fit"),                                 # on the law's fitting seeds
     ("validate", "300000", "300000..300001", "calibration experiment"),         # its calibration runs as held out
     ("validate", "13", "13..14", "the law's fit"),
+    ("validate --adaptive", "300062", "300062..300063", "calibration experiment"),  # the closed loop's seeds too
 ])
 def test_seeds_of_the_plans_lineage_are_refused_naming_them(depl_cli, plan, command, first, seeds, used_by):
     args = (["certify", plan, "--max-runs", "100"] if command == "certify"
-            else ["validate", "digits-small", plan, "--seeds", "2"])
+            else ["validate", "digits-small", plan, "--seeds", "2", *command.split()[1:]])
     r = depl_cli(*args, "--first-seed", first, "--out", "refused", cwd=plan.parent)
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"seeds {seeds} by {used_by}" in r.stderr and "the first free seed is" in r.stderr
@@ -104,7 +105,8 @@ def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tm
     shutil.copy(plan, forged)
     forge(forged, **info)
     key = next(iter(info))
-    for args in (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"]):
+    for args in (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"],
+                 ["validate", "digits-small", forged, "--seeds", "2", "--adaptive"]):
         r = depl_cli(*args, "--out", "o", cwd=tmp_path)
         assert r.returncode == 2, r.stdout + r.stderr
         assert f"the plan's info.{key} is not what its calibration runs give" in r.stderr
