@@ -25,13 +25,17 @@ Tables:
   where it did and the losses as text ("nan", "inf"; SQLite stores NaN as
   NULL).  A diverged seed is finished: it is not resumed, its epochs before
   the divergence stay in ``epochs``, and its final loss counts as +inf.
+* ``seed_uses``: what a judging command (`depl certify`, `depl validate`,
+  `depl coverage`) began a run with — its seeds first..last and its α — so a
+  later command knows which seeds judged the plan (depl.ledger).
 
 The schema version is SQLite's ``user_version``: 0 for stores written before
 ``diverged`` existed (a writer adds the table and sets 1; a reader sees no
 diverged seed), 1 for stores written before ``decisions`` (a writer adds it
 and sets 2; a reader sees no decision), 2 for stores written before
 ``batches`` (a writer adds it and sets 3; a reader sees no recorded batch),
-3 now; a larger one is a store of a newer depl and refused.
+3 for stores written before ``seed_uses`` (a writer adds it and sets 4; a
+reader sees no recorded use), 4 now; a larger one is a store of a newer depl and refused.
 
 ``epochs.test_accuracy`` is NULL where the run's loss has no accuracy (a
 regression: [training] loss = "mse", depl.train.losses).  Stores made before
@@ -115,8 +119,17 @@ CREATE TABLE IF NOT EXISTS batches (
     batch   INTEGER NOT NULL,
     PRIMARY KEY (run_id, seed)
 );
+CREATE TABLE IF NOT EXISTS seed_uses (
+    run_id   TEXT NOT NULL REFERENCES runs(run_id),
+    command  TEXT NOT NULL,
+    first    INTEGER NOT NULL,
+    last     INTEGER NOT NULL,
+    alpha    REAL,
+    created  REAL NOT NULL,
+    PRIMARY KEY (run_id, command)
+);
 """
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class StoreError(ValueError):
@@ -164,7 +177,8 @@ COLUMNS = {"runs": ["run_id", "kind", "spec", "created"],
            "diverged": ["run_id", "seed", "epoch", "test_loss", "train_loss", "finished"],
            "decisions": ["run_id", "seed", "epoch", "observed", "p_plan", "p_new", "quantile", "action", "detail",
                          "finished"],
-           "batches": ["run_id", "seed", "batch"]}
+           "batches": ["run_id", "seed", "batch"],
+           "seed_uses": ["run_id", "command", "first", "last", "alpha", "created"]}
 
 _NUMBER = ("real", "integer")
 _WHOLE = ("integer",)
@@ -181,6 +195,8 @@ _TYPED = (
                                                 "quantile": (*_NUMBER, "null"), "action": ("text",),
                                                 "detail": ("text",)}),
     ("batches", ("run_id", "seed"), {"seed": _WHOLE, "batch": _WHOLE}),
+    ("seed_uses", ("run_id", "command"), {"command": ("text",), "first": _WHOLE, "last": _WHOLE,
+                                          "alpha": (*_NUMBER, "null")}),
 )
 
 # One writer per store file: a second `depl run` into the same folder would interleave
@@ -287,6 +303,7 @@ class Store:
         self._has_diverged = version >= 1 or not self.readonly
         self._has_decisions = version >= 2 or not self.readonly  # likewise, no decision before version 2
         self._has_batches = version >= 3 or not self.readonly    # and no recorded batch before version 3
+        self._has_seed_uses = version >= 4 or not self.readonly  # nor a recorded use of seeds before version 4
         for table, cols in COLUMNS.items():
             if not self._has_table(table):
                 continue
@@ -328,7 +345,7 @@ class Store:
     def _has_table(self, table: str) -> bool:
         """False for a table added after the schema of a store opened read-only (a writer has added it)."""
         return {"diverged": self._has_diverged, "decisions": self._has_decisions,
-                "batches": self._has_batches}.get(table, True)
+                "batches": self._has_batches, "seed_uses": self._has_seed_uses}.get(table, True)
 
     def _release(self) -> None:
         if self._locked:
@@ -470,6 +487,21 @@ class Store:
             return {}
         return {int(s): int(b) for s, b in self._db.execute(
             "SELECT seed, batch FROM batches WHERE run_id = ? ORDER BY seed", (run_id,))}
+
+    def record_use(self, run_id: str, command: str, first: int, last: int, alpha: float | None = None) -> None:
+        """What a judging command (`certify`, `validate`, `coverage`) began `run_id` with: its seeds first..last and
+        its α (depl.ledger); a later call for the same run and command replaces it (a larger --max-runs)."""
+        self._db.execute("INSERT OR REPLACE INTO seed_uses VALUES (?, ?, ?, ?, ?, ?)",
+                         (run_id, command, int(first), int(last), None if alpha is None else float(alpha), time.time()))
+
+    def uses(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The recorded uses of seeds (`record_use`), of one run or all, oldest first."""
+        if not self._has_seed_uses:
+            return []
+        q = "SELECT run_id, command, first, last, alpha FROM seed_uses"
+        rows = self._db.execute(q + (" WHERE run_id = ?" if run_id else "") + " ORDER BY created, run_id",
+                                (run_id,) if run_id else ()).fetchall()
+        return [{"run_id": r[0], "command": r[1], "first": int(r[2]), "last": int(r[3]), "alpha": r[4]} for r in rows]
 
     def diverged(self, run_id: str) -> dict[int, int]:
         """The seeds of a run that diverged, each with the epoch where its loss became non-finite."""

@@ -31,7 +31,7 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
     assert "a new run" in cert["covers"] and "its own" in cert["covers"] and cert["lower_bound"] >= 0.5
     # the outcomes are the store's: ℓ(K) of each counted seed, in seed order from the first fresh seed
     seeds = cert["seeds"]
-    assert seeds == list(range(100_000, 100_000 + cert["runs"]))
+    assert seeds == list(range(310_000, 310_000 + cert["runs"]))  # above the plan's calibration seeds (depl.ledger)
     with Store(folder / "c" / "runs.sqlite") as st:
         (run,) = st.runs("certify")
         losses = st.losses(run["run_id"])

@@ -13,6 +13,7 @@ import tomli_w
 from typer.testing import CliRunner
 
 from depl.cli import app
+from depl.ledger import lineage
 from depl.plan import Plan
 from depl.scenario import load_scenario, scenario_dict
 
@@ -49,7 +50,11 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     assert "refuted: digits-optimistic ω=0.9 level" in r.output
 
     table = json.loads((out / "coverage.json").read_text())
-    assert table["format"] == "depl.coverage/1" and table["seeds"] == [10_000, 10_001]
+    # the held-out seeds: above every seed of the tasks' lineages (digits-small's calibration ends at 300063), in
+    # `depl coverage`'s block (depl.ledger)
+    first = lineage(load_scenario("digits-small")).default("coverage")
+    assert first == 310_000 + 200_000
+    assert table["format"] == "depl.coverage/1" and table["seeds"] == [first, first + 1]
     cells = {c["key"]: c for c in table["cells"]}
     assert len(cells) == 2 * 2 * 2
     # level-memory was not fitted for these scenarios: missing, and why
@@ -67,7 +72,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
         assert (p.omega, s.loss_model, p.cost, p.loss_quantile) == (c["omega"], c["law"], c["cost"], c["certified_quantile"])
         # judged on the store's runs: every held-out seed to the plan's last epoch
         final = finals[c["run_id"]]
-        assert sorted(final) == [10_000, 10_001]
+        assert sorted(final) == [first, first + 1]
         assert c["runs"] == 2 and c["hits"] == sum(v <= p.loss_target for v in final.values())
     bad = cells["digits-optimistic ω=0.9 level"]
     assert bad["hits"] == 0 and bad["upper"] < 0.9 and bad["verdict"] == "refuted"
@@ -87,7 +92,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     after = epochs(out / "runs.sqlite")
     assert set(before) <= set(after)
     new = [row for row in after if row not in before]
-    assert {row[1] for row in new} == {10_002}
+    assert {row[1] for row in new} == {first + 2}
     one_per_run = {c["run_id"]: c["plan_file"] for c in planned}
     assert len(new) == sum(len(Plan.load(f).epochs) for f in one_per_run.values())
     assert all(c["runs"] == 3 for c in json.loads((out / "coverage.json").read_text())["cells"] if not c["missing"])

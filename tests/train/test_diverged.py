@@ -45,12 +45,12 @@ def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resu
     assert shown["runs"][0]["diverged"] == [{"seed": 0, "epoch": 1}, {"seed": 1, "epoch": 1}]
     assert shown["runs"][0]["seeds"] == 0
     # validate: a diverged seed is a run that missed ℓmax; the report stays strict JSON
-    v = depl_cli("validate", "huge.toml", "plan.json", "--seeds", "2", "--first-seed", "10", "--out", "val",
+    v = depl_cli("validate", "huge.toml", "plan.json", "--seeds", "2", "--first-seed", "400010", "--out", "val",
                  "--seed-batch", "1", cwd=tmp_path)
     assert v.returncode in (0, 4) and "Traceback" not in v.stderr, v.stderr[-2000:]
     assert "2 of 2 runs diverged (seed 10 at epoch 1, seed 11 at epoch 1)" in v.stdout and "refuted" in v.stdout
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
-    assert (rep["runs"], rep["hits"], rep["diverged"], rep["seeds"]) == (2, 0, [10, 11], [10, 11])
+    assert (rep["runs"], rep["hits"], rep["diverged"], rep["seeds"]) == (2, 0, [400010, 400011], [400010, 400011])
     assert rep["not_refuted"] is False and rep["final_quantile"] is None  # +inf, written as null
 
 
@@ -140,7 +140,7 @@ def test_a_store_of_the_previous_schema_is_read_and_migrated_and_a_newer_one_ref
         s.record_epoch("r", 1, row(1, math.nan))
         assert s.diverged("r") == {1: 1}
     with sqlite3.connect(old) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # and the tables added since
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4  # and the tables added since
         db.execute("PRAGMA user_version = 7")
     for ro in (True, False):
         with pytest.raises(StoreError, match="schema version 7, written by a newer depl"):

@@ -21,8 +21,10 @@ def certify(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
     alpha: float = typer.Option(DEFAULT_ALPHA, "--alpha",
                                 help=f"the certificate's risk: it is wrong with probability at most α, {ALPHA_RULE}"),
-    first_seed: int = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1,
-                                   help="F: the first fresh seed (F, F+1, … in order); use seeds no step has used"),
+    first_seed: Optional[int] = typer.Option(None, "--first-seed", min=0, max=2**31 - 1,
+                                             help="F: the first fresh seed (F, F+1, … in order); seeds the plan's "
+                                             "lineage used (its fit, its calibration, the store's runs of it) are "
+                                             "refused [default: the plan's first free seed, above all of them]"),
     max_runs: int = typer.Option(500, "--max-runs", min=1, max=100_000,
                                  help="stop undecided (exit 3) after this many runs"),
     batch: int = typer.Option(32, "--batch", min=1, max=4096,
@@ -44,7 +46,11 @@ def certify(
     from ..workflows.certify import prepare_certify, run_certify
 
     with refusals():  # every refusal before anything is written or drawn
-        prep = prepare_certify(plan_file, alpha, out=out, training=training, prior=prior)
+        prep = prepare_certify(plan_file, alpha, out=out, training=training, store=store, first_seed=first_seed,
+                               max_runs=max_runs, prior=prior)
+    (err_console if as_json else console).print(
+        f"certifying {plan_file} on seeds from {prep.first_seed} (at most {prep.first_seed}..."
+        f"{prep.first_seed + max_runs - 1}); {prep.ledger.words()}", markup=False)
     with epoch_progress() as bar, refusals():
         task = bar.add_task("certify", total=None)
 
@@ -54,7 +60,7 @@ def certify(
         def looked(v):
             bar.update(task, description=f"{v.runs} runs, {v.hits} met ℓmax: {v.verdict}")
 
-        done = run_certify(prep, out=out, store=store, first_seed=first_seed, max_runs=max_runs, batch=batch,
+        done = run_certify(prep, out=out, store=store, max_runs=max_runs, batch=batch,
                            training=training, progress=progress, on_decision=looked)
     _print(err_console if as_json else console, done.certificate, done.data, done.report)
     code = CODES[done.verdict]

@@ -35,8 +35,11 @@ def coverage(
                              help="loss laws, comma-separated: increments (the paper's), level, level-memory, or "
                                   "calibrated (the scenario's own law recalibrated by its [calibration])"),
     runs: int = typer.Option(200, "--runs", min=2, max=100_000, help="held-out real runs per cell"),
-    first_seed: int = typer.Option(10_000, "--first-seed", min=0, max=2**31 - 1,
-                                   help="the first held-out seed (the built-ins were profiled on seeds 0..19)"),
+    first_seed: Optional[int] = typer.Option(None, "--first-seed", min=0, max=2**31 - 1,
+                                             help="the first held-out seed; seeds a task's lineage used (its fit, "
+                                             "its calibration, the store's other runs of a plan) are refused "
+                                             "[default: the seeds the table in OUT began with, else the tasks' "
+                                             "first free seed]"),
     method: str = typer.Option("depl", "--method", help="the planner of every cell"),
     out: Path = typer.Option(Path("depl-coverage"), "--out",
                              help="folder for the store (runs.sqlite), the plans (plans/), coverage.json and coverage.md"),
@@ -61,7 +64,7 @@ def coverage(
     _print_cells(c.table.cells, con)
     total, done = c.total_epochs, c.done_epochs()
     con.print(f"{len(c.table.cells)} cells, {len(c.groups)} distinct runs to train × {runs} seeds "
-              f"({first_seed}..{first_seed + runs - 1}): {total} epochs, {done} already in {c.store.path}", markup=False)
+              f"({c.seeds[0]}..{c.seeds[-1]}): {total} epochs, {done} already in {c.store.path}", markup=False)
     with epoch_progress() as bar, refusals():
         task_bar = bar.add_task("coverage", total=total, completed=done)
 

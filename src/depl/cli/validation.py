@@ -20,7 +20,10 @@ def validate(
     scenario: str = typer.Argument(..., help="the scenario whose loss model draws the planned band (a name or TOML file)"),
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
     seeds: int = typer.Option(200, "--seeds", min=2, max=100_000, help="held-out seeds F..F+N-1"),
-    first_seed: int = typer.Option(1000, "--first-seed", min=0, max=2**31 - 1, help="F: the first seed (keep clear of the profiling seeds)"),
+    first_seed: Optional[int] = typer.Option(None, "--first-seed", min=0, max=2**31 - 1,
+                                             help="F: the first seed; seeds the plan's lineage used (its fit, its "
+                                             "calibration, the store's runs of it) are refused [default: the plan's "
+                                             "first free seed, above all of them]"),
     out: Path = typer.Option(Path("depl-validate"), "--out", help="folder for the store, the report and the PNG"),
     store: Optional[str] = typer.Option(None, "--store", help="SQLite path or sqlite:/// URL [default: OUT/runs.sqlite]"),
     png: Optional[Path] = typer.Option(None, "--png", help="band plot [default: OUT/PLAN-validate.png]"),
@@ -38,20 +41,26 @@ def validate(
 
     SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
     upper end lies below ω), 0 when it is not; the last line says which."""
-    seed_list = seed_range(first_seed, seeds)
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
+    asked = "" if first_seed is None else f"--first-seed {first_seed} --seeds {seeds}"
     if adaptive:  # what the closed loop does not use is refused, as `depl run --adaptive` does, before any work
         if training.ray_address:
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         if png is not None:
             fail("--png: an adaptive validation draws no band (its seeds stop at different epochs)")
+        from ..workflows.validation import check_same_law
+
+        with refusals():
+            first = check_same_law(scenario, plan_file, first_seed, seeds, asked)
+        seed_list = seed_range(first, seeds)
         return _validate_adaptive(scenario, plan_file, seed_list, store, out, training, validation,
                                   rule or Rule.slack.value, con, as_json, gap_from)
     refuse_adaptive_options(rule, validation, "validations", gap_from)
     from ..workflows.validation import prepare_validation
 
     with refusals():
-        held = prepare_validation(scenario, plan_file, seed_list, out=out, store=store, png=png, training=training)
+        held = prepare_validation(scenario, plan_file, seeds if first_seed is None else seed_range(first_seed, seeds),
+                                  out=out, store=store, png=png, training=training, asked=asked)
     _say_start(held.run, plan_file, con)
     v = _train(held, training, con)
     _print_validation(v, held.run, plan_file, con)
@@ -87,6 +96,7 @@ def _say_start(h, plan_file: Path, con) -> None:
     con.print(f"validating {plan_file} ({h.plan.method}, {h.epochs} epochs) on seeds {h.seeds[0]}..{h.seeds[-1]}"
               f" · run {h.run_id} · store {h.store.path}"
               + (f" · {seeds - len(todo)} seeds already done" if len(todo) < seeds else ""), markup=False)
+    con.print(f"  seeds {h.ledger.words()}", markup=False)
 
 
 def _train(held, training, con):
@@ -122,10 +132,8 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
 def _validate_adaptive(scenario: str, plan_file: Path, seed_list: list[int], store, out: Path, training,
                        validation: float | None, rule: str, con, as_json: bool, gap_from=None) -> NoReturn:
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
-    from ..workflows.validation import check_same_law, judge_adaptive
+    from ..workflows.validation import judge_adaptive
 
-    with refusals():
-        check_same_law(scenario, plan_file)
     done = show_adaptive_run(plan_file, seed_list, store, out, training, validation, {}, rule, con, gap_from)
     r = judge_adaptive(plan_file, done)
     c = r.coverage

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..certificate import clopper_pearson_lower, clopper_pearson_upper, fixed_n_verdict
 from ..laws import law_names
+from ..ledger import check_certificate, recomputed_certificate
 from ..loss.base import segments
 from ..plan import Plan
 from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, parse_scenario, scenario_dict,
@@ -47,11 +48,9 @@ DEFAULT_OMEGAS = (0.8, 0.9, 0.95)
 # (scripts/example_mnist1d.sh); the other two plan for their own [target] loss.
 DEFAULT_TASKS = ("mnist1d-small:1.5", "digits-small", "mnist1d-noniid")
 
-# Held-out seeds.  `depl profile --seeds N` trains seeds 0..N-1 (the built-ins' recipes: 20, 20 and 16 seeds;
-# `depl fit` fits on the first of them and calibrates on the last quarter), and the recipes validated their
-# plans on 1000..1199.  The table's runs start at 10000: never profiled, never calibrated on, and independent
-# of the recipes' own validation runs.
-FIRST_SEED = 10_000
+# Held-out seeds: by default above every seed of the tasks' lineages (depl.ledger: their fits, their
+# calibrations), in `depl coverage`'s own block (Ledger.default("coverage")); a range that meets a task's
+# lineage, or the store's other runs of a cell's plan, is refused.
 
 
 class CoverageError(ValueError):
@@ -221,13 +220,13 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
         certify_by_calibration(sc, p)   # as `depl plan` does: which runs certify it, in its file
         p.save(path)
         p.source = str(path)
-    elif "certified_by" not in p.info:   # a plan made before plans said it: computed from its scenario, as then
-        certify_by_calibration(sc, p)
+    else:   # a plan file read: its certificate text is its calibration runs', or it is refused (never printed)
+        check_certificate(p, str(path))
     cell.plan_file, cell.epochs = str(path), len(p.epochs)
     cell.schedule = schedule_text(p)
     cell.cost, cell.certified_quantile, cell.planned_mean = float(p.cost), float(p.loss_quantile), float(p.loss_mean)
     cell.extrapolated = sc.extrapolated(len(p.epochs)) is not None
-    cell.certified_by = str(p.info.get("certified_by", ""))
+    cell.certified_by = str(recomputed_certificate(p).get("certified_by", ""))   # recomputed, never as read
     return cell, p
 
 

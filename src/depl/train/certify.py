@@ -14,18 +14,26 @@ seed after which it can decide, so a batch's later seeds may be trained and
 not counted.  Runs go to the store under their own run id (`certify-…`),
 never shared with `depl run` or `depl validate`; a rerun resumes and replays
 the same seeds in the same order to the same decision.
+
+The seeds are fresh by construction, not by promise: `seeds_for` reads the
+plan's seed ledger (depl.ledger: its law's fitting seeds, its calibration
+runs, the store's runs of the plan) and refuses a first seed whose range
+meets it; the default is the ledger's first free seed.  The store records the
+α and the first seed the run began with, and a resumed run given others is
+refused (its test's level and seeds were fixed before its first run).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs
+from ..ledger import Ledger, check_certificate, lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario
-from ..store import Store
+from ..store import Store, store_path
 from . import execute
 from .data import MNIST1D_POOL
 from .federation import Job, job_from_plan
@@ -70,6 +78,7 @@ class Certificate:
     max_runs: int
     more: dict = field(default_factory=dict)  # undecided: the runs still expected at the observed rate
     rule: str = ""                      # the e-process that decided (`Sequential.rule`)
+    ledger: list = field(default_factory=list)  # the seeds of the plan's lineage it kept clear of (depl.ledger)
 
     @property
     def seed_epochs(self) -> int:
@@ -96,7 +105,7 @@ class Certificate:
                 "seeds": self.counted, "first_seed": self.first_seed, "finals": [self.finals[s] for s in self.counted],
                 "trained_not_counted": self.trained_after, "seed_epochs": self.seed_epochs,
                 "seconds": self.seconds, "max_runs": self.max_runs, "run_id": self.run_id, "store": self.store,
-                "expected_more_runs": self.more or None}
+                "expected_more_runs": self.more or None, "ledger": self.ledger}
 
 
 @dataclass
@@ -108,24 +117,52 @@ class Prepared:
     scenario: Scenario
     job: Job
     test: Sequential
+    first_seed: int | None = None     # the seeds' start, once checked against the ledger (`seeds_for`)
+    ledger: Ledger = field(default_factory=Ledger)
 
 
 def prepare(plan_file: Path, alpha: float = DEFAULT_ALPHA, device: str = "cpu",
             prior: str = DEFAULT_PRIOR) -> Prepared:
-    """Load and check the plan (its figures, its code, its data) and the test's levels and prior
-    (`depl.certificate.PRIORS`; "uniform" decides as depl 0.1.0 did); writes nothing.
+    """Load and check the plan (its figures, its certificate text, its code, its data) and the test's levels and
+    prior (`depl.certificate.PRIORS`; "uniform" decides as depl 0.1.0 did); writes nothing.
     Raises ValueError (PlanError, DataError, JobError, CodeRefused …) with a message for the user."""
     p = Plan.load(plan_file)
     if not p.feasible or not p.epochs:
         raise ValueError(f"{plan_file}: the plan is infeasible or empty; nothing to certify")
     test = Sequential(p.omega, alpha, prior)
-    return Prepared(Path(plan_file), p, p.scenario_object(), job_from_plan(p, device), test)
+    s = p.scenario_object()
+    check_certificate(p, str(plan_file), s)
+    return Prepared(Path(plan_file), p, s, job_from_plan(p, device), test)
 
 
-def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int = 100_000, max_runs: int = 500,
+def run_ids(job: Job) -> tuple[str, str]:
+    """The store's run ids of a plan's job: its plan run (`depl run`, `depl validate`, `depl coverage`) and its
+    certify run."""
+    return execute.run_id_for(job, "local"), execute.run_id_for(job, "local", prefix="certify")
+
+
+def seeds_for(prep: Prepared, store: str | Path, first_seed: int | None, max_runs: int) -> Prepared:
+    """The prepared plan with its first seed: `first_seed` (None: the ledger's first free seed, or the first seed
+    a resumed run began with) checked against the plan's seed ledger and the store's record of its certify run —
+    seeds first..first+max_runs-1 none of the lineage used, and the α and first seed a resumed run began with.
+    Reads the store only (nothing written).  Raises depl.ledger.SeedsUsed, StoreError."""
+    plan_run, cert_run = run_ids(prep.job)
+    ledger = lineage(prep.scenario)
+    where = store_path(store)
+    if where != ":memory:" and Path(where).is_file():
+        with Store(where, readonly=True) as st:
+            ledger = ledger + store_uses(st, plan_run, cert_run)
+    asked = "" if first_seed is None else f"--first-seed {first_seed} --max-runs {max_runs}"
+    first = resolve(ledger, "certify", cert_run, first_seed, max_runs, asked, alpha=prep.test.alpha)
+    return replace(prep, first_seed=first, ledger=ledger)
+
+
+def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None = None, max_runs: int = 500,
             batch: int = 32, options: dict | None = None, progress=None, on_decision=None) -> Certificate:
     """Run the prepared plan on seeds first_seed, first_seed+1, … (`batch` at a time) until its sequential test
-    decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.
+    decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.  The seeds are checked
+    against the plan's ledger first (`seeds_for`; None: its first free seed), and the run records the α and
+    first seed it began with.
 
     `options`: `depl.train.executors.run_all`'s keywords (workers, threads, ray_address);
     `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
@@ -134,9 +171,14 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int = 100_
     from .executors import run_all
 
     p, job, test, alpha = prep.plan, prep.job, prep.test, prep.test.alpha
+    path = store.path if isinstance(store, Store) else store
+    if prep.first_seed is None or (first_seed is not None and first_seed != prep.first_seed):
+        prep = seeds_for(prep, path, first_seed, max_runs)
+    first_seed = prep.first_seed
     st = store if isinstance(store, Store) else Store(store)
-    run_id = execute.run_id_for(job, "local", prefix="certify")
+    run_id = run_ids(job)[1]
     execute.register(st, run_id, "certify", job, {"backend": "local", "plan": p.to_json()})
+    st.record_use(run_id, "certify", first_seed, first_seed + max_runs - 1, alpha)
     n_epochs, counted, finals = len(p.epochs), [], {}
     t0, start, after = time.perf_counter(), first_seed, []
     while not test.decided and test.runs < max_runs:
@@ -161,4 +203,5 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int = 100_
         more = {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
                 "p_certify": need.certify, "p_refute": need.refute}
     return Certificate(str(prep.plan_file), p, prep.scenario, test.state, first_seed, counted, finals, after, run_id,
-                       str(st.path), time.perf_counter() - t0, max_runs, more, test.rule)
+                       str(st.path), time.perf_counter() - t0, max_runs, more, test.rule,
+                       [u.to_json() for u in prep.ledger.uses if u.run_id != run_id])

@@ -4,16 +4,23 @@ The judging itself (coverage, Clopper–Pearson, the planned band) is
 `depl.validate`, which needs no torch; this module adds the training.
 Runs resume like `depl run`: a seed already finished in the store is not
 trained again.
+
+The held-out seeds are checked against the plan's seed ledger before the run
+is registered (depl.ledger): seeds its law was fitted or calibrated on, or
+that the store's runs of the plan used (a certificate's, another
+validation's), are refused; the default first seed is the ledger's first
+free one; the store records the range a validation began with.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..ledger import Ledger, check_certificate, lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store
@@ -34,6 +41,7 @@ class HeldOutRun:
     run_id: str
     seeds: list[int]
     extrapolated: str | None = None     # why the plan runs its law past the fitted epochs (a warning)
+    ledger: Ledger = field(default_factory=Ledger)   # the seeds of the plan's lineage, kept clear of
 
     @property
     def epochs(self) -> int:
@@ -55,10 +63,17 @@ class HeldOutRun:
                         diverged=[x for x in self.seeds if x in gone])
 
 
-def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int], store: str | Path | Store,
-            device: str = "cpu", spec: dict | None = None, folder: Path | None = None) -> HeldOutRun:
-    """Load and check the scenario and plan, make `folder` (the run folder), and register the run in
-    `store` (a path, or a Store open already).
+def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, store: str | Path | Store,
+            device: str = "cpu", spec: dict | None = None, folder: Path | None = None,
+            command: str = "validate", asked: str = "", also: Ledger | None = None) -> HeldOutRun:
+    """Load and check the scenario and plan (its certificate text too: depl.ledger.check_certificate), check the
+    seeds against the plan's seed ledger, make `folder` (the run folder), and register the run in `store` (a
+    path, or a Store open already), recording the seed range `command` began it with.
+
+    `seeds`: the held-out seeds (a range F..F+N-1), or their count N (F: the ledger's first free seed, or the
+    first seed this command began the run with); `asked`: the options that gave them, for a refusal
+    (depl.ledger.SeedsUsed); `also`: more of the plan's lineage (a coverage cell's task, whose calibration its
+    plan's scenario may have dropped).
 
     `scenario` (a name, a TOML file or a Scenario) must have the loss law the plan was made with
     (`depl.validate.law_mismatch`).  `spec`: what the store records with the run beside its job
@@ -75,17 +90,37 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int], store: 
     if unknown:
         raise ValueError(f"{plan_file}: versions {sorted(unknown)} of the plan are not models of {given.name!r}")
     own = p.scenario_object()
+    check_certificate(p, str(plan_file), own)
     why = law_mismatch(p, own, given, scenario if isinstance(scenario, str) else given.name)
     if why:
         raise ValueError(why)
     job = job_from_plan(p, device)
+    run_id = execute.run_id_for(job, "local")
+    ledger = lineage(own) + lineage(given, "the scenario given") + (also or Ledger())
+    stored = store_ledger(store, run_id, execute.run_id_for(job, "local", prefix="certify"))
+    count = seeds if isinstance(seeds, int) else len(seeds)
+    first = resolve(ledger + stored, command, run_id, None if isinstance(seeds, int) else seeds[0], count, asked)
     if folder is not None:  # made only now, when nothing was refused: a refused command writes nothing
         folder.mkdir(parents=True, exist_ok=True)
     st = store if isinstance(store, Store) else Store(store)
-    run_id = execute.run_id_for(job, "local")
     execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()} if spec is None else spec)
-    return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(seeds),
-                      given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)))
+    began = [u["last"] for u in st.uses(run_id) if u["command"] == command and u["first"] == first]
+    st.record_use(run_id, command, first, max([first + count - 1, *began]))
+    return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(range(first, first + count)),
+                      given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)), ledger + stored)
+
+
+def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> Ledger:
+    """What `store` (a path, or a Store open already; none yet: nothing) used on a plan's job (depl.ledger)."""
+    from ..store import store_path
+
+    if isinstance(store, Store):
+        return store_uses(store, plan_run, certify_run)
+    where = store_path(store)
+    if where == ":memory:" or not Path(where).is_file():
+        return Ledger()
+    with Store(where, readonly=True) as st:
+        return store_uses(st, plan_run, certify_run)
 
 
 def write_report(v: Validation, report: Path) -> None:

@@ -33,25 +33,29 @@ class Certified:
 
 
 def prepare_certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
-                    training: Training = Training(), prior: Optional[str] = None) -> Any:
-    """The plan, its code and α checked before anything is written (depl.train.certify.Prepared)."""
+                    training: Training = Training(), store: Optional[str] = None, first_seed: Optional[int] = None,
+                    max_runs: int = 500, prior: Optional[str] = None) -> Any:
+    """The plan, its certificate text, its code, α, the e-process and the seeds checked before anything is written
+    (depl.train.certify.Prepared, its first seed chosen: `first_seed`, or the plan's first free seed; seeds its
+    lineage used, or another α or first seed than a resumed run began with, are refused)."""
     plan_file, out = Path(plan_file), Path(out)
     dev = start_training(training.threads, training.device)
-    from ..train.certify import prepare
+    from ..train.certify import prepare, seeds_for
 
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
         check_alpha(alpha, "--alpha")
         if prior is not None and prior not in PRIORS:
             raise ValueError(f"--prior {prior}: must be one of {', '.join(PRIORS)} (the sequential test's e-process)")
-        return prepare(plan_file, alpha, dev, prior or DEFAULT_PRIOR)
+        return seeds_for(prepare(plan_file, alpha, dev, prior or DEFAULT_PRIOR), store or out / "runs.sqlite",
+                         first_seed, max_runs)
 
 
 def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Optional[str] = None,
-                first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
+                first_seed: Optional[int] = None, max_runs: int = 500, batch: int = 32, training: Training = Training(),
                 progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
     """Train seeds F, F+1, … `batch` at a time until the test decides or `max_runs` are counted; write the
-    certificate. progress(run_id, seed, epoch, result) after every epoch, on_decision(verdict) after every batch."""
+    certificate.  F: `first_seed`, else the one `prepare_certify` chose. progress(run_id, seed, epoch, result) after every epoch, on_decision(verdict) after every batch."""
     from ..jsonout import dumps
     from ..train.certify import certify as sequential
 
@@ -68,10 +72,12 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
 
 def certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
             store: Optional[str] = None,
-            first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, training: Training = Training(),
-            progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
+            first_seed: Optional[int] = None, max_runs: int = 500, batch: int = 32, training: Training = Training(),
+            progress: Optional[Callable] = None, on_decision: Optional[Callable] = None,
+            prior: Optional[str] = None) -> Certified:
     """Certify a plan on fresh real runs (`depl certify`): "with probability ≥ 1 − α, it meets ℓmax with
-    probability ≥ ω". Resumes."""
-    prep = prepare_certify(plan_file, alpha, out=out, training=training)
+    probability ≥ ω" (seeds from `first_seed`, default: the plan's first free seed, depl.ledger). Resumes."""
+    prep = prepare_certify(plan_file, alpha, out=out, training=training, store=store, first_seed=first_seed,
+                           max_runs=max_runs, prior=prior)
     return run_certify(prep, out=out, store=store, first_seed=first_seed, max_runs=max_runs, batch=batch,
                        training=training, progress=progress, on_decision=on_decision)

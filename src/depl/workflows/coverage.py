@@ -95,10 +95,12 @@ def check_cells(tasks: list[str], omegas: list[float], laws: list[str], method: 
 
 
 def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200,
-                     first_seed: int = 10_000, method: str = "depl", out: str | Path = Path("depl-coverage"),
+                     first_seed: Optional[int] = None, method: str = "depl", out: str | Path = Path("depl-coverage"),
                      md: str | Path | None = None, train: bool = True, training: Training = Training()) -> CoverageRuns:
-    """Plan every cell (plans in OUT/plans, reused when still the plan the planner makes) and register its run
-    on seeds F..F+runs-1 in OUT/runs.sqlite."""
+    """Plan every cell (plans in OUT/plans, reused when still the plan the planner makes; a plan file's
+    certificate text is recomputed, and refused where it differs) and register its run on seeds F..F+runs-1 in
+    OUT/runs.sqlite — F: `first_seed`, or the first seed the table began with, or the tasks' first free seed
+    (`default_first_seed`); seeds a cell's lineage used are refused (depl.ledger)."""
     from ..experiments.coverage import Table
 
     out, md = Path(out), None if md is None else Path(md)
@@ -106,7 +108,13 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
     if md is not None:  # checked now, not after the planning and the training
         check_output_file("--md", md)
     dev = start_training(training.threads, training.device)
+    asked = "" if first_seed is None else f"--first-seed {first_seed} --runs {runs}"
+    first_seed = default_first_seed(task_list, out) if first_seed is None else first_seed
     seeds = seed_range(first_seed, runs)
+    from ..ledger import SeedsUsed
+
+    with as_bad_input(SeedsUsed):  # the tasks' fits and calibrations, before anything is written
+        tasks_ledger(task_list).check(seeds[0], seeds[-1], asked or f"--first-seed {first_seed}", "coverage")
     store = coverage_store(out)
     md = md or out / "coverage.md"
     command = command_line([t.spec for t in task_list], omega_list, law_list, runs, first_seed, method, out, md, train)
@@ -118,13 +126,46 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
             for law in law_list:
                 with as_bad_input(*training_errors(), ValueError, OSError, prefix=f"{task.spec}, ω = {omega:g}, {law}: "):
                     table.cells.append(plan_cell(task, omega, law, out / "plans", method, seeds, store, dev, held,
-                                                 as_stored=not train))
+                                                 as_stored=not train, asked=asked))
     from ..experiments.coverage import CALIBRATED, calibration_cost, link_shared
 
     table.costs = {t.name: calibration_cost(t.scenario) for t in task_list if CALIBRATED in law_list}
 
     groups = link_shared(table.cells)
     return CoverageRuns(table, held, groups, store, tuple(seeds), out, md, train)
+
+
+def default_first_seed(tasks: list, out: Path) -> int:
+    """The table's first seed when none is given: the one the table in OUT began with (its store's record, or
+    OUT/coverage.json of a table made before seeds were recorded), else above every seed of the tasks' lineages
+    (their fits and calibrations), in `depl coverage`'s block (depl.ledger.Ledger.default)."""
+    from ..store import Store
+
+    store = out / "runs.sqlite"
+    if store.is_file():
+        with as_bad_input(*training_errors()), Store(store, readonly=True) as st:
+            began = [u["first"] for u in st.uses() if u["command"] == "coverage"]
+        if began:
+            return began[0]
+    table = out / "coverage.json"
+    if store.is_file() and table.is_file():
+        try:
+            seeds = json.loads(table.read_text(encoding="utf-8")).get("seeds")
+            if isinstance(seeds, list) and seeds and isinstance(seeds[0], int) and seeds[0] >= 0:
+                return seeds[0]
+        except (OSError, ValueError, AttributeError):
+            pass
+    return tasks_ledger(tasks).default("coverage")
+
+
+def tasks_ledger(tasks: list):
+    """The seeds the tasks' scenarios record: their fits and calibrations (depl.ledger.lineage)."""
+    from ..ledger import Ledger, lineage
+
+    ledger = Ledger()
+    for t in tasks:
+        ledger = ledger + lineage(t.scenario, f"task {t.spec}:")
+    return ledger
 
 
 def coverage_store(out: Path) -> "Store":
@@ -140,17 +181,20 @@ def coverage_store(out: Path) -> "Store":
 
 
 def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: list[int], store, device: str,
-              held: dict, as_stored: bool = False):
+              held: dict, as_stored: bool = False, asked: str = ""):
     """One cell planned (`as_stored`: the store's plan for it as it was planned), its run registered (into `held`, by
-    the cell's key) when it has a plan."""
+    the cell's key) when it has a plan, its seeds checked against the plan's ledger (`asked`: the options that gave
+    them, for a refusal)."""
     from ..experiments.coverage import plan_cell as make_cell
+    from ..ledger import lineage
     from ..train.validation import prepare
 
     cell, plan = make_cell(task, omega, law, plans, method, as_stored)
     if plan is not None:
         # the spec records no plan: cells with one job share one run (and a re-plan changes nothing)
         h = prepare(plan.scenario_object(), Path(cell.plan_file), seeds, store, device,
-                    spec={"backend": "local", "kind": "depl coverage"})
+                    spec={"backend": "local", "kind": "depl coverage"}, command="coverage", asked=asked,
+                    also=lineage(task.scenario, f"task {task.spec}:"))
         cell.run_id, held[cell.key] = h.run_id, h
     return cell
 
@@ -189,7 +233,8 @@ def write_table(c: CoverageRuns) -> None:
                     encoding="utf-8")
 
 
-def coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200, first_seed: int = 10_000,
+def coverage(tasks: list[str], omegas: list[float], laws: list[str], *, runs: int = 200,
+             first_seed: Optional[int] = None,
              method: str = "depl", out: str | Path = Path("depl-coverage"), md: str | Path | None = None,
              train: bool = True,
              training: Training = Training(), progress: Optional[Callable] = None) -> CoverageResult:

@@ -46,11 +46,12 @@ class Validated:
                 "seed_training": None if self.seed_training is None else self.seed_training.to_json()}
 
 
-def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int], *,
+def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int] | int, *,
                        out: str | Path = Path("depl-validate"),
                        store: Optional[str] = None, png: str | Path | None = None,
-                       training: Training = Training()) -> HeldOut:
-    """Check the scenario (it must have the plan's loss law), the plan and the outputs; register the run."""
+                       training: Training = Training(), asked: str = "") -> HeldOut:
+    """Check the scenario (it must have the plan's loss law), the plan, the seeds (a range F..F+N-1, or their
+    count N from the plan's first free seed: depl.ledger) and the outputs; register the run."""
     plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
     dev = start_training(training.threads, training.device)
     from ..train.validation import prepare
@@ -59,7 +60,7 @@ def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int], *
     if png is not None:  # checked now: the plot is drawn after the training
         check_output_file("--png", png)
     with as_bad_input(*training_errors(), ValueError, OSError):
-        h = prepare(scenario, plan_file, seeds, store or out / "runs.sqlite", dev, folder=out)
+        h = prepare(scenario, plan_file, seeds, store or out / "runs.sqlite", dev, folder=out, asked=asked)
     return HeldOut(h, out / f"{plan_file.stem}-validate.json", png or out / f"{plan_file.stem}-validate.png")
 
 
@@ -80,11 +81,11 @@ def train_validation(held: HeldOut, training: Training = Training(),
     return Validated(v, held.report, held.png, seconds, how)
 
 
-def validate(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
+def validate(scenario: str, plan_file: str | Path, seeds: list[int] | int, *, out: str | Path = Path("depl-validate"),
              store: Optional[str] = None, png: str | Path | None = None, training: Training = Training(),
              progress: Optional[Callable] = None) -> Validated:
-    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω
-    (`depl validate`). Resumes."""
+    """Run a plan for real on held-out seeds (a range, or their count from the plan's first free seed); coverage
+    P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω (`depl validate`). Resumes."""
     held = prepare_validation(scenario, plan_file, seeds, out=out, store=store, png=png, training=training)
     return train_validation(held, training, progress)
 
@@ -113,17 +114,28 @@ class AdaptiveValidated:
                 "actions": self.actions, "rule": self.rule, "run_id": self.run_id}
 
 
-def check_same_law(scenario: str, plan_file: Path) -> None:
-    """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it."""
+def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = None, count: int = 0,
+                   asked: str = "") -> int:
+    """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it.
+    The plan's certificate text is checked, and the seeds first_seed..+count-1 against its lineage's (the fit's,
+    the calibration's: depl.ledger); returns the first seed (None: the lineage's first free one)."""
+    from ..ledger import check_certificate, lineage
     from ..plan import Plan
     from ..scenario import load_scenario
     from ..validate import law_mismatch
 
     with as_bad_input(*training_errors(), ValueError, OSError):
         p = Plan.load(plan_file)
-        why = law_mismatch(p, p.scenario_object(), load_scenario(scenario), str(scenario))
-    if why:
-        raise BadInput(why)
+        own, given = p.scenario_object(), load_scenario(scenario)
+        check_certificate(p, str(plan_file), own)
+        why = law_mismatch(p, own, given, str(scenario))
+        if why:
+            raise BadInput(why)
+        ledger = lineage(own) + lineage(given, "the scenario given")
+        first = ledger.default("validate") if first_seed is None else first_seed
+        if count:
+            ledger.check(first, first + count - 1, asked or f"--first-seed {first}", "validate")
+        return first
 
 
 def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValidated:
@@ -144,7 +156,7 @@ def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int], *,
                       gap_from: Optional[list[str | Path]] = None) -> AdaptiveValidated:
     """`depl validate --adaptive`: the seeds run by the closed loop (`run_adaptive`), judged. Resumes."""
     plan_file = Path(plan_file)
-    check_same_law(scenario, plan_file)
+    check_same_law(scenario, plan_file, seeds[0], len(seeds))
     done = run_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
                         rule=rule, progress=progress, gap_from=gap_from)
     return judge_adaptive(plan_file, done)

@@ -1,0 +1,293 @@
+"""The seed ledger: every seed a plan's lineage used, so that the seeds that judge a plan are used once; and the
+plan's certificate as its calibration runs give it, never as its file says.
+
+A plan's lineage used seeds at every step: its loss law was fitted on some
+(`fitted_seeds`, written by `depl fit`), calibrated on others
+(`[[calibration.experiments]].seeds`, written by `depl fit` and `depl
+calibrate`), and, in a store, judged on others again — `depl certify`'s run
+(its seeds; its α and first seed in the store's `seed_uses`), `depl
+validate`'s and `depl coverage`'s (their seed ranges), and whatever else
+trained the plan's job there (`depl run`).  A command that judged the plan on
+one of these seeds would report a run already seen as a new one: a
+calibration run counted as held out, a certificate's final losses its own
+calibration's.  So `depl certify`, `depl validate` and `depl coverage` refuse
+a seed range that meets the ledger (`SeedsUsed`: the overlapping seeds as
+ranges, what used them, the first free seed), and their default first seed
+lies above every seed of the ledger (`Ledger.default`): certify from B,
+validate from B + 100000, coverage from B + 200000, where B is the ledger's
+highest seed + 1 rounded up to two significant digits, and at least 100000 —
+three blocks apart, so the defaults of the three commands never meet.
+
+A command resumes only with what it began with: a store's certify run of a
+plan records its α and first seed, a validation or coverage run its seed
+range; another `--alpha`, `--first-seed` or `--seeds` is refused, saying the
+values it began with (`began_with`).
+
+`recomputed_certificate` gives a plan's `info.certified_by` and
+`info.certificate` from its own scenario's calibration runs
+(`depl.planners.certify_by_calibration`); `check_certificate` refuses a plan
+file whose recorded text differs, so no command prints a certificate as read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from .plan import Plan
+    from .scenario import Scenario
+    from .store import Store
+
+FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
+OFFSETS = {"certify": 0, "validate": 100_000, "coverage": 200_000}   # each command's block above B
+RULE = "docs/certificate.md, \"Seeds are used once\""
+
+
+class SeedsUsed(ValueError):
+    """A seed range that meets the ledger, or a resumed command given other values than it began with; the message
+    names the seeds, what used them and the first free seed."""
+
+
+def as_ranges(seeds: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted distinct seeds as closed ranges: [1, 2, 3, 7] → ((1, 3), (7, 7))."""
+    out: list[list[int]] = []
+    for s in sorted({int(x) for x in seeds}):
+        if out and s == out[-1][1] + 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return tuple((a, b) for a, b in out)
+
+
+def ranges_text(ranges: Iterable[tuple[int, int]], most: int = 6) -> str:
+    """((1, 3), (7, 7)) → "1..3, 7" (the first `most`, then how many more)."""
+    r = list(ranges)
+    words = [f"{a}..{b}" if a != b else str(a) for a, b in r[:most]]
+    return ", ".join(words) + (f" and {len(r) - most} more ranges" if len(r) > most else "")
+
+
+def round_up(x: int) -> int:
+    """x rounded up to two significant digits: 300064 → 310000, 1064 → 1100, 20 → 20."""
+    if x <= 0:
+        return 0
+    step = 10 ** max(len(str(int(x))) - 2, 0)
+    return -(-int(x) // step) * step
+
+
+@dataclass(frozen=True)
+class Use:
+    """Seeds one step of a plan's lineage used: `kind` fit, calibration, certify, validate, coverage or runs."""
+
+    kind: str
+    what: str                              # in words, for the refusal: "calibration experiment full (…)"
+    seeds: tuple[tuple[int, int], ...]     # closed ranges, sorted
+    run_id: str = ""
+    first: int | None = None               # a judging command's recorded start (its seed_uses row)
+    last: int | None = None
+    alpha: float | None = None
+
+    def overlap(self, first: int, last: int) -> tuple[tuple[int, int], ...]:
+        return tuple((max(a, first), min(b, last)) for a, b in self.seeds if a <= last and b >= first)
+
+    @property
+    def highest(self) -> int | None:
+        return self.seeds[-1][1] if self.seeds else None
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "what": self.what, "seeds": [list(r) for r in self.seeds],
+                **({"run_id": self.run_id} if self.run_id else {})}
+
+
+@dataclass
+class Ledger:
+    """The seeds of a plan's lineage (`uses`), from its scenario and, where given, a store."""
+
+    uses: list[Use] = field(default_factory=list)
+
+    def __add__(self, other: "Ledger") -> "Ledger":
+        """Both ledgers' uses; a use of the same kind on the same seeds (one scenario's calibration read twice,
+        from the plan and from the scenario given) once."""
+        have = {(u.kind, u.seeds, u.run_id, u.what.split(" (")[0]) for u in self.uses}
+        return Ledger(self.uses + [u for u in other.uses if (u.kind, u.seeds, u.run_id, u.what.split(" (")[0])
+                                   not in have])
+
+    def without(self, *uses: Use) -> "Ledger":
+        return Ledger([u for u in self.uses if u not in uses])
+
+    def highest(self) -> int | None:
+        h = [u.highest for u in self.uses if u.highest is not None]
+        return max(h) if h else None
+
+    def base(self) -> int:
+        """B: the ledger's highest seed + 1 rounded up to two significant digits, at least FLOOR."""
+        h = self.highest()
+        return max(FLOOR, round_up(h + 1) if h is not None else 0)
+
+    def default(self, command: str) -> int:
+        """The command's default first seed: B plus its block (OFFSETS)."""
+        return self.base() + OFFSETS[command]
+
+    def overlaps(self, first: int, last: int) -> list[tuple[Use, tuple[tuple[int, int], ...]]]:
+        return [(u, o) for u in self.uses for o in [u.overlap(first, last)] if o]
+
+    def check(self, first: int, last: int, asked: str, command: str) -> None:
+        """Refuse seeds first..last (`asked`: the options that gave them) where they meet the ledger."""
+        hits = self.overlaps(first, last)
+        if not hits:
+            return
+        by: dict[tuple, list[str]] = {}     # the same seeds used by several steps: named together
+        for u, o in hits:
+            by.setdefault(o, []).append(u.what)
+        said = "; ".join(f"seeds {ranges_text(o)} by {', '.join(whats)}" for o, whats in by.items())
+        raise SeedsUsed(f"{asked} (seeds {first}..{last}): the plan's lineage used {said}. Seeds that judge a plan "
+                        f"are used once ({RULE}): the first free seed is {self.default(command)} (the default of "
+                        f"`depl {command}`; the ledger's seeds end at {self.highest()})")
+
+    def to_json(self) -> list[dict]:
+        return [u.to_json() for u in self.uses]
+
+    def words(self) -> str:
+        """The seeds kept clear of, in a line: "kept clear of the plan's lineage: fit 0..14; calibration …"."""
+        if not self.uses:
+            return "the plan's lineage records no seeds"
+        return "kept clear of the plan's lineage: " + "; ".join(f"{u.kind} {ranges_text(u.seeds, 2)}"
+                                                                for u in self.uses)
+
+
+def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
+    """The seeds a scenario records: its law's fit (fitted_seeds) and its calibration experiments' seeds."""
+    uses = []
+    if s.fitted_seeds is not None:
+        a, b = s.fitted_seeds
+        uses.append(Use("fit", f"the law's fit ({whose} {s.name!r}, fitted_seeds)", ((int(a), int(b)),)))
+    c = s.calibration
+    for e in (c.experiments or []) if c is not None else []:
+        if e.seeds:
+            uses.append(Use("calibration", f"calibration experiment {e.label} ({whose} {s.name!r}, "
+                            "[[calibration.experiments]].seeds)", as_ranges(e.seeds)))
+    return Ledger(uses)
+
+
+def store_uses(store: "Store", plan_run: str, certify_run: str) -> Ledger:
+    """The seeds a store used on a plan's job: its certify run (with the α and first seed it began with), the
+    validation and coverage ranges recorded on its plan run, and the plan run's other trained seeds."""
+    uses: list[Use] = []
+    where = f"in {store.path}"
+    recs = {(r["run_id"], r["command"]): r for r in store.uses(plan_run) + store.uses(certify_run)}
+    cert = recs.get((certify_run, "certify"))
+    trained = store.seeds(certify_run)
+    if cert is not None or trained:
+        began = (f"α {cert['alpha']:g}, from seed {cert['first']}" if cert is not None and cert["alpha"] is not None
+                 else f"from seed {cert['first'] if cert is not None else min(trained)}")
+        uses.append(Use("certify", f"certify run {certify_run} {where} ({began})", as_ranges(trained), certify_run,
+                        cert["first"] if cert is not None else (min(trained) if trained else None),
+                        cert["last"] if cert is not None else None, cert["alpha"] if cert is not None else None))
+    for (rid, cmd), r in recs.items():
+        if rid != plan_run:
+            continue
+        uses.append(Use(cmd, f"{cmd} run {plan_run} {where} (seeds {r['first']}..{r['last']})",
+                        ((r["first"], r["last"]),), plan_run, r["first"], r["last"]))
+    spans = [(u.first, u.last) for u in uses if u.run_id == plan_run]
+    rest = [x for x in store.seeds(plan_run) if not any(a <= x <= b for a, b in spans)]
+    if rest:
+        uses.append(Use("runs", f"runs of the plan's job {plan_run} {where} (`depl run`, or a validation made before "
+                        "seeds were recorded)", as_ranges(rest), plan_run))
+    return Ledger(uses)
+
+
+def began_with(ledger: Ledger, command: str, run_id: str) -> Use | None:
+    """The recorded use of `command` on `run_id` (what a resumed command began with), if any."""
+    return next((u for u in ledger.uses if u.kind == command and u.run_id == run_id), None)
+
+
+def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count: int, asked: str,
+            alpha: float | None = None, legacy_ok: bool = True) -> int:
+    """The first seed of a judging command on `run_id` for `count` seeds (`first`: --first-seed, None: the
+    default), checked against the ledger: a resumed command (its recorded use) keeps its first seed and α, and
+    its seeds; a new one takes seeds nothing used.  Raises SeedsUsed."""
+    own = began_with(ledger, command, run_id)
+    if command == "certify" and own is None:
+        own = next((u for u in ledger.uses if u.kind == "certify" and u.run_id == run_id), None)
+    if own is not None and own.first is not None:
+        if command == "certify":
+            other = []
+            if first is not None and first != own.first:
+                other.append(f"--first-seed {first}")
+            if alpha is not None and own.alpha is not None and abs(alpha - own.alpha) > 1e-12:
+                other.append(f"--alpha {alpha:g}")
+            if other:
+                raise SeedsUsed(f"{' and '.join(other)}: {own.what.split(' (')[0]} began with "
+                                + (f"α {own.alpha:g} and " if own.alpha is not None else "")
+                                + f"first seed {own.first}; a certificate resumes only with the values it began "
+                                "with (its test's level and seeds are fixed before its first run). Rerun with "
+                                + (f"--alpha {own.alpha:g} " if own.alpha is not None else "")
+                                + f"--first-seed {own.first}, or certify in another store (--out, --store) on seeds "
+                                f"from {max(ledger.default('certify'), round_up((own.last or own.first) + 1))}")
+            return _checked(ledger.without(own), own.first, own.first + count - 1, asked or f"--first-seed {own.first}",
+                            command)
+        f = own.first if first is None else first
+        if f == own.first:   # a resumption (with more seeds, or fewer), or the same runs judged again
+            return _checked(ledger.without(own), f, f + count - 1, asked, command)
+        _checked(ledger, f, f + count - 1, asked, command)   # seeds another step used: named first
+        raise SeedsUsed(f"{asked or f'--first-seed {f}'} (seeds {f}..{f + count - 1}): {own.what.split(' (')[0]} "
+                        f"began with seeds {own.first}..{own.last}; it resumes only from its first seed (--first-seed "
+                        f"{own.first}), and another {command} of the plan takes another store (--out, --store) and "
+                        f"seeds free of these ({RULE}): the first free seed is {ledger.default(command)}")
+    runs = next((u for u in ledger.uses if u.kind == "runs" and u.run_id == run_id), None)
+    if first is None:
+        if legacy_ok and runs is not None and command == "coverage":
+            first = runs.seeds[0][0]       # a table's runs trained before seeds were recorded: resumed
+        else:
+            first = ledger.default(command)
+    last = first + count - 1
+    if runs is not None and legacy_ok and runs.seeds[0][0] >= first and runs.highest <= last:
+        ledger = ledger.without(runs)      # every unrecorded run lies in the range: its resumption (before seed_uses)
+    return _checked(ledger, first, last, asked, command)
+
+
+def _checked(ledger: Ledger, first: int, last: int, asked: str, command: str) -> int:
+    ledger.check(first, last, asked or f"--first-seed {first}", command)
+    return first
+
+
+# -- the plan's certificate, recomputed ------------------------------------------------------------------------ #
+CERTIFICATE_KEYS = ("certified_by", "certificate")
+
+
+def recomputed_certificate(plan: "Plan", scenario: "Scenario | None" = None) -> dict:
+    """`info.certified_by` and `info.certificate` as the plan's own scenario's calibration runs give them
+    (`depl.planners.certify_by_calibration`); {} where its scenario uses no calibration."""
+    from .planners import certify_by_calibration
+
+    s = scenario if scenario is not None else plan.scenario_object()
+    q = dataclasses.replace(plan, info={k: v for k, v in plan.info.items() if k not in CERTIFICATE_KEYS})
+    certify_by_calibration(s, q)
+    return {k: q.info[k] for k in CERTIFICATE_KEYS if k in q.info}
+
+
+def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = None) -> str | None:
+    """Why the plan file's certificate text is not what its calibration runs give (None: it is, or the file has
+    none: a plan written before plans said it, whose certificate is then the recomputed one)."""
+    import json
+
+    got = recomputed_certificate(plan, scenario)
+    for k in CERTIFICATE_KEYS:
+        have, want = plan.info.get(k), got.get(k)
+        if have is not None and json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
+            def shown(v):
+                t = "nothing" if v is None else repr(v)
+                return t if len(t) <= 400 else t[:397] + "..."
+            # the file's text is not repeated: what a command prints of a certificate is recomputed
+            return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give {shown(want)}; "
+                    "a plan's certificate is recomputed, never taken as written (the file was edited, or made by "
+                    "another calibration: make the plan again with `depl plan --out`)")
+    return None
+
+
+def check_certificate(plan: "Plan", where: str, scenario: "Scenario | None" = None) -> None:
+    """Raise ValueError where the plan's recorded certificate is not what its calibration runs give."""
+    why = certificate_problem(plan, where, scenario)
+    if why:
+        raise ValueError(why)

@@ -1,0 +1,67 @@
+"""depl.ledger without training: the ranges, the defaults, what a resumed command may change, and a store's
+record of what a command began with."""
+
+from __future__ import annotations
+
+import pytest
+
+from depl.ledger import Ledger, SeedsUsed, Use, as_ranges, ranges_text, resolve, store_uses
+from depl.store import EpochRow, Store
+
+
+def test_seeds_are_shown_as_ranges():
+    assert as_ranges([7, 1, 3, 2, 2]) == ((1, 3), (7, 7))
+    assert ranges_text(((1, 3), (7, 7))) == "1..3, 7"
+    assert ranges_text(tuple((i * 10, i * 10) for i in range(9)), most=2) == "0, 10 and 7 more ranges"
+
+
+FIT = Use("fit", "the law's fit", ((0, 19),))
+CAL = Use("calibration", "calibration experiment full", ((300_000, 300_063),))
+
+
+def test_a_new_range_must_miss_the_ledger_and_the_default_does():
+    ledger = Ledger([FIT, CAL])
+    assert resolve(ledger, "validate", "plan-x", None, 200, "") == 410_000
+    assert resolve(ledger, "validate", "plan-x", 1000, 200, "--first-seed 1000") == 1000
+    with pytest.raises(SeedsUsed, match=r"seeds 300000\.\.300005 by calibration experiment full.*first free seed "
+                                        r"is 410000"):
+        resolve(ledger, "validate", "plan-x", 299_900, 106, "--first-seed 299900")
+
+
+def test_a_certify_run_resumes_with_its_alpha_and_first_seed_only():
+    began = Use("certify", "certify run certify-x in s (α 0.05, from seed 310000)", ((310_000, 310_031),),
+                "certify-x", 310_000, 310_499, 0.05)
+    ledger = Ledger([FIT, CAL, began])
+    assert resolve(ledger, "certify", "certify-x", None, 500, "", alpha=0.05) == 310_000     # resumed
+    assert resolve(ledger, "certify", "certify-x", 310_000, 900, "", alpha=0.05) == 310_000  # a larger --max-runs
+    for first, alpha in ((None, 0.1), (400_000, 0.05)):
+        with pytest.raises(SeedsUsed, match="began with α 0.05 and first seed 310000"):
+            resolve(ledger, "certify", "certify-x", first, 500, "", alpha=alpha)
+
+
+def test_a_validation_resumes_from_its_first_seed_and_names_the_range_it_began_with():
+    began = Use("validate", "validate run plan-x in s (seeds 410000..410199)", ((410_000, 410_199),), "plan-x",
+                410_000, 410_199)
+    ledger = Ledger([FIT, began])
+    assert resolve(ledger, "validate", "plan-x", None, 300, "") == 410_000                   # more seeds: resumed
+    with pytest.raises(SeedsUsed, match=r"seeds 410100\.\.410199 by validate run plan-x"):
+        resolve(ledger, "validate", "plan-x", 410_100, 200, "--first-seed 410100")
+    with pytest.raises(SeedsUsed, match=r"began with seeds 410000\.\.410199"):
+        resolve(ledger, "validate", "plan-x", 900_000, 200, "--first-seed 900000")
+
+
+def test_a_store_says_what_each_command_began_with(tmp_path):
+    with Store(tmp_path / "runs.sqlite") as st:
+        for rid, kind in (("plan-x", "plan"), ("certify-x", "certify")):
+            st.start_run(rid, kind, {"job": {}})
+        for seed in (5, 6, 410_000):
+            st.record_epoch("plan-x", seed, EpochRow(1, "full", "A", 1.0, 0.5, 1.0, 0.1))
+        st.record_epoch("certify-x", 310_000, EpochRow(1, "full", "A", 1.0, 0.5, 1.0, 0.1))
+        st.record_use("certify-x", "certify", 310_000, 310_499, 0.05)
+        st.record_use("plan-x", "validate", 410_000, 410_199)
+    with Store(tmp_path / "runs.sqlite", readonly=True) as st:
+        uses = {u.kind: u for u in store_uses(st, "plan-x", "certify-x").uses}
+    assert uses["certify"].seeds == ((310_000, 310_000),) and uses["certify"].alpha == 0.05
+    assert "α 0.05, from seed 310000" in uses["certify"].what
+    assert uses["validate"].seeds == ((410_000, 410_199),)
+    assert uses["runs"].seeds == ((5, 6),)           # trained, recorded by no judging command (`depl run`)

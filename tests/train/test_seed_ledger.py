@@ -1,0 +1,141 @@
+"""Seeds that judge a plan are used once, and a plan file's certificate is never printed as read — each attack run
+as a user would run it (digits-small: its law fitted on seeds 0..14, calibrated on 300000..300063; a 3-epoch plan
+at ω 0.5 so that certify and validate train a few seeds at most)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from depl.ledger import lineage, round_up
+from depl.scenario import load_scenario
+
+FORGED = "FORGED: 10000 held-out runs"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def plan(depl_cli, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ledger")
+    r = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.0", "--out", "plan.json", cwd=folder)
+    assert r.returncode == 0, r.stderr
+    return folder / "plan.json"
+
+
+def test_the_defaults_lie_above_the_lineage_in_blocks_apart():
+    s = load_scenario("digits-small")
+    ledger = lineage(s)
+    assert s.fitted_seeds == [0, 14] and ledger.highest() == 300_063
+    assert (ledger.default("certify"), ledger.default("validate"), ledger.default("coverage")) == \
+        (310_000, 410_000, 510_000)
+    assert [round_up(x) for x in (1, 20, 1064, 300_064, 99_001)] == [1, 20, 1100, 310_000, 100_000]
+
+
+@pytest.mark.parametrize("command, first, seeds, used_by", [
+    ("certify", "300010", "300010..300063", "calibration experiment full"),     # certified on its calibration runs
+    ("certify", "0", "0..14", "the law's fit"),                                 # on the law's fitting seeds
+    ("validate", "300000", "300000..300001", "calibration experiment"),         # its calibration runs as held out
+    ("validate", "13", "13..14", "the law's fit"),
+    ("validate --adaptive", "300062", "300062..300063", "calibration experiment"),  # the closed loop's seeds too
+])
+def test_seeds_of_the_plans_lineage_are_refused_naming_them(depl_cli, plan, command, first, seeds, used_by):
+    args = (["certify", plan, "--max-runs", "100"] if command == "certify"
+            else ["validate", "digits-small", plan, "--seeds", "2", *command.split()[1:]])
+    r = depl_cli(*args, "--first-seed", first, "--out", "refused", cwd=plan.parent)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"seeds {seeds} by {used_by}" in r.stderr and "the first free seed is" in r.stderr
+    assert "Traceback" not in r.stderr and not (plan.parent / "refused").exists()   # refused before any work
+
+
+def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_cli, plan):
+    folder = plan.parent
+    r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
+    assert r.returncode in (0, 3, 4), r.stderr
+    cert = json.loads(r.stdout)
+    assert cert["first_seed"] == 310_000 and cert["seeds"][0] == 310_000      # above the calibration's 300063
+    assert "certifying" in r.stderr and "on seeds from 310000" in r.stderr
+    assert {u["kind"] for u in cert["ledger"]} == {"fit", "calibration"}
+    # a resumed certificate with another α, or another first seed: refused, saying what it began with
+    for other in (["--alpha", "0.1"], ["--first-seed", "700000"]):
+        again = depl_cli("certify", plan, "--batch", "2", "--max-runs", "4", "--out", "c", *other, cwd=folder)
+        assert again.returncode == 2, again.stdout
+        assert "began with α 0.05 and first seed 310000" in again.stderr and "Traceback" not in again.stderr
+    # the certificate's seeds are in the ledger now: a validation on them in that store is refused
+    v = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "310001",
+                 "--store", "c/runs.sqlite", "--out", "v", cwd=folder)
+    assert v.returncode == 2 and "seeds 310001 by certify run certify-" in v.stderr
+    # the same α and seeds resume (nothing trained again: the same seeds, the same outcomes)
+    same = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
+    assert same.returncode == r.returncode and json.loads(same.stdout)["finals"] == cert["finals"]
+
+
+def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_seed(depl_cli, plan):
+    folder = plan.parent
+    r = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
+    assert r.returncode in (0, 4), r.stderr
+    report = json.loads(r.stdout)
+    assert report["seeds"] == [410_000, 410_001], report.get("seeds")
+    assert "on seeds 410000..410001" in r.stderr and "kept clear of the plan's lineage" in r.stderr
+    # another range in the same store: refused, saying the range the validation began with
+    again = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410001", "--out", "v",
+                     cwd=folder)
+    assert again.returncode == 2 and "seeds 410001 by validate run plan-" in again.stderr
+    apart = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "900000", "--out", "v",
+                     cwd=folder)
+    assert apart.returncode == 2 and "began with seeds 410000..410001" in apart.stderr
+    # its own seeds resume (judged again, nothing trained)
+    same = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
+    assert same.returncode == r.returncode and json.loads(same.stdout)["coverage"] == report["coverage"]
+
+
+def forge(path: Path, **info) -> None:
+    d = json.loads(path.read_text(encoding="utf-8"))
+    d.setdefault("info", {}).update(info)
+    path.write_text(json.dumps(d), encoding="utf-8")
+
+
+@pytest.mark.parametrize("info", [{"certified_by": FORGED},
+                                  {"certificate": {"alpha": 0.05, "certified": True, "runs": 10000, "met": 10000,
+                                                   "experiments": 1}}])
+def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tmp_path, info):
+    forged = tmp_path / "forged.json"
+    shutil.copy(plan, forged)
+    forge(forged, **info)
+    key = next(iter(info))
+    for args in (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"],
+                 ["validate", "digits-small", forged, "--seeds", "2", "--adaptive"]):
+        r = depl_cli(*args, "--out", "o", cwd=tmp_path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"the plan's info.{key} is not what its calibration runs give" in r.stderr
+        assert FORGED not in r.stdout + r.stderr and "'runs': 10000" not in r.stdout + r.stderr
+        assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_coverage_never_prints_a_forged_certificate_of_its_stored_plans(depl_cli, tmp_path, train):
+    """docs/coverage.md's command on a copy of its committed store, one of whose plans says FORGED: refused
+    before anything is trained, the forgery named by field, never printed."""
+    store = tmp_path / "store"
+    shutil.copytree(ROOT / "docs" / "certificate-store" / "coverage", store)
+    victim = store / "plans" / "digits-small-w0.9-calibrated.json"
+    forge(victim, certified_by=FORGED)
+    r = depl_cli("coverage", "--tasks", "mnist1d-small,digits-small,mnist1d-noniid", "--omegas", "0.8,0.9",
+                 "--laws", "calibrated", "--runs", "200", "--out", store, "--md", tmp_path / "c.md",
+                 *([] if train else ["--no-train"]), cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "info.certified_by is not what its calibration runs give" in r.stderr
+    assert FORGED not in r.stdout + r.stderr and not (tmp_path / "c.md").exists()
+
+
+def test_coverage_refuses_seeds_of_a_tasks_lineage_even_where_its_law_is_the_fitted_one(depl_cli, tmp_path):
+    """A level-law cell's plan carries no calibration, but its task was calibrated on 300000..300063: those runs
+    judge none of the task's plans."""
+    r = depl_cli("coverage", "--tasks", "digits-small:0.5", "--omegas", "0.9", "--laws", "level", "--runs", "3",
+                 "--first-seed", "299999", "--out", "o", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "seeds 300000..300001 by calibration experiment full (task digits-small:0.5:" in r.stderr
+    assert "the first free seed is 510000" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o").exists()   # refused before anything is written
