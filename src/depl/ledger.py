@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
-OFFSETS = {"certify": 0, "validate": 100_000, "coverage": 200_000}   # each command's block above B
+OFFSETS = {"certify": 0, "search": 0, "validate": 100_000, "coverage": 200_000}   # each command's block above B
 RULE = "docs/certificate.md, \"Seeds are used once\""
 
 
@@ -170,6 +170,18 @@ def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
     return Ledger(uses)
 
 
+def plan_lineage(plan: "Plan", s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
+    """`lineage` of the plan's scenario, and the seeds of the certified search that returned the plan (its
+    `info.certificate`, `depl.search/1`): a search's runs judged the plan, so they never judge it again."""
+    ledger = lineage(s, whose)
+    cert = (plan.info or {}).get("certificate") or {}
+    if cert.get("format") == "depl.search/1" and len(cert.get("seeds") or []) == 2:
+        a, b = (int(x) for x in cert["seeds"])
+        ledger = ledger + Ledger([Use("search", f"the certified search that returned the plan (info.certificate, "
+                                      f"store {cert.get('store')})", ((a, b),))])
+    return ledger
+
+
 def store_uses(store: "Store", plan_run: str, certify_run: str) -> Ledger:
     """The seeds a store used on a plan's job: its certify run (with the α and first seed it began with), the
     validation and coverage ranges recorded on its plan run, and the plan run's other trained seeds."""
@@ -273,6 +285,9 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
     import json
 
     got = recomputed_certificate(plan, scenario)
+    cert = plan.info.get("certificate")
+    if isinstance(cert, dict) and cert.get("format") == "depl.search/1":
+        return search_problem(plan, where)
     for k in CERTIFICATE_KEYS:
         have, want = plan.info.get(k), got.get(k)
         if have is not None and json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
@@ -283,6 +298,41 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
             return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give {shown(want)}; "
                     "a plan's certificate is recomputed, never taken as written (the file was edited, or made by "
                     "another calibration: make the plan again with `depl plan --out`)")
+    return None
+
+
+def search_problem(plan: "Plan", where: str) -> str | None:
+    """Why a certified search's certificate in a plan file is not what its runs give: its store's runs of the plan
+    returned, recounted (runs, met ℓmax) and its sequential test replayed at its share of α (None: it is; the
+    store is not at hand: the certificate is then not printed as certified by a command that judges the plan)."""
+    import math
+    from pathlib import Path
+
+    from .certificate import DEFAULT_PRIOR, Sequential
+    from .store import Store
+
+    c = plan.info["certificate"]
+    try:
+        row = c["candidates"][c["returned"]]
+        store, first, runs, met = Path(c["store"]), int(c["first_seed"]), int(c["runs"]), int(c["met"])
+        rid, K, a = row["trains_with"], int(row["epochs"]), float(row["alpha"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return f"{where}: info.certificate: not a certified search's record (depl.search/1): make the plan again"
+    if not store.is_file():
+        return None
+    with Store(store, readonly=True) as st:
+        losses, gone = st.losses(rid), st.diverged(rid)
+    test = Sequential(c.get("omega", plan.omega), a, c.get("prior", "uniform") or DEFAULT_PRIOR)
+    for seed in range(first, first + runs):
+        if test.decided:
+            break
+        row_losses = losses.get(seed) or []
+        x = math.inf if (seed in gone and gone[seed] <= K) or len(row_losses) < K else float(row_losses[K - 1])
+        test.add(x <= plan.loss_target)
+    if (test.runs, test.hits, test.state.verdict) != (runs, met, "certified"):
+        return (f"{where}: info.certificate: its search store {store} gives {test.hits} of {test.runs} runs meeting "
+                f"ℓmax ({test.state.verdict}) for the plan returned, not what the file says; a plan's certificate is "
+                "recomputed, never taken as written: run the search again (`depl plan --certify`)")
     return None
 
 

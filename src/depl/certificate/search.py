@@ -40,7 +40,7 @@ import numpy as np
 from ..omega import Omega
 from .alpha import check_alpha
 from .bounds import clopper_pearson_upper
-from .sequential import Sequential, Verdict, expected_runs, fewest_runs
+from .sequential import DEFAULT_PRIOR, PRIORS, Sequential, Verdict, expected_runs, fewest_runs
 
 WEIGHT_RULES = ("equal", "cheaper")
 DROP_BELOW = 0.01
@@ -61,13 +61,13 @@ def weights(n: int, rule: str = "equal") -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=200_000)
-def p_certify(omega: float, alpha: float, hits: int, runs: int, left: int) -> float:
+def p_certify(omega: float, alpha: float, hits: int, runs: int, left: int, prior: str = DEFAULT_PRIOR) -> float:
     """P(the test at level α, at (hits, runs), certifies within `left` more runs) if each meets ℓmax at the
     Laplace rate (hits + 1)/(runs + 2): what dropping reads (cached: searches revisit the same counts)."""
     if left <= 0:
         return 0.0
     rate = (hits + 1) / (runs + 2)
-    return expected_runs(rate, omega, alpha, max_runs=left, hits=hits, runs=runs).certify
+    return expected_runs(rate, omega, alpha, max_runs=left, hits=hits, runs=runs, prior=prior).certify
 
 
 _fewest = functools.lru_cache(maxsize=1024)(fewest_runs)
@@ -106,6 +106,7 @@ class Search:
     shares: Sequence[float] | None = None   # w_i, Σ ≤ 1 [default: weights(n, "equal")]
     max_runs: int = 500                     # the most runs any candidate counts
     drop_below: float = DROP_BELOW
+    prior: str = DEFAULT_PRIOR              # each candidate's e-process (depl.certificate.PRIORS)
     arms: list[Arm] = field(init=False)
 
     def __post_init__(self):
@@ -118,7 +119,9 @@ class Search:
             raise ValueError("weights: one positive share per candidate, summing to at most 1")
         if self.max_runs < 1:
             raise ValueError("max_runs: at least 1")
-        self.arms = [Arm(i, c, float(wi), Sequential(self.omega, float(wi) * self.alpha))
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior {self.prior!r}: must be one of {', '.join(PRIORS)}")
+        self.arms = [Arm(i, c, float(wi), Sequential(self.omega, float(wi) * self.alpha, self.prior))
                      for i, (c, wi) in enumerate(zip(costs, w))]
 
     def best(self) -> int | None:
@@ -147,9 +150,10 @@ class Search:
         for i in self.alive():
             a = self.arms[i]
             t = a.test
-            if t.runs < _fewest(float(self.omega), t.alpha):  # too few runs for its rate to say anything yet
+            if t.runs < _fewest(float(self.omega), t.alpha, self.prior):  # too few runs for its rate to say anything
                 continue
-            if p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs) < self.drop_below:
+            if p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) < \
+                    self.drop_below:
                 a.dropped_after = t.runs
 
     @property
@@ -165,7 +169,7 @@ class Search:
         t = self.arms[i].test
         horizon = horizon or 10 * max(self.max_runs, 100)
         rate = (t.hits + 1) / (t.runs + 2)
-        need = expected_runs(rate, self.omega, t.alpha, max_runs=horizon, hits=t.hits, runs=t.runs)
+        need = expected_runs(rate, self.omega, t.alpha, max_runs=horizon, hits=t.hits, runs=t.runs, prior=self.prior)
         return {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
                 "p_certify": need.certify, "horizon": horizon}
 

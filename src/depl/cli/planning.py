@@ -15,7 +15,7 @@ from rich.markup import escape
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
 from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
-from .search import BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, STORE, plan_certified
+from .search import BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, plan_certified
 from .training import trains_seeds
 
 
@@ -122,7 +122,8 @@ def plan(
                                       "recalibrated on held-out runs (the scenario's [calibration])"),
     certify: bool = CERTIFY,
     max_runs: int = MAX_RUNS_SEARCH,
-    first_seed: int = FIRST_SEED,
+    first_seed: Optional[int] = FIRST_SEED,
+    prior: Optional[str] = PRIOR,
     batch: int = BATCH,
     store: Optional[Path] = STORE,
     png: Optional[Path] = PNG,
@@ -137,7 +138,7 @@ def plan(
     if certify:
         return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json,
                               dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png,
-                                   training=training))
+                                   prior=prior, training=training))
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,

@@ -19,8 +19,11 @@ CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in
                        "candidate is refuted")
 MAX_RUNS_SEARCH = typer.Option(500, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
                                "counts")
-FIRST_SEED = typer.Option(100_000, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
-                          "(F, F+1, … in order); use seeds no step has used")
+FIRST_SEED = typer.Option(None, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
+                          "(F, F+1, … in order) [default: above every seed the scenario's fit and calibration used; "
+                          "those are refused]")
+PRIOR = typer.Option(None, "--prior", help="--certify: each candidate's e-process [default: spiked; uniform: the "
+                     "mixture of depl 0.1.0] (docs/certificate.md)")
 BATCH = typer.Option(32, "--batch", min=1, max=4096, help="--certify: seeds trained together between two looks at "
                      "the tests")
 STORE = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of --out (else "

@@ -289,10 +289,17 @@ def parse_scenario(data: dict, source: str = "<scenario>") -> Scenario:
 
 
 def scenario_dict(s: Scenario) -> dict:
-    """The scenario as plain data (round-trips through `parse_scenario`). A data draw at its default ("fixed") is
-    left out, so a scenario written before the key existed reads the same (a plan's `scenario_spec`)."""
+    """The scenario as plain data (round-trips through `parse_scenario`). A data draw at its default ("fixed") and
+    the training recipe's keys at their defaults (`RECIPE_DEFAULTS`) are left out, so a scenario written before
+    those keys existed reads the same (a plan's `scenario_spec`, and the stores whose runs record it)."""
+    from .training import RECIPE_DEFAULTS
+
     d = s.model_dump(mode="json", by_alias=True, exclude_none=True)
     for table in ("training", "calibration"):
         if d.get(table, {}).get("data_draw") == "fixed":
             del d[table]["data_draw"]
+    training = d.get("training", {})
+    for key, default in RECIPE_DEFAULTS.items():
+        if key in training and training[key] == default:
+            del training[key]
     return d

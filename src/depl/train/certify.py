@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs
-from ..ledger import Ledger, check_certificate, lineage, resolve, store_uses
+from ..ledger import Ledger, check_certificate, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario
 from ..store import Store, store_path
@@ -147,7 +147,7 @@ def seeds_for(prep: Prepared, store: str | Path, first_seed: int | None, max_run
     seeds first..first+max_runs-1 none of the lineage used, and the α and first seed a resumed run began with.
     Reads the store only (nothing written).  Raises depl.ledger.SeedsUsed, StoreError."""
     plan_run, cert_run = run_ids(prep.job)
-    ledger = lineage(prep.scenario)
+    ledger = plan_lineage(prep.plan, prep.scenario)
     where = store_path(store)
     if where != ":memory:" and Path(where).is_file():
         with Store(where, readonly=True) as st:

@@ -110,29 +110,35 @@ class Searched:
         return sum(n * self.candidates[g].epochs for g, n in self.trained.items())
 
 
-def _identity(alpha: float, first_seed: int) -> dict:
-    return {"alpha": alpha, "first_seed": first_seed}
+def _identity(alpha: float, first_seed: int, prior: str) -> dict:
+    """What a search's runs are counted by: its α, first seed and e-process (unnamed: the uniform mixture, the one
+    a search recorded before the e-process was named, so that its store still replays)."""
+    return {"alpha": alpha, "first_seed": first_seed, **({} if prior == "uniform" else {"prior": prior})}
 
 
-def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: int) -> None:
-    """Refuse a store whose runs of these jobs were counted by a search at another α or from another first seed."""
-    mine = _identity(alpha, first_seed)
+def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: int, prior: str) -> None:
+    """Refuse a store whose runs of these jobs were counted by a search at another α, from another first seed or by
+    another e-process (a record without one was decided by the uniform mixture, as depl 0.1.0 decided)."""
+    mine = {"prior": "uniform", **_identity(alpha, first_seed, prior)}
     for r in st.runs("search"):
         if r["run_id"] in run_ids.values():
             theirs = ((r["spec"].get("plan") or {}).get("info") or {}).get("search")
+            if theirs is not None:
+                theirs = {"prior": "uniform", **theirs}
             if theirs is not None and theirs != mine:
                 raise StoreError(f"{st.path}: run {r['run_id']} was counted by a search at α {theirs['alpha']:g} "
-                                 f"from seed {theirs['first_seed']} (this one: α {alpha:g} from seed {first_seed}); "
-                                 "a search spends its α once, on its own seeds: use that --alpha and --first-seed "
-                                 "to resume it, or another --store")
+                                 f"from seed {theirs['first_seed']} with the {theirs['prior']} e-process (this one: "
+                                 f"α {alpha:g} from seed {first_seed}, {prior}); a search spends its α once, on its "
+                                 "own seeds: use that --alpha, --first-seed and --prior to resume it, or another "
+                                 "--store")
 
 
-def _register(st: Store, cands: list[Candidate], alpha: float, first_seed: int) -> dict[int, str]:
+def _register(st: Store, cands: list[Candidate], alpha: float, first_seed: int, prior: str) -> dict[int, str]:
     run_ids = {g: execute.run_id_for(cands[g].job, "local", prefix="search") for g in sorted({c.group for c in cands})}
-    check_store(st, run_ids, alpha, first_seed)
+    check_store(st, run_ids, alpha, first_seed, prior)
     for g, rid in run_ids.items():
         p = dataclasses.replace(cands[g].plan, solve_seconds=0.0).to_json()  # its identity: nothing timed
-        p["info"] = {"search": _identity(alpha, first_seed)}
+        p["info"] = {"search": _identity(alpha, first_seed, prior)}
         execute.register(st, rid, "search", cands[g].job, {"backend": "local", "plan": p})
     return run_ids
 
@@ -155,7 +161,7 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
 
     group(cands)
     st = store if isinstance(store, Store) else Store(store)
-    run_ids = _register(st, cands, search.alpha, first_seed)
+    run_ids = _register(st, cands, search.alpha, first_seed, search.prior)
     target = cands[0].plan.loss_target
     trained = {g: 0 for g in run_ids}
     outcomes: dict[int, list[float]] = {i: [] for i in range(len(cands))}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ledger import Ledger, check_certificate, lineage, resolve, store_uses
+from ..ledger import Ledger, check_certificate, lineage, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store
@@ -96,7 +96,7 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
         raise ValueError(why)
     job = job_from_plan(p, device)
     run_id = execute.run_id_for(job, "local")
-    ledger = lineage(own) + lineage(given, "the scenario given") + (also or Ledger())
+    ledger = plan_lineage(p, own) + lineage(given, "the scenario given") + (also or Ledger())
     stored = store_ledger(store, run_id, execute.run_id_for(job, "local", prefix="certify"))
     count = seeds if isinstance(seeds, int) else len(seeds)
     first = resolve(ledger + stored, command, run_id, None if isinstance(seeds, int) else seeds[0], count, asked)

@@ -156,27 +156,37 @@ def certificate_json(r: "Searched") -> dict:
             "met": s.arms[b].state.hits if b is not None else 0,
             "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs, "first_seed": r.first_seed,
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
-            "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds,
-            "rule": "weighted e-Bonferroni over candidates fixed in advance: each a sequential mixture test at its "
-                    "share of α on the same fresh seeds; dropping never certifies (depl.certificate.search)",
+            "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
+            "rule": f"weighted e-Bonferroni over candidates fixed in advance: each a sequential mixture test ({s.prior} "
+                    "prior) at its share of α on the same fresh seeds; dropping never certifies "
+                    "(depl.certificate.search)",
             "candidates": rows, "expected_more_runs": more}
 
 
 def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Path] = None,
-               first_seed: int = 100_000, max_runs: int = 500, batch: int = 32, png: Optional[Path] = None,
+               first_seed: Optional[int] = None, max_runs: int = 500, batch: int = 32, png: Optional[Path] = None,
                training: Training = Training(), progress: Optional[Callable] = None,
-               on_batch: Optional[Callable] = None) -> SearchResult:
+               on_batch: Optional[Callable] = None, prior: Optional[str] = None) -> SearchResult:
     """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
-    its certificate) at `out` and the candidates' picture at `png`."""
+    its certificate) at `out` and the candidates' picture at `png`.  `first_seed` None: the first seed above every
+    seed the scenario's lineage used (depl.ledger); seeds it used are refused.  `prior`: each candidate's
+    e-process [default: depl.certificate.DEFAULT_PRIOR]."""
+    from ..certificate import DEFAULT_PRIOR
     from ..certificate.search import Search
+    from ..ledger import lineage
     from ..train.search import run_search as train
 
     store = Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
+    ledger = lineage(prep.scenario)
+    asked = "" if first_seed is None else f"--first-seed {first_seed}"
+    first_seed = ledger.default("search") if first_seed is None else first_seed
+    with as_bad_input(ValueError):
+        ledger.check(first_seed, first_seed + max_runs - 1, asked or f"--first-seed {first_seed}", "search")
     with as_bad_input(*training_errors(), ValueError, OSError):
         store.parent.mkdir(parents=True, exist_ok=True)
         _write_candidates(prep, store.parent / "search-candidates.json")
         search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
-                        max_runs=max_runs)
+                        max_runs=max_runs, prior=prior or DEFAULT_PRIOR)
         r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
                   options=training.seed_options(), progress=progress, on_batch=on_batch)
     cert = certificate_json(r)

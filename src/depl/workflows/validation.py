@@ -119,7 +119,7 @@ def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = N
     """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it.
     The plan's certificate text is checked, and the seeds first_seed..+count-1 against its lineage's (the fit's,
     the calibration's: depl.ledger); returns the first seed (None: the lineage's first free one)."""
-    from ..ledger import check_certificate, lineage
+    from ..ledger import check_certificate, lineage, plan_lineage
     from ..plan import Plan
     from ..scenario import load_scenario
     from ..validate import law_mismatch
@@ -131,7 +131,7 @@ def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = N
         why = law_mismatch(p, own, given, str(scenario))
         if why:
             raise BadInput(why)
-        ledger = lineage(own) + lineage(given, "the scenario given")
+        ledger = plan_lineage(p, own) + lineage(given, "the scenario given")
         first = ledger.default("validate") if first_seed is None else first_seed
         if count:
             ledger.check(first, first + count - 1, asked or f"--first-seed {first}", "validate")
