@@ -230,6 +230,7 @@ class AdaptiveRun:
     slack: float
     slack_record: Any = None    # depl.adaptive.Slack
     gap: Any = None             # depl.gap.MeasuredGap, or None
+    certificate: dict = field(default_factory=dict, hash=False)   # `Policy`'s certificate keywords (--certificate)
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
                                                    "adaptive": {"rule": rule, "slow": slow, **pol.rule_record()}})
     todo = ad.pending(st, run_id, seeds)
     return AdaptiveRun(plan_file, p, job, st, run_id, tuple(seeds), tuple(todo), slow, rule, ad.split_note(job), d0,
-                       pol.slack, pol.slack_record, gap)
+                       pol.slack, pol.slack_record, gap, cert)
 
 
 def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> dict:
@@ -351,7 +352,7 @@ def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: O
         if batch:
             with as_bad_input(*training_errors()):
                 ad.run_batch(a.store, a.run_id, a.job, a.plan, batch, a.slow, progress, **ad.RULES[a.rule],
-                             gap=a.gap)
+                             gap=a.gap, **a.certificate)
     seconds = time.perf_counter() - t0
     finals, costs, actions = ad.outcome(a.store, a.run_id, list(a.seeds))
     (run,) = [r for r in a.store.runs() if r["run_id"] == a.run_id]
