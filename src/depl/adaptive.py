@@ -20,10 +20,12 @@ spends on the lucky runs the slack that paid for the unlucky ones); the Monte
 Carlo of `monte_carlo` shows both (tests/test_adaptive.py).
 
 **Spending the plan's slack on stops.**  A plan whose success probability is
-at least L > ω with confidence 1 − α has δ = L − ω to spare (`Slack`: L is the
-one-sided Clopper–Pearson lower bound from the runs that certify the plan — its
-certificate's, or the calibration runs the law reads it from —, not their point
-estimate; δ = 0 where L < ω).  A run may also stop when the current model's test
+certified at least L > ω with confidence 1 − α has δ = L − ω to spare (`Slack`):
+L = ω′ where the planner certified the plan at a stricter ω′ = ω + D through the
+calibration runs' fixed sequence (`depl plan --slack D`), or L = the anytime lower
+bound of fresh runs of the plan (a `depl certify` certificate) — never a bound read
+after the planner's choice from the runs that made it, which the fixed sequence
+does not protect; δ = 0 otherwise.  A run may also stop when the current model's test
 loss exceeds ℓmax with probability at most δ (1 − P(stop) ≤ δ): a run stops
 once, so the stops lose at most δ of the open loop's success probability,
 P(success) ≥ L − δ = ω — an argument that needs the open-loop certificate
@@ -53,7 +55,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from .certificate import DEFAULT_ALPHA, clopper_pearson_lower
+from .certificate import anytime_lower, check_alpha
 from .gap import MeasuredGap
 from .loss import LossModel, loss_model_for
 from .omega import OMEGA_MAX
@@ -106,20 +108,29 @@ class Rule:
 
 @dataclass(frozen=True)
 class Slack:
-    """δ, the success probability a run's stops may spend, and what it rests on (recorded with the run).
+    """δ, the success probability a run's stops may spend, and what certifies it (recorded with the run).
 
-    `source`: "certificate" (the runs and hits of the plan's certificate, at its test's level α/E),
-    "calibration" (the calibration runs the calibrated law reads the plan's P(ℓ(K) ≤ ℓmax) from, at the law's α
-    or DEFAULT_ALPHA), "law" (an uncalibrated law's own probability: no runs back it, the plan's ω rests on the
-    same law), "given" (δ set by the caller), "none" (the plan cannot be run as certified).  δ = max(0, L − ω)."""
+    Only slack certified for the plan the run trains counts — nothing read after the planner's choice from the
+    runs that made it:
+
+    * "plan": the calibrated planner certified the plan at ω′ = ω + D by the calibration runs' fixed sequence
+      (`depl plan --slack D`: `info.certificate.omega_certified` = ω′, `promise` = ω): δ = ω′ − ω = D, with
+      confidence 1 − α over the calibration runs — the fixed sequence covers the choice among schedules;
+    * "certificate": fresh runs of the plan (`depl certify`, its certificate file: runs made after the choice):
+      δ = max(0, L − ω), L the anytime-valid lower bound at the certificate's α;
+    * "given": δ set by the caller (the Python API, the law's Monte Carlo): **not certified**;
+    * "none": no certified slack (`why`): δ = 0.
+
+    `lower` is ω′ (plan) or L (certificate); `omega` the promise ω."""
 
     delta: float
     source: str
-    lower: float | None = None   # L, the plan's success probability the stops may spend down to ω
-    alpha: float | None = None   # L's one-sided level (with probability ≥ 1 − α the plan succeeds at least that often)
-    runs: int | None = None      # the runs L is counted on ...
+    lower: float | None = None   # ω′ or L: the level certified, with confidence 1 − α, that the stops spend down to ω
+    alpha: float | None = None   # the level of that confidence
+    runs: int | None = None      # the runs it is counted on ...
     met: int | None = None       # ... and how many of them met ℓmax
-    omega: float | None = None
+    omega: float | None = None   # the promise ω
+    why: str | None = None       # "none": why there is no certified slack; "certificate": the file
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -127,15 +138,69 @@ class Slack:
     def describe(self) -> str:
         """δ and where it comes from, in words (the run's header, a stop's note)."""
         if self.source == "given":
-            return f"δ = {self.delta:.4g}, given"
+            return f"δ = {self.delta:.4g}, given by the caller: not certified"
         if self.source == "none":
-            return "δ = 0: the plan cannot be run as certified"
-        if self.source == "law":
-            return f"δ = {self.delta:.4g} = the law's P {self.lower:.4f} − ω (an uncalibrated law: no runs back it)"
-        where = "runs of the plan's certificate" if self.source == "certificate" else "calibration runs"
+            return f"δ = 0, no certified slack: {self.why}"
+        if self.source == "plan":
+            return (f"δ = {self.delta:.4g} = ω′ − ω: the plan is certified at ω′ = {self.lower:g} by the calibration "
+                    f"runs' fixed sequence with confidence {1 - self.alpha:g} ({self.met} of {self.runs} runs of its "
+                    f"schedule met ℓmax); it promises ω = {self.omega:g}")
         head = f"δ = {self.delta:.4g} = L − ω" if self.delta > 0 else f"δ = 0, no slack (L < ω = {self.omega:g})"
-        return (f"{head}: L = {self.lower:.4f}, the one-sided {100 * (1 - self.alpha):.4g} % Clopper–Pearson lower "
-                f"bound from {self.met} of {self.runs} {where} meeting ℓmax")
+        return (f"{head}: L = {self.lower:.4f}, the anytime-valid lower bound at α = {self.alpha:g} from {self.met} "
+                f"of {self.runs} fresh runs of this plan meeting ℓmax (its certificate{', ' + self.why if self.why else ''})")
+
+    def statement(self, gap: MeasuredGap | None = None) -> str:
+        """What a run by this slack is promised, saying which part is a confidence and which is marginal."""
+        if self.source == "none" or self.delta <= 0:
+            return (f"no certified slack: no stop spends any (δ = 0), the run keeps the plan's own guarantee "
+                    f"P(ℓ_test ≤ ℓmax) ≥ ω = {self.omega if self.omega is not None else math.nan:g}")
+        if gap is not None:
+            risk = (f"each stop's risk P(test loss > ℓmax) ≤ δ bounded marginally over the {gap.seeds} gap runs "
+                    "(split conformal: on average over the draw of those runs)")
+        else:
+            risk = ("each stop's risk P(test loss > ℓmax) ≤ δ under the modelled Gaussian gap (not measured: "
+                    "holds only if the model is right)")
+        if self.source == "given":
+            return f"δ = {self.delta:.4g} given, not certified: nothing backs P(success) ≥ ω; {risk}"
+        whose = ("the calibration runs (the planner's fixed sequence)" if self.source == "plan"
+                 else f"the certificate's {self.runs} fresh runs")
+        return (f"with confidence {1 - self.alpha:g} over {whose}, P(success) ≥ {self.lower:.4g} for the plan; the "
+                f"stops spend at most δ = {self.delta:.4g}, {risk}; so P(ℓ_test ≤ ℓmax) ≥ ω = {self.omega:g}")
+
+
+def promise(plan: Plan) -> float:
+    """The ω a plan promises: its quantile, or, for a plan certified at a stricter ω′ to leave slack (`depl plan
+    --slack`), the `promise` its certificate records."""
+    c = plan.info.get("certificate") if isinstance(plan.info, dict) else None
+    if isinstance(c, dict) and c.get("promise") is not None:
+        return float(c["promise"])
+    return plan.omega
+
+
+CERTIFICATE_FORMAT = "depl.certificate/1"
+
+
+def check_certificate(plan: Plan, cert: dict, source: str = "the certificate") -> None:
+    """Refuse (ValueError naming the field) a `depl certify` certificate that is not of this plan: its scenario,
+    method, ℓmax, ω and epochs must be the plan's (the run id of its runs is checked where the job is known)."""
+    if not isinstance(cert, dict) or cert.get("format") != CERTIFICATE_FORMAT:
+        got = cert.get("format") if isinstance(cert, dict) else type(cert).__name__
+        raise ValueError(f"{source}: format = {got!r}: expected {CERTIFICATE_FORMAT!r} (a `depl certify` certificate)")
+    want = {"scenario": plan.scenario, "method": plan.method, "loss_target": plan.loss_target, "omega": plan.omega,
+            "epochs": len(plan.epochs)}
+    for key, value in want.items():
+        got = cert.get(key)
+        same = (isinstance(got, (int, float)) and math.isclose(float(got), float(value), rel_tol=1e-9, abs_tol=1e-12)
+                if isinstance(value, (int, float)) else got == value)
+        if not same:
+            raise ValueError(f"{source}: {key} = {got!r}, the plan's is {value!r}: a certificate of another plan "
+                             "certifies nothing here")
+    for key in ("runs", "hits"):
+        if not isinstance(cert.get(key), int) or cert[key] < 0:
+            raise ValueError(f"{source}: {key} = {cert.get(key)!r}: expected a count of runs")
+    if cert["hits"] > cert["runs"]:
+        raise ValueError(f"{source}: hits = {cert['hits']} > runs = {cert['runs']}")
+    check_alpha(cert.get("alpha"), f"{source}: alpha")
 
 
 # the rules a run may name (`--rule`); docs/adaptive.md has why slack is the default
@@ -162,21 +227,27 @@ class Policy:
     without it, `gap_sd`: the sd of test loss − validation loss of one model in a Gaussian model of the gap (0:
     the observed loss *is* the loss the guarantee is about, as in the law's own Monte Carlo; a real run passes
     each model's from the split's sample counts); `slow`: cluster → factor the policy already knows (it also
-    learns factors from `observe`); `slack`: δ, the success probability stops may give up (None: the lower
-    confidence bound of the plan's success probability on the run's data − ω, `Slack`; 0: stop only by the
-    conditional rule).
+    learns factors from `observe`); `slack`: δ, the success probability stops may give up, given by the
+    caller and not certified (None: the slack certified for the plan, `Slack`: ω′ − ω of a plan certified at a
+    stricter ω′, or L − ω of `certificate`, a `depl certify` certificate of the plan's fresh runs — read from
+    `certificate_source` —, else 0; 0: stop only by the conditional rule).  The run's ω is the plan's promise
+    (`promise`: its quantile, or the ω a plan certified at ω′ promises).
     """
 
     def __init__(self, plan: Plan, scenario: Scenario | None = None, loss: LossModel | None = None, *,
                  rule: Rule = Rule(), samples: float | None = None, method: str = "depl",
                  options: Options | None = None, gap_sd: float = 0.0, slow: dict[str, float] | None = None,
-                 slack: float | None = None, gap: MeasuredGap | None = None):
+                 slack: float | None = None, gap: MeasuredGap | None = None, certificate: dict | None = None,
+                 certificate_source: str | None = None):
         self.plan = plan
         self.scenario = scenario or plan.scenario_object(loss)
         self.loss = loss or loss_model_for(self.scenario)
         self.samples = float(self.scenario.samples(plan.datasets) if samples is None else samples)
         self.phi = self.scenario.phi(self.samples)
-        self.target, self.omega = plan.loss_target, plan.omega
+        self.target, self.omega = plan.loss_target, promise(plan)
+        if certificate is not None:
+            check_certificate(plan, certificate, certificate_source or "the certificate")
+        self.certificate, self.certificate_source = certificate, certificate_source
         self.deadline = self.scenario.target.deadline
         self.rule, self.method = rule, method
         self.record = True  # compute the plan's conditional probability where no action needs it (`simulating`: no)
@@ -188,7 +259,8 @@ class Policy:
         self.gap = gap
         self.slow = dict(slow or {})
         # δ, shared with every `fresh` copy (it is the plan's, before anything is measured): computed once
-        self._slack: dict[str, Slack] = {} if slack is None else {"slack": Slack(max(0.0, float(slack)), "given")}
+        self._slack: dict[str, Slack] = {} if slack is None else \
+            {"slack": Slack(max(0.0, float(slack)), "given", omega=self.omega)}
         self._planned: dict[str, float] = {}   # scenario seconds planned / measured, per cluster
         self._measured: dict[str, float] = {}
 
@@ -359,7 +431,12 @@ class Policy:
     def rule_record(self) -> dict:
         """What decides a run's stops, as recorded with it (the run's spec, its epoch-0 decisions): which decisions
         it may take, δ and its source, the gap model and where it was measured."""
-        return {"decisions": asdict(self.rule), "slack": self.slack_record.to_json(), "gap": self.gap_record()}
+        return {"decisions": asdict(self.rule), "slack": self.slack_record.to_json(), "gap": self.gap_record(),
+                "statement": self.statement()}
+
+    def statement(self) -> str:
+        """The run's guarantee in words: which part is a confidence (the certificate's), which is marginal (the gap)."""
+        return self.slack_record.statement(self.gap)
 
     # -- the decision --------------------------------------------------------- #
     def rehearsed_seconds(self, e: Epoch, slow: dict[str, float]) -> float:
@@ -460,47 +537,37 @@ class Policy:
         return d
 
     def _delta(self, d: Decision) -> Slack:
-        """δ = max(0, L − ω) for what `initial` decided to run: L from the plan's certificate where it runs the plan
-        as certified, else from the calibration runs its law counts, else (an uncalibrated law) the law's P."""
+        """δ for what `initial` decided to run (`Slack`): only slack certified for the plan returned — its
+        certificate file's fresh runs (L − ω), else the stricter level ω′ the planner certified it at (ω′ − ω),
+        else none.  Either holds only where the run trains the plan as certified: the plan itself, on its own
+        data (a carved validation split trains less data, a re-plan another schedule: no slack)."""
         w = self.omega
         if d.action == "deadline-miss":
-            return Slack(0.0, "none", omega=w)
+            return Slack(0.0, "none", omega=w, why="the plan cannot be run as certified (no re-plan meets the deadline)")
         if self.scenario.calibration_mismatch():  # calibration runs of another draw certify nothing here: no slack
-            return Slack(0.0, "none", omega=w)
-        cert = self._certificate(d)
-        if cert is not None:
-            alpha, runs, met = cert
-            lower = clopper_pearson_lower(met, runs, alpha)
-            return Slack(max(0.0, lower - w), "certificate", lower, alpha, runs, met, w)
-        try:
-            dist = self.loss.distribution([e.model for e in d.rest], self.phi)
-        except (ValueError, OverflowError, FloatingPointError):
-            dist = None
-        bound = getattr(dist, "success_bound", None)
-        if bound is not None:
-            alpha = getattr(self.loss, "alpha", None) or DEFAULT_ALPHA
-            lower, met, runs = bound(self.target, alpha)
-            return Slack(max(0.0, lower - w), "calibration", lower, alpha, runs, met, w)
-        return Slack(max(0.0, d.p_new - w), "law", d.p_new, omega=w)
-
-    def _certificate(self, d: Decision) -> tuple[float, int, int] | None:
-        """(α of one test, runs, met) of the certificate of what `d` runs: the plan's (`info.certificate`, `depl
-        plan --alpha`) where the run trains the plan on its own data, else its law's for the rest at the run's φ;
-        each tested at α/E, E the profiled experiments (depl.loss.calibrated.CalibratedModel.certified_schedules)."""
+            return Slack(0.0, "none", omega=w, why="the plan's calibration runs are of another data draw")
         plan_phi = self.scenario.phi(self.scenario.samples(self.plan.datasets))
+        as_certified = (d.action == "continue" and list(d.rest) == list(self.plan.epochs)
+                        and math.isclose(plan_phi, self.phi, rel_tol=1e-6))
         c = self.plan.info.get("certificate") if isinstance(self.plan.info, dict) else None
-        if (c and d.action == "continue" and list(d.rest) == list(self.plan.epochs)
-                and math.isclose(plan_phi, self.phi, rel_tol=1e-6) and c.get("runs") and c.get("alpha")):
-            return float(c["alpha"]) / max(int(c.get("experiments") or 1), 1), int(c["runs"]), int(c["met"])
-        law = self.loss
-        target = getattr(law, "target", None)
-        if getattr(law, "alpha", None) is None or target is None or \
-                not all(math.isclose(a, b, rel_tol=1e-9) for a, b in zip(target, (self.target, self.omega))):
-            return None
-        cert = law.certificate([e.model for e in d.rest], self.phi)
-        if cert is None:
-            return None
-        return law.alpha / max(len(law.experiments), 1), int(cert[1]), int(cert[2])
+        stricter = isinstance(c, dict) and c.get("omega_certified") is not None
+        if self.certificate is None and not stricter:
+            return Slack(0.0, "none", omega=w, why="the plan was certified at its ω only (plan with `depl plan "
+                         "--slack D` to certify ω + D, or give `--certificate FILE` of its fresh runs)")
+        if not as_certified:
+            return Slack(0.0, "none", omega=w, why="the run does not train the plan as certified (" + (
+                d.note or "another φ: a carved validation split trains on less data") + ")")
+        if self.certificate is not None:
+            k = self.certificate
+            lower = anytime_lower(int(k["hits"]), int(k["runs"]), float(k["alpha"]))
+            return Slack(max(0.0, lower - w), "certificate", lower, float(k["alpha"]), int(k["runs"]),
+                         int(k["hits"]), w, self.certificate_source)
+        high = float(c["omega_certified"])
+        if not (c.get("certified") and math.isclose(high, self.plan.omega, rel_tol=1e-12)
+                and c.get("alpha") and c.get("runs") is not None):
+            return Slack(0.0, "none", omega=w, why=f"the plan's certificate does not certify ω′ = {high:g} "
+                         f"(certified: {c.get('certified')}, the plan's quantile {self.plan.omega:g})")
+        return Slack(max(0.0, high - w), "plan", high, float(c["alpha"]), int(c["runs"]), int(c["met"]), w)
 
     def _initial(self) -> Decision:
         rest = tuple(self.plan.epochs)

@@ -25,9 +25,10 @@ Its keys, all written by `depl.train.execute.register`:
 ``adaptive``
     closed-loop runs (`depl run --adaptive`; runs made before it was recorded have none): the rule by name
     (``rule``), the decisions it may take (``decisions``), the slowdowns injected (``slow``), δ and what it
-    rests on (``slack``: ``delta``, ``source``, the lower bound ``lower`` at ``alpha`` from ``runs`` of which
-    ``met`` met ℓmax — depl.adaptive.Slack), and the validation–test gap its stops allow for (``gap``:
-    ``model`` measured — on ``seeds`` seeds of ``source`` — or sampling).
+    rests on (``slack``: ``delta``, ``source`` — plan, certificate, given or none —, the level ``lower`` certified
+    at ``alpha`` from ``runs`` of which ``met`` met ℓmax, the promise ``omega``, ``why`` — depl.adaptive.Slack),
+    the validation–test gap its stops allow for (``gap``: ``model`` measured — on ``seeds`` seeds of ``source`` —
+    or sampling), and the run's guarantee in words (``statement``: which part is a confidence, which marginal).
 
 Keys that are absent are not written, so the JSON of a run made before this
 record existed is unchanged (a run's spec is part of its identity in the store).

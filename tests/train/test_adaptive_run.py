@@ -296,16 +296,39 @@ def test_an_adaptive_run_killed_mid_stack_resumes_bit_for_bit_from_the_command_l
         assert _everything(b, rid, [0, 1, 2]) == _everything(a, rid, [0, 1, 2])
 
 
-def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(depl_cli, tmp_path):
-    """`depl run --adaptive` (its default rule, slack) on a loose plan: every stop spends the plan's slack (its note says so;
-    no decision rests on the law's conditional statements), and a stopped seed's final test loss is its
-    open-loop run's test loss at the stop's epoch (a fresh MNIST-1D split: the same epochs trained)."""
-    plan = plan_file(tmp_path, target=2.0, epochs=6)
-    a = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--out", str(tmp_path / "a"))
+@pytest.fixture(scope="module")
+def certified_loose(depl_cli, tmp_path_factory):
+    """A loose plan (ℓmax 2.0, ω 0.5, 6 epochs) and its `depl certify` certificate: 7 fresh runs, all meeting ℓmax."""
+    folder = tmp_path_factory.mktemp("certified")
+    plan = plan_file(folder, target=2.0, epochs=6, omega=0.5)
+    r = depl_cli("certify", str(folder / "plan.json"), "--batch", "8", "--out", str(folder / "cert"))
+    assert r.returncode == 0, r.stderr
+    cert = folder / "cert" / "plan-certificate.json"
+    assert json.loads(cert.read_text())["verdict"] == "certified"
+    return plan, folder / "plan.json", cert
+
+
+def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was_at_that_epoch(depl_cli, tmp_path,
+                                                                                           certified_loose):
+    """`depl run --adaptive --certificate FILE` (its default rule, slack) on a loose plan: δ = the certificate's
+    anytime lower bound − ω; every stop spends it (its note says so; no decision rests on the law's conditional
+    statements), and a stopped seed's final test loss is its open-loop run's test loss at the stop's epoch (a fresh
+    MNIST-1D split: the same epochs trained).  Without the certificate there is no certified slack, and no stop."""
+    from depl.certificate import anytime_lower
+
+    plan, path, cert = certified_loose
+    c = json.loads(cert.read_text())
+    slack = anytime_lower(c["hits"], c["runs"], c["alpha"]) - plan.omega
+    assert slack > 0
+    a = depl_cli("run", str(path), "--adaptive", "--seeds", "3", "--certificate", str(cert), "--out", str(tmp_path / "a"))
     assert a.returncode == 0, a.stderr
-    assert "rule slack" in a.stdout and "a stop may spend δ = " in a.stdout   # the run says what it may spend
+    assert "rule slack" in a.stdout and f"a stop may spend δ = {slack:.4f}" in a.stdout   # what it may spend
+    assert "fresh runs of this plan" in a.stdout and f"with confidence {1 - c['alpha']:g} over the certificate's" in a.stdout
+    none = depl_cli("run", str(path), "--adaptive", "--seeds", "1", "--out", str(tmp_path / "n"))
+    assert none.returncode == 0, none.stderr
+    assert "no certified slack" in none.stdout and "stop 1" not in none.stdout
     assert "3/3 seeds" in a.stderr and "/3 epochs" not in a.stderr    # the bar counts seeds, and says so
-    o = depl_cli("run", str(tmp_path / "plan.json"), "--seeds", "3", "--out", str(tmp_path / "o"))
+    o = depl_cli("run", str(path), "--seeds", "3", "--out", str(tmp_path / "o"))
     assert o.returncode == 0, o.stderr
     with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st, Store(tmp_path / "o" / "runs.sqlite",
                                                                            readonly=True) as op:
@@ -314,8 +337,7 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
         stops = 0
         for seed in range(3):
             ds = st.decisions(rid, seed)
-            slack = ds[0]["p_new"] - plan.omega
-            assert ds[0]["action"] == "continue" and slack > 0
+            assert ds[0]["action"] == "continue" and ds[0]["slack"]["delta"] == pytest.approx(slack)
             assert all(d["action"] in ("continue", "stop", "end") for d in ds)
             last, traj = ds[-1], st.trajectory(rid, seed)
             if last["action"] == "stop":
@@ -336,27 +358,50 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     # its band: at every epoch over the seeds that trained it, to the last seed's end
     assert shown["band"]["epoch"][-1] == max(lengths)
     assert shown["band"]["mean"][-1] == pytest.approx(np.mean([f for f, n in zip(finals, lengths) if n == max(lengths)]))
-    for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or")):
-        r = depl_cli("run", str(tmp_path / "plan.json"), *bad, "--out", str(tmp_path / "b"))
+    for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or"),
+                      (["--certificate", str(cert)], "--certificate applies to --adaptive")):
+        r = depl_cli("run", str(path), *bad, "--out", str(tmp_path / "b"))
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
 
 
-def test_stops_by_the_gap_measured_on_earlier_runs_of_the_same_data_and_the_rule_in_the_runs_spec(depl_cli, tmp_path):
+def test_a_certificate_of_another_plan_is_refused_before_any_training(depl_cli, tmp_path, certified_loose):
+    """`--certificate FILE` of another plan (another ω, more epochs, another run's runs, not a certificate): exit 2,
+    the file and the field named, nothing trained."""
+    plan, path, cert = certified_loose
+    c = json.loads(cert.read_text())
+    other = plan_file(tmp_path, target=2.0, epochs=7, omega=0.5)
+    for changed, says in (({"omega": 0.6}, "omega = 0.6"), ({"run_id": "certify-000000000000"}, "run_id"),
+                          ({"format": "depl.plan/1"}, "format")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**c, **changed}))
+        r = depl_cli("run", str(path), "--adaptive", "--seeds", "1", "--certificate", str(bad), "--out", str(tmp_path / "x"))
+        assert r.returncode == 2 and says in r.stderr and str(bad) in r.stderr and "Traceback" not in r.stderr
+    r = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "1", "--certificate", str(cert),
+                 "--out", str(tmp_path / "y"))
+    assert r.returncode == 2 and "epochs = 6, the plan's is 7" in r.stderr and "Traceback" not in r.stderr
+    assert len(other.epochs) == 7 and not (tmp_path / "x" / "runs.sqlite").exists()
+
+
+def test_stops_by_the_gap_measured_on_earlier_runs_of_the_same_data_and_the_rule_in_the_runs_spec(depl_cli, tmp_path,
+                                                                                             certified_loose):
     """`--gap-from STORE`: a run's stops read P(test loss > ℓmax) from the validation–test gap measured on an earlier
-    adaptive run of the same data (4 seeds), not from the sample-count Gaussian; the run's spec records the rule —
+    adaptive run of the same data (24 seeds, δ = 0: every epoch logged), not from the sample-count Gaussian; the run's spec records the rule —
     δ and its source, the gap model and where it was measured — and so does every seed's epoch-0 decision.  The
     first run, without it, records the sampling model.  A store of no such run is refused before any training."""
     from depl.gap import measure
     from depl.runspec import RunSpec
 
-    plan = plan_file(tmp_path, target=2.0, epochs=6, omega=0.75)
-    first = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "4", "--out", str(tmp_path / "a"))
+    plan, path, cert = certified_loose
+    # δ = 0 (no certificate): no stop, every epoch measured; 24 seeds: a stop at the certificate's δ ≈ 0.04 needs
+    # (1 − δ)/δ of them
+    first = depl_cli("run", str(path), "--adaptive", "--seeds", "24", "--out", str(tmp_path / "a"))
     assert first.returncode == 0, first.stderr
     assert "validation–test gap: modelled from sample counts" in first.stdout
-    b = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "3", "--first-seed", "4",
-                 "--gap-from", str(tmp_path / "a"), "--out", str(tmp_path / "b"))
+    b = depl_cli("run", str(path), "--adaptive", "--seeds", "3", "--first-seed", "24",
+                 "--gap-from", str(tmp_path / "a"), "--certificate", str(cert), "--out", str(tmp_path / "b"))
     assert b.returncode == 0, b.stderr
-    assert "validation–test gap: measured — 1 run(s) of" in b.stdout and "4 seeds reached" in b.stdout
+    assert "validation–test gap: measured — 1 run(s) of" in b.stdout and "24 seeds reached" in b.stdout
+    assert "marginally over the 24 gap runs" in b.stdout
     with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st:
         (run_a,) = st.runs()
     with Store(tmp_path / "b" / "runs.sqlite", readonly=True) as st:
@@ -368,25 +413,26 @@ def test_stops_by_the_gap_measured_on_earlier_runs_of_the_same_data_and_the_rule
         assert run_a["run_id"] != rid   # another gap, another run
         assert spec["rule"] == "slack" and spec["decisions"]["conditional"] is False
         slack = spec["slack"]
-        assert slack["source"] == "law" and slack["delta"] == pytest.approx(slack["lower"] - plan.omega) and slack["delta"] > 0.2
-        assert spec["gap"]["model"] == "measured" and spec["gap"]["seeds"] == gap.seeds == 4
+        assert slack["source"] == "certificate" and slack["delta"] == pytest.approx(slack["lower"] - plan.omega)
+        assert slack["delta"] > 0 and slack["why"] == str(cert) and "marginally over the 24 gap runs" in spec["statement"]
+        assert spec["gap"]["model"] == "measured" and spec["gap"]["seeds"] == gap.seeds == 24
         assert spec["gap"]["digest"] == gap.digest and spec["gap"]["threshold"] == gap.threshold(slack["delta"])
         stops = 0
-        for seed in (4, 5, 6):
+        for seed in (24, 25, 26):
             ds = st.decisions(rid, seed)
             assert ds[0]["slack"] == slack and ds[0]["gap"] == spec["gap"]      # the epoch-0 record, per seed
             for d in ds[1:]:
                 if d["action"] == "stop":
                     stops += 1
-                    assert gap.exceed(d["observed"]) <= slack["delta"] and "gap measured on 4 seeds" in d["note"]
+                    assert gap.exceed(d["observed"]) <= slack["delta"] and "gap measured on 24 seeds" in d["note"]
                     assert d["observed"] < plan.loss_target - spec["gap"]["threshold"]
                 else:  # went on: no stop the measured gap allowed
                     assert gap.exceed(d["observed"]) > slack["delta"] or d["action"] == "end"
         assert stops > 0
-    c = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "1", "--gap-from", str(tmp_path / "b" / "x"),
+    c = depl_cli("run", str(path), "--adaptive", "--seeds", "1", "--gap-from", str(tmp_path / "b" / "x"),
                  "--out", str(tmp_path / "c"))
     assert c.returncode == 2 and "--gap-from" in c.stderr and "Traceback" not in c.stderr
-    o = depl_cli("run", str(tmp_path / "plan.json"), "--seeds", "1", "--gap-from", str(tmp_path / "a"), "--out",
+    o = depl_cli("run", str(path), "--seeds", "1", "--gap-from", str(tmp_path / "a"), "--out",
                  str(tmp_path / "c"))
     assert o.returncode == 2 and "--gap-from applies to --adaptive" in o.stderr
 

@@ -75,6 +75,11 @@ def _summary(plan, out: Optional[Path] = None) -> None:
     console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
     if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
+    cert = plan.info.get("certificate") or {}
+    if cert.get("promise") is not None:
+        console.print(f"  slack           certified at ω′ = {cert['omega_certified']:g}, promises ω = "
+                      f"{cert['promise']:g}: `depl run --adaptive` may spend δ = "
+                      f"{cert['omega_certified'] - cert['promise']:.4g}", markup=False)
     spec = plan.scenario_spec or {}
     trainable = {m.get("name") for m in spec.get("models", []) if m.get("train")}
     pathless = [d.get("name") for d in spec.get("datasets", [])
@@ -114,6 +119,10 @@ def plan(
     alpha: Optional[float] = typer.Option(None, "--alpha", help="α: a calibrated law certifies the plan with "
                                           "confidence 1 − α by runs of its own schedule, the planner's choice "
                                           "included (docs/certificate.md); overrides the scenario's [target] alpha"),
+    slack: Optional[float] = typer.Option(None, "--slack", metavar="D", help="certify the plan at ω′ = ω + D (a "
+                                          "calibrated law's runs, confidence 1 − α) and record that it promises ω: "
+                                          "`depl run --adaptive` may spend the slack D on early stops "
+                                          "(docs/adaptive.md)"),
     as_json: bool = json_option(JSON_HELP + ": the plan (depl.plan/1)"),
     time_limit: Optional[float] = typer.Option(
         None, "--time-limit", min=1.0,
@@ -142,7 +151,8 @@ def plan(
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
-                       time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say, alpha=alpha)
+                       time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say, alpha=alpha,
+                       slack=slack)
     for line in planned.warnings:
         warn(line)
     p = planned.plan

@@ -91,14 +91,17 @@ SEED_BATCH_HELP = ("seeds trained together as one vectorised computation (1: the
                    "a seed's trajectory is deterministic for a given batching " + auto_help("32"))
 WORKERS_HELP = ("worker processes over seed batches (with --ray-address: default the cluster's CPUs) "
                 + auto_help("one per core"))
-RULE_HELP = ("--adaptive: slack = stop a run once P(its test loss > ℓmax) ≤ δ = L − ω, L the lower confidence "
-             "bound of the plan's success probability from the runs that certify it, no other "
+RULE_HELP = ("--adaptive: slack = stop a run once P(its test loss > ℓmax) ≤ δ, the slack certified for the plan "
+             "(ω′ − ω of a plan made with `depl plan --slack`, or L − ω of --certificate FILE; else 0), no other "
              "decision but a deadline's re-plan (the guarantee rests on the open-loop certificate); conditional = also "
              "stop, cut or re-plan wherever the law conditioned on the run says the rest is no less likely to succeed "
              "(sound only if the law's conditional statements are right, which nothing certifies: docs/adaptive.md)")
 VALIDATION_HELP = ("--adaptive: size of the validation split the decisions see, as a share of the plan's training "
                    "samples: fresh samples for mnist1d (default 1, up to 4), else carved out of the training samples "
                    "(default 0.1, at most 0.5)")
+CERTIFICATE_HELP = ("--adaptive: a `depl certify` certificate of this plan (PLAN-certificate.json): its fresh runs "
+                    "certify the slack δ = L − ω a stop may spend, L the anytime lower bound at its α "
+                    "(a certificate of another plan is refused; docs/adaptive.md)")
 RAY_HELP = "train the seed batches on this Ray cluster (e.g. 127.0.0.1:6379); the store stays here"
 GAP_FROM_HELP = ("--adaptive: a store (or run folder) of runs that logged validation and test losses on the same data "
                  "(earlier adaptive runs): a stop's P(test loss > ℓmax) is read from the validation–test gap measured "
@@ -239,6 +242,7 @@ def run(
                                              "take FACTOR times their planned time (a rehearsal; repeatable)"),
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
     gap_from: Optional[List[Path]] = typer.Option(None, "--gap-from", metavar="STORE", help=GAP_FROM_HELP),
+    certificate: Optional[Path] = typer.Option(None, "--certificate", metavar="FILE", help=CERTIFICATE_HELP),
     allow: Optional[List[Path]] = ALLOW_CODE,
     as_json: bool = json_option("print the run on stdout as one JSON object (its seeds, final losses, the seeds "
                                 "that diverged), nothing else there; not with --adaptive"),
@@ -261,11 +265,11 @@ def run(
         with refusals():
             slowed = parse_slow(slow)
         show_adaptive_run(plan, seed_range(first_seed, seeds), store, out, training, validation, slowed,
-                          rule or Rule.slack.value, gap_from=gap_from)
+                          rule or Rule.slack.value, gap_from=gap_from, certificate=certificate)
         return
     if slow:
         fail("--slow applies to --adaptive runs only")
-    refuse_adaptive_options(rule, validation, "runs", gap_from)
+    refuse_adaptive_options(rule, validation, "runs", gap_from, certificate)
     with refusals():
         prepared = prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out, training=training,
                                superlink=superlink, insecure=insecure, keep_models=keep_models)
@@ -305,18 +309,22 @@ def show_plan_run(r, training: Training, con=console):
         return train_run(r, training, progress, said(con))
 
 
-def refuse_adaptive_options(rule: str | None, validation: float | None, what: str, gap_from=None) -> None:
-    """--rule, --validation and --gap-from given to an open-loop command (`what`: runs, validations): exit 2."""
+def refuse_adaptive_options(rule: str | None, validation: float | None, what: str, gap_from=None,
+                            certificate=None) -> None:
+    """--rule, --validation, --gap-from and --certificate given to an open-loop command (`what`: runs, validations): exit 2."""
     if rule:
         fail(f"--rule applies to --adaptive {what} only")
     if gap_from:
         fail(f"--gap-from applies to --adaptive {what} only")
+    if certificate:
+        fail(f"--certificate applies to --adaptive {what} only")
     if validation is not None:
         fail(f"--validation {validation:g}: applies to --adaptive {what} only (an open-loop one holds out no split)")
 
 
 def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, training: Training,
-                      validation: float | None, slow: dict[str, float], rule: str, con=console, gap_from=None):
+                      validation: float | None, slow: dict[str, float], rule: str, con=console, gap_from=None,
+                      certificate=None):
     """Every seed trained by the closed loop (depl.workflows.training), said on `con` as it goes; its result."""
     import numpy as np
 
@@ -324,7 +332,7 @@ def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, traini
 
     with refusals():
         a = prepare_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
-                             slow=slow, rule=rule, gap_from=gap_from)
+                             slow=slow, rule=rule, gap_from=gap_from, certificate=certificate)
     _adaptive_header(a, con)
     with epoch_progress("seeds") as bar, refusals():  # a seed's epochs are not known in advance: it counts seeds
         task = bar.add_task("adaptive", total=len(a.todo))
@@ -352,7 +360,9 @@ def _adaptive_header(a, con) -> None:
               f"{n} seeds · rule {a.rule} · validation split {a.job.data.validation:g} · store {escape(a.store.path)}"
               + (f" · {n - len(a.todo)} seeds already done" if len(a.todo) < n else ""), highlight=False)
     con.print(a.split_note, highlight=False, markup=False)
-    con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {p.omega:g}"
+    from ..adaptive import promise
+
+    con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {promise(p):g}"
               + (" (re-planned at ω)" if d0.action == "replan" else "")
               + f"; a stop may spend δ = {a.slack:.4f} (stops once P(test loss > {p.loss_target:g}) ≤ δ)",
               highlight=False, markup=False)
@@ -361,6 +371,8 @@ def _adaptive_header(a, con) -> None:
     con.print("validation–test gap: " + (f"measured — {a.gap.source}" if a.gap is not None else
                                          "modelled from sample counts (not measured: --gap-from STORE measures it)"),
               highlight=False, markup=False)
+    if a.slack_record is not None:
+        con.print("what the run promises: " + a.slack_record.statement(a.gap), highlight=False, markup=False)
 
 
 def export_app(

@@ -11,7 +11,8 @@ from rich.markup import escape
 from ..workflows.common import Training, seed_range
 from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
                       print_json, refusals, warn)
-from .training import (GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, Rule, diverged_line, refuse_adaptive_options, said,
+from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, Rule, diverged_line,
+                       refuse_adaptive_options, said,
                        show_adaptive_run, trains_seeds)
 
 
@@ -35,6 +36,7 @@ def validate(
                                      help=VALIDATION_HELP),
     rule: Optional[str] = typer.Option(None, "--rule", **choice(Rule, "--rule"), help=RULE_HELP + " [default: slack]"),
     gap_from: Optional[List[Path]] = typer.Option(None, "--gap-from", metavar="STORE", help=GAP_FROM_HELP),
+    certificate: Optional[Path] = typer.Option(None, "--certificate", metavar="FILE", help=CERTIFICATE_HELP),
     training: Training = None,
 ) -> None:
     """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
@@ -54,8 +56,8 @@ def validate(
             first = check_same_law(scenario, plan_file, first_seed, seeds, asked)
         seed_list = seed_range(first, seeds)
         return _validate_adaptive(scenario, plan_file, seed_list, store, out, training, validation,
-                                  rule or Rule.slack.value, con, as_json, gap_from)
-    refuse_adaptive_options(rule, validation, "validations", gap_from)
+                                  rule or Rule.slack.value, con, as_json, gap_from, certificate)
+    refuse_adaptive_options(rule, validation, "validations", gap_from, certificate)
     from ..workflows.validation import prepare_validation
 
     with refusals():
@@ -130,11 +132,13 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
 
 
 def _validate_adaptive(scenario: str, plan_file: Path, seed_list: list[int], store, out: Path, training,
-                       validation: float | None, rule: str, con, as_json: bool, gap_from=None) -> NoReturn:
+                       validation: float | None, rule: str, con, as_json: bool, gap_from=None,
+                       certificate=None) -> NoReturn:
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
     from ..workflows.validation import judge_adaptive
 
-    done = show_adaptive_run(plan_file, seed_list, store, out, training, validation, {}, rule, con, gap_from)
+    done = show_adaptive_run(plan_file, seed_list, store, out, training, validation, {}, rule, con, gap_from,
+                             certificate)
     r = judge_adaptive(plan_file, done)
     c = r.coverage
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "

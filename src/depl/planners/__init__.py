@@ -70,9 +70,11 @@ __all__ = ["make_plan", "planner_names", "get_planner", "register", "Planner", "
            "certify_by_calibration", "infeasible_reason"]
 
 
-def certify_by_calibration(s: Scenario, p: Plan) -> None:
+def certify_by_calibration(s: Scenario, p: Plan, promise: float | None = None) -> None:
     """With a calibration in use: which runs certify the plan (its own kind, or the pooled scores), in its info (and
-    so its JSON); with α and per-experiment scores its certificate too."""
+    so its JSON); with α and per-experiment scores its certificate too.  `promise`: the ω the plan promises where
+    it was planned at a stricter ω′ = its quantile (`depl plan --slack`): the certificate records both
+    (`omega_certified` = ω′, `promise` = ω), the slack ω′ − ω a closed loop may spend (depl.adaptive.Slack)."""
     c = s.calibration
     if c is None or not c.use:
         return
@@ -90,6 +92,8 @@ def certify_by_calibration(s: Scenario, p: Plan) -> None:
         ok, runs, met = cert
         p.info["certificate"] = {"alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met,
                                  "experiments": len(c.experiments)}
+        if promise is not None:
+            p.info["certificate"].update(omega_certified=p.omega, promise=promise)
 
 
 def infeasible_reason(e: Infeasible, s: Scenario) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..adaptive import RULES as RULES_BY_NAME
-from ..adaptive import DEFAULT_RULE, Decision, Policy, rule_named
+from ..adaptive import DEFAULT_RULE, Decision, Policy, Slack, rule_named
 from ..gap import MeasuredGap
 from ..plan import Epoch, Plan
 from ..state import START, RunState
@@ -470,13 +470,15 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 RULES = {name: {"rule": rule} for name, rule in RULES_BY_NAME.items()}
 
 
-def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE, gap: MeasuredGap | None = None) -> str:
-    """The adaptive run's identity: its job, its rule (v3: stops spend δ from the lower confidence bound of the
-    plan's success probability — v2 spent its point estimate —; "-stop-only": the slack rule alone), the gap it
-    stops by (measured: its digest), the injected slowdowns."""
+def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE, gap: MeasuredGap | None = None,
+                    slack: Slack | None = None) -> str:
+    """The adaptive run's identity: its job, its rule (v4: stops spend only slack certified for the plan — v3
+    spent a lower bound read after the planner's choice, v2 the point estimate —; "-stop-only": the slack rule
+    alone), the slack (its source and δ), the gap it stops by (measured: its digest), the injected slowdowns."""
     from .execute import run_id_for as base
 
     rule_named(rule)
-    return base(job, "local-adaptive-v3" + ("-stop-only" if rule == "slack" else "")
+    return base(job, "local-adaptive-v4" + ("-stop-only" if rule == "slack" else "")
+                + (f"-slack-{slack.source}{slack.delta:.12g}" if slack is not None and slack.delta > 0 else "")
                 + (f"-gap{gap.digest}" if gap is not None else "")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")

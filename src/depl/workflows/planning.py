@@ -84,12 +84,14 @@ def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float
 def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, loss: Optional[float] = None,
          quantile: Optional[float] = None, deadline: Optional[float] = None, time_limit: Optional[float] = None,
          uncalibrated_law: bool = False, out: str | Path | None = None,
-         on_status: Optional[Callable[[str], None]] = None, alpha: Optional[float] = None) -> Planned:
+         on_status: Optional[Callable[[str], None]] = None, alpha: Optional[float] = None,
+         slack: Optional[float] = None) -> Planned:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target (`depl plan`).
 
     `loss`, `quantile`, `deadline`, `alpha` override the scenario's [target] (`alpha`: a calibrated law
     certifies with confidence 1 − α, docs/certificate.md); `uncalibrated_law`: plan with the law as
-    fitted. `out`: write the plan there (checked before solving). `on_status(line)`: what the planner is doing
+    fitted. `slack` D: certify the plan at ω′ = ω + D (the calibration runs' fixed sequence at ω′) and record
+    that it promises ω — the slack D a closed loop may spend (docs/adaptive.md). `out`: write the plan there (checked before solving). `on_status(line)`: what the planner is doing
     (optimal: its incumbent, bound and gap as they change). Raises Unreachable when no plan meets the target,
     BadInput for a scenario or option that cannot be used.
     """
@@ -105,6 +107,10 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
     if uncalibrated_law:
         s = s.uncalibrated()
     s = retarget(s, loss, quantile, deadline, alpha)
+    promise = None
+    if slack is not None:
+        promise = s.target.quantile
+        s = retarget(s, quantile=stricter(s, slack))
     say = on_status or (lambda line: None)
     try:
         if method == "optimal":  # its own live status: incumbent, bound, gap, elapsed
@@ -114,10 +120,33 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
             p = make_plan(s, method, Options(eta=eta))
     except Infeasible as e:
         raise Unreachable(infeasible_reason(e, s), infeasible_result(s, method, e)) from None
-    certify_by_calibration(s, p)
+    certify_by_calibration(s, p, promise)
+    if promise is not None and not (p.info.get("certificate") or {}).get("certified"):
+        raise Unreachable(f"--slack {slack:g}: the plan at ω′ = {p.omega:g} is not certified by the calibration runs "
+                          f"with confidence 1 − α ({p.info.get('certified_by') or 'no certificate'}): no slack to "
+                          "spend", infeasible_result(s, method, Infeasible("not certified")))
     if out is not None:
         save_plan(p, out)
     return Planned(p, s, out, time_limit, extrapolation_warnings(s, len(p.epochs)))
+
+
+def stricter(s: "Scenario", slack: float) -> float:
+    """ω′ = ω + D for `--slack D`: only with a calibrated law and α (the runs that certify ω′ with confidence
+    1 − α), and ω′ a level a plan can be asked for."""
+    from ..omega import OMEGA_MAX
+
+    if not (isinstance(slack, (int, float)) and 0.0 < slack < 1.0):
+        raise BadInput(f"--slack {slack!r}: expected D with 0 < D < 1 (the plan is certified at ω + D)")
+    if s.calibration is None or not s.calibration.use:
+        raise BadInput(f"--slack {slack:g}: scenario {s.name!r} plans with an uncalibrated law, whose plans no runs "
+                       "certify: there is no slack to certify (calibrate it, docs/calibration.md)")
+    if s.target.alpha is None:
+        raise BadInput(f"--slack {slack:g}: the certificate needs a confidence: give --alpha (or [target] alpha)")
+    high = s.target.quantile + slack
+    if high > OMEGA_MAX:
+        raise BadInput(f"--slack {slack:g}: ω′ = ω + D = {s.target.quantile:g} + {slack:g} = {high:g} is above "
+                       f"{OMEGA_MAX:g}: choose D < {OMEGA_MAX - s.target.quantile:.6g}")
+    return high
 
 
 def save_plan(p: "Plan", out: Path) -> None:

@@ -280,6 +280,7 @@ class AdaptiveRun:
     slack: float
     slack_record: Any = None    # depl.adaptive.Slack
     gap: Any = None             # depl.gap.MeasuredGap, or None
+    certificate: dict = field(default_factory=dict, hash=False)   # `Policy`'s certificate keywords (--certificate)
 
 
 @dataclass(frozen=True)
@@ -300,11 +301,14 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
                      out: str | Path = Path("depl-runs"),
                      training: Training = Training(), validation: Optional[float] = None,
                      slow: Optional[dict[str, float]] = None, rule: str = "slack",
-                     gap_from: Optional[list[str | Path]] = None) -> AdaptiveRun:
+                     gap_from: Optional[list[str | Path]] = None,
+                     certificate: Optional[str | Path] = None) -> AdaptiveRun:
     """Check the plan and `slow` (clusters of its scenario), register the closed loop's run, and find its
     epoch-0 decision. `validation`: the split the decisions see; `gap_from`: stores (or run folders) of runs that
     logged validation and test losses on the same data, the validation–test gap is measured on (None: modelled
-    from sample counts) — docs/adaptive.md."""
+    from sample counts); `certificate`: a `depl certify` certificate of the plan (its fresh runs certify the
+    slack L − ω a stop may spend; without it, or a plan certified at a stricter ω′ by `depl plan --slack`, none)
+    — docs/adaptive.md."""
     plan_file, out, slow = Path(plan_file), Path(out), dict(slow or {})
     dev = start_training(training.threads, training.device)
     from ..plan import Plan
@@ -318,16 +322,47 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
         check_slow(slow, p.scenario_object())
         job = ad.adaptive_job(p, dev, validation)
         gap = measured_gap(gap_from, p, job)
+        cert = read_certificate(certificate, p, dev)
         # what every seed's epoch-0 decision will find (it reads no seed), and what decides the stops: recorded
-        pol = ad.policy_for(p, job, **ad.RULES[rule], gap=gap)
+        pol = ad.policy_for(p, job, **ad.RULES[rule], gap=gap, **cert)
         d0 = pol.initial()
         st = open_store(store, out)
-        run_id = ad.adaptive_run_id(job, slow, rule, gap)
+        run_id = ad.adaptive_run_id(job, slow, rule, gap, pol.slack_record)
         execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json(),
                                                    "adaptive": {"rule": rule, "slow": slow, **pol.rule_record()}})
     todo = ad.pending(st, run_id, seeds)
     return AdaptiveRun(plan_file, p, job, st, run_id, tuple(seeds), tuple(todo), slow, rule, ad.split_note(job), d0,
-                       pol.slack, pol.slack_record, gap)
+                       pol.slack, pol.slack_record, gap, cert)
+
+
+def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> dict:
+    """`Policy`'s keywords for `--certificate FILE`: the certificate, checked to be of this plan — its scenario,
+    method, ℓmax, ω, epochs, and the run its runs were trained in (the run id of the plan's job) —, or BadInput
+    (exit 2) naming the file and the field."""
+    if path is None:
+        return {}
+    import json
+
+    from ..adaptive import check_certificate
+    from ..train.execute import run_id_for
+    from ..train.federation import job_from_plan
+
+    path = Path(path)
+    try:
+        cert = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BadInput(f"--certificate {path}: cannot read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise BadInput(f"--certificate {path}: not JSON ({e})") from None
+    try:
+        check_certificate(plan, cert, f"--certificate {path}")
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    ids = {run_id_for(job_from_plan(plan, d), "local", prefix="certify") for d in {"cpu", device, "cuda"}}
+    if cert.get("run_id") not in ids:
+        raise BadInput(f"--certificate {path}: run_id = {cert.get('run_id')!r} is not a run of this plan's job "
+                       f"(expected {' or '.join(sorted(ids))}): its runs trained another plan, data or code")
+    return {"certificate": cert, "certificate_source": str(path)}
 
 
 def measured_gap(gap_from: Optional[list[str | Path]], plan: "Plan", job: Any):
@@ -371,7 +406,7 @@ def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: O
         if batch:
             with as_bad_input(*training_errors()):
                 ad.run_batch(a.store, a.run_id, a.job, a.plan, batch, a.slow, progress, **ad.RULES[a.rule],
-                             gap=a.gap)
+                             gap=a.gap, **a.certificate)
     seconds = time.perf_counter() - t0
     finals, costs, actions = ad.outcome(a.store, a.run_id, list(a.seeds))
     (run,) = [r for r in a.store.runs() if r["run_id"] == a.run_id]
@@ -382,10 +417,11 @@ def run_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str
                  out: str | Path = Path("depl-runs"),
                  training: Training = Training(), validation: Optional[float] = None,
                  slow: Optional[dict[str, float]] = None, rule: str = "slack",
-                 progress: Optional[Callable] = None, gap_from: Optional[list[str | Path]] = None) -> AdaptiveResult:
+                 progress: Optional[Callable] = None, gap_from: Optional[list[str | Path]] = None,
+                 certificate: Optional[str | Path] = None) -> AdaptiveResult:
     """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; resumes."""
     a = prepare_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                         slow=slow, rule=rule, gap_from=gap_from)
+                         slow=slow, rule=rule, gap_from=gap_from, certificate=certificate)
     return train_adaptive(a, training.seed_batch, progress)
 
 

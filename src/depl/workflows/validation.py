@@ -139,13 +139,15 @@ def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = N
 
 
 def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValidated:
-    """The closed loop's seeds judged against the plan's target and ω."""
+    """The closed loop's seeds judged against the plan's target and the ω it promises (a plan certified at a
+    stricter ω′ to leave slack promises ω: depl.adaptive.promise)."""
     import numpy as np
 
+    from ..adaptive import promise
     from ..validate import coverage
 
     p = done.plan
-    return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, p.omega),
+    return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p)),
                              float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id)
 
 
@@ -153,10 +155,11 @@ def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int], *,
                       store: Optional[str] = None, training: Training = Training(),
                       validation: Optional[float] = None, rule: str = "slack",
                       progress: Optional[Callable] = None,
-                      gap_from: Optional[list[str | Path]] = None) -> AdaptiveValidated:
+                      gap_from: Optional[list[str | Path]] = None,
+                      certificate: Optional[str | Path] = None) -> AdaptiveValidated:
     """`depl validate --adaptive`: the seeds run by the closed loop (`run_adaptive`), judged. Resumes."""
     plan_file = Path(plan_file)
     check_same_law(scenario, plan_file, seeds[0], len(seeds))
     done = run_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                        rule=rule, progress=progress, gap_from=gap_from)
+                        rule=rule, progress=progress, gap_from=gap_from, certificate=certificate)
     return judge_adaptive(plan_file, done)
