@@ -43,7 +43,8 @@ def runs_models(
     for m in models:
         t.add_row(escape(m["run"]), str(m["seed"]), escape(m["version"]), f"{m.get('parameters', 0):,}",
                   str(m.get("epochs", "")), f"{m['final_test_loss']:.4f}",
-                  f"{m.get('final_test_accuracy', float('nan')):.3f}", escape(m["path"]))
+                  "—" if m.get("final_test_accuracy") is None else f"{m['final_test_accuracy']:.3f}",  # a regression's
+                  escape(m["path"]))
     console.print(t)
     if not models:
         console.print("no model kept (a run with --keep-models none, or whose seeds all diverged)", markup=False)

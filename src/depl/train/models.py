@@ -195,7 +195,8 @@ class ModelKeeper:
             self._code = code_digests(spec)
         side = {"format": FORMAT, "run": self.run_id, "seed": int(seed), "version": row.model,
                 "spec": spec.to_json(), "parameters": int(payload["parameters"]), "epochs": int(row.epoch),
-                "final_test_loss": float(row.test_loss), "final_test_accuracy": float(row.test_accuracy),
+                "final_test_loss": float(row.test_loss),
+                "final_test_accuracy": None if row.test_accuracy is None else float(row.test_accuracy),  # None: a regression
                 "plan": self.plan, "file": pt.name, "sha256": _sha256(pt), "code": self._code}
         _atomic(self.folder / f"seed-{seed}.json",
                 lambda f: f.write((json.dumps(side, indent=1, sort_keys=True) + "\n").encode()))
