@@ -2,16 +2,12 @@
 
 The defaults are today's training, step for step; every option changes training; every back end computes the
 same loss; a bad value stops the command with one line; labels that do not fit the loss are named with their
-source; the recipe is part of a run's identity.  The regression section of docs/tutorial-own-model.md runs here
-in a small version, and its stored test loss is checked against the MSE of the trained network.
+source; the recipe is part of a run's identity.  The regression section of docs/tutorial-own-model.md runs, chain
+and stored MSEs, in tests/train/test_regression_chain.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import re
-import shlex
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +18,6 @@ import torch
 import torch.nn.functional as F
 
 from depl.plan import Epoch, Plan, with_figures
-from depl.runspec import RunSpec
 from depl.scenario import ScenarioError, load_scenario, parse_scenario
 from depl.store import EpochRow, Store
 from depl.train.custom import CodeRefused
@@ -31,7 +26,7 @@ from depl.train.federation import (JobError, LocalFederation, TrainOptions, deri
                                    job_from_plan, local_epoch, node_data, walk_plan)
 from depl.train.losses import LOSSES, Loss
 from depl.train.vectorised import walk_plan_stack
-from test_own_code import tutorial_commands, tutorial_files, write_project
+from test_own_code import write_project
 from trainkit import make_plan
 
 DEFAULT_PLAN = [("full", "B"), ("full", "B")]  # cluster B: one node
@@ -208,7 +203,8 @@ def regression_plan(project: Path, schedule=(("full", "edge"), ("full", "edge"))
 
 
 def test_a_regression_trains_on_real_valued_targets_alike_in_the_loop_and_the_stack(project):
-    job = job_from_plan(regression_plan(project))
+    variant(project, 'data_draw = "run"\n', "", "fixed.toml")  # every run on one split: seeds stack
+    job = job_from_plan(regression_plan(project, name="fixed.toml"))
     assert job.data.load().y_train.dtype == np.float32 and job.options.criterion == Loss("mse")
     loop = walk_plan(job, 0, LocalFederation())
     assert [r.test_accuracy for r in loop] == [None, None] and loop[1].test_loss < loop[0].test_loss < 1.5
@@ -269,45 +265,6 @@ def test_an_old_store_takes_a_regressions_null_accuracy(tmp_path):
         assert st.trajectory("r", 0)[0].test_accuracy == 0.5 and st.trajectory("reg", 0)[0].test_accuracy is None
     with Store(path, readonly=True) as st:
         assert st.trajectory("reg", 0)[0].test_accuracy is None
-
-
-def test_the_regression_section_of_the_tutorial_in_a_small_version(depl_cli, tmp_path, monkeypatch):
-    project = write_project(tmp_path / "project")
-    assert {"myregression.py", "my-diabetes.toml"} <= set(tutorial_files())
-    commands = tutorial_commands(regression=True)
-    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run"]
-    small = [(r"--epochs \d+", "--epochs 4"), (r"profile (.*)--seeds \d+", r"profile \1--seeds 6"),
-             (r"run (.*)--seeds \d+", r"run \1--seeds 2"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0")]
-    for cmd in commands:
-        for pat, rep in small:
-            cmd = re.sub(pat, rep, cmd)
-        r = depl_cli(*shlex.split(cmd)[1:], cwd=project, safe_path=True)
-        assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
-    plan = Plan.load(project / "reg-plan.json")
-    with Store(project / "reg-runs" / "runs.sqlite", readonly=True) as st:
-        (run,) = st.runs("plan")
-        options = run["spec"]["job"]["options"]
-        assert options["loss"] == "mse" and options["optimizer"] == "adam" and "momentum" not in options
-        recipe = RunSpec.from_json(run["spec"]).recipe
-        assert recipe["loss"] == "mse" and recipe["optimizer"] == "adam" and recipe["local_epochs"] == 1
-        stored = {s: st.trajectory(run["run_id"], s) for s in st.seeds(run["run_id"])}
-    assert sorted(stored) == [0, 1] and all(len(t) == len(plan.epochs) for t in stored.values())
-    assert all(e.test_accuracy is None for t in stored.values() for e in t)
-    # the stored test loss is the MSE of the trained network on the test split, recomputed here
-    monkeypatch.setenv("DEPL_CODE", str(project))
-    job = job_from_plan(plan)
-    spec = importlib.util.spec_from_file_location("myregression_check", project / "myregression.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    _, (x_test, y_test) = mod.load_data()
-    for seed, trajectory in stored.items():
-        trained = {}
-        walk_plan(job, seed, LocalFederation(), on_epoch=lambda r, m: trained.update(model=m))
-        with torch.no_grad():
-            pred = trained["model"].eval()(x_test).squeeze(1)
-        mse = float(((pred.double() - y_test.double()) ** 2).mean())
-        assert trajectory[-1].test_loss == pytest.approx(mse, rel=1e-4)
-    assert json.loads((project / "reg-plan.json").read_text())["scenario_spec"]["training"]["loss"] == "mse"
 
 
 def test_the_scenario_knows_the_losses_depl_computes():
