@@ -286,7 +286,8 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
         text, source = scenario_source(scenario)
         base = parse_scenario(read_toml(text, source), source)
         omega = base.target.quantile if omega is None else omega
-        prof = load_profile(Store(store, readonly=True), base, min_seeds=1)
+        # every run that started counts: one that diverged or stopped is a run that met no ℓmax (+inf)
+        prof = load_profile(Store(store, readonly=True), base, min_seeds=1).every_run()
         drawn = prof.experiments[0].draws
         if drawn != base.training.data_draw:   # runs of another draw would certify nothing of this scenario
             raise BadInput(f"{store}: its runs' data was {'drawn per run' if drawn == 'run' else 'fixed'} "
