@@ -232,7 +232,7 @@ class CalibratedModel(LossModel):
         among `certified_schedules`, the fixed sequence at ℓmax that makes the certificate hold for the plan a
         planner picks among them; `scenario`: the scenario planned — an experiment whose runs' conditions differ
         from its (`depl.scenario.Conditions`) certifies nothing of it."""
-        self.alpha, self.target = alpha, target
+        self.alpha, self.target, self.scenario = alpha, target, scenario
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
         self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
@@ -360,6 +360,19 @@ class CalibratedModel(LossModel):
     def certifying(self, schedule, phi: float) -> list:
         """The calibration experiments (depl.scenario.CalibrationExperiment) whose runs certify `schedule` at φ."""
         return [self.records[i] for i in self._same(tuple(schedule), phi)]
+
+    def job_mismatch(self, schedule, phi: float, *, nodes, data) -> str | None:
+        """Why the runs that certify `schedule` at φ do not certify a plan of it on clusters of `nodes` nodes and the
+        datasets `data` ((source, share) pairs): the field that differs, the plan's value and the runs'; None when
+        every experiment that certifies it ran under the plan's conditions (or none certifies it)."""
+        if self.scenario is None:
+            return None
+        for e in self.certifying(schedule, phi):
+            m = e.conditions.mismatch(self.scenario, nodes=nodes, data=data)
+            if m is not None:
+                return (f"not certified: the calibration runs of {e.label} differ from the plan's job — "
+                        f"{m.words('the plan')}; only runs of the plan's own conditions certify it")
+        return None
 
     def unusable(self) -> str | None:
         """Why no calibration experiment may certify with a confidence, in words; None when one may."""
