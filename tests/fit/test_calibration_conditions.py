@@ -169,3 +169,23 @@ def test_a_plan_on_clusters_of_other_nodes_is_not_certified_by_runs_on_two(nodes
     assert law.job_mismatch(sched, phi, nodes={2}, data=both) is None
     why = law.job_mismatch(sched, phi, nodes={2, nodes}, data=both)
     assert why is not None and f"nodes per cluster: the plan has {nodes}, the calibration runs had 2" in why
+
+
+def test_fit_sets_a_diverged_seed_apart_with_the_calibration_runs(tmp_path):
+    """`depl fit --calibration-seeds`: the seeds set apart for calibration are the last ones; a seed among them that
+    diverged is one of its runs (a miss), not dropped; one among the fitted seeds is skipped, as by the fit."""
+    from depl.fit.calibrate import calibrate_with_pits
+    from depl.fit.runs import load_profile
+    from depl.store import Store
+
+    store = tmp_path / "runs.sqlite"
+    _profile_with_a_diverged_seed(store, range(100, 112), {101: 2, 110: 2})
+    s = load_scenario("mnist1d-small")
+    prof = load_profile(Store(store, readonly=True), s)
+    fit, apart = prof.set_apart(4)
+    (e,) = apart.experiments
+    assert list(fit.experiments[0].seeds) == [100, 102, 103, 104, 105, 106]   # 101 diverged: neither fitted nor set apart
+    assert list(e.seeds) == [107, 108, 109, 110, 111] and np.isinf(e.losses[3, 1:]).all()
+    cal, _ = calibrate_with_pits(s, apart, 0.8)
+    (table,) = cal.experiments
+    assert table["seeds"] == [107, 108, 109, 110, 111] and table["losses"][3][1:] == [math.inf, math.inf]
