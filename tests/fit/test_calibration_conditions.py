@@ -106,6 +106,9 @@ def test_a_diverged_calibration_run_counts_as_a_miss(depl_cli, tmp_path):
     r = depl_cli("calibrate", "mnist1d-small", store, "--out", tmp_path / "c.toml", "--omega", 0.8, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["runs"] == 12                  # every seed that started; was 10
+    assert json.loads(r.stdout)["unfinished"] == 2
+    said = depl_cli("calibrate", "mnist1d-small", store, "--out", tmp_path / "d.toml", "--omega", 0.8)
+    assert said.returncode == 0 and "2 of these runs diverged or stopped" in said.stdout, said.stderr
     s = load_scenario(tmp_path / "c.toml")
     (e,) = s.calibration.experiments
     assert e.seeds == list(range(5000, 5012))

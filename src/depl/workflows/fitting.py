@@ -229,11 +229,13 @@ class Calibrated:
     more: str                       # how to get more runs, if the calibration wants them
     written: "Scenario"
     png: Optional[Path] = None
+    unfinished: int = 0             # runs that diverged or stopped before their last epoch: counted, as misses
 
     def to_json(self) -> dict:
         cal = self.calibration
         return {"scenario": self.base.name, "source": self.source, "store": self.store, "out": str(self.out),
-                "experiments": list(self.experiments), "runs": cal.runs, "seeds": list(self.seeds),
+                "experiments": list(self.experiments), "runs": cal.runs, "unfinished": self.unfinished,
+                "seeds": list(self.seeds),
                 "fitted_seeds": self.base.fitted_seeds, "omega": cal.omega, "needed": cal.needed,
                 "reaches": cal.reaches, "use": self.use, "level": cal.level if cal.reaches else None,
                 "epoch_levels": cal.levels().tolist() if cal.reaches else None,
@@ -312,8 +314,10 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
         png.mkdir(parents=True, exist_ok=True)
         law = written.loss_model or "increments"
         plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
+    unfinished = int(sum(np.isinf(e.losses[:, -1]).sum() for e in prof.experiments))
     return Calibrated(base, source, path, out, tuple(e.label for e in prof.experiments), (seeds[0], seeds[-1]), cal,
-                      pit, use, levels, before, after, more, written, png / "calibration.png" if png else None)
+                      pit, use, levels, before, after, more, written, png / "calibration.png" if png else None,
+                      unfinished)
 
 
 def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path) -> "Scenario":
