@@ -192,3 +192,19 @@ def test_fit_sets_a_diverged_seed_apart_with_the_calibration_runs(tmp_path):
     cal, _ = calibrate_with_pits(s, apart, 0.8)
     (table,) = cal.experiments
     assert table["seeds"] == [107, 108, 109, 110, 111] and table["losses"][3][1:] == [math.inf, math.inf]
+
+
+def test_a_scenario_edited_after_its_calibration_is_not_certified_by_runs_of_its_old_conditions(depl_cli, tmp_path):
+    """mnist1d-small with lr 0.05 in [training]: its calibration runs trained at lr 0.02 — they certify nothing of
+    it (the scenario's plans would train otherwise); with α refused naming the field, without α left out and said."""
+    text = (ROOT / "src" / "depl" / "scenarios" / "mnist1d-small.toml").read_text()
+    assert "\nlr = 0.02\n" in text
+    edited = tmp_path / "fast.toml"
+    edited.write_text(text.replace("\nlr = 0.02\n", "\nlr = 0.05\n"))
+    r = depl_cli("plan", edited, "--alpha", 0.05)
+    assert r.returncode == 3, r.stderr
+    assert "[training] lr: the scenario has 0.05, the calibration runs had 0.02" in " ".join(r.stderr.split())
+    s = load_scenario(edited)
+    law = loss_model_for(s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})}))
+    assert law.experiments == [] and "not used: pruned-0.75 (its runs differ" in \
+        law.certified_by(["pruned-0.75"] * 12, 1.0, 0.9)

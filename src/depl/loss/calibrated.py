@@ -421,6 +421,12 @@ class CalibratedModel(LossModel):
 
     def certified_by(self, schedule, phi: float, omega: float) -> str:
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
+        text = self._certified_by(schedule, phi, omega)
+        if self.refused_experiments:   # runs of other conditions than the scenario's: left out, and said
+            text += "; not used: " + "; ".join(f"{label} ({why})" for label, why in self.refused_experiments)
+        return text
+
+    def _certified_by(self, schedule, phi: float, omega: float) -> str:
         K = len(schedule)
         same, kin = self._matches(schedule, phi)
         pooled = self.pooled_scores_label(K)
