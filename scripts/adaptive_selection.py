@@ -79,7 +79,8 @@ def draw(p: np.ndarray, predicted: dict[int, float], n: int, experiments: int, r
     for _ in range(experiments):
         v = rng.random(n)
         rows = [np.sort(np.clip(v * predicted[K] / p[K - 1], 0, 1)) for K in range(1, p.size + 1)]
-        out.append(bench._Experiment(("a",) * p.size, 1.0, rows))
+        # a run meets ℓmax at K when v ≤ p_K: its loss TARGET·v/p_K (bench_selection's rule; the certificate counts it)
+        out.append(bench._Experiment(("a",) * p.size, 1.0, rows, TARGET * v[:, None] / p[None, :]))
     return out
 
 
