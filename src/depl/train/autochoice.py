@@ -10,9 +10,15 @@ unless another beat it, in every round, by at least `MARGIN` and the loop's own 
 (how much the machine moved while a round was measured): the pick is never one that measured slower than the
 loop.  Of those that beat it so, the fastest (median of its rounds) is picked.
 
-The measurement is a few seconds to a minute (worker start-up included); its outcome, a `Choice` with every
-measured rate, is cached as JSON in `cache_dir` per network, data shape, machine (CPU model, cores, torch version)
-and candidate list, so the next batch of runs on the same machine reads it instead of measuring again.
+The measurement takes at most `SHARE` (10 %) of the job it serves: `probe` times the loop here for a moment
+and estimates the job (its seeds × epochs × the loop's seed-epoch), and the measurement stops before a window
+that would take it past a tenth of the job at the fastest rate measured so far, choosing among what it measured;
+a job whose tenth is under `MIN_BUDGET` seconds is not measured (the loop).  Its outcome, a `Choice` with every
+measured rate, the load it was measured under and the code version, is cached as JSON in `cache_dir` per
+network, data shape, machine (CPU model, cores, torch version) and candidate list, so the next batch of runs on
+the same machine reads it instead of measuring again — unless the load per CPU moved by more than
+`LOAD_CHANGE`, an overloaded machine calmed, or the code changed (`stale`, `code_version`): then it is measured
+again, and `said` hears why.
 `default_cache_dir()` is the per-user cache: `$DEPL_CACHE`, else `$XDG_CACHE_HOME/depl`, else `~/.cache/depl`.
 
     choice = choose(job, n_seeds=32, cache_dir=default_cache_dir())
@@ -346,6 +352,8 @@ def choose(job, n_seeds: int, candidates: list[Candidate] | None = None,
     choice = measure(job, cands, key, margin, est=est, share=share, clock=clock, t0=t0, load=now,
                      pool=pool or _Pool(max(c.workers for c in cands), job, data))
     choice = replace(choice, reason=reason)
+    if not choice.ratios[LOOP.label] and est is not None:   # no round fit: the loop's rate is the probe's
+        choice = replace(choice, rates={LOOP.label: est.rate}, loop_rate=est.rate)
     if said is not None:
         said(choice.summary)
     # two runs choosing at once each write a complete file; nothing measured (the budget spent before a
