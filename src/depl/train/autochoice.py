@@ -332,7 +332,11 @@ def choose(job, n_seeds: int, candidates: list[Candidate] | None = None,
         if cached is not None:
             return cached
         reason = f"the cached choice is not used: {why_not}"
-    data = _first_epoch_data(job)   # the job's own first data, kept (`node_data`): not a cost of measuring
+    # not costs of measuring: the job's own first data, kept (`node_data`), and torch's optimiser machinery
+    # (torch.optim imports torch._dynamo lazily, seconds), which the job's first mini-batch imports anyway
+    import torch._dynamo  # noqa: F401
+
+    data = _first_epoch_data(job)
     t0 = clock()
     est = probe(job, todo or n_seeds, clock, data) if share is not None else None
     if est is not None and share * est.seconds < min_budget:
