@@ -12,7 +12,9 @@ generated samples are made once before the first cell (the per-user cache, as af
 `--cold-data`.
 
 Prints the CPU model, the load average before and after, each cell's seconds and seed-epochs/s, each size's
-ratio to the 1-seed process, and what the automatic choice picked; `--json FILE` writes the rows.
+ratio to the 1-seed process, the time of a seed-epoch at each size against the 1-seed process's (beside the CPU
+model and the load), what the automatic choice picked, and the seconds it spent choosing (measuring, or probing
+a job too short to measure) as a share of the cell's wall time; `--json FILE` writes the rows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -47,8 +50,13 @@ def run_cell(args, seeds: int, folder: Path, env: dict) -> dict:
     seconds = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stderr[-2000:]}")
+    said = r.stdout.replace("\n", " ")
     how = next((line for line in r.stdout.splitlines() if line.startswith("seeds:")), "")
-    return {"seeds": seeds, "seconds": seconds, "rate": seeds * args.epochs / seconds, "how": how}
+    # the automatic choice's own seconds: "measured in X s, …" or, for a job too short, its probe's "probed in X s"
+    got = re.search(r"— measured in ([0-9.]+) s", said) or re.search(r"probed in ([0-9.]+) s", said)
+    choosing = float(got.group(1)) if got else 0.0
+    return {"seeds": seeds, "seconds": seconds, "rate": seeds * args.epochs / seconds, "how": how,
+            "choosing_seconds": choosing, "choosing_share": choosing / seconds}
 
 
 def main() -> None:
@@ -75,6 +83,7 @@ def main() -> None:
             cell = run_cell(a, s, folder, env) | {"round": r + 1}
             rows.append(cell)
             print(f"  round {cell['round']}, {s:4d} seeds: {cell['seconds']:7.1f} s, {cell['rate']:6.2f} seed-epochs/s"
+                  f", choosing {cell['choosing_seconds']:.1f} s = {cell['choosing_share']:.1%} of it"
                   + (f"  ({cell['how']})" if cell["how"] and s > 2 else ""), flush=True)
     base = statistics.median(c["rate"] for c in rows if c["seeds"] == sizes[0])
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
@@ -85,6 +94,9 @@ def main() -> None:
         summary.append({"seeds": s, "rate": med, "ratio": med / base, "rounds": rates})
         print(f"{s:4d} seeds: {med:6.2f} seed-epochs/s (median of {len(rates)}), {med / base:.2f}× the "
               f"{sizes[0]}-seed process; rounds " + ", ".join(f"{x / base:.2f}×" for x in rates))
+    for row in summary[1:]:
+        print(f"a seed-epoch at {row['seeds']} seeds takes {1 / row['ratio']:.2f}× its time at {sizes[0]} seed(s) "
+              f"(whole processes) on {cpu_model()}, load average {os.getloadavg()[0]:.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps({"cpu": cpu_model(), "rows": rows, "summary": summary}, indent=1))
 

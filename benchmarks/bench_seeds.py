@@ -28,8 +28,9 @@ falls on every path alike):
   (`train.executors.decide`): the per-seed loop for S ≤ 2 (nothing
   measured), else `train.autochoice.choose` measures a few mini-batches of
   the loop and of stacks of 4–32 seeds on 1 or W workers, with 1 or W
-  threads, and keeps the loop unless a candidate beat it in every round by
-  the margin; the S seeds are then trained as it picked: in this process
+  threads, within a tenth of the S seeds' epochs (estimated from a probe of
+  the loop; a job under about 50 s by the loop is not measured), and keeps
+  the loop unless a candidate beat it in every round by the margin; the S seeds are then trained as it picked: in this process
   without a store (as the loop and stack rows) when it picked one worker,
   else by `run_all` (as the workers row).  Beside its rate: the choice's own
   measurement (seconds, not counted in the rate; `depl` caches it per
@@ -102,7 +103,7 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
         if seeds <= FEW_SEEDS:   # as `depl run` decides: nothing measured
             picked, seconds, measured = LOOP, 0.0, None
         else:
-            choice = choose(job, seeds, candidates_for(job, seeds, workers))
+            choice = choose(job, seeds, candidates_for(job, seeds, workers), todo=seeds)
             picked, seconds = choice.picked, choice.measured_seconds
             measured = choice.rates[picked.label] / choice.loop_rate
         how = {"seed_batch": picked.seed_batch, "workers": picked.workers, "threads": picked.threads}

@@ -5,8 +5,9 @@ import math
 
 import pytest
 
-from depl.train.autochoice import (LOOP, MARGIN, Candidate, Choice, cache_file, choose, decide, default_candidates,
-                                   usable_cores)
+from depl.train import autochoice
+from depl.train.autochoice import (LOOP, MARGIN, Candidate, Choice, Estimate, cache_file, choose, decide,
+                                   default_candidates, measure, probe, usable_cores)
 from depl.store import Store
 from depl.train import execute, executors
 from depl.train.federation import job_from_plan
@@ -30,7 +31,8 @@ def test_the_pick_beats_the_loop_by_the_margin_in_every_round_and_the_second_cal
     cands = [Candidate(2, 1), Candidate(4, 1)]   # the loop is added: it is always a candidate
     if usable_cores() >= 2:
         cands.append(Candidate(2, 2))
-    first = choose(job, 4, cands, cache_dir=tmp_path)
+    steady = lambda: (1.0, 2)   # noqa: E731 - the load each call sees: the same (another load: measured again)
+    first = choose(job, 4, cands, cache_dir=tmp_path, share=None, load=steady)   # every way, however short the job
     assert not first.cached
     assert set(first.rates) == {c.label for c in [LOOP, *cands]}
     assert all(math.isfinite(r) and r > 0 for r in first.rates.values())
@@ -45,14 +47,14 @@ def test_the_pick_beats_the_loop_by_the_margin_in_every_round_and_the_second_cal
     path = cache_file(tmp_path, first.key)
     assert json.loads(path.read_text())["picked"] == {"seed_batch": first.picked.seed_batch,
                                                        "workers": first.picked.workers, "threads": 1}
-    again = choose(job, 4, cands, cache_dir=tmp_path)
+    again = choose(job, 4, cands, cache_dir=tmp_path, share=None, load=steady)
     assert again.cached
     assert again == first  # the same record, read back
 
 
 def test_the_loop_is_kept_when_no_candidate_beats_it_by_the_margin():
     # measured for real; no rate can be 101× the loop's, so nothing is measured after the first round
-    c = choose(tiny_job(), 4, [Candidate(2, 1), Candidate(4, 1)], margin=100.0)
+    c = choose(tiny_job(), 4, [Candidate(2, 1), Candidate(4, 1)], margin=100.0, share=None)
     assert c.picked == LOOP and not c.cached
     assert len(c.ratios[LOOP.label]) == 1 and all(len(r) == 1 for r in c.ratios.values())
     assert c.why.startswith("the per-seed loop")
@@ -83,14 +85,16 @@ def test_a_cache_file_of_another_key_or_unreadable_is_not_used(tmp_path):
     from depl.train.autochoice import _read
 
     key = {"job": {"net": "cnn1d"}, "machine": {"cpu": "x"}, "candidates": []}
+    load = {"loadavg": 1.0, "cpus": 2, "per_cpu": 0.5, "spread": [0.01]}
     rec = Choice(Candidate(2, 1), {Candidate(2, 1).label: 5.0, LOOP.label: 2.0}, 2.0, key, 1.0,
-                 {Candidate(2, 1).label: [2.5], LOOP.label: [1.0]})
+                 {Candidate(2, 1).label: [2.5], LOOP.label: [1.0]}, load=load, code=autochoice.code_version())
     path = tmp_path / "c.json"
     path.write_text(json.dumps(rec.to_json()))
-    assert _read(path, key) == rec
-    assert _read(path, {**key, "machine": {"cpu": "y"}}) is None
+    assert _read(path, key, (1.0, 2)) == (rec, "")
+    assert _read(path, {**key, "machine": {"cpu": "y"}}, (1.0, 2)) == (None, "its file holds another network, "
+                                                                         "data shape or machine")
     path.write_text("{not json")
-    assert _read(path, key) is None
+    assert _read(path, key, (1.0, 2))[1].endswith("is unreadable (JSONDecodeError)")
 
 
 def test_default_candidates_are_the_loop_and_stacks_no_larger_than_a_workers_share():
@@ -171,10 +175,19 @@ def test_depl_run_measures_prints_and_records_its_choice_then_reads_it_back_and_
         depl_cli, tmp_path, auto):
     plan = tmp_path / "plan.json"
     make_plan([("full", "B"), ("full", "B")], width=4, share_to=0.1).save(plan)
+    # 4 seeds of a tiny job: a tenth of it is no time to measure in; the loop, said why, nothing cached
+    short = depl_cli("run", plan, "--seeds", "4", "--out", tmp_path / "s", env=auto)
+    assert short.returncode == 0, short.stderr
+    said = short.stdout.replace("\n", " ")
+    assert "seeds: the per-seed loop × 1 worker × 1 thread — nothing measured: the job ≈ " in said
+    assert "s a measurement needs; the per-seed loop" in said and "measuring" not in said
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").glob("autochoice-*"))
+    auto = {**auto, "DEPL_AUTOCHOICE": "full"}   # every way measured, whatever the job's length
     r = depl_cli("run", plan, "--seeds", "4", "--out", tmp_path / "a", env=auto)
     assert r.returncode == 0, r.stderr
     said = r.stdout.replace("\n", " ")
-    assert "measuring 6 ways to train 4 seeds on this machine" in said and " — measured in " in said
+    assert "measuring up to 6 ways to train 4 seeds on this machine" in said and " — measured in " in said
+    assert "measured the loop and " in said and "the loop's spread" in said
     (cache,) = (tmp_path / "cache").glob("autochoice-*.json")
     picked = Candidate(**json.loads(cache.read_text())["picked"])
     size = min(picked.seed_batch, math.ceil(4 / picked.workers))
@@ -186,7 +199,11 @@ def test_depl_run_measures_prints_and_records_its_choice_then_reads_it_back_and_
         assert st.count_epochs(run["run_id"]) == 8
     again = depl_cli("run", plan, "--seeds", "4", "--out", tmp_path / "b", env=auto)
     assert again.returncode == 0, again.stderr
-    assert " — cached (measured in " in again.stdout.replace("\n", " ") and "measuring" not in again.stdout
+    said = again.stdout.replace("\n", " ")
+    if "measuring" in said:   # the load per CPU moved by more than 0.5 since (a busy machine): said so
+        assert "the cached choice is not used: measured under load" in said, said
+    else:
+        assert " — cached (measured in " in said and " by an earlier call under load " in said
     named = depl_cli("run", plan, "--seeds", "4", "--seed-batch", "3", "--out", tmp_path / "c",
                      env={**auto, "DEPL_CACHE": str(tmp_path / "other")})
     assert named.returncode == 0, named.stderr
@@ -209,3 +226,106 @@ def test_validate_json_says_how_its_seeds_trained(depl_cli, tmp_path, auto):
     how = json.loads(r.stdout)["seed_training"]
     assert (how["how"], how["executor"], how["batch"], how["workers"]) == ("few", "loop", 1, 1)
     assert how["line"] in r.stderr.replace("\n", " ")
+
+
+class GivenPool:
+    """Rates given per candidate, each window advancing a given clock by its length and `cost` (the budget's
+    arithmetic, without timing anything)."""
+
+    def __init__(self, rates: dict, cost: float = 0.2):
+        self.rates, self.cost, self.now, self.windows = rates, cost, 0.0, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def rate(self, c: Candidate, window: float) -> float:
+        self.now += window + self.cost
+        self.windows.append(c)
+        return self.rates.get(c, self.rates[LOOP])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def estimate(seconds: float) -> Estimate:
+    return Estimate(seconds, 100, 0.01, 0.01, 0.0, 100.0)
+
+
+def test_the_measurement_stops_within_its_share_of_the_job_and_picks_among_what_it_measured():
+    s4, s8, w2 = Candidate(4, 1), Candidate(8, 1), Candidate(4, 2)
+    cands = [LOOP, s4, s8, w2, Candidate(16, 1), Candidate(32, 1)]
+    pool = GivenPool({LOOP: 100.0, s4: 150.0, s8: 300.0, w2: 200.0})
+    key = {"candidates": [], "margin": MARGIN}
+    # a job of 100 s by the loop: 10 s to measure in, less once stack 8 is measured 3× the loop (≈ 33 s → 3.3 s)
+    c = measure(None, cands, key, est=estimate(100.0), share=0.1, clock=pool.clock, t0=0.0, pool=pool)
+    b = c.budget
+    assert c.measured_seconds == pool.now <= 0.1 * b["fastest_job_seconds"] + 1e-9
+    assert b["fastest_job_seconds"] == pytest.approx(100.0 / 3) and b["share"] <= 0.1
+    assert b["stopped"] and b["measured"] < b["candidates"] == 5
+    assert c.picked in (s8, LOOP) and set(c.rates) <= {x.label for x in cands}
+    assert all(x in (LOOP, *[y for y in cands if y.label in c.rates]) for x in pool.windows[1:])
+    # the same rates without a bound: every candidate, every round
+    full = measure(None, cands, key, pool=GivenPool({LOOP: 100.0, s4: 150.0, s8: 300.0, w2: 200.0}),
+                   clock=pool.clock)
+    assert full.budget["measured"] == 5 and full.picked == s8 and len(full.ratios[s8.label]) == 3
+    # a budget spent before the first round: the loop, nothing cached by choose (no round)
+    none = measure(None, cands, key, est=estimate(1.0), share=0.1, clock=pool.clock, t0=pool.now,
+                   pool=GivenPool({LOOP: 100.0}))
+    assert none.picked == LOOP and none.ratios[LOOP.label] == [] and "no round measured" in none.why
+
+
+def test_a_real_measurement_of_a_tiny_job_takes_at_most_its_share_and_says_so(tmp_path):
+    job = tiny_job()
+    per_seed = probe(job, 1).seconds
+    todo = max(4, math.ceil(40 / per_seed))   # a job of about 40 s by the loop: about 4 s to measure in
+    said = []
+    c = choose(job, 8, [Candidate(4, 1), Candidate(8, 1)], cache_dir=tmp_path, todo=todo, min_budget=1.0,
+               said=said.append)
+    b = c.budget
+    # the budget is checked before every window; one window (≤ 1 s) and its start may pass it
+    assert c.measured_seconds <= 0.1 * b["fastest_job_seconds"] + 2.0, b
+    assert said[0].startswith("measuring up to 3 ways to train 8 seeds") and "within 10% of the job" in said[0]
+    assert said[1] == c.summary and f"{b['share']:.1%} of the job" in said[1] and "the loop's spread" in said[1]
+
+
+def test_a_short_job_is_not_measured_and_the_decision_says_why(tmp_path, auto):
+    job = tiny_job()
+    said = []
+    c = choose(job, 4, cache_dir=tmp_path, todo=4, said=said.append)
+    assert c.picked == LOOP and c.budget["skipped"] and not said
+    assert "is under the 5 s a measurement needs" in c.reason and not list(tmp_path.glob("autochoice-*"))
+    d = executors.decide([("r", job, [0, 1, 2, 3])])
+    assert (d.how, d.executor.name, d.batch) == ("short", "loop", 1)
+    assert d.line.startswith("seeds: the per-seed loop × 1 worker × 1 thread — nothing measured: the job ≈ ")
+
+
+@pytest.mark.parametrize("then, now, why", [
+    ((0.2, 2), (3.0, 2), "moved by more than 0.5"),
+    ((2.4, 2), (1.8, 2), "it was overloaded then and is not now"),
+    ((0.2, 2), (0.6, 2), None),
+])
+def test_a_cached_choice_is_measured_again_under_another_load_or_code(tmp_path, then, now, why):
+    job = tiny_job()
+    s4 = Candidate(4, 1)
+    rates = {LOOP: 100.0, s4: 150.0}
+    first = choose(job, 8, [s4], tmp_path, share=None, pool=GivenPool(rates), load=lambda: then)
+    assert first.load["loadavg"] == then[0] and first.load["cpus"] == then[1] and len(first.load["spread"]) == 3
+    assert first.code == autochoice.code_version() and first.picked == s4
+    said = []
+    again = choose(job, 8, [s4], tmp_path, share=None, pool=GivenPool(rates), load=lambda: now, said=said.append)
+    if why is None:
+        assert again.cached and not said
+    else:
+        assert not again.cached and why in again.reason and why in said[0]
+        assert said[0].startswith("measuring up to 2 ways") and "the cached choice is not used: measured under " \
+            f"load {then[0]:.1f} on 2 CPUs" in said[0]
+    # another version of the measuring code: measured again, said so
+    path = cache_file(tmp_path, first.key)
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "code": "0.0.1/3/000000000000", "load": first.load}))
+    said = []
+    third = choose(job, 8, [s4], tmp_path, share=None, pool=GivenPool(rates), load=lambda: then, said=said.append)
+    assert not third.cached and "measured by other code (0.0.1/3/000000000000, now " in said[0]

@@ -10,9 +10,15 @@ unless another beat it, in every round, by at least `MARGIN` and the loop's own 
 (how much the machine moved while a round was measured): the pick is never one that measured slower than the
 loop.  Of those that beat it so, the fastest (median of its rounds) is picked.
 
-The measurement is a few seconds to a minute (worker start-up included); its outcome, a `Choice` with every
-measured rate, is cached as JSON in `cache_dir` per network, data shape, machine (CPU model, cores, torch version)
-and candidate list, so the next batch of runs on the same machine reads it instead of measuring again.
+The measurement takes at most `SHARE` (10 %) of the job it serves: `probe` times the loop here for a moment
+and estimates the job (its seeds × epochs × the loop's seed-epoch), and the measurement stops before a window
+that would take it past a tenth of the job at the fastest rate measured so far, choosing among what it measured;
+a job whose tenth is under `MIN_BUDGET` seconds is not measured (the loop).  Its outcome, a `Choice` with every
+measured rate, the load it was measured under and the code version, is cached as JSON in `cache_dir` per
+network, data shape, machine (CPU model, cores, torch version) and candidate list, so the next batch of runs on
+the same machine reads it instead of measuring again — unless the load per CPU moved by more than
+`LOAD_CHANGE`, an overloaded machine calmed, or the code changed (`stale`, `code_version`): then it is measured
+again, and `said` hears why.
 `default_cache_dir()` is the per-user cache: `$DEPL_CACHE`, else `$XDG_CACHE_HOME/depl`, else `~/.cache/depl`.
 
     choice = choose(job, n_seeds=32, cache_dir=default_cache_dir())
@@ -35,7 +41,7 @@ import platform
 import queue
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -46,7 +52,12 @@ MAX_STEPS = 64       # mini-batches per timed chunk at most (a node's epoch, if 
 ROUNDS = 3           # candidates are measured in this many interleaved rounds; a rate is its rounds' median
 STACKS = (4, 8, 16, 32)
 MARGIN = 0.10        # a candidate must beat the loop by at least this much (relative) in every round to be picked
-CACHE_VERSION = 3    # 3: every worker times the same window (2 measured workers that stopped apart)
+CACHE_VERSION = 4    # 4: measured within a share of the job, the load and code recorded with the choice
+SHARE = 0.10         # the measurement takes at most this share of the job it serves (by the fastest rate measured)
+MIN_BUDGET = 5.0     # seconds: a job whose share is less is not measured (pool start-up and three windows need it)
+PROBE_SECONDS = 0.3  # the per-seed loop timed this long in this process to estimate the job
+MIN_WINDOW = 0.25    # seconds: the shortest window a worker trains, however small the budget
+LOAD_CHANGE = 0.5    # a cached choice is measured again when the load per CPU moved by more than this since
 
 
 @dataclass(frozen=True)
@@ -75,12 +86,40 @@ class Choice:
     ratios: dict[str, list[float]] = field(default_factory=dict)   # label → its rate / the loop's, round by round
     margin: float = MARGIN           # what a candidate had to beat the loop by in every round: max(MARGIN, noise)
     noise: float = 0.0               # the loop's largest spread within a round (its two measurements, relative)
+    load: dict = field(default_factory=dict)     # the load measured under: load average (1 min), CPUs, per CPU,
+                                                 # and the loop's spread in each round
+    code: str = ""                   # the measurement's code version (`code_version()`)
+    budget: dict = field(default_factory=dict)   # job_seconds (by the per-seed loop), fastest_job_seconds (by the
+                                                 # fastest rate measured), budget_seconds, share (of the latter),
+                                                 # measured and candidates (how many), stopped (why it stopped early)
     cached: bool = field(default=False, compare=False)   # read from the cache rather than measured now
+    reason: str = field(default="", compare=False)       # why it was measured now (none cached, or why not used)
+
+    @property
+    def summary(self) -> str:
+        """What was measured, its spread and the share of the job it took."""
+        b, rounds = self.budget, len(self.ratios.get(LOOP.label, []))
+        measured = b.get("measured", len(self.rates) - 1)
+        out = (f"measured the loop and {measured} of {b.get('candidates', len(self.rates) - 1)} other ways in "
+               f"{rounds} round{'s' * (rounds != 1)}, {self.measured_seconds:.1f} s; the loop's spread "
+               f"{self.noise:.0%} in a round")
+        if b.get("fastest_job_seconds"):
+            out += (f"; {b['share']:.1%} of the job (≈ {b['fastest_job_seconds']:.0f} s at the fastest rate "
+                    f"measured, {b['job_seconds']:.0f} s by the loop; budget {b['budget_seconds']:.1f} s)")
+        if b.get("stopped"):
+            out += f"; stopped early: {b['stopped']}"
+        ld = self.load
+        if ld:
+            out += f"; load {ld['loadavg']:.1f} on {ld['cpus']} CPUs"
+        return out
 
     @property
     def why(self) -> str:
         """Why this pick: its rate against the loop's, or why the loop was kept."""
         loop, rounds = self.loop_rate, len(self.ratios.get(LOOP.label, []))
+        if not rounds:
+            return "the per-seed loop: no round measured" + (" (the job too short)" if self.budget.get("skipped")
+                                                             else " within the budget")
         need = (f"{1 + self.margin:.2f}× (1 + the larger of the margin {self.key.get('margin', MARGIN):.0%} and the "
                 f"loop's own spread in a round {self.noise:.0%})")
         if self.picked != LOOP:
@@ -102,14 +141,15 @@ class Choice:
     def to_json(self) -> dict:
         return {"version": CACHE_VERSION, "picked": asdict(self.picked), "rates": self.rates,
                 "loop_rate": self.loop_rate, "ratios": self.ratios, "margin": self.margin, "noise": self.noise,
-                "key": self.key, "measured_seconds": self.measured_seconds}
+                "key": self.key, "measured_seconds": self.measured_seconds, "load": self.load, "code": self.code,
+                "budget": self.budget}
 
     @classmethod
     def from_json(cls, d: dict) -> "Choice":
         return cls(Candidate(**d["picked"]), {k: float(v) for k, v in d["rates"].items()}, float(d["loop_rate"]),
                    d["key"], float(d["measured_seconds"]),
                    {k: [float(x) for x in v] for k, v in d["ratios"].items()}, float(d["margin"]), float(d["noise"]),
-                   cached=True)
+                   dict(d["load"]), str(d["code"]), dict(d["budget"]), cached=True)
 
 
 def machine() -> dict:
@@ -176,12 +216,107 @@ def cache_file(cache_dir: str | os.PathLike, key: dict) -> Path:
     return Path(cache_dir) / f"autochoice-{digest}.json"
 
 
+def code_version() -> str:
+    """depl's version, `CACHE_VERSION` and a digest of the code measured and measuring (this module and the
+    stacks', `vectorised.py`): a choice cached by other code is measured again."""
+    from .. import __version__
+
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in ("autochoice.py", "vectorised.py"):
+        h.update((here / name).read_bytes())
+    return f"{__version__}/{CACHE_VERSION}/{h.hexdigest()[:12]}"
+
+
+def load_now() -> tuple[float, int]:
+    """The machine's load average over the last minute and its CPUs (the load counts every CPU's runnable tasks)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average here
+        load = 0.0
+    return load, os.cpu_count() or 1
+
+
+def stale(then: dict, now: tuple[float, int]) -> str | None:
+    """Why a choice measured under the load `then` is not to be used under the load `now` = (load, CPUs), or
+    None: the load per CPU moved by more than `LOAD_CHANGE`, or the machine was overloaded (load above its CPUs)
+    and is not any more."""
+    if not then:
+        return "no load recorded with it"
+    load, cpus = now
+    per, was = load / cpus, then["per_cpu"]
+    said = (f"measured under load {then['loadavg']:.1f} on {then['cpus']} CPUs ({was:.2f} per CPU), now "
+            f"{load:.1f} on {cpus} ({per:.2f} per CPU)")
+    if abs(per - was) > LOAD_CHANGE:
+        return f"{said}: moved by more than {LOAD_CHANGE}"
+    if was > 1 and per <= 1:
+        return f"{said}: it was overloaded then and is not now"
+    return None
+
+
+@dataclass
+class Estimate:
+    """The job's time by the per-seed loop in this process, from a short probe of it."""
+
+    seconds: float         # the job: its seed-epochs by the loop
+    seed_epochs: int
+    step_seconds: float    # one mini-batch of the loop
+    test_seconds: float    # one epoch's test pass
+    probe_seconds: float   # what the probe took (data loaded for it included)
+    rate: float = 0.0      # the loop's seed-steps per second, a step's share of the test pass included
+
+
+def probe(job, seeds: int, clock: Callable[[], float] = time.perf_counter, data=None) -> Estimate:
+    """Time the per-seed loop here for `PROBE_SECONDS` (after an untimed mini-batch) and a slice of its test
+    pass, and estimate the job from it: `seeds` × each epoch's mini-batches over its cluster's nodes and one
+    test pass (every version as costly as the first: an estimate from above for pruned ones).  `data`: the
+    job's `_first_epoch_data`, loaded before the clock starts (the job loads and keeps it anyway: `node_data`)."""
+    from .federation import evaluate, initial_model, local_epoch
+
+    import torch
+
+    x, y, x_test, y_test, per_epoch = data or _first_epoch_data(job)
+    t0 = clock()
+    bs = job.options.batch_size
+    model = initial_model(job, 0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # as the loop trains (one thread; more wait for each other on a busy machine)
+    opts = job.options.model_copy(update={"local_epochs": 1})  # one pass a step: the steps counted are those made
+    try:
+        local_epoch(model, x[:bs], y[:bs], opts, 0)
+        start, steps = clock(), 0
+        while steps == 0 or clock() - start < PROBE_SECONDS:
+            i = 1 + steps % MAX_STEPS
+            local_epoch(model, x[bs * i:bs * (i + 1)], y[bs * i:bs * (i + 1)], opts, 1 + steps)
+            steps += 1
+        step = (clock() - start) / steps * job.options.local_epochs
+        n = min(len(y_test), 4 * bs)
+        t = clock()
+        evaluate(model, x_test[:n], y_test[:n], criterion=opts.criterion)
+        test = (clock() - t) * len(y_test) / n
+    finally:
+        torch.set_num_threads(threads)
+    nodes0 = job.nodes[job.epochs[0][2]]
+    samples = per_epoch * bs * nodes0   # the training samples over the first cluster's nodes (about)
+    seed_epoch = [job.nodes[c] * math.ceil(samples / job.nodes[c] / bs) * step + test for _, _, c in job.epochs]
+    return Estimate(seeds * sum(seed_epoch), seeds * len(job.epochs), step, test, clock() - t0,
+                    1 / (step + test / per_epoch))
+
+
 def choose(job, n_seeds: int, candidates: list[Candidate] | None = None,
            cache_dir: str | os.PathLike | None = None, *, margin: float = MARGIN,
-           said: Callable[[str], None] | None = None) -> Choice:
+           said: Callable[[str], None] | None = None, todo: int | None = None, share: float | None = SHARE,
+           min_budget: float = MIN_BUDGET, clock: Callable[[], float] = time.perf_counter,
+           load: Callable[[], tuple[float, int]] = load_now, pool=None) -> Choice:
     """The fastest way to train `n_seeds` seeds of `job` here that beats the per-seed loop by `margin` in every
-    round (else the loop): measured, or read from `cache_dir`'s cache.  The loop is a candidate whether listed
-    or not.  `said(text)` is told before a measurement starts (it takes a while)."""
+    round (else the loop): measured, or read from `cache_dir`'s cache when it was measured by this code under
+    a load like now's (`stale`).  The loop is a candidate whether listed or not.  `said(text)` is told before
+    a measurement starts (it takes a while), why, and what it measured.
+
+    `todo`: the seeds the job trains in all [default n_seeds]; the measurement takes at most `share` of the
+    job's time at the fastest rate measured so far (`probe` first estimates it by the loop), and none at all
+    (the loop, not cached) when that share is under `min_budget` seconds; `share` None measures in full.
+    `clock`, `load` and `pool` (a `_Pool`'s `rate`/context, for given rates) are injectable for tests."""
     cands = candidates or candidates_for(job, n_seeds)
     cands = cands if LOOP in cands else [LOOP, *cands]
     cores = usable_cores()
@@ -191,69 +326,184 @@ def choose(job, n_seeds: int, candidates: list[Candidate] | None = None,
                              f"{cores} cores")
     key = {"job": job_key(job), "machine": machine(), "candidates": [asdict(c) for c in cands], "margin": margin}
     path = cache_file(cache_dir, key) if cache_dir is not None else None
+    now = load()
+    reason = "none cached" if path is not None else "no cache"
     if path is not None and path.exists():
-        cached = _read(path, key)
+        cached, why_not = _read(path, key, now)
         if cached is not None:
             return cached
+        reason = f"the cached choice is not used: {why_not}"
+    # not costs of measuring: the job's own first data, kept (`node_data`), and torch's optimiser machinery
+    # (torch.optim imports torch._dynamo lazily, seconds), which the job's first mini-batch imports anyway
+    import torch._dynamo  # noqa: F401
+
+    data = _first_epoch_data(job)
+    t0 = clock()
+    est = probe(job, todo or n_seeds, clock, data) if share is not None else None
+    if est is not None and share * est.seconds < min_budget:
+        rate = est.rate
+        ld = {"loadavg": now[0], "cpus": now[1], "per_cpu": now[0] / now[1], "spread": []}
+        return Choice(LOOP, {LOOP.label: rate}, rate, key, clock() - t0, {LOOP.label: []}, margin, 0.0, ld,
+                      code_version(), {"job_seconds": est.seconds, "budget_seconds": share * est.seconds,
+                                       "skipped": True, "measured": 0, "candidates": len(cands) - 1},
+                      reason=f"the job ≈ {est.seconds:.0f} s by the per-seed loop ({est.seed_epochs} seed-epochs, "
+                             f"probed in {est.probe_seconds:.1f} s): {share:.0%} of it, "
+                             f"{share * est.seconds:.1f} s, is under the {min_budget:.0f} s a measurement needs")
     if said is not None:
-        said(f"measuring {len(cands)} ways to train {n_seeds} seeds on this machine ({key['machine']['cpu']}, "
-             f"{cores} cores), {ROUNDS} rounds; once per network, data shape and machine"
-             + (f" (cached in {path.parent})" if path is not None else ""))
-    choice = measure(job, cands, key, margin)
-    if path is not None:   # two runs choosing at once each write a complete file
+        said(f"measuring up to {len(cands)} ways to train {n_seeds} seeds on this machine ({key['machine']['cpu']}, "
+             f"{cores} cores, load {now[0]:.1f}), {ROUNDS} rounds"
+             + (f", within {share:.0%} of the job (≈ {est.seconds:.0f} s by the per-seed loop)" if est else "")
+             + f"; {reason}" + (f" (cache in {path.parent})" if path is not None else ""))
+    choice = measure(job, cands, key, margin, est=est, share=share, clock=clock, t0=t0, load=now,
+                     pool=pool or _Pool(max(c.workers for c in cands), job, data))
+    choice = replace(choice, reason=reason)
+    if not choice.ratios[LOOP.label] and est is not None:   # no round fit: the loop's rate is the probe's
+        choice = replace(choice, rates={LOOP.label: est.rate}, loop_rate=est.rate)
+    if said is not None:
+        said(choice.summary)
+    # two runs choosing at once each write a complete file; nothing measured (the budget spent before a
+    # round), nothing cached
+    if path is not None and choice.ratios[LOOP.label]:
         write_whole(path, lambda tmp: tmp.write_text(json.dumps(choice.to_json(), indent=1)))
     return choice
 
 
-def _read(path: Path, key: dict) -> Choice | None:
-    """The cached choice, or None when the file is unreadable or holds another key (then it is measured anew)."""
+def _read(path: Path, key: dict, now: tuple[float, int]) -> tuple[Choice | None, str]:
+    """The cached choice, or None and why not: the file is unreadable, holds another key, was measured by
+    other code, or under another load (`stale`)."""
     try:
         d = json.loads(path.read_text())
-        if d.get("version") != CACHE_VERSION or d.get("key") != key:
-            return None
-        return Choice.from_json(d)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+        if d.get("version") != CACHE_VERSION or d.get("code") != code_version():
+            return None, f"measured by other code ({d.get('code') or 'version ' + str(d.get('version'))}, now " \
+                         f"{code_version()})"
+        if d.get("key") != key:
+            return None, "its file holds another network, data shape or machine"
+        choice = Choice.from_json(d)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return None, f"its file {path} is unreadable ({type(e).__name__})"
+    why = stale(choice.load, now)
+    return (None, why) if why else (choice, "")
 
 
-def measure(job, candidates: list[Candidate], key: dict, margin: float = MARGIN) -> Choice:
+class _Budget:
+    """The share of the job a measurement may take: `share` × the job's seconds at the fastest rate measured so
+    far (the loop's estimate scaled by the best ratio to the loop), from `t0` on `clock`."""
+
+    def __init__(self, est: Estimate | None, share: float | None, clock, t0: float):
+        self.est, self.share, self.clock, self.t0 = est, share, clock, t0
+        self.best = 1.0         # the fastest rate measured, relative to the loop's
+        self.overhead = 0.5     # a window's cost beyond its length (messages, warm-up step): the most seen
+
+    @property
+    def job_seconds(self) -> float | None:
+        return None if self.est is None else self.est.seconds / self.best
+
+    @property
+    def seconds(self) -> float:
+        return math.inf if self.est is None else self.share * self.job_seconds
+
+    def elapsed(self) -> float:
+        return self.clock() - self.t0
+
+    def allows(self, windows: int, window: float) -> bool:
+        return self.elapsed() + windows * (window + self.overhead) <= self.seconds
+
+    def timed(self, rate: Callable[[Candidate, float], float], c: Candidate, window: float) -> float:
+        t = self.clock()
+        got = rate(c, window)
+        self.overhead = max(self.overhead, self.clock() - t - window)
+        return got
+
+
+def measure(job, candidates: list[Candidate], key: dict, margin: float = MARGIN, *, est: Estimate | None = None,
+            share: float | None = None, clock: Callable[[], float] = time.perf_counter, t0: float | None = None,
+            load: tuple[float, int] | None = None, pool=None) -> Choice:
     """Every candidate's rate, the median of its interleaved rounds, on a pool of spawned workers; each round's
-    candidates measured between two measurements of the loop, against which they are compared."""
-    t0 = time.perf_counter()
+    candidates measured between two measurements of the loop, against which they are compared.  With `est`,
+    within `share` of the job: a window is measured only if it (and the round's closing loop) fits; round 1
+    cut short keeps what it measured, a later round cut short is dropped; the rest are not measured."""
+    t0 = clock() if t0 is None else t0
+    budget = _Budget(est, share, clock, t0)
     rounds: list[dict[Candidate, float]] = []   # per round: candidate → rate
     loops: list[tuple[float, float]] = []       # per round: the loop before and after its candidates
-    others = [c for c in candidates if c != LOOP]
+    others = first_round_order([c for c in candidates if c != LOOP])
     n = max(c.workers for c in candidates)
-    with _Pool(n, job.to_json()) as pool:
-        pool.rate(Candidate(1, n))   # untimed: every worker's first window runs slow (caches, allocator, kernels)
+    stopped = None
+    with (pool or _Pool(n, job, _first_epoch_data(job))) as p:
+        window = MIN_SECONDS
+        # untimed, and not a window's cost: the workers start (imports, data) and their first window runs slow
+        # (caches, allocator, kernels)
+        p.rate(Candidate(1, n), MIN_WINDOW if est is not None else MIN_SECONDS)
+        if est is not None:   # the windows of a full first round in half of what is left
+            window = min(MIN_SECONDS, max(MIN_WINDOW, (budget.seconds - budget.elapsed()) / 2 / (len(others) + 2)
+                                          - budget.overhead))
         for r in range(ROUNDS):
             todo = others if r == 0 else _contenders(rounds, loops, margin)
             if r and not todo:   # nothing can beat the loop by the margin any more: no round would change that
                 break
-            before = pool.rate(LOOP)
-            rates = {c: pool.rate(c) for c in todo}
-            loops.append((before, pool.rate(LOOP)))
+            if not budget.allows(3 if r == 0 else 2 + len(todo), window):
+                stopped = (f"round {r + 1} would pass the budget ({budget.seconds:.1f} s, "
+                           f"{budget.elapsed():.1f} s spent)")
+                break
+            before = budget.timed(p.rate, LOOP, window)
+            rates = {}
+            for c in todo:
+                if not budget.allows(2, window):   # this window and the closing loop's
+                    stopped = f"{len(todo) - len(rates)} of round {r + 1}'s ways left: the budget " \
+                              f"({budget.seconds:.1f} s) was near"
+                    break
+                rates[c] = budget.timed(p.rate, c, window)
+                budget.best = max(budget.best, rates[c] / before)
+            if stopped and r > 0:   # a later round cut short: not every contender in it, dropped
+                break
+            loops.append((before, budget.timed(p.rate, LOOP, window)))
             rounds.append(rates)
-    return decide(candidates, rounds, loops, key, margin, time.perf_counter() - t0)
+            if stopped:
+                break
+    seconds = budget.elapsed()
+    ld = load or load_now()
+    spread = [max(a, b) / min(a, b) - 1 for a, b in loops]
+    b = {"measured": len({c for got in rounds for c in got}), "candidates": len(others), "stopped": stopped,
+         "window": window}
+    if est is not None:
+        b.update(job_seconds=est.seconds, fastest_job_seconds=budget.job_seconds, budget_seconds=budget.seconds,
+                 share=seconds / budget.job_seconds)
+    choice = decide(candidates, rounds, loops, key, margin, seconds)
+    return replace(choice, load={"loadavg": ld[0], "cpus": ld[1], "per_cpu": ld[0] / ld[1], "spread": spread},
+                   code=code_version(), budget=b)
 
 
 def decide(candidates: list[Candidate], rounds: list[dict[Candidate, float]], loops: list[tuple[float, float]],
            key: dict, margin: float = MARGIN, seconds: float = 0.0) -> Choice:
     """The pick from measured rounds: the fastest candidate (median of its rounds) among those measured in every
-    round and at least 1 + max(margin, the loop's spread) times the loop in each; else the loop."""
+    round and at least 1 + max(margin, the loop's spread) times the loop in each; else the loop (also when no
+    round was measured).  A candidate measured in no round has no rate."""
     noise = _noise(loops)
     need = 1 + max(margin, noise)
     loop_by_round = [(a + b) / 2 for a, b in loops]
     ratios = {c: [got[c] / loop for got, loop in zip(rounds, loop_by_round) if c in got] for c in candidates
-              if c != LOOP}
+              if c != LOOP and any(c in got for got in rounds)}
     rates = {c: statistics.median(got[c] for got in rounds if c in got) for c in ratios}
-    rates[LOOP] = statistics.median(loop_by_round)
+    rates[LOOP] = statistics.median(loop_by_round) if loops else math.nan
     ratios[LOOP] = [1.0] * len(rounds)
-    fit = [c for c, r in ratios.items() if c != LOOP and len(r) == len(rounds) and min(r) >= need]
+    fit = [c for c, r in ratios.items() if c != LOOP and rounds and len(r) == len(rounds) and min(r) >= need]
     picked = max(fit, key=lambda c: rates[c]) if fit else LOOP
     order = [c for c in candidates if c in rates]
     return Choice(picked, {c.label: rates[c] for c in order}, rates[LOOP], key, seconds,
                   {c.label: ratios[c] for c in order}, max(margin, noise), noise)
+
+
+def first_round_order(cands: list[Candidate]) -> list[Candidate]:
+    """The order of a first round: one of each kind (workers × threads: several workers first, threads last —
+    one worker with several threads waits on the others' cores under load) in turn, smaller stacks first, so
+    that a round the budget cuts short has measured every kind."""
+    kinds: dict[tuple[int, int], list[Candidate]] = {}
+    for c in sorted(cands, key=lambda c: (c.threads, -c.workers, c.seed_batch)):
+        kinds.setdefault((c.workers, c.threads), []).append(c)
+    out, queues = [], list(kinds.values())
+    while any(queues):
+        out += [q.pop(0) for q in queues if q]
+    return out
 
 
 def _noise(loops: list[tuple[float, float]]) -> float:
@@ -271,17 +521,24 @@ def _contenders(rounds: list[dict[Candidate, float]], loops: list[tuple[float, f
 
 
 class _Pool:
-    """Worker processes that each train a candidate's stack for a few mini-batches when told to."""
+    """Worker processes that each train a candidate's stack for a few mini-batches when told to: forked with the
+    job's data when this process has run torch on one thread only (at once, as `seeds.run_on_processes` starts
+    its workers), else spawned (a forked copy of a threaded parent cannot set its own threads safely; a
+    spawned worker imports torch and loads the data itself, seconds each on a busy machine)."""
 
-    def __init__(self, n: int, job_json: dict):
-        # spawned: a worker sets its own thread count, which a forked copy of a threaded parent cannot do safely
-        ctx = mp.get_context("spawn")
+    def __init__(self, n: int, job, data):
+        import torch
+
+        from .seeds import _start_method
+
+        ctx = mp.get_context(_start_method(torch.get_num_threads()))
+        args = (job, data) if ctx.get_start_method() == "fork" else (job.to_json(), None)
         self.results = ctx.Queue()
         self.inboxes = [ctx.Queue() for _ in range(n)]
         # a candidate's workers start timing together, so that their steps overlap as a run's would
         # (held here: a spawned worker reopens them by name after the parent has moved on)
         self.barriers = {w: ctx.Barrier(w) for w in range(1, n + 1)}
-        self.procs = [ctx.Process(target=_serve, args=(job_json, box, self.results, self.barriers), daemon=True)
+        self.procs = [ctx.Process(target=_serve, args=(*args, box, self.results, self.barriers), daemon=True)
                       for box in self.inboxes]
         for p in self.procs:
             p.start()
@@ -297,11 +554,11 @@ class _Pool:
             if p.is_alive():  # pragma: no cover - a worker stuck past its last candidate
                 p.terminate()
 
-    def rate(self, c: Candidate) -> float:
-        """Seed-steps per second of the candidate's workers together: all their steps over the wall time from
-        the first worker's start to the last one's end (perf_counter is one clock for every process)."""
+    def rate(self, c: Candidate, window: float = MIN_SECONDS) -> float:
+        """Seed-steps per second of the candidate's workers together, each training for `window` seconds from
+        a common start."""
         for box in self.inboxes[:c.workers]:
-            box.put(asdict(c))
+            box.put({**asdict(c), "window": window})
         got = [self._next(c) for _ in range(c.workers)]
         for g in got:
             if isinstance(g, str):
@@ -322,19 +579,22 @@ class _Pool:
                     raise RuntimeError(f"measuring {c.label}: a worker exited with code {dead[0]}") from None
 
 
-def _serve(job_json: dict, inbox, results, barriers: dict) -> None:
-    """A measuring worker: its job's data loaded once, then one candidate after another until None."""
+def _serve(job, data, inbox, results, barriers: dict) -> None:
+    """A measuring worker: its job's data (loaded here when spawned: `job` is then its JSON), then one candidate
+    after another until None."""
     import torch
 
     from .federation import Job
 
-    job = Job.from_json(job_json)
-    data = _first_epoch_data(job)
+    if isinstance(job, dict):
+        job = Job.from_json(job)
+    data = data or _first_epoch_data(job)
     while (msg := inbox.get()) is not None:
         try:
+            window = msg.pop("window")
             c = Candidate(**msg)
             torch.set_num_threads(c.threads)
-            results.put(_train_timed(job, data, c.seed_batch, barriers[c.workers]))
+            results.put(_train_timed(job, data, c.seed_batch, barriers[c.workers], window))
         except Exception as e:  # noqa: BLE001 - sent back whole: the parent raises it with the candidate's name
             results.put(f"{type(e).__name__}: {e}")
 
@@ -354,10 +614,12 @@ def _first_epoch_data(job):
             steps_per_epoch)
 
 
-def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float]:
+def _train_timed(job, data, seed_batch: int, barrier, window: float = MIN_SECONDS) -> tuple[int, float, float]:
     """(seed-steps, start, end) of one worker training `seed_batch` seeds (the loop for 1), started with the
     candidate's other workers: chunks of a node's epoch of mini-batches (at most MAX_STEPS), each followed by
-    its share of the epoch's test pass, until MIN_SECONDS have passed.  Every worker times the same wall-clock
+    its share of the epoch's test pass, until `window` seconds have passed; a chunk is at most a quarter of
+    the window by the untimed first mini-batch's time (a stack of 32 seeds' 64 mini-batches would otherwise
+    run many windows past it).  Every worker times the same wall-clock
     window, whatever its first mini-batch took: workers that each counted their own number of steps from a
     noisy first timing would end at different times, and the one left running alone would hide how fast they
     run together."""
@@ -377,13 +639,15 @@ def _train_timed(job, data, seed_batch: int, barrier) -> tuple[int, float, float
         seeds = list(range(seed_batch))
         train = lambda xs, ys, seed: local_epoch_stack(stack, xs, ys, opts, [seed + s for s in seeds])  # noqa: E731
         test = lambda n: evaluate_stack(stack, x_test[:n], y_test[:n], loss)  # noqa: E731
+    t = time.perf_counter()
     train(x[:bs], y[:bs], 0)   # untimed: the first call's costs (allocation, kernel choice) are not a step's
+    first = time.perf_counter() - t
     test(min(len(y_test), bs))
-    chunk = max(1, min(MAX_STEPS, per_epoch))
+    chunk = max(1, min(MAX_STEPS, per_epoch, int(window / 4 / max(first, 1e-6))))
     share = min(len(y_test), math.ceil(len(y_test) * chunk / per_epoch))
     barrier.wait()
     start, steps = time.perf_counter(), 0
-    while steps == 0 or time.perf_counter() - start < MIN_SECONDS:
+    while steps == 0 or time.perf_counter() - start < window:
         train(x[bs:bs * (chunk + 1)], y[bs:bs * (chunk + 1)], 1 + steps)
         test(share)
         steps += chunk

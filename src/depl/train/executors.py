@@ -101,14 +101,16 @@ def fixed_rule(options: Options) -> Executor:
     return get("processes" if (options.workers or default_workers()) > 1 else "stack")
 
 
-AUTO_ENV = "DEPL_AUTOCHOICE"   # 0 (off, no, false): never measure, the fixed defaults unless options are given
+AUTO_ENV = "DEPL_AUTOCHOICE"   # 0 (off, no, false): never measure, the fixed defaults unless options are given;
+                               # full: measure every way whatever the job's length (no share of it as a bound)
 FEW_SEEDS = 2                  # seeds left to train at most this many: the per-seed loop, nothing measured
 
 
 @dataclass(frozen=True)
 class Decision:
     """How the seeds of a call of `run_all` train, and why: `how` is measured, cached, named (an executor or
-    options given), off ($DEPL_AUTOCHOICE), device (not the CPU), few (seeds) or done (none left to train)."""
+    options given), off ($DEPL_AUTOCHOICE), device (not the CPU), few (seeds), short (a job too
+    short to measure within its share) or done (none left to train)."""
 
     executor: Executor
     options: Options
@@ -152,12 +154,21 @@ class Decision:
         if self.choice is not None:
             c = self.choice
             out.update(loop_rate=c.loop_rate, picked_rate=c.rates[c.picked.label], rates=c.rates, margin=c.margin,
-                       measured_seconds=c.measured_seconds, cache=self.cache)
+                       measured_seconds=c.measured_seconds, cache=self.cache, noise=c.noise, load=c.load,
+                       budget=c.budget, reason=c.reason)
         return out
 
 
 def auto_enabled() -> bool:
     return os.environ.get(AUTO_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def auto_share() -> float | None:
+    """The share of a job its measurement may take: `autochoice.SHARE`, or None (no bound) when
+    $DEPL_AUTOCHOICE is `full`."""
+    from .autochoice import SHARE
+
+    return None if os.environ.get(AUTO_ENV, "").strip().lower() == "full" else SHARE
 
 
 def decide(runs: Sequence[Run], *, executor: str | None = None, todo: int | None = None,
@@ -205,13 +216,22 @@ def _decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said,
     cache_dir = autochoice.default_cache_dir() if cache_dir is None else Path(cache_dir)
     n_seeds = max(len(r[2]) for r in runs)
     cands = autochoice.candidates_for(job, n_seeds)
-    choice = autochoice.choose(job, n_seeds, cands, cache_dir, said=said)
+    choice = autochoice.choose(job, n_seeds, cands, cache_dir, said=said, todo=n, share=auto_share())
     c = choice.picked
     opts = replace(fixed, seed_batch=c.seed_batch, workers=c.workers, threads=c.threads)
     name = "processes" if c.workers > 1 else "loop" if c.seed_batch == 1 else "stack"
-    return Decision(get(name), opts, "cached" if choice.cached else "measured",
-                    (f"cached (measured in {choice.measured_seconds:.0f} s by an earlier call): " if choice.cached
-                     else f"measured in {choice.measured_seconds:.0f} s: ") + choice.why, choice,
+    if choice.budget.get("skipped"):
+        return Decision(get(name), opts, "short", f"nothing measured: {choice.reason}; the per-seed loop",
+                        choice, None)
+    b, load = choice.budget, choice.load
+    if choice.cached:
+        why = (f"cached (measured in {choice.measured_seconds:.0f} s by an earlier call under load "
+               f"{load['loadavg']:.1f} on {load['cpus']} CPUs): ")
+    else:
+        share = f", {b['share']:.1%} of the job" if b.get("share") is not None else ""
+        why = (f"measured in {choice.measured_seconds:.1f} s{share} ({b['measured']} of {b['candidates']} ways "
+               f"besides the loop, the loop's spread {choice.noise:.0%}; {choice.reason}): ")
+    return Decision(get(name), opts, "cached" if choice.cached else "measured", why + choice.why, choice,
                     str(autochoice.cache_file(cache_dir, choice.key)))
 
 
