@@ -116,8 +116,10 @@ def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tm
 
 @pytest.mark.parametrize("train", [False, True])
 def test_coverage_never_prints_a_forged_certificate_of_its_stored_plans(depl_cli, tmp_path, train):
-    """docs/coverage.md's command on a copy of its committed store, one of whose plans says FORGED: refused
-    before anything is trained, the forgery named by field, never printed."""
+    """docs/coverage.md's command on a copy of its committed store, one of whose plans says FORGED: never printed.
+    Those plans were made on calibration tables that recorded neither their runs' conditions nor their losses,
+    whose certificates today's rule cannot recompute: the table says what today's rule gives instead (a forgery
+    in a plan made today is refused: the certify and validate tests above)."""
     store = tmp_path / "store"
     shutil.copytree(ROOT / "docs" / "certificate-store" / "coverage", store)
     victim = store / "plans" / "digits-small-w0.9-calibrated.json"
@@ -125,9 +127,9 @@ def test_coverage_never_prints_a_forged_certificate_of_its_stored_plans(depl_cli
     r = depl_cli("coverage", "--tasks", "mnist1d-small,digits-small,mnist1d-noniid", "--omegas", "0.8,0.9",
                  "--laws", "calibrated", "--runs", "200", "--out", store, "--md", tmp_path / "c.md",
                  *([] if train else ["--no-train"]), cwd=tmp_path)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "info.certified_by is not what its calibration runs give" in r.stderr
-    assert FORGED not in r.stdout + r.stderr and not (tmp_path / "c.md").exists()
+    assert r.returncode in (0, 4), r.stdout + r.stderr
+    assert FORGED not in r.stdout + r.stderr and FORGED not in (tmp_path / "c.md").read_text(encoding="utf-8")
+    assert "its runs' conditions were not recorded" in (tmp_path / "c.md").read_text(encoding="utf-8")
 
 
 def test_coverage_refuses_seeds_of_a_tasks_lineage_even_where_its_law_is_the_fitted_one(depl_cli, tmp_path):

@@ -376,11 +376,12 @@ class CalibratedModel(LossModel):
 
     @property
     def legacy(self) -> bool:
-        """Every calibration experiment's runs unrecorded (a table written before conditions and losses were, or
-        from training logs): nothing is certified with a confidence, and a plan's quantile is read at its groups'
-        levels as such a table was read when the plan was made (so a plan file of then still checks); `depl plan`
-        refuses to make a new plan on it with α (depl.workflows.planning)."""
-        return bool(self.records) and not self.usable and not self.refused_experiments
+        """A table written before its runs' conditions and losses were recorded (by an earlier depl): nothing is
+        certified with a confidence, and a plan's quantile is read at its groups' levels as such a table was read
+        when the plan was made (so a plan file of then still checks); `depl plan` refuses to make a new plan on it
+        with α (depl.workflows.planning).  (A table from training logs records the losses: today's rule.)"""
+        return (bool(self.records) and not self.usable and not self.refused_experiments
+                and all(e.losses is None for e in self.records))
 
     def unusable(self) -> str | None:
         """Why no calibration experiment may certify with a confidence, in words; None when one may."""
