@@ -104,10 +104,11 @@ def command_line() -> list[str] | None:
     return None
 
 
-def next_step(command: str, con: Console | None = None) -> None:
-    """The command a user would run next, one dim line at the end of a command's text (none under --json: stdout
-    then carries the JSON object only)."""
-    if not output.json:
+def next_step(command: str, con: Console | None = None, when: bool = True) -> None:
+    """The command a user would run next (`when` it is the next one), one dim line at the end of a command's text
+    (none under --json: stdout then carries the JSON object only).  A command whose last line on stdout is its
+    verdict (certify, validate) says it on stderr."""
+    if when and not output.json:
         (con or console).print(f"[dim]next: {escape(command)}[/]", highlight=False, soft_wrap=True)
 
 
