@@ -55,6 +55,9 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
     assert (second["verdict"], second["seeds"], second["finals"]) == (cert["verdict"], cert["seeds"], cert["finals"])
     with Store(folder / "c" / "runs.sqlite") as st:
         assert st.losses(run["run_id"]) == losses
+    text = depl_cli("certify", plan, "--batch", "8", "--out", "c", cwd=folder)  # resumed: nothing trained
+    assert text.returncode == 0 and text.stdout.strip().splitlines()[-1].startswith("certified: ")
+    assert text.stderr.strip().splitlines()[-1] == f"next: depl run {plan} --seeds N"  # what to run next
 
 
 def test_the_uniform_prior_decides_as_depl_0_1_0_did(depl_cli, plan):

@@ -25,6 +25,7 @@ def test_bad_input_exits_2_with_one_message(depl_cli, tmp_path):
 def test_run_writes_every_epoch_of_every_seed(depl_cli, plan_file, tmp_path):
     r = depl_cli("run", str(plan_file), "--seeds", "2", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().splitlines()[-1] == f"next: depl runs models {tmp_path / 'out'}"  # what to run next
     with Store(tmp_path / "out" / "runs.sqlite") as s:
         (run,) = s.runs("plan")
         assert run["spec"]["backend"] == "local" and run["spec"]["plan"]["method"] == "hand"
@@ -40,6 +41,7 @@ def test_profile_then_runs_show_draws_the_bands(depl_cli, tmp_path):
                  "--version", "pruned-0.75", "--fractions", "1,0.5", "--switch", "pruned-0.5:pruned-0.75:2",
                  "--out", str(out))
     assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().splitlines()[-1] == f"next: depl fit {out / 'runs.sqlite'} --out fitted.toml"
     with Store(out / "runs.sqlite") as s:
         runs = s.runs("profile")
         assert len(runs) == 5
@@ -54,3 +56,8 @@ def test_profile_then_runs_show_draws_the_bands(depl_cli, tmp_path):
     r = depl_cli("runs", "show", "--out", str(out), "--png", str(png))
     assert r.returncode == 0, r.stderr
     assert png.stat().st_size > 10_000 and "pruned-0.75" in r.stdout
+    by_name = depl_cli("runs", "show", str(out / "runs.sqlite"), "--json")  # the store as an argument, as `depl fit`
+    assert by_name.returncode == 0, by_name.stderr
+    assert len(json.loads(by_name.stdout)["runs"]) == 5
+    both = depl_cli("runs", "show", str(out / "runs.sqlite"), "--store", str(tmp_path / "other.sqlite"))
+    assert both.returncode == 2 and "name the store once" in both.stderr

@@ -132,3 +132,29 @@ def test_adaptive_batches_on_worker_processes_write_what_they_write_here(tmp_pat
     decisions = out["stack"][0]
     assert decisions[1][0]["stack"] == [1, 2]  # seeds 1 and 2 started as one stack
     assert any(d["action"] == "stop" for s in seeds for d in decisions[s])  # the slack rule stopped some seed
+
+
+def test_the_command_line_trains_by_the_executor_it_names(tmp_path):
+    """`depl run --executor NAME` (every training command takes it): the toy above, registered in this process, is
+    chosen by its name, trains every seed and writes what the per-seed loop writes; a name no executor has is
+    refused (exit 2) naming the registered ones, the toy's among them."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from depl.cli import app
+
+    plan = tmp_path / "plan.json"
+    make_plan(SWITCH_PLAN[:3]).save(plan)
+    out = {}
+    for name in ("loop", "test-backwards"):
+        r = CliRunner().invoke(app, ["run", str(plan), "--seeds", "2", "--executor", name, "--json",
+                                     "--keep-models", "none", "--out", str(tmp_path / name)])
+        assert r.exit_code == 0, r.output
+        done = json.loads(r.stdout)
+        assert done["seed_training"]["executor"] == name and done["finished"] == 2
+        with Store(done["store"]) as st:
+            out[name] = rows(st, done["run_id"], [0, 1])
+    assert out["test-backwards"] == out["loop"] and all(len(v) == 3 for v in out["loop"].values())
+    r = CliRunner().invoke(app, ["profile", "mnist1d-small", "--executor", "nope", "--out", str(tmp_path / "p")])
+    assert r.exit_code == 2 and "executor 'nope'" in r.output and "test-backwards" in r.output

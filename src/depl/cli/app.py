@@ -15,7 +15,7 @@ import re
 import typer
 from rich.markup import escape
 
-from . import certify, coverage, fitting, models, planning, reproduce, training, validation
+from . import apps, certify, coverage, fitting, models, planning, profile, reproduce, run, runs, validation
 from .console import EXIT_BAD_INPUT, err_console, output, print_json
 
 
@@ -66,11 +66,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 runs_app = typer.Typer(no_args_is_help=True, rich_markup_mode="rich", help=_help("Look at the runs in a store, and the models a run folder keeps."))
 
 for name, command in (("scenarios", planning.scenarios), ("plan", planning.plan), ("simulate", planning.simulate),
-                      ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", training.run),
-                      ("profile", training.profile), ("export-app", training.export_app),
-                      ("run-app", training.run_app), ("fleet-gateway", training.fleet_gateway)):
+                      ("predict", planning.predict), ("reproduce", reproduce.reproduce), ("run", run.run),
+                      ("profile", profile.profile), ("export-app", apps.export_app),
+                      ("run-app", apps.run_app), ("fleet-gateway", apps.fleet_gateway)):
     app.command(name, **_command(command))(command)
-runs_app.command("show", **_command(training.runs_show))(training.runs_show)
+runs_app.command("show", **_command(runs.runs_show))(runs.runs_show)
 runs_app.command("models", **_command(models.runs_models))(models.runs_models)
 app.command("export-model", **_command(models.export_model))(models.export_model)
 app.add_typer(runs_app, name="runs")

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, json_option,
-                      print_json, refusals)
+                      next_step, print_json, refusals)
 from ..certificate import ALPHA_RULE, DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS
 from ..workflows.common import Training
 from .training import trains_seeds
@@ -64,6 +64,7 @@ def certify(
                            training=training, progress=progress, on_decision=looked)
     _print(err_console if as_json else console, done.certificate, done.data, done.report)
     code = CODES[done.verdict]
+    next_step(f"depl run {plan_file} --seeds N", err_console, when=done.verdict == "certified")
     if as_json:
         print_json({**done.data, "exit_code": code, "report": str(done.report)})
     raise typer.Exit(code)

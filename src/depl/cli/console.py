@@ -95,6 +95,23 @@ def refusals():
         fail(str(e), code, e.result)
 
 
+def command_line() -> list[str] | None:
+    """The depl command being run, as typed (["depl", "run", …]); None where depl was not started as a command
+    (called from Python)."""
+    argv = sys.argv
+    if len(argv) > 1 and Path(argv[0]).name in ("depl", "__main__.py"):
+        return ["depl", *argv[1:]]
+    return None
+
+
+def next_step(command: str, con: Console | None = None, when: bool = True) -> None:
+    """The command a user would run next (`when` it is the next one), one dim line at the end of a command's text
+    (none under --json: stdout then carries the JSON object only).  A command whose last line on stdout is its
+    verdict (certify, validate) says it on stderr."""
+    if when and not output.json:
+        (con or console).print(f"[dim]next: {escape(command)}[/]", highlight=False, soft_wrap=True)
+
+
 def warn(message: str) -> None:
     """One warning line on stderr; the command goes on."""
     err_console.print(f"warning: {message}", highlight=False, markup=False)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .console import choice, console, json_option, print_json, refusals
+from .console import choice, console, json_option, next_step, print_json, refusals
 
 
 def _models() -> type[Enum]:
@@ -74,6 +74,7 @@ def fit(
         if done.template:
             console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
                           "edit them, and the versions' size and work, to plan for your system", markup=False)
+    next_step(f"depl plan {done.out} --out plan.json, then depl certify plan.json", when=done.out is not None)
 
 
 
@@ -124,3 +125,4 @@ def calibrate(
     con.print(f"{'calibrated':<12}" + "".join(f"{x:8.3f}" for x in done.after), markup=False)
     con.print(f"scenario {done.written.name!r} written to {out} ([calibration] use = {str(done.use).lower()}; "
               "the law as it was)" + (f"; plot: {done.png}" if done.png is not None else ""), markup=False)
+    next_step(f"depl plan {out} --out plan.json")

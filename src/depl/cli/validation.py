@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from ..workflows.common import Training, seed_range
 from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
-                      print_json, refusals, warn)
+                      next_step, print_json, refusals, warn)
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, Rule, diverged_line,
                        refuse_adaptive_options, said,
                        show_adaptive_run, trains_seeds)
@@ -72,6 +72,7 @@ def validate(
     # the last line: what a script gating on the exit code is told
     c = v.validation.coverage
     con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)
+    next_step(f"depl certify {plan_file}", err_console, when=c.verdict == "undecided")
     raise typer.Exit(code)
 
 

@@ -104,26 +104,20 @@ def plot_measured_bands(bs: list[Band], path: str | Path,
     save(fig, path, dpi=120)
 
 
-def plot_fit(r: "FitResult", path: Path, runs: int = 4000, seed: int = 0) -> None:
-    """Per experiment: the measured band (mean, 1–99%) over each model's band (Monte Carlo)."""
-    from ..loss import loss_model_for
-
+def plot_fit(r: "FitResult", law_bands: Sequence[dict[str, Band]], path: Path) -> None:
+    """Per experiment: the measured band (mean, 1–99%) over each law's band (`law_bands`, one {law: Band} per
+    experiment in the profile's order: depl.fit.bands.law_bands, its Monte Carlo)."""
     exps = r.profile.experiments
     cols = min(3, len(exps))
     rows = math.ceil(len(exps) / cols)
     fig, axes = pyplot().subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
     colors = dict(zip(r.scenarios, ["tab:red", "tab:blue", "tab:green", "tab:purple", "tab:brown"]))
-    for ax, e in zip(axes.ravel(), exps):
+    for ax, e, laws in zip(axes.ravel(), exps, law_bands):
         k = np.arange(0, e.epochs + 1)
         meas = np.concatenate([np.full((e.losses.shape[0], 1), next(iter(r.scenarios.values())).initial_loss), e.losses], axis=1)
-        for m, s in r.scenarios.items():
-            model = loss_model_for(s)
-            if not set(e.schedule) <= set(model.model_names):
-                continue
-            tr = model.simulate(e.schedule, s.phi(e.samples), runs, np.random.default_rng(seed))
-            lo, hi = np.quantile(tr, [0.01, 0.99], axis=0)
-            ax.fill_between(k, lo, hi, color=colors[m], alpha=0.18, label=f"{m} 1–99%")
-            ax.plot(k, tr.mean(axis=0), color=colors[m], lw=1)
+        for m, b in laws.items():
+            ax.fill_between(k, b.low, b.high, color=colors[m], alpha=0.18, label=f"{m} 1–99%")
+            ax.plot(k, b.mean, color=colors[m], lw=1)
         lo, hi = np.quantile(meas, [0.01, 0.99], axis=0)
         ax.plot(k, meas.mean(axis=0), "k-", lw=1.5, label="measured mean")
         ax.plot(k, lo, "k--", lw=0.8, label="measured 1–99%")

@@ -4,14 +4,33 @@ valid on its own; the first that fails raises a FieldError naming the field, the
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Mapping, Protocol, Sequence
 
 from ..laws import get_law, law_names
 from .base import FieldError
 from .code import unknown_network
 
-if TYPE_CHECKING:
-    from .model import Scenario
+
+class Scenario(Protocol):
+    """What the checks read of a scenario, each table valid on its own (`depl.scenario.model.Scenario` is one, and
+    passes itself to every check): the checks know its fields, never its class."""
+
+    initial_loss: float
+    loss_model: str | None
+    cost_model: str | None
+    target: Any
+    data_law: Any
+    fitted_seeds: list[int] | None
+    clusters: Sequence[Any]
+    datasets: Sequence[Any]
+    models: Sequence[Any]
+    switches: Sequence[Any]
+    training: Any
+    calibration: Any
+    code_dir: str | None
+
+    @property
+    def model_index(self) -> Mapping[str, int]: ...
 
 # The data factor φ(S) multiplies the laws' progress (and their time axis): within ±6 orders of magnitude of 1 a
 # fitted law stays in floating point; φ = 1e300 (reference_samples = 1e-300) turns its sums into NaN.

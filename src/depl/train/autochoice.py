@@ -219,7 +219,12 @@ def cache_file(cache_dir: str | os.PathLike, key: dict) -> Path:
 def code_version() -> str:
     """depl's version, `CACHE_VERSION` and a digest of the code measured and measuring (this module and the
     stacks', `vectorised.py`): a choice cached by other code is measured again."""
-    from .. import __version__
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:  # not `depl.__version__`: the package's own module would reach the layers above (its load_model)
+        __version__ = version("depl")
+    except PackageNotFoundError:
+        __version__ = "unknown"
 
     h = hashlib.sha256()
     here = Path(__file__).parent

@@ -76,20 +76,29 @@ def code_roots() -> list[Path]:
     return [Path(x).expanduser().resolve() for x in given]
 
 
-def allow(folders) -> None:
+_COMMAND: list[str] | None = None  # the command line that allowed code (`allow(..., command=...)`), for how_to_allow
+
+
+def allow(folders, command=None) -> None:
     """Allow `folders` (a command's --allow-code) for this process and every process it starts (seed
-    workers, Flower's SuperLink and ClientApps): they are added to $DEPL_CODE."""
+    workers, Flower's SuperLink and ClientApps): they are added to $DEPL_CODE.  `command`: the command line
+    being run (["depl", "run", …], given by the command line that knows it), which a refusal then repeats
+    with --allow-code FOLDER; None leaves the one given before."""
+    global _COMMAND
+    if command is not None:
+        _COMMAND = [str(x) for x in command]
     extra = [str(Path(f).expanduser().resolve()) for f in folders or ()]
     if extra:
         old = [x for x in os.environ.get(CODE_ENV, "").split(os.pathsep) if x.strip()]
         os.environ[CODE_ENV] = os.pathsep.join(dict.fromkeys([*old, *extra]))
 
 
-def how_to_allow(folder: Path) -> str:
-    """The one command that allows `folder`: this command line again with --allow-code FOLDER."""
-    argv = sys.argv
-    if len(argv) > 1 and Path(argv[0]).name in ("depl", "__main__.py"):
-        cmd = shlex.join(["depl", *argv[1:], "--allow-code", str(folder)])
+def how_to_allow(folder: Path, command=None) -> str:
+    """How to allow `folder`: `command` (a command line; default: the one `allow` was given) again with
+    --allow-code FOLDER, or in words where none is known (a call from Python)."""
+    command = _COMMAND if command is None else list(command)
+    if command:
+        cmd = shlex.join([*command, "--allow-code", str(folder)])
     else:
         cmd = f"the same depl command with --allow-code {shlex.quote(str(folder))}"
     return f"if you trust the code there, run {cmd} (or export {CODE_ENV}={shlex.quote(str(folder))})"

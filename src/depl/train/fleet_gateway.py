@@ -36,7 +36,6 @@ import ipaddress
 import logging
 import math
 import re
-import sys
 from dataclasses import dataclass
 
 FLEET_PREFIX = "/v1/fleet/"
@@ -123,6 +122,10 @@ def plan_body_limit(plan_path) -> tuple[int, int]:
     weights = max(sum(t.numel() * t.element_size() for t in build_version(v).state_dict().values())
                   for v in job.versions.values())
     return weights * PLAN_MARGIN + PLAN_SLACK, weights
+
+
+class GatewayError(RuntimeError):
+    """The gateway could not serve (its address could not be bound): the message says where."""
 
 
 class DeploymentError(ValueError):
@@ -378,7 +381,8 @@ def _protocol(limits: Limits):
 
 def serve(listen: str, superlink: str, certfile: str, keyfile: str, ca_file: str | None,
           limits: Limits = Limits()) -> None:
-    """Run the gateway until stopped (TLS on `listen` with the SuperLink's certificate), within `limits`."""
+    """Run the gateway until stopped (TLS on `listen` with the SuperLink's certificate), within `limits`;
+    GatewayError where `listen` cannot be bound."""
     import asyncio
     import functools
 
@@ -411,5 +415,5 @@ def serve(listen: str, superlink: str, certfile: str, keyfile: str, ca_file: str
         limit_concurrency=limits.max_connections + 1)
     server = Server(config)
     server.run()
-    if not server.started:
-        sys.exit(3)  # as uvicorn.run: the address could not be bound
+    if not server.started:  # uvicorn has logged why (the port taken, an address not of this machine)
+        raise GatewayError(f"--listen {listen}: the gateway could not listen there (the reason is logged above)")

@@ -14,6 +14,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers see; at run time each module is imported on first use (below)
+    from .apps import AppRan, AppRun, ExportedApp, Gateway, export_app, prepare_app_run, prepare_gateway, \
+        serve_gateway, train_app_run
     from .certify import Certified, certify
     from .common import Training
     from .coverage import CoverageResult, coverage
@@ -23,12 +25,15 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module is imported
     from .planning import Planned, Predicted, Simulated, plan, predict, simulate
     from .reproduce import Reproduced, reproduce
     from .search import SearchResult, plan_certified
+    from .runs import RunShown, RunsShown, show_runs
     from .training import AdaptiveResult, Profiled, RunResult, profile, run, run_adaptive
     from .validation import AdaptiveValidated, Validated, validate, validate_adaptive
 
 # name -> the module that defines it; each is imported when first asked for, so `depl plan` (which imports
 # depl.workflows.planning) pays for no training, fitting or coverage module
 _WHERE = {
+    "apps": ["AppRan", "AppRun", "ExportedApp", "Gateway", "export_app", "prepare_app_run", "prepare_gateway",
+             "serve_gateway", "train_app_run"],
     "certify": ["Certified", "certify"],
     "common": ["Training"],
     "coverage": ["CoverageResult", "coverage"],
@@ -38,6 +43,7 @@ _WHERE = {
     "planning": ["Planned", "Predicted", "Simulated", "plan", "predict", "simulate"],
     "reproduce": ["Reproduced", "reproduce"],
     "search": ["SearchResult", "plan_certified"],
+    "runs": ["RunShown", "RunsShown", "show_runs"],
     "training": ["AdaptiveResult", "Profiled", "RunResult", "profile", "run", "run_adaptive"],
     "validation": ["AdaptiveValidated", "Validated", "validate", "validate_adaptive"],
 }

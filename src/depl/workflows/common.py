@@ -19,7 +19,8 @@ class Training:
     """How seeds are trained: torch threads per process, the device (cpu, cuda or auto), seeds stacked in one
     vectorised computation, worker processes, and a Ray cluster to spread the batches on.
 
-    threads, seed_batch and workers left None are chosen where the seeds train (`depl.train.executors.decide`:
+    `executor` names the executor that trains them (`depl.train.executors.get`); left None, it and threads,
+    seed_batch and workers left None are chosen where the seeds train (`depl.train.executors.decide`:
     measured on this machine, or the fixed defaults — 1 thread, batches of 32, one worker per core — when any of
     them is given)."""
 
@@ -28,11 +29,23 @@ class Training:
     seed_batch: Optional[int] = None
     workers: Optional[int] = None
     ray_address: Optional[str] = None
+    executor: Optional[str] = None   # a registered executor's name (depl.train.executors); None: decided
 
     def seed_options(self) -> dict:
         """The keyword arguments of `depl.train.executors.run_all`."""
         return dict(seed_batch=self.seed_batch, workers=self.workers, threads=self.threads,
-                    ray_address=self.ray_address)
+                    ray_address=self.ray_address, executor=self.executor)
+
+
+def check_executor(name: Optional[str]) -> Optional[str]:
+    """An executor's name, refused unless registered (depl.train.executors.names(): the built-ins and any
+    registered since)."""
+    if name is not None:
+        from ..train import executors
+
+        with as_bad_input(ValueError, prefix="--executor: "):
+            executors.get(name)
+    return name
 
 
 def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
@@ -90,11 +103,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def allow_code(folders: Optional[list[Path]]) -> None:
-    """The folders of your own code (net/source = MODULE:FUNCTION) this process, and those it starts, may import."""
+def allow_code(folders: Optional[list[Path]], command: Optional[list[str]] = None) -> None:
+    """The folders of your own code (net/source = MODULE:FUNCTION) this process, and those it starts, may import;
+    `command`: the command line being run, which a refusal to import code repeats with --allow-code FOLDER."""
     from ..train.custom import allow
 
-    allow(folders)
+    allow(folders, command)
 
 
 def check_ray_address(address: Optional[str]) -> Optional[str]:
@@ -130,6 +144,7 @@ def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
     from ..train.ray_pool import RayError
     from ..train.executors import run_all
 
+    check_executor(training.executor)
     try:
         with as_bad_input(*training_errors()):
             return run_all(st, runs, progress=progress, said=said, keep=keep, **training.seed_options())

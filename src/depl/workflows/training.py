@@ -108,8 +108,8 @@ def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, b
     to 16 seeds, best above]."""
     plan_file, out = Path(plan_file), Path(out)
     check_backend(backend, superlink, insecure, training.ray_address)
+    dev = start_training(training.threads, training.device)  # the `train` extra, before what needs torch
     keep_models = check_keep(keep_models, seeds, backend)
-    dev = start_training(training.threads, training.device)
     from ..plan import Plan
     from ..train import execute
     from ..train.federation import job_from_plan
@@ -310,6 +310,9 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
     slack L − ω a stop may spend; without it, or a plan certified at a stricter ω′ by `depl plan --slack`, none)
     — docs/adaptive.md."""
     plan_file, out, slow = Path(plan_file), Path(out), dict(slow or {})
+    if training.executor is not None:
+        raise BadInput(f"--executor {training.executor}: an adaptive run trains its stacks in this process (each "
+                       "seed's rest may change on its own); the executors train open-loop runs")
     dev = start_training(training.threads, training.device)
     from ..plan import Plan
     from ..train import adaptive as ad
