@@ -129,7 +129,8 @@ def test_coverage_never_prints_a_forged_certificate_of_its_stored_plans(depl_cli
                  *([] if train else ["--no-train"]), cwd=tmp_path)
     assert r.returncode in (0, 4), r.stdout + r.stderr
     assert FORGED not in r.stdout + r.stderr and FORGED not in (tmp_path / "c.md").read_text(encoding="utf-8")
-    assert "its runs' conditions were not recorded" in (tmp_path / "c.md").read_text(encoding="utf-8")
+    if not train:   # the stored plans judged as they were planned: what today's rule says of their calibration
+        assert "its runs' conditions were not recorded" in (tmp_path / "c.md").read_text(encoding="utf-8")
 
 
 def test_coverage_refuses_seeds_of_a_tasks_lineage_even_where_its_law_is_the_fitted_one(depl_cli, tmp_path):
