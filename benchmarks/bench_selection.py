@@ -29,6 +29,7 @@ import numpy as np
 from depl.certificate import conformal
 from depl.certificate import clopper_pearson_lower, clopper_pearson_upper
 from depl.loss.calibrated import CalibratedModel
+from depl.scenario import Conditions
 
 OMEGA, ALPHA, TARGET = 0.9, 0.05, 1.0
 
@@ -55,9 +56,15 @@ class FittedStandIn:
 
 @dataclass
 class _Experiment:
+    """A calibration experiment as the law reads one (depl.scenario.CalibrationExperiment): its runs' PIT rows,
+    their losses (runs × K; the certificate counts ℓ(K) ≤ ℓmax on them) and conditions (one setting here)."""
+
     schedule: tuple
     phi: float
     epoch_scores: list
+    losses: np.ndarray
+    label: str = "a"
+    conditions: object = Conditions(nodes=1, source="synthetic", shares=[(0.0, 1.0)], epochs=1)
 
 
 def landscape(lengths: int, cheap: int) -> tuple[np.ndarray, dict[int, float]]:
@@ -79,7 +86,9 @@ def picked(p: np.ndarray, predicted: dict[int, float], n: int, rng, alpha: float
     for _ in range(experiments):
         v = rng.random(n)
         rows = [np.sort(np.clip(v * predicted[K] / p[K - 1], 0, 1)) for K in range(1, p.size + 1)]
-        runs.append(_Experiment(("a",) * p.size, 1.0, rows))
+        # a run meets ℓmax at K when v ≤ p_K: its loss TARGET·v/p_K (its PIT, v·F(ℓmax)/p_K, orders it alike)
+        losses = TARGET * v[:, None] / p[None, :]
+        runs.append(_Experiment(("a",) * p.size, 1.0, rows, losses))
     if alpha is None:
         ok = [max(conformal.level(e.epoch_scores[K - 1], OMEGA) for e in runs) <= predicted[K]
               for K in range(1, p.size + 1)]
@@ -127,7 +136,7 @@ def real_cells(folder: str) -> list[dict]:
         runs = np.array([v for v in st.losses(c["run_id"]).values() if len(v) == len(schedule)])
         laws = [law.distribution(schedule[:K], phi) for K in range(1, len(schedule) + 1)]
         pit = np.stack([np.clip(d.cdf(runs[:, K]), 0, 1) for K, d in enumerate(laws)], axis=1)
-        out.append({"key": c["key"], "omega": c["omega"], "target": c["target"],
+        out.append({"key": c["key"], "omega": c["omega"], "target": c["target"], "losses": np.nan_to_num(runs, nan=np.inf),
                     "predicted": {K: float(d.cdf(c["target"])) for K, d in enumerate(laws, 1)}, "pit": pit,
                     "truth": np.mean(np.nan_to_num(runs, nan=np.inf) <= c["target"], axis=0)})
     return out
@@ -136,13 +145,14 @@ def real_cells(folder: str) -> list[dict]:
 def picked_real(cell: dict, n: int, rng, alpha: float | None) -> float:
     """The true share meeting ℓmax of the shortest prefix certified on n of the plan's real runs (nan: none)."""
     pit, omega, predicted = cell["pit"], cell["omega"], cell["predicted"]
-    draw = pit[rng.choice(pit.shape[0], size=n, replace=False)]
+    chosen = rng.choice(pit.shape[0], size=n, replace=False)
+    draw = pit[chosen]
     rows = [np.sort(draw[:, K]) for K in range(pit.shape[1])]
     Ks = range(1, pit.shape[1] + 1)
     if alpha is None:
         ok = [conformal.level(rows[K - 1], omega) <= predicted[K] for K in Ks]
     else:
-        exp = _Experiment(("a",) * pit.shape[1], 1.0, rows)
+        exp = _Experiment(("a",) * pit.shape[1], 1.0, rows, cell["losses"][chosen])
         law = CalibratedModel(FittedStandIn(predicted), rows[-1], experiments=[exp], alpha=alpha,
                               target=(cell["target"], omega))
         ok = [law.certificate(("a",) * K, 1.0)[0] for K in Ks]

@@ -16,6 +16,8 @@ os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 # their own (tests/train/test_autochoice.py); no test reads or writes the user's cache.
 os.environ["DEPL_AUTOCHOICE"] = "0"
 os.environ["DEPL_CACHE"] = os.path.join(tempfile.gettempdir(), f"depl-test-cache-{os.getpid()}")
+# the α ledger of the built-ins (depl.workflows.alpha_spent): a folder of this test session's, not the user's
+os.environ["DEPL_ALPHA_LEDGER"] = os.path.join(tempfile.gettempdir(), f"depl-test-alpha-{os.getpid()}")
 
 # the installed `depl` script's entry point, run by this interpreter so that this checkout's depl is the one run
 ENTRY = "from depl.cli import main; main()"

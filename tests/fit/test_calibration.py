@@ -113,9 +113,9 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
 def test_plan_and_its_uncalibrated_twin_from_the_cli(depl_cli, fitted, tmp_path):
     out, _ = fitted
     r = depl_cli("plan", out, "--json", "--quantile", 0.95)
-    # 25 runs reach 0.95 by the marginal rank (19 needed), but 5 runs an experiment certify nothing with confidence
-    # 0.95 (the default α): refused, saying how many would
-    assert r.returncode == 3 and "certify no schedule" in r.stderr, r.stderr
+    # 25 runs reach 0.95 by the marginal rank (19 needed), but runs read from training logs do not say what they
+    # trained under (no run spec): with a confidence (the default α) they certify nothing, and the refusal says so
+    assert r.returncode == 3 and "conditions were not recorded (runs read from training logs" in r.stderr, r.stderr
     r = depl_cli("plan", out, "--quantile", 0.97)  # 0.97 needs 33
     assert r.returncode == 2 and "needs at least 33 held-out runs" in r.stderr and "(8 more)" in r.stderr
     r = depl_cli("plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json")

@@ -266,8 +266,8 @@ def test_an_experiments_phi_is_written_to_significant_digits_so_a_small_phi_stil
     from depl.fit.calibrate import _experiment_table
 
     for phi in (1.23456789e-4, 3.3e-7, 0.987654321987):
-        t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"], seeds=[7]), phi,
-                              [np.array([0.5])] * 2)
+        t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"], seeds=[7],
+                                              losses=np.ones((1, 2)), conditions=None), phi, [np.array([0.5])] * 2)
         assert math.isclose(t["phi"], phi, rel_tol=1e-9), (phi, t["phi"])
 
 
@@ -313,7 +313,10 @@ def test_an_experiment_table_records_each_runs_seed_once():
     from depl.fit.calibrate import _experiment_table
     from depl.scenario import CalibrationExperiment
 
-    t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"], seeds=[9, 3, 5]), 1.0,
-                          [np.array([0.5, 0.1, 0.9])] * 2)
+    losses = np.array([[9.0, 9.5], [3.0, 3.5], [5.0, np.inf]])   # each seed's own, the last one stopped
+    t = _experiment_table(SimpleNamespace(label="x", schedule=["full", "full"], seeds=[9, 3, 5], losses=losses,
+                                          conditions=None), 1.0, [np.array([0.5, 0.1, 0.9])] * 2)
     assert t["seeds"] == [3, 5, 9]
-    assert CalibrationExperiment(**t).seeds == [3, 5, 9]
+    assert t["losses"] == [[3.0, 3.5], [5.0, math.inf], [9.0, 9.5]]   # aligned with the seeds
+    read = CalibrationExperiment(**t)
+    assert read.seeds == [3, 5, 9] and read.losses == t["losses"]

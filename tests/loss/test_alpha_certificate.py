@@ -54,7 +54,11 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.05", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["info"]
-    assert info["certificate"] == {"alpha": 0.05, "certified": True, "runs": 64, "met": 63, "experiments": 3}
+    cert = info["certificate"]
+    assert {k: cert[k] for k in ("alpha", "certified", "runs", "met", "experiments")} == \
+        {"alpha": 0.05, "certified": True, "runs": 64, "met": 63, "experiments": 3}
+    # and what it spent, on which runs (tests/fit/test_calibration_conditions.py checks the account)
+    assert cert["alpha_spent"] == 0.05 and len(cert["calibration"]["runs"]) == 3
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     # each chain's first test is named, with its count: what failed, not only how many runs would do

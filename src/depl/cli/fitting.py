@@ -113,6 +113,9 @@ def calibrate(
     con, cal, (first, last), fitted = console, done.calibration, done.seeds, done.base.fitted_seeds
     con.print(f"{done.base.name}: {cal.runs} runs of {len(done.experiments)} experiments on seeds {first}..{last} "
               f"(the law was fitted on seeds {fitted[0]}..{fitted[1]}); {done.store}", markup=False)
+    if done.unfinished:
+        con.print(f"{done.unfinished} of these runs diverged or stopped before their last epoch: each counts, as a "
+                  "run that met no ℓmax (loss +inf from where it stopped)", markup=False)
     con.print(cal.message("new runs", done.more), markup=False)
     con.print("reliability: observed P(ℓ(E) ≤ the p-quantile) on these runs; calibrated: cross-fitted (each half of "
               "the runs judged by the calibration of the other half)", markup=False)

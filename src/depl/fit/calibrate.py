@@ -68,8 +68,17 @@ def _scored(scenario: Scenario, prof: Profile, *, calibrated: bool = False, last
             continue
         phi = scenario.phi(e.samples)
         ks = [e.epochs] if last else range(1, e.epochs + 1)
-        out.append((e, phi, [np.clip(law.distribution(e.schedule[:k], phi).cdf(e.losses[:, k - 1]), 0.0, 1.0)
-                             for k in ks]))
+        out.append((e, phi, [_pit(law.distribution(e.schedule[:k], phi), e.losses[:, k - 1]) for k in ks]))
+    return out
+
+
+def _pit(dist, losses: np.ndarray) -> np.ndarray:
+    """F(ℓ) of each loss, in [0, 1]; 1 for a run that stopped or diverged before (ℓ = +inf: beyond every level)."""
+    losses = np.asarray(losses, dtype=float)
+    finite = np.isfinite(losses)
+    out = np.ones(losses.shape)
+    if finite.any():
+        out[finite] = np.clip(dist.cdf(losses[finite]), 0.0, 1.0)
     return out
 
 
@@ -91,10 +100,17 @@ def _experiment_table(e, phi: float, rows: list[np.ndarray]) -> dict:
     """An experiment's own epoch scores: its [[calibration.experiments]] table (depl.scenario.CalibrationExperiment),
     which certifies a plan of the experiment's schedule by its own runs."""
     runs = segments(e.schedule)
-    return {"label": e.label, "versions": [v for v, _ in runs], "epochs": [n for _, n in runs],
+    order = np.argsort(e.seeds, kind="stable")
+    out = {"label": e.label, "versions": [v for v, _ in runs], "epochs": [n for _, n in runs],
             "phi": float(f"{float(phi):.12g}"),  # significant digits: a plan's φ matches at rel 1e-6 however small
             "epoch_scores": [[round(float(u), EPOCH_DIGITS) + 0.0 for u in rounded(np.sort(r))] for r in rows],
-            "seeds": sorted(int(x) for x in e.seeds)}   # each run once: what a certificate counts
+            "seeds": [int(e.seeds[i]) for i in order],   # each run once: what a certificate counts
+            # each run's own losses, by seed (inf: it diverged or stopped there): a certificate counts ℓ(K) ≤ ℓmax
+            "losses": [[float(x) for x in e.losses[i]] for i in order]}
+    if e.conditions is not None:
+        out["conditions"] = e.conditions.model_dump(exclude_defaults=False)
+        out["conditions"]["shares"] = [list(sh) for sh in out["conditions"]["shares"]]
+    return out
 
 
 EPOCH_DIGITS = 6   # epoch_scores are written to 6 decimals, as `scores`
@@ -258,6 +274,12 @@ def check_new_runs(scenario: Scenario, prof: Profile) -> None:
         if e.fraction != 1.0 and scenario.data_law is None:
             raise FitError(f"experiment {e.label}: data fraction {e.fraction:g}, but {where} has no [data_law]: "
                            "its law is of the full data only; profile at --fractions 1")
+        differ = e.conditions.mismatches(scenario) if e.conditions is not None else []
+        if differ:
+            raise FitError(f"experiment {e.label}: its runs were not trained under the conditions of {where}: "
+                           + "; ".join(m.words("the scenario") for m in differ)
+                           + ". Runs of other conditions certify nothing of it: profile calibration runs of the "
+                           "scenario as it is (`depl profile SCENARIO --first-seed N`)")
         if epochs is not None and e.epochs > epochs:
             raise FitError(f"experiment {e.label}: {e.epochs} epochs, beyond the {epochs} epochs the law of {where} "
                            "describes (fitted_epochs/max_epochs); profile at most that many (--epochs)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..runspec import run_spec
-from ..scenario import Scenario
+from ..scenario import Conditions, Scenario
 from ..store import Store
 
 
@@ -53,6 +53,11 @@ class ProfiledExperiment:
     seeds: np.ndarray       # (n,)
     losses: np.ndarray      # (n, E): test loss after epochs 1..E
     draws: str = "fixed"    # the runs' data: "fixed" (the same for every seed) or "run" (each seed its own draw)
+    conditions: Conditions | None = None   # what the runs trained under (their run spec)
+    # seeds that started and did not finish (diverged, or stopped): not fitted, but runs a calibration counts, each
+    # with its losses to where it stopped and +inf after (a run that met no ℓmax)
+    unfinished: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int))
+    unfinished_losses: np.ndarray = field(default_factory=lambda: np.empty((0, 0)))
 
     @property
     def epochs(self) -> int:
@@ -75,7 +80,21 @@ class ProfiledExperiment:
         return self.subset((np.arange(self.seeds.size) % 3 == 2) == held_out)
 
     def subset(self, mask: np.ndarray) -> "ProfiledExperiment":
-        return replace(self, seeds=self.seeds[mask], losses=self.losses[mask])
+        """The finished runs of `mask`; no unfinished run (`every_run` adds those to a calibration's)."""
+        return replace(self, seeds=self.seeds[mask], losses=self.losses[mask], unfinished=np.empty(0, dtype=int),
+                       unfinished_losses=np.empty((0, self.epochs)))
+
+    def every_run(self, after: int | None = None) -> "ProfiledExperiment":
+        """Every run that started, finished or not (an unfinished one's losses +inf from where it stopped), sorted by
+        seed — the runs a calibration counts; `after`: only the unfinished seeds above it (the set-apart ones)."""
+        if self.unfinished.size == 0:
+            return self
+        keep = self.unfinished > (-math.inf if after is None else after)
+        seeds = np.concatenate([self.seeds, self.unfinished[keep]])
+        losses = np.concatenate([self.losses.reshape(-1, self.epochs), self.unfinished_losses[keep]])
+        order = np.argsort(seeds, kind="stable")
+        return replace(self, seeds=seeds[order], losses=losses[order], unfinished=np.empty(0, dtype=int),
+                       unfinished_losses=np.empty((0, self.epochs)))
 
 
 @dataclass
@@ -99,13 +118,20 @@ class Profile:
 
     def set_apart(self, seeds: int) -> tuple["Profile", "Profile"]:
         """(the runs to fit, the runs kept apart for calibration): the last `seeds` seeds of every experiment
-        (by seed number, so that resuming a profile with more seeds keeps the same runs apart)."""
+        (by seed number, so that resuming a profile with more seeds keeps the same runs apart); the runs apart
+        with every unfinished seed above the fitted ones (each a run the calibration counts, as a miss)."""
         keep, apart = [], []
         for e in self.experiments:
             mask = np.arange(e.seeds.size) >= e.seeds.size - seeds
             keep.append(e.subset(~mask))
-            apart.append(e.subset(mask))
+            fitted = int(e.seeds[~mask].max()) if (~mask).any() else None
+            apart.append(replace(e.subset(mask), unfinished=e.unfinished, unfinished_losses=e.unfinished_losses)
+                         .every_run(fitted) if seeds else e.subset(mask))
         return Profile(self.scenario, keep), Profile(self.scenario, apart)
+
+    def every_run(self) -> "Profile":
+        """Every run that started, finished or not (`ProfiledExperiment.every_run`): what a calibration counts."""
+        return Profile(self.scenario, [e.every_run() for e in self.experiments], self.diverged)
 
 
 def _samples(scenario: Scenario, data: dict) -> float:
@@ -118,6 +144,15 @@ def _samples(scenario: Scenario, data: dict) -> float:
         raise FitError(f"the profiled data {data['source']} {shares} are not datasets of scenario "
                        f"{scenario.name!r}; give the scenario the runs were profiled with (--scenario)") from None
     return float(total) * float(data.get("fraction", 1.0))
+
+
+def _conditions(job: dict, where: str, run_id: str) -> Conditions:
+    """The conditions a stored job trained under; FitError naming the run where its spec cannot say them."""
+    try:
+        return Conditions.of_job(job)
+    except (KeyError, TypeError, ValueError) as e:
+        raise FitError(f"{where}: runs.spec of run {run_id!r} does not say its data or options as depl writes them "
+                       f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
 
 
 def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profile:
@@ -133,17 +168,22 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
         gone = store.diverged(run["run_id"])  # a law of finite losses cannot be fitted to them: counted, skipped
         out.diverged += len(gone)
         done = sorted(s for s, v in losses.items() if len(v) == E and s not in gone)
+        # every other seed that started: not fitted; a calibration counts it as a run that met no ℓmax
+        rest = sorted((set(losses) | set(gone)) - set(done))
         if len(done) < min_seeds:
             continue
-        for s in done:
-            bad = next(((k, x, loss_problem(x)) for k, x in enumerate(losses[s], 1) if loss_problem(x)), None)
+        for s in done + rest:
+            bad = next(((k, x, loss_problem(x)) for k, x in enumerate(losses.get(s, [])[:E], 1) if loss_problem(x)),
+                       None)
             if bad is not None:
                 raise FitError(f"{store.path}: epochs.test_loss of run {run['run_id']!r}, seed {s}, epoch {bad[0]} = "
                                f"{bad[1]!r}: {bad[2]}")
         out.experiments.append(ProfiledExperiment(
             exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
             _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done]),
-            str(spec.data.get("draws", "fixed"))))
+            str(spec.data.get("draws", "fixed")), _conditions(spec.job, store.path, run["run_id"]),
+            np.array(rest, dtype=int),
+            np.array([(list(losses.get(s, []))[:E] + [math.inf] * E)[:E] for s in rest], dtype=float).reshape(-1, E)))
     if not out.versions(None):
         raise FitError(f"{store.path}: no complete profiling experiment with at least {min_seeds} seeds "
                        "(run `depl profile` first)")

@@ -23,5 +23,5 @@ def loss_model_for(scenario, *, calibrated: bool = True) -> LossModel:
         mismatch = getattr(scenario, "calibration_mismatch", lambda: None)()
         own = None if mismatch else getattr(c, "experiments", None)
         return wrap(law, c.scores, c.method, getattr(c, "epoch_scores", None), own,
-                    alpha=t.alpha, target=(t.loss, t.quantile))
+                    alpha=t.alpha, target=(t.loss, t.quantile), scenario=scenario)
     return law

@@ -74,6 +74,24 @@ def _path(schedule) -> tuple[str, ...]:
     return tuple(v for v, _ in segments(schedule))
 
 
+UNRECORDED = "its runs' conditions were not recorded"
+
+
+def _problem(e, scenario) -> str | None:
+    """Why calibration experiment `e` cannot certify a plan of `scenario` with a confidence (None: it can)."""
+    if e.losses is None:
+        return (f"{UNRECORDED}, nor their losses (a calibration table written before they were): recalibrate "
+                "with `depl calibrate SCENARIO RUNS`")
+    if e.conditions is None:
+        return (f"{UNRECORDED} (runs read from training logs, which do not say them): profile calibration runs of "
+                "the scenario (`depl profile SCENARIO --first-seed N`), then `depl calibrate SCENARIO RUNS`")
+    if scenario is not None:
+        differ = e.conditions.mismatches(scenario)
+        if differ:
+            return "its runs differ from the scenario's conditions — " + "; ".join(m.words() for m in differ)
+    return None
+
+
 class CalibratedDistribution:
     """The base law (a depl.dist.GridDistribution) with its levels recalibrated by sorted PIT scores.
 
@@ -208,19 +226,31 @@ class CalibratedModel(LossModel):
 
     def __init__(self, base: LossModel, scores: Sequence[float], method: str = "conformal-pit",
                  epoch_scores: Sequence[Sequence[float]] | None = None, experiments: Sequence | None = None, *,
-                 alpha: float | None = None, target: tuple[float, float] | None = None):
+                 alpha: float | None = None, target: tuple[float, float] | None = None, scenario=None):
         """`alpha`: the runs of a schedule's own kind certify it with confidence 1 − α (None: the marginal
         split-conformal rank); `target`: (ℓmax, ω) — with `alpha`, a schedule is certified at ω only if it is
         among `certified_schedules`, the fixed sequence at ℓmax that makes the certificate hold for the plan a
-        planner picks among them."""
-        self.alpha, self.target = alpha, target
+        planner picks among them; `scenario`: the scenario planned — an experiment whose runs' conditions differ
+        from its (`depl.scenario.Conditions`) certifies nothing of it."""
+        self.alpha, self.target, self.scenario = alpha, target, scenario
         self.base = base
         self.scores = np.sort(np.asarray(scores, dtype=float))
         self.epoch_scores = [np.sort(np.asarray(r, dtype=float)) for r in epoch_scores] if epoch_scores else None
         self.method = method
+        # why each calibration experiment cannot certify a plan of `scenario` (None: it can): its runs' conditions
+        # differ from the scenario's, or (a table written before they were) were not recorded, nor its losses
+        problems = [_problem(e, scenario) for e in experiments or ()]
+        # the experiments whose runs were of other conditions certify nothing here; the others, as before
+        kept = [(e, why) for e, why in zip(experiments or (), problems) if why is None or why.startswith(UNRECORDED)]
         # (schedule, φ, sorted epoch rows) of each calibration experiment (depl.scenario.CalibrationExperiment)
         self.experiments = [(e.schedule, float(e.phi), [np.sort(np.asarray(r, dtype=float)) for r in e.epoch_scores])
-                            for e in experiments or ()]
+                            for e, _ in kept]
+        self.records = [e for e, _ in kept]
+        self.problems = [why for _, why in kept]
+        self.refused_experiments = [(e.label, why) for e, why in zip(experiments or (), problems)
+                                    if why is not None and not why.startswith(UNRECORDED)]
+        # each experiment's runs' losses, (seeds, epochs), +inf where a run stopped or diverged; None: not recorded
+        self.losses = [None if e.losses is None else np.asarray(e.losses, dtype=float) for e, _ in kept]
         self.initial_loss = base.initial_loss
         self.model_names = base.model_names
 
@@ -285,22 +315,26 @@ class CalibratedModel(LossModel):
         than ω is then ≤ E·α/E = α (Bonferroni over the chains, the fixed sequence within each), so whichever
         of them the planner returns holds.  A chain stops at its own failure only: one experiment whose law
         is off does not stop the others.  Empty without `alpha` and `target`."""
-        if self.alpha is None or self.target is None or not self.experiments:
+        if self.alpha is None or self.target is None or not self.usable:
             return {}
         loss, omega = self.target
-        each = self.alpha / len(self.experiments)
+        each = self.alpha / len(self.usable)
         tested: dict[tuple[tuple[str, ...], float], tuple[float, int, int]] = {}
         out: dict[tuple[tuple[str, ...], float], tuple[bool, int, int]] = {}
         self._heads = []   # each chain's first test: (schedule, φ), runs, runs that met ℓmax (`shortfall` says them)
-        for sched, phi, rows in self.experiments:
+        for i in self.usable:
+            sched, phi, rows = self.experiments[i]
             chain = []
             for K in range(1, min(len(sched), len(rows)) + 1):
                 key = self._known(tuple(sched[:K]), phi, tested) or (tuple(sched[:K]), phi)
                 if key not in tested:
                     fitted = float(self.base.distribution(list(key[0]), phi).cdf(loss))
-                    groups = self._matches(key[0], phi)[0]
-                    hits = min(int(np.searchsorted(g, fitted, side="right")) for g in groups)
-                    tested[key] = (fitted, min(g.size for g in groups), hits)
+                    # each run that started counts, by its own loss ℓ(K) (+inf: it diverged or stopped): the law
+                    # as fitted only orders the chain, the runs decide
+                    counts = [(int(np.sum(self.losses[j][:, K - 1] <= loss)), int(self.losses[j].shape[0]))
+                              for j in self._same(key[0], phi)]
+                    hits, n = min(counts, key=lambda c: clopper_pearson_lower(c[0], c[1], each))  # the worst
+                    tested[key] = (fitted, n, hits)
                 chain.append(key)
             passes = np.array([conformal.certifies(tested[k][2], tested[k][1], omega, each) for k in chain])
             order = np.array(sorted(range(len(chain)), key=lambda i: -tested[chain[i]][0]), dtype=int)
@@ -311,14 +345,57 @@ class CalibratedModel(LossModel):
                 out[k] = (bool(ok) or out.get(k, (False,))[0], tested[k][1], tested[k][2])
         return out
 
+    @property
+    def usable(self) -> list[int]:
+        """The calibration experiments that may certify with a confidence: their runs' conditions and losses
+        recorded, the conditions the scenario's."""
+        return [i for i, why in enumerate(self.problems) if why is None]
+
+    def _same(self, schedule, phi: float) -> list[int]:
+        """The usable experiments whose first K epochs are `schedule`, at φ."""
+        K = len(schedule)
+        return [i for i in self.usable if tuple(self.experiments[i][0][:K]) == tuple(schedule)
+                and len(self.experiments[i][0]) >= K and math.isclose(self.experiments[i][1], phi, rel_tol=1e-6)]
+
+    def certifying(self, schedule, phi: float) -> list:
+        """The calibration experiments (depl.scenario.CalibrationExperiment) whose runs certify `schedule` at φ."""
+        return [self.records[i] for i in self._same(tuple(schedule), phi)]
+
+    def job_mismatch(self, schedule, phi: float, *, nodes, data) -> str | None:
+        """Why the runs that certify `schedule` at φ do not certify a plan of it on clusters of `nodes` nodes and the
+        datasets `data` ((source, share) pairs): the field that differs, the plan's value and the runs'; None when
+        every experiment that certifies it ran under the plan's conditions (or none certifies it)."""
+        if self.scenario is None:
+            return None
+        for e in self.certifying(schedule, phi):
+            m = e.conditions.mismatch(self.scenario, nodes=nodes, data=data)
+            if m is not None:
+                return (f"not certified: the calibration runs of {e.label} differ from the plan's job — "
+                        f"{m.words('the plan')}; only runs of the plan's own conditions certify it")
+        return None
+
+    def unusable(self) -> str | None:
+        """Why no calibration experiment may certify with a confidence, in words; None when one may."""
+        if self.usable:
+            return None
+        by: dict[str, list[str]] = {}
+        for label, why in [(e.label, why) for e, why in zip(self.records, self.problems)] + self.refused_experiments:
+            by.setdefault(why, []).append(label)
+        return "no calibration experiment may certify a plan with a confidence: " + "; ".join(
+            f"{', '.join(labels[:4])}{', …' if len(labels) > 4 else ''}: {why}" for why, labels in by.items())
+
     def shortfall(self) -> str | None:
         """Why no schedule is certified at (ℓmax, ω) with confidence 1 − α, and how many runs would do, in words;
         None when some schedule is (or without α)."""
+        if self.alpha is not None and self.target is not None and (self.experiments or self.refused_experiments):
+            why = self.unusable()
+            if why is not None:
+                return why
         cert = self.certified_schedules
         if not cert or any(ok for ok, _, _ in cert.values()):
             return None
         loss, omega = self.target
-        E = len(self.experiments)
+        E = len(self.usable)
         need = conformal.pac_scores_needed(omega, self.alpha / E)
         have = min(n for _, n, _ in cert.values())
         firsts = "; ".join(f"{_words(key[0])} (the law's likeliest): {met} of {n} met ℓmax, lower bound "
@@ -344,28 +421,39 @@ class CalibratedModel(LossModel):
 
     def certified_by(self, schedule, phi: float, omega: float) -> str:
         """Which calibration runs certify the ω-quantile of `schedule` at φ, in words (for `depl plan`)."""
+        text = self._certified_by(schedule, phi, omega)
+        if self.refused_experiments:   # runs of other conditions than the scenario's: left out, and said
+            text += "; not used: " + "; ".join(f"{label} ({why})" for label, why in self.refused_experiments)
+        return text
+
+    def _certified_by(self, schedule, phi: float, omega: float) -> str:
         K = len(schedule)
         same, kin = self._matches(schedule, phi)
         pooled = self.pooled_scores_label(K)
         cert = self.certificate(schedule, phi) if self.target is not None and omega == self.target[1] else None
         if cert is not None:
             ok, n, hits = cert
-            E = len(self.experiments)
+            E = len(self.usable)
             where = f" (α/{E} each: {E} profiled experiments, each a fixed sequence)" if E > 1 else ""
             lower = clopper_pearson_lower(hits, n, self.alpha / E)
             verdict = "certified" if ok else "not certified"
-            return (f"{n} held-out runs of this schedule, {hits} of them met ℓmax: {verdict} P ≥ {omega:g} with "
-                    f"confidence {1 - self.alpha:g}{where}; lower bound {lower:.3f}")
+            return (f"{n} held-out runs of this schedule, {hits} of them met ℓmax (each run that started, by its own "
+                    f"loss): {verdict} P ≥ {omega:g} with confidence {1 - self.alpha:g}{where}; lower bound "
+                    f"{lower:.3f}")
+        unrecorded = [self.records[i].label for i, why in enumerate(self.problems)
+                      if why is not None and tuple(self.experiments[i][0][:K]) == tuple(schedule)]
+        note = (f"; {', '.join(unrecorded)}: {UNRECORDED} — recalibrate with `depl calibrate` to certify with a "
+                "confidence" if unrecorded else "")
         if same:
             n = min(row.size for row in same)
             need = conformal.scores_needed(omega)
             reach = "" if n >= need else f"; ω = {omega:g} needs {need}: above n/(n+1) by {pooled}"
             whose = "its profiled experiment" if len(same) == 1 else \
                 f"the worst of {len(same)} profiled experiments that ran it, on the same seeds"
-            return f"{n} held-out runs of this schedule ({whose}), their epoch-{K} scores{reach}"
+            return f"{n} held-out runs of this schedule ({whose}), their epoch-{K} scores{reach}{note}"
         if kin:
             return (f"the worst of {len(kin)} profiled experiments training the same versions in the same order "
-                    f"({', '.join(str(row.size) for row in kin)} runs): this schedule itself was not profiled")
+                    f"({', '.join(str(row.size) for row in kin)} runs): this schedule itself was not profiled{note}")
         return pooled + " (no profiled experiment has this schedule)"
 
     def distribution(self, schedule, phi: float = 1.0, *, start: RunState | None = None, **kw) -> CalibratedDistribution:
@@ -373,7 +461,10 @@ class CalibratedModel(LossModel):
         whole = (tuple(start.past) if start is not None else ()) + tuple(schedule)
         own = self.own_groups(whole, phi) if self.experiments and len(whole) == epoch else ()
         refused = None
-        if self.certified_schedules and start is None:
+        if self.alpha is not None and self.target is not None and start is None and \
+                (self.experiments or self.refused_experiments):
+            # with α, only a schedule its own runs certify (none, where no experiment may certify: unrecorded or
+            # other conditions) — never the pooled scores instead
             cert = self.certificate(schedule, phi)
             refused = self.target[1] if cert is None or not cert[0] else None
         return CalibratedDistribution(self.base.distribution(schedule, phi, start=start, **kw), self.scores_at(epoch),

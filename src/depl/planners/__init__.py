@@ -90,8 +90,26 @@ def certify_by_calibration(s: Scenario, p: Plan, promise: float | None = None) -
     cert = law.certificate(schedule, phi) if s.target.alpha is not None else None
     if cert is not None:   # with a confidence (docs/certificate.md): the runs of this schedule, each once
         ok, runs, met = cert
-        p.info["certificate"] = {"alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met,
-                                 "experiments": len(c.experiments)}
+        # the runs certify the plan only where its own job ran under their conditions: its clusters' nodes, its data
+        nodes = {c.nodes for c in s.clusters if c.name in {e.cluster for e in p.epochs}}
+        data = [(d.source, tuple(d.share)) for d in s.datasets if d.name in set(p.datasets)]
+        check = getattr(law, "job_mismatch", None)   # a calibrator of your own may not compare conditions
+        refused = check(schedule, phi, nodes=nodes, data=data) if ok and check else None
+        if refused:
+            ok = False
+            p.info["certified_by"] = refused
+        used = [law.records[i] for i in getattr(law, "usable", [])]
+        p.info["certificate"] = {
+            "alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met, "experiments": len(used) or len(c.experiments),
+            # the α this certificate spends, and on which calibration runs: every experiment's chain is tested at
+            # α/E, so the certificate draws on them all (depl.workflows.alpha_spent keeps the account)
+            "alpha_spent": s.target.alpha,
+            "calibration": {"digest": c.digest(), "loss": s.target.loss, "omega": s.target.quantile,
+                            "certified_by": [e.label for e in getattr(law, "certifying", lambda *a: [])(schedule, phi)],
+                            "runs": [{"experiment": e.label, "seeds": e.seed_ranges(), "runs": len(e.seeds or [])}
+                                     for e in used]}}
+        if refused:
+            p.info["certificate"]["refused"] = refused
         if promise is not None:
             p.info["certificate"].update(omega_certified=p.omega, promise=promise)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..omega import OMEGA_MAX, OMEGA_MIN, OMEGA_RULE, Omega, check_omega, omega_problem
 from .base import MAGNITUDE, FieldError, ScenarioError, Strict, control_character, name_problem
-from .calibration import CALIBRATION_METHODS, CalibrationExperiment, CalibrationTable, scores_at
+from .calibration import CALIBRATION_METHODS, CalibrationExperiment, CalibrationTable, Conditions, Mismatch, scores_at
 from .checks import COST_MODELS, PHI_MAX
 from .code import BUILTIN_LOSSES, BUILTIN_NETS, BUILTIN_SOURCES
 from .distributions import DistSpec
@@ -41,7 +41,7 @@ from .training import TrainingOptions, TrainSpec
 __all__ = [
     "BUILTIN_LOSSES", "BUILTIN_NETS", "BUILTIN_PACKAGE", "BUILTIN_SOURCES", "CALIBRATION_METHODS", "COST_MODELS", "LOG_SD_MAX",
     "MAGNITUDE", "MAX_NESTING", "OMEGA_MAX", "OMEGA_MIN", "OMEGA_RULE", "PHI_MAX",
-    "CalibrationExperiment", "CalibrationTable", "Cluster", "DataLaw", "Dataset", "DistSpec", "FieldError", "LawParameters",
+    "CalibrationExperiment", "CalibrationTable", "Cluster", "Conditions", "Mismatch", "DataLaw", "Dataset", "DistSpec", "FieldError", "LawParameters",
     "LevelLaw", "LevelSwitch", "Measured", "ModelVersion", "Omega", "Progress", "Scenario", "ScenarioError",
     "Strict", "Switch", "Target", "TrainSpec", "TrainingOptions",
     "builtin_names", "check_omega", "control_character", "expected_progress", "load_scenario", "name_problem",

@@ -3,14 +3,17 @@ and `depl calibrate`, read by depl.loss.calibrated), and the rule that picks a p
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+import math
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AllowInfNan, Field, field_validator, model_validator
 
 from ..certificate import conformal
 from ..laws import calibrator_names
 from ..omega import Omega
-from .base import Strict
+from .base import Strict, _out_of_range
 
 CALIBRATION_METHODS = ("conformal-pit",)
 """The built-in calibrators (depl.laws registers them; a scenario may name any registered one)."""
@@ -36,6 +39,133 @@ def _score_rows(rows: list[list[float]], where: str = "") -> list[list[float]]:
     return [sorted(row) for row in rows]
 
 
+class Mismatch(NamedTuple):
+    """A condition of calibration runs that differs from what they would certify: the field, the value wanted (the
+    scenario's, or the plan's) and the runs' value."""
+
+    field: str
+    wanted: Any
+    runs: Any
+
+    def words(self, wanted: str = "the scenario") -> str:
+        return f"{self.field}: {wanted} has {_shown(self.wanted)}, the calibration runs had {_shown(self.runs)}"
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return "[" + ", ".join(_shown(x) for x in v) + "]"
+    return "unset" if v is None else str(v)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or a == b and type(a) is type(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+    return a == b
+
+
+Share = tuple[float, float]
+
+
+class Conditions(Strict):
+    """What calibration runs trained under, read from their run spec (`depl.runspec`, the job `depl profile` ran):
+    a run of a plan is like them — and certified by them — only under the same conditions.  The one record and
+    comparison of conditions: `depl calibrate` refuses runs whose conditions differ from the scenario's
+    (`mismatch(scenario)`), and a plan is certified by an experiment only when its own job's are the same
+    (`mismatch(scenario, nodes=…, data=…)`: the nodes of its clusters and its datasets)."""
+
+    nodes: int = Field(ge=1, description="nodes per cluster (FedAvg over them every epoch)")
+    source: str = Field(min_length=1, description="the data source (depl.train.data) the runs trained on")
+    shares: list[Share] = Field(min_length=1, description="the shares [start, end) of the source's training "
+                                "data, one per dataset, sorted")
+    fraction: float = Field(default=1.0, gt=0.0, le=1.0, description="the fraction of those datasets trained on")
+    epochs: int = Field(ge=1, description="the epochs each run trained")
+    training: dict[str, bool | int | float | str] = Field(
+        default_factory=dict, description="the runs' [training] options as recorded (lr, momentum, batch_size, iid, "
+        "dirichlet_alpha, data_draw, and any other key of the run spec); an unset option is absent")
+
+    @field_validator("shares")
+    @classmethod
+    def _sorted(cls, v: list[Share]) -> list[Share]:
+        return sorted((float(a), float(b)) for a, b in v)
+
+    @classmethod
+    def of_job(cls, job: dict[str, Any]) -> "Conditions":
+        """The conditions of a stored job (`runs.spec` job: `depl.train.federation.Job.to_json`).  The Dirichlet
+        partition and the data draw travel with its data (alpha, draws); here they are [training] options, as the
+        scenario states them; where the run chose the device is no condition of its losses."""
+        data = dict(job.get("data") or {})
+        training = {k: v for k, v in dict(job.get("options") or {}).items() if k != "device" and v is not None}
+        if data.get("alpha") is not None:
+            training["dirichlet_alpha"] = float(data["alpha"])
+        training["data_draw"] = str(data.get("draws", "fixed"))
+        return cls(nodes=int(next(iter((job.get("nodes") or {}).values()), 1)), source=str(data["source"]),
+                   shares=[tuple(s) for s in data["shares"]], fraction=float(data.get("fraction", 1.0)),
+                   epochs=len(job.get("epochs") or []), training=training)
+
+    def mismatch(self, scenario, *, nodes=None, data=None) -> Mismatch | None:
+        """The first condition these runs differ from `scenario`'s in (`mismatches`), or None."""
+        return next(iter(self.mismatches(scenario, nodes=nodes, data=data)), None)
+
+    def mismatches(self, scenario, *, nodes=None, data=None) -> list[Mismatch]:
+        """Every condition these runs differ from `scenario`'s in: nodes, data, then [training] options by name.
+
+        Without `nodes` and `data`, what `depl calibrate` asks: one of the scenario's clusters' node counts, datasets of
+        it, and its [training] options.  With them, what a plan asks of the runs that would certify it: `nodes`, the
+        node counts of the plan's clusters (each must be the runs'); `data`, the plan's datasets as (source, share)
+        pairs (the runs' whole data, every dataset of it at fraction 1)."""
+        out: list[Mismatch] = []
+        if nodes is None:
+            counts = sorted({int(c.nodes) for c in scenario.clusters})
+            if self.nodes not in counts:
+                out.append(Mismatch("nodes per cluster", counts[0] if len(counts) == 1 else counts, self.nodes))
+        else:
+            other = sorted({int(n) for n in nodes} - {self.nodes})
+            if other:
+                out.append(Mismatch("nodes per cluster", other[0], self.nodes))
+        if data is None:
+            known = {(d.source, tuple(float(x) for x in d.share)) for d in scenario.datasets}
+            sources = sorted({s for s, _ in known})
+            if self.source not in sources:
+                out.append(Mismatch("data source", sources[0] if len(sources) == 1 else sources, self.source))
+            else:
+                shares = sorted(s for src, s in known if src == self.source)
+                bad = [list(sh) for sh in self.shares if sh not in shares]
+                if bad:
+                    out.append(Mismatch("dataset share", [list(sh) for sh in shares], bad[0]))
+        else:
+            data = sorted((str(s), tuple(float(x) for x in sh)) for s, sh in data)
+            sources = sorted({s for s, _ in data})
+            if sources != [self.source]:
+                out.append(Mismatch("data source", sources[0] if len(sources) == 1 else sources, self.source))
+            elif [sh for _, sh in data] != self.shares:
+                out.append(Mismatch("datasets (shares of the source)", [list(sh) for _, sh in data],
+                                    [list(sh) for sh in self.shares]))
+            elif self.fraction != 1.0:
+                out.append(Mismatch("data fraction", 1.0, self.fraction))
+        options = scenario.training
+        fields = type(options).model_fields
+        for key in sorted(set(fields) | set(self.training)):
+            if key not in fields:
+                out.append(Mismatch(f"[training] {key}", None, self.training[key]))
+                continue
+            want = getattr(options, key)
+            have = self.training.get(key, fields[key].default)  # absent: the run was made before the key (its default)
+            if not _same(want, have):
+                out.append(Mismatch(f"[training] {key}", want, have))
+        return out
+
+
+Loss = Annotated[float, AllowInfNan(True)]
+
+
 class CalibrationExperiment(Strict):
     """One calibration experiment's own scores (written by `depl calibrate` and `depl fit`): a plan whose schedule
     is this experiment's first K epochs, at its data factor φ, is a run like the experiment's seeds — exchangeable
@@ -50,6 +180,21 @@ class CalibrationExperiment(Strict):
 
     seeds: list[int] | None = Field(default=None, max_length=1_000_000, description="the seed of each of its runs, "
                                     "each once: the distinct runs a certificate counts (depl fit writes them)")
+    losses: list[list[Loss]] | None = Field(
+        default=None, description="losses[i][k-1]: the test loss ℓ(k) of the run of seeds[i] (inf: it diverged or "
+        "stopped before epoch k — a run that did not meet any ℓmax); a certificate counts ℓ(K) ≤ ℓmax on them")
+    conditions: Conditions | None = Field(default=None, description="what its runs trained under (their run spec): "
+                                          "a plan is certified by them only under the same")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded(cls, v: Any, info) -> Any:
+        """Every field bounded as in every table (Strict), but a run's loss may be +inf (it stopped or diverged)."""
+        seen = [[x for x in row if x != math.inf] for row in v] if info.field_name == "losses" and v else v
+        why = _out_of_range(seen)
+        if why:
+            raise ValueError(why)
+        return v
 
     @model_validator(mode="after")
     def _shape(self) -> "CalibrationExperiment":
@@ -66,11 +211,34 @@ class CalibrationExperiment(Strict):
             if len(self.seeds) != max(len(r) for r in self.epoch_scores):
                 raise ValueError(f"experiment {self.label!r}: {len(self.seeds)} seeds for "
                                  f"{max(len(r) for r in self.epoch_scores)} runs scored (one seed per run)")
+        if self.losses is not None:
+            if self.seeds is None or len(self.losses) != len(self.seeds):
+                raise ValueError(f"experiment {self.label!r}: one row of losses per seed (seeds lists them), got "
+                                 f"{len(self.losses)} rows for {len(self.seeds or [])} seeds")
+            E = sum(self.epochs)
+            for seed, row in zip(self.seeds, self.losses):
+                if len(row) != E:
+                    raise ValueError(f"experiment {self.label!r}: losses of seed {seed}: one per epoch ({E}), got "
+                                     f"{len(row)} (inf where the run stopped or diverged)")
+                bad = [x for x in row if not (x > 0.0)]   # nan fails too
+                if bad:
+                    raise ValueError(f"experiment {self.label!r}: losses of seed {seed}: a loss is positive (inf: the "
+                                     f"run did not reach that epoch), got {bad[0]!r}")
         return self
 
     @property
     def schedule(self) -> tuple[str, ...]:
         return tuple(v for v, n in zip(self.versions, self.epochs) for _ in range(n))
+
+    def seed_ranges(self) -> list[list[int]]:
+        """Its seeds as [first, last] ranges of consecutive seeds (for a certificate's record of the runs it used)."""
+        out: list[list[int]] = []
+        for s in sorted(self.seeds or []):
+            if out and s == out[-1][1] + 1:
+                out[-1][1] = s
+            else:
+                out.append([s, s])
+        return out
 
 
 class CalibrationTable(Strict):
@@ -120,6 +288,11 @@ class CalibrationTable(Strict):
         if not v:
             raise ValueError("epoch_scores: one row of scores per epoch 1, 2, …; got no row (omit the key instead)")
         return _score_rows(v)
+
+    def digest(self) -> str:
+        """A hash of the table (every score, loss, seed and condition): which calibration runs a certificate used."""
+        text = json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))  # inf as Infinity
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def scores_at(self, epoch: int) -> list[float]:
         """The scores that calibrate ℓ(epoch): row min(epoch, rows) of epoch_scores; `scores` without them."""

@@ -229,11 +229,13 @@ class Calibrated:
     more: str                       # how to get more runs, if the calibration wants them
     written: "Scenario"
     png: Optional[Path] = None
+    unfinished: int = 0             # runs that diverged or stopped before their last epoch: counted, as misses
 
     def to_json(self) -> dict:
         cal = self.calibration
         return {"scenario": self.base.name, "source": self.source, "store": self.store, "out": str(self.out),
-                "experiments": list(self.experiments), "runs": cal.runs, "seeds": list(self.seeds),
+                "experiments": list(self.experiments), "runs": cal.runs, "unfinished": self.unfinished,
+                "seeds": list(self.seeds),
                 "fitted_seeds": self.base.fitted_seeds, "omega": cal.omega, "needed": cal.needed,
                 "reaches": cal.reaches, "use": self.use, "level": cal.level if cal.reaches else None,
                 "epoch_levels": cal.levels().tolist() if cal.reaches else None,
@@ -286,7 +288,8 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
         text, source = scenario_source(scenario)
         base = parse_scenario(read_toml(text, source), source)
         omega = base.target.quantile if omega is None else omega
-        prof = load_profile(Store(store, readonly=True), base, min_seeds=1)
+        # every run that started counts: one that diverged or stopped is a run that met no ℓmax (+inf)
+        prof = load_profile(Store(store, readonly=True), base, min_seeds=1).every_run()
         drawn = prof.experiments[0].draws
         if drawn != base.training.data_draw:   # runs of another draw would certify nothing of this scenario
             raise BadInput(f"{store}: its runs' data was {'drawn per run' if drawn == 'run' else 'fixed'} "
@@ -311,8 +314,10 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
         png.mkdir(parents=True, exist_ok=True)
         law = written.loss_model or "increments"
         plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
+    unfinished = int(sum(np.isinf(e.losses[:, -1]).sum() for e in prof.experiments))
     return Calibrated(base, source, path, out, tuple(e.label for e in prof.experiments), (seeds[0], seeds[-1]), cal,
-                      pit, use, levels, before, after, more, written, png / "calibration.png" if png else None)
+                      pit, use, levels, before, after, more, written, png / "calibration.png" if png else None,
+                      unfinished)
 
 
 def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path) -> "Scenario":

@@ -125,9 +125,27 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         raise Unreachable(f"--slack {slack:g}: the plan at ω′ = {p.omega:g} is not certified by the calibration runs "
                           f"with confidence 1 − α ({p.info.get('certified_by') or 'no certificate'}): no slack to "
                           "spend", infeasible_result(s, method, Infeasible("not certified")))
+    spent = spend_alpha(scenario, s, p)   # before the plan is written: its certificate names the account
     if out is not None:
         save_plan(p, out)
-    return Planned(p, s, out, time_limit, extrapolation_warnings(s, len(p.epochs)))
+    return Planned(p, s, out, time_limit, extrapolation_warnings(s, len(p.epochs)) + ((spent,) if spent else ()))
+
+
+def spend_alpha(given: "str | Scenario", s: "Scenario", p: "Plan") -> Optional[str]:
+    """Record a certificate with a confidence in the ledger of its calibration (depl.workflows.alpha_spent); the
+    warning when that calibration certified other plans before (the α spent in all), else None."""
+    cert = p.info.get("certificate") if isinstance(p.info, dict) else None
+    if not cert or not cert.get("certified") or not cert.get("calibration"):
+        return None
+    from .alpha_spent import ledger_path, plan_hash, record
+
+    cal = cert["calibration"]
+    spent = record(ledger_path(given if isinstance(given, str) else None, s.name),
+                   {"calibration": cal["digest"], "loss": cal["loss"], "omega": cal["omega"],
+                    "alpha": cert["alpha_spent"], "plan": plan_hash(p)})
+    cert["alpha_ledger"] = {"path": str(spent.path), "certificates_before": spent.before,
+                            "alpha_total": spent.total}
+    return spent.warning(f"the calibration of {s.name!r} (table {cal['digest'][:12]})")
 
 
 def stricter(s: "Scenario", slack: float) -> float:
