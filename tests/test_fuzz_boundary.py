@@ -72,6 +72,17 @@ def plan_doc(tmp_path_factory):
     return json.loads(json.dumps(make_plan(load_scenario("mnist1d-small"), "depl", Options(eta=40)).to_json()))
 
 
+@pytest.fixture(scope="module")
+def uncalibrated_doc():
+    """A plan of the law as fitted: its data may be swapped (to CIFAR-10) without its calibration runs' conditions
+    (MNIST-1D) refusing the plan first."""
+    from depl.planners import Options, make_plan
+    from depl.scenario import load_scenario
+
+    s = load_scenario("mnist1d-small").uncalibrated()
+    return json.loads(json.dumps(make_plan(s, "depl", Options(eta=40)).to_json()))
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(data=st.data())
@@ -284,7 +295,8 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
         assert small.post("/v1/fleet/push-messages", content=b"x" * 1000).status_code == 502
 
 
-def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_without_showing_them(depl_cli, plan_doc,
+def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_without_showing_them(depl_cli,
+                                                                                                   uncalibrated_doc,
                                                                                                    tmp_path):
     """A plan's CIFAR-10 folder lies inside the data folder, but what is in it does not: a batch linked out
     of it (to a file whose bytes must not show), its cifar-10-batches-py linked out, tiny pickles that
@@ -323,7 +335,7 @@ def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_with
             if name == "oversized":
                 os.truncate(folder / "data_batch_2", MAX_BATCH_BYTES + 1)
     for i, name in enumerate(cases):
-        doc = copy.deepcopy(plan_doc)
+        doc = copy.deepcopy(uncalibrated_doc)
         for d in doc["scenario_spec"]["datasets"]:
             d["source"], d["path"] = "cifar10", name
         (work / f"p{i}.json").write_text(json.dumps(doc))
