@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
 OFFSETS = {"certify": 0, "search": 0, "validate": 100_000, "coverage": 200_000}   # each command's block above B
 RULE = "docs/certificate.md, \"Seeds are used once\""
+SAID = {"search": "plan --certify"}   # a command as the user types it, where its ledger name is not that
 
 
 class SeedsUsed(ValueError):
@@ -143,7 +144,7 @@ class Ledger:
         said = "; ".join(f"seeds {ranges_text(o)} by {', '.join(whats)}" for o, whats in by.items())
         raise SeedsUsed(f"{asked} (seeds {first}..{last}): the plan's lineage used {said}. Seeds that judge a plan "
                         f"are used once ({RULE}): the first free seed is {self.default(command)} (the default of "
-                        f"`depl {command}`; the ledger's seeds end at {self.highest()})")
+                        f"`depl {SAID.get(command, command)}`; the ledger's seeds end at {self.highest()})")
 
     def to_json(self) -> list[dict]:
         return [u.to_json() for u in self.uses]
