@@ -333,16 +333,20 @@ def search_problem(plan: "Plan", where: str) -> str | None:
         row = c["candidates"][c["returned"]]
         store, first, runs, met = Path(c["store"]), int(c["first_seed"]), int(c["runs"]), int(c["met"])
         rid, K, a = row["trains_with"], int(row["epochs"]), float(row["alpha"])
-    except (KeyError, IndexError, TypeError, ValueError):
+        # the runs its seeds were read from, the longest first (one, its group's, before groups stopped short)
+        rids = [str(x) for x in (row.get("read_from") or [rid])]
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return f"{where}: info.certificate: not a certified search's record (depl.search/1): make the plan again"
     if not store.is_file():
         return None
     with Store(store, readonly=True) as st:
-        losses, gone = st.losses(rid), st.diverged(rid)
+        read = [(st.losses(x), st.diverged(x)) for x in rids]
     test = Sequential(c.get("omega", plan.omega), a, c.get("prior", "uniform") or DEFAULT_PRIOR)
     for seed in range(first, first + runs):
         if test.decided:
             break
+        # the first run holding the seed to epoch K or that saw it diverge (depl.train.search.source)
+        losses, gone = next(((ls, g) for ls, g in read if seed in g or len(ls.get(seed) or []) >= K), read[0])
         row_losses = losses.get(seed) or []
         x = math.inf if (seed in gone and gone[seed] <= K) or len(row_losses) < K else float(row_losses[K - 1])
         test.add(x <= plan.loss_target)

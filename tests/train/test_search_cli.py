@@ -42,12 +42,18 @@ def test_the_search_returns_a_certified_plan_whose_certificate_recounts_from_the
     assert all(c["verdict"] in ("refuted", "dropped") for c in rows[:b])
     first = cert["first_seed"]
     with Store(folder / "runs.sqlite") as st:
-        for c in rows:   # each candidate's count, read again from the store at its own length
-            losses, gone = st.losses(c["trains_with"]), st.diverged(c["trains_with"])
-            finals = [math.inf if s in gone and gone[s] <= c["epochs"] else losses[s][c["epochs"] - 1]
-                      for s in range(first, first + c["runs"])]
+        for c in rows:   # each candidate's count, read again from the store at its own length, from the run of its
+            read = [(st.losses(rid), st.diverged(rid)) for rid in c["read_from"]]   # group that holds the seed
+            assert c["read_from"][0] == c["trains_with"] or c["trains_with"] not in c["read_from"]
+            finals = []
+            for s in range(first, first + c["runs"]):
+                losses, gone = next((ls, g) for ls, g in read if s in g or len(ls.get(s, [])) >= c["epochs"])
+                finals.append(math.inf if s in gone and gone[s] <= c["epochs"] else losses[s][c["epochs"] - 1])
             assert sum(f <= 1.5 for f in finals) == c["met"], c
-        trained = sum(len(st.losses(rid)) for rid in {c["trains_with"] for c in rows})
+        held = {t["run"]: (t["epochs"], t["seeds"]) for t in cert["trained"]}
+        assert held == {rid: (len(next(iter(st.losses(rid).values()))), len(st.losses(rid))) for rid in held}
+        assert sum(e * n for e, n in held.values()) == cert["seed_epochs"] == st.count_epochs()
+        trained = sum(n for _, n in held.values())
     assert trained == cert["runs_trained"]
     assert cert["runs_trained"] < sum(c["runs"] for c in rows)     # nested candidates shared their runs
     assert (folder / "candidates.png").stat().st_size > 0

@@ -3,15 +3,19 @@ certified search (`depl.certificate.search`) returns the cheapest one the runs c
 
 One run of a schedule yields every prefix: candidates whose jobs train the same thing — the same data, model
 versions, nodes per cluster and training options, and the same (epoch, model version, cluster) for every epoch of
-the shorter — form a group, and each seed trains only the group's longest job; each candidate reads ℓ(K_i) at its
-own length K_i from the stored per-epoch test losses (the compute per node changes the cost and the time, never
-the losses: it is not part of a job).  A seed that diverged at epoch d is a miss for every candidate of K ≥ d and
-counts as the finite run it was for the shorter ones.
+the shorter — form a group (`covers`; a learning rate scheduled over the whole run, `schedule = "cosine"`, makes
+a shorter job's epochs differ from a longer one's, so such jobs nest only with themselves).  Each batch, a group
+trains only its longest candidate still in the race — the group's longest job while that one is, a shorter one
+once it was dropped, certified, refuted or stopped — under the run id `search-…` of that job; each candidate reads
+ℓ(K_i) at its own length from the run of its group that holds the seed (`source`: the longest first).  A seed
+that diverged at epoch d is a miss for every candidate of K ≥ d and counts as the finite run it was for the
+shorter ones.
 
 Seeds F, F+1, … train in batches, every group with a candidate still in the race on the same seed numbers
-(`depl.train.executors.run_all`), into the store under run ids `search-…` of the group's job; a rerun with the
-same arguments replays the store to the same decisions, and a store whose runs were counted at another α or from
-another first seed is refused (each search spends its α once, on its own seeds).
+(`depl.train.executors.run_all`); a seed a run of the group already holds far enough is read, not trained, so a
+rerun with the same arguments replays the store to the same decisions (and a store whose groups trained their
+longest job on every seed, as depl did before groups stopped short, replays as it was).  A store whose runs were
+counted at another α or from another first seed is refused (each search spends its α once, on its own seeds).
 """
 
 from __future__ import annotations
@@ -67,10 +71,14 @@ def _rest(job: Job) -> str:
 
 
 def covers(longer: Job, shorter: Job) -> bool:
-    """Whether a run of `longer` trains `shorter` as its first epochs (the same data, options, first version, and
-    the same version on the same cluster, with the same specs and node counts, at every epoch of `shorter`)."""
+    """Whether a run of `longer` trains `shorter` as its first epochs: the same data, options and first version;
+    the same version on the same cluster, with the same specs and node counts, and the same learning rate at
+    every epoch of `shorter` (a rate scheduled over the job's length, cosine, differs between two lengths)."""
     n = len(shorter.epochs)
     if len(longer.epochs) < n or _rest(longer) != _rest(shorter) or list(longer.epochs[:n]) != list(shorter.epochs):
+        return False
+    o, m = longer.options, len(longer.epochs)
+    if any(o.lr_at(k, n) != o.lr_at(k, m) for k in range(1, n + 1)):
         return False
     return all(longer.versions[v].to_json() == shorter.versions[v].to_json() and longer.nodes[c] == shorter.nodes[c]
                for _, v, c in shorter.epochs)
@@ -81,6 +89,23 @@ def group(cands: list[Candidate]) -> None:
     for c in cands:
         covering = [i for i, d in enumerate(cands) if covers(d.job, c.job)]
         c.group = max(covering, key=lambda i: (cands[i].epochs, -i))
+
+
+def recorded_candidates(st: Store, certificate: dict) -> list[Candidate]:
+    """The candidates of a search as its certificate (`depl.search/1`) records them: each the first K epochs of
+    the plan and job of its group's run in `st` (`trains_with`), at its recorded cost.  StoreError where the
+    store has no such run."""
+    specs = {r["run_id"]: r["spec"] for r in st.runs("search")}
+    out = []
+    for row in certificate["candidates"]:
+        if row["trains_with"] not in specs:
+            raise StoreError(f"{st.path}: no search run {row['trains_with']} (candidate [{row['index']}]): not the "
+                             "store of this search")
+        spec, k = specs[row["trains_with"]], int(row["epochs"])
+        job, plan = Job.from_json(spec["job"]), Plan.from_json(spec["plan"])
+        out.append(Candidate(dataclasses.replace(plan, epochs=plan.epochs[:k], cost=float(row["cost"])),
+                             row.get("proposed_at") or {}, dataclasses.replace(job, epochs=job.epochs[:k])))
+    return out
 
 
 def make_candidate(plan: Plan, proposed: dict, device: str = "cpu") -> Candidate:
@@ -95,11 +120,13 @@ class Searched:
     candidates: list[Candidate]
     first_seed: int
     seeds: int                            # seeds F .. F + seeds − 1 drawn
-    trained: dict[int, int]               # group → seeds trained for it
-    run_ids: dict[int, str]               # group → its run id in the store
+    trained: dict[str, int]               # run id → seeds of the search it holds (trained for it, or before)
+    run_ids: dict[int, str]               # group → the run id of its longest job
     store: str
     seconds: float
     outcomes: dict[int, list[float]] = field(default_factory=dict)  # candidate → ℓ(K_i) of each counted seed
+    epochs: dict[str, int] = field(default_factory=dict)            # run id → its job's epochs
+    read_from: dict[int, list[str]] = field(default_factory=dict)   # candidate → the runs its seeds were read from
 
     @property
     def runs_trained(self) -> int:
@@ -107,7 +134,7 @@ class Searched:
 
     @property
     def seed_epochs(self) -> int:
-        return sum(n * self.candidates[g].epochs for g, n in self.trained.items())
+        return sum(n * self.epochs[rid] for rid, n in self.trained.items())
 
 
 def _identity(alpha: float, first_seed: int, prior: str) -> dict:
@@ -133,14 +160,20 @@ def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: in
                                  "--store")
 
 
-def _register(st: Store, cands: list[Candidate], alpha: float, first_seed: int, prior: str) -> dict[int, str]:
-    run_ids = {g: execute.run_id_for(cands[g].job, "local", prefix="search") for g in sorted({c.group for c in cands})}
-    check_store(st, run_ids, alpha, first_seed, prior)
-    for g, rid in run_ids.items():
-        p = dataclasses.replace(cands[g].plan, solve_seconds=0.0).to_json()  # its identity: nothing timed
-        p["info"] = {"search": _identity(alpha, first_seed, prior)}
-        execute.register(st, rid, "search", cands[g].job, {"backend": "local", "plan": p})
-    return run_ids
+def _register(st: Store, cand: Candidate, run_id: str, alpha: float, first_seed: int, prior: str) -> None:
+    p = dataclasses.replace(cand.plan, solve_seconds=0.0).to_json()  # its identity: nothing timed
+    p["info"] = {"search": _identity(alpha, first_seed, prior)}
+    execute.register(st, run_id, "search", cand.job, {"backend": "local", "plan": p})
+
+
+def source(read: dict[str, tuple[dict, dict]], runs: list[str], seed: int, k: int) -> str | None:
+    """The first of `runs` (a group's runs that cover a job of k epochs, the longest first) that holds `seed` to
+    epoch k or saw it diverge (`read`: run id → (its per-epoch losses, its diverged seeds)); None: none does."""
+    for rid in runs:
+        losses, gone = read.get(rid, ({}, {}))
+        if seed in gone or len(losses.get(seed, ())) >= k:
+            return rid
+    return None
 
 
 def final_loss(losses: dict[int, list[float]], gone: dict[int, int], seed: int, k: int) -> float:
@@ -154,37 +187,71 @@ def final_loss(losses: dict[int, list[float]], gone: dict[int, int], seed: int, 
 def run_search(cands: list[Candidate], search: Search, *, store: str | Store, first_seed: int, batch: int = 32,
                options: dict | None = None, progress: Callable | None = None,
                on_batch: Callable | None = None) -> Searched:
-    """Train seeds F, F+1, … `batch` at a time for every group with a candidate in the race, feed each candidate's
-    outcomes to `search` in seed order, until it is finished.  `progress(run_id, seed, epoch, result)` after every
-    epoch; `on_batch(search, seeds drawn, seconds)` after every batch.  Raises ValueError (StoreError …)."""
+    """Train seeds F, F+1, … `batch` at a time for every group with a candidate in the race, each group its longest
+    such candidate's job, feed each candidate's outcomes to `search` in seed order, until it is finished.
+    `progress(run_id, seed, epoch, result)` after every epoch; `on_batch(search, seeds drawn, seconds)` after every
+    batch.  Raises ValueError (StoreError …)."""
     from .executors import run_all
 
     group(cands)
     st = store if isinstance(store, Store) else Store(store)
-    run_ids = _register(st, cands, search.alpha, first_seed, search.prior)
+    ids = {i: execute.run_id_for(c.job, "local", prefix="search") for i, c in enumerate(cands)}
+    check_store(st, ids, search.alpha, first_seed, search.prior)
+    run_ids = {g: ids[g] for g in sorted({c.group for c in cands})}
+    epochs = {ids[i]: c.epochs for i, c in enumerate(cands)}
+    # the runs of each candidate's group that cover it, the longest first
+    covering = {i: list(dict.fromkeys(ids[j] for j in sorted(range(len(cands)), key=lambda j: (-cands[j].epochs, j))
+                                      if cands[j].group == c.group and cands[j].epochs >= c.epochs))
+                for i, c in enumerate(cands)}
+    registered: set[str] = set()
     target = cands[0].plan.loss_target
-    trained = {g: 0 for g in run_ids}
+    trained: dict[str, int] = {}
+    read_from: dict[int, list[str]] = {i: [] for i in range(len(cands))}
     outcomes: dict[int, list[float]] = {i: [] for i in range(len(cands))}
     t0, start = time.perf_counter(), first_seed
     while not search.finished:
         alive = search.alive()
-        groups = sorted({cands[i].group for i in alive})
         seeds = list(range(start, start + batch))
-        run_all(st, [(run_ids[g], cands[g].job, seeds) for g in groups], progress=progress,
-                **{**(options or {}), "seed_batch": batch})
-        read = {g: (st.losses(run_ids[g]), st.diverged(run_ids[g])) for g in groups}
+        # each group trains its longest candidate in the race, on the seeds no run of the group holds that far
+        longest = {}
+        for i in alive:
+            g = cands[i].group
+            if g not in longest or (cands[i].epochs, -i) > (cands[longest[g]].epochs, -longest[g]):
+                longest[g] = i
+        runs = sorted({rid for i in alive for rid in covering[i]})
+        read = {rid: (st.losses(rid), st.diverged(rid)) for rid in runs}
+        todo = []
+        for g, j in sorted(longest.items()):
+            need = [s for s in seeds if source(read, covering[j], s, cands[j].epochs) is None]
+            if need:
+                if ids[j] not in registered:
+                    _register(st, cands[j], ids[j], search.alpha, first_seed, search.prior)
+                    registered.add(ids[j])
+                todo.append((ids[j], cands[j].job, need))
+        if todo:
+            run_all(st, todo, progress=progress, **{**(options or {}), "seed_batch": batch})
+            read.update({rid: (st.losses(rid), st.diverged(rid)) for rid, _, _ in todo})
+        for j in longest.values():
+            for s in seeds:
+                rid = source(read, covering[j], s, cands[j].epochs)
+                if rid is None:
+                    raise StoreError(f"{st.path}: run {ids[j]} has no epoch {cands[j].epochs} of seed {s} after "
+                                     "training it")
+                trained[rid] = trained.get(rid, 0) + 1
         for s in seeds:
             for i in alive:
                 if search.arms[i].test.decided or search.arms[i].test.runs >= search.max_runs:
                     continue
-                loss = final_loss(*read[cands[i].group], s, cands[i].epochs)
+                rid = source(read, covering[i], s, cands[i].epochs)
+                if rid not in read_from[i]:
+                    read_from[i].append(rid)
+                loss = final_loss(*read[rid], s, cands[i].epochs)
                 outcomes[i].append(loss)
                 search.record(i, loss <= target)
-        for g in groups:
-            trained[g] += len(seeds)
         start += len(seeds)
         search.after_batch()
         if on_batch is not None:
             on_batch(search, start - first_seed, time.perf_counter() - t0)
     return Searched(search, cands, first_seed, start - first_seed, trained, run_ids, str(st.path),
-                    time.perf_counter() - t0, outcomes)
+                    time.perf_counter() - t0, outcomes, epochs,
+                    {i: sorted(r, key=covering[i].index) for i, r in read_from.items()})

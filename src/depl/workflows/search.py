@@ -10,7 +10,7 @@
    share of α, on the same fresh seeds F, F+1, …; hopeless ones are dropped; the search stops when the
    cheapest candidate neither dropped nor refuted is certified, and returns it.
 3. **Training** (`depl.train.search`): one run of a schedule yields every prefix, so each group of candidates
-   whose jobs nest trains only its longest.
+   whose jobs nest trains, each batch, only its longest candidate still in the race.
 
 The plan returned carries the scenario's own target (ω, ℓmax) and `info.certificate`: the statement's α, the
 runs counted for it and by the whole search, the seeds, and every candidate's verdict.
@@ -135,8 +135,10 @@ def candidate_rows(prep: Prepared) -> list[dict]:
 
 
 def certificate_json(r: "Searched") -> dict:
-    """info.certificate: the verdict, α, the runs counted for the plan returned and by the whole search, the seeds,
-    and every candidate (schedule, cost, weight, verdict, runs, met, anytime-valid lower bound)."""
+    """info.certificate: the verdict, α, the runs counted for the plan returned and by the whole search, the runs
+    trained (each run of the store, its epochs and the search's seeds it holds), the seeds, and every candidate
+    (schedule, cost, weight, verdict, runs, met, anytime-valid lower bound, its group's run `trains_with` and the
+    runs its seeds were read from, `read_from`, the longest first)."""
     s, cands = r.search, r.candidates
     b = s.best()
     rows = []
@@ -145,7 +147,8 @@ def certificate_json(r: "Searched") -> dict:
         rows.append({"index": a.index, "schedule": c.words(), "cost": c.plan.cost, "epochs": c.epochs,
                      "weight": a.weight, "alpha": v.alpha, "verdict": a.status, "runs": v.runs, "met": v.hits,
                      "lower_bound": v.lower, "upper_bound": v.upper, "proposed_at": c.proposed,
-                     "trains_with": r.run_ids[c.group], "dropped_after": a.dropped_after})
+                     "trains_with": r.run_ids[c.group], "read_from": r.read_from.get(a.index, []),
+                     "dropped_after": a.dropped_after})
     more = None
     if b is None and s.outcome != "refuted":
         i = s.likeliest()
@@ -154,7 +157,9 @@ def certificate_json(r: "Searched") -> dict:
             "omega": float(s.omega), "loss_target": cands[0].plan.loss_target, "returned": b,
             "runs": s.arms[b].state.runs if b is not None else 0,
             "met": s.arms[b].state.hits if b is not None else 0,
-            "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs, "first_seed": r.first_seed,
+            "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs,
+            "trained": [{"run": rid, "epochs": r.epochs[rid], "seeds": n} for rid, n in sorted(r.trained.items())],
+            "first_seed": r.first_seed,
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
             "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
             "rule": f"weighted e-Bonferroni over candidates fixed in advance: each a sequential mixture test ({s.prior} "

@@ -1,0 +1,238 @@
+"""A certified search's group trains, each batch, only as far as its longest candidate still in the race: real
+training at tiny size (digits, 3 epochs), the committed searches replayed from their stores without training."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from depl.certificate.search import Search
+from depl.plan import Plan
+from depl.store import Store
+from depl.train.execute import register, run_id_for
+from depl.train.executors import run_all
+from depl.train.federation import Job
+from depl.train.search import Candidate, _register, covers, group, recorded_candidates, run_search
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "docs" / "certificate-store" / "search"
+TRAIN = dict(workers=1, threads=1)
+
+
+def _spec(store: Path, rid: str) -> dict:
+    with Store(store, readonly=True) as st:
+        return next(r["spec"] for r in st.runs("search") if r["run_id"] == rid)
+
+
+def _candidates(store: Path, rid: str, lengths: list[int], costs: list[float]) -> list[Candidate]:
+    """Candidates that are the first `lengths` epochs of a stored search run's plan and job."""
+    spec = _spec(store, rid)
+    job, plan = Job.from_json(spec["job"]), Plan.from_json(spec["plan"])
+    return [Candidate(dataclasses.replace(plan, epochs=plan.epochs[:k], cost=c), {},
+                      dataclasses.replace(job, epochs=job.epochs[:k])) for k, c in zip(lengths, costs)]
+
+
+def _epochs(store: Path) -> dict[str, int]:
+    with Store(store, readonly=True) as st:
+        return {r["run_id"]: st.count_epochs(r["run_id"]) for r in st.runs()}
+
+
+KEEP = ("verdict", "runs", "met", "lower_bound", "dropped_after")
+
+
+def _decisions(search: Search) -> list[tuple]:
+    return [(a.status, a.test.runs, a.test.hits, a.state.lower, a.dropped_after) for a in search.arms]
+
+
+# --------------------------------------------------------------------------- #
+# covers: a schedule over the job's length does not nest
+# --------------------------------------------------------------------------- #
+
+def _digits_job() -> Job:
+    return Job.from_json(_spec(RECORDS / "digits-small-2" / "runs.sqlite", "search-ceaf020f90a5")["job"])
+
+
+def test_a_learning_rate_scheduled_over_the_jobs_length_does_not_nest():
+    job = _digits_job()
+    short = dataclasses.replace(job, epochs=job.epochs[:3])
+    assert covers(job, short) and covers(job, job) and not covers(short, job)
+    for sched, nests in (("cosine", False), ("step", True)):
+        opts = job.options.model_copy(update={"schedule": sched, "step_every": 2 if sched == "step" else None})
+        long_s, short_s = (dataclasses.replace(j, options=opts) for j in (job, short))
+        assert covers(long_s, short_s) is nests, sched
+        assert covers(long_s, long_s) and covers(short_s, short_s)
+    # one epoch: the first epoch's rate is the same over any length, even cosine
+    opts = job.options.model_copy(update={"schedule": "cosine"})
+    assert covers(dataclasses.replace(job, options=opts), dataclasses.replace(job, epochs=job.epochs[:1], options=opts))
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_a_shorter_jobs_run_is_the_longer_runs_prefix_exactly_where_they_nest(tmp_path, schedule):
+    """Trained for real: the data draw, the initialisation, pruning at the switch and the learning rate of a run
+    of 2 epochs are those of a run of 3 on the same seed — unless the rate is scheduled over the run's length."""
+    job = _digits_job()
+    opts = job.options.model_copy(update={"schedule": schedule})
+    long_j = dataclasses.replace(job, epochs=job.epochs[:3], options=opts)
+    short_j = dataclasses.replace(job, epochs=job.epochs[:2], options=opts)
+    with Store(tmp_path / "runs.sqlite") as st:
+        ids = []
+        for j in (long_j, short_j):
+            rid = run_id_for(j, "local", prefix="prefix")
+            register(st, rid, "plan", j, {"backend": "local"})
+            run_all(st, [(rid, j, [5, 6])], seed_batch=2, **TRAIN)
+            ids.append(rid)
+        long_l, short_l = st.losses(ids[0]), st.losses(ids[1])
+    for s in (5, 6):
+        assert len(long_l[s]) == 3 and len(short_l[s]) == 2
+        same = short_l[s] == pytest.approx(long_l[s][:2], rel=1e-6, abs=1e-7)
+        assert same is (schedule == "constant"), (s, short_l[s], long_l[s])
+        assert covers(long_j, short_j) is (schedule == "constant")
+
+
+# --------------------------------------------------------------------------- #
+# run_search: the group stops short once its longest candidate left the race
+# --------------------------------------------------------------------------- #
+
+FIRST, BATCH = 40, 4
+
+
+def _search(max_runs: int = 40) -> Search:
+    # every run meets ℓmax (2.5 ≥ any loss after an epoch); the 3-epoch candidate holds nearly all of α, so it
+    # certifies after 10 runs (3 batches) while the 2-epoch one, at a tenth of that, needs 13 (a 4th batch)
+    return Search([1.0, 2.0], 0.5, 0.05, shares=[0.005, 0.045], max_runs=max_runs)
+
+
+def _group_cands() -> list[Candidate]:
+    cands = _candidates(RECORDS / "digits-small-2" / "runs.sqlite", "search-ceaf020f90a5", [2, 3], [1.0, 2.0])
+    for c in cands:
+        c.plan = dataclasses.replace(c.plan, loss_target=2.5)
+    return cands
+
+
+@pytest.fixture(scope="module")
+def truncated(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("groups")
+    s = _search()
+    r = run_search(_group_cands(), s, store=folder / "runs.sqlite", first_seed=FIRST, batch=BATCH, options=TRAIN)
+    return folder, r
+
+
+def test_a_group_whose_longest_candidate_left_the_race_trains_fewer_epochs_on_later_seeds(truncated):
+    folder, r = truncated
+    cands, s = r.candidates, r.search
+    assert [c.group for c in cands] == [1, 1]                         # one group: the 3-epoch job covers the 2
+    assert s.arms[1].status == "certified" and s.arms[0].status == "certified"
+    long_runs, short_runs = s.arms[1].test.runs, s.arms[0].test.runs
+    assert long_runs < short_runs <= r.seeds                          # the longest left the race first
+    long_id, short_id = r.run_ids[1], run_id_for(cands[0].job, "local", prefix="search")
+    with Store(folder / "runs.sqlite", readonly=True) as st:
+        long_l, short_l = st.losses(long_id), st.losses(short_id)
+        total = st.count_epochs()
+    batches_long = -(-long_runs // BATCH) * BATCH                     # the batches it was in the race for
+    assert sorted(long_l) == list(range(FIRST, FIRST + batches_long))
+    assert all(len(v) == 3 for v in long_l.values())
+    assert sorted(short_l) == list(range(FIRST + batches_long, FIRST + r.seeds))   # later seeds: 2 epochs each
+    assert all(len(v) == 2 for v in short_l.values())
+    assert r.trained == {long_id: batches_long, short_id: r.seeds - batches_long}
+    assert r.seed_epochs == total == 3 * batches_long + 2 * (r.seeds - batches_long) < 3 * r.seeds
+    assert r.runs_trained == r.seeds
+    assert r.read_from == {0: [long_id, short_id], 1: [long_id]}
+    # the outcomes counted are the losses of the run that trained each seed, at each candidate's own length
+    assert r.outcomes[0] == [(long_l.get(x) or short_l[x])[1] for x in range(FIRST, FIRST + short_runs)]
+
+
+def test_a_rerun_replays_the_truncated_store_to_the_same_decisions_without_training(truncated):
+    folder, r = truncated
+    before = _epochs(folder / "runs.sqlite")
+    s = _search()
+    again = run_search(_group_cands(), s, store=folder / "runs.sqlite", first_seed=FIRST, batch=BATCH,
+                       options=TRAIN)
+    assert _epochs(folder / "runs.sqlite") == before
+    assert _decisions(s) == _decisions(r.search) and again.outcomes == r.outcomes
+    assert (again.trained, again.seed_epochs, again.read_from) == (r.trained, r.seed_epochs, r.read_from)
+
+
+def test_a_store_whose_group_trained_its_longest_job_on_every_seed_replays_to_the_same_decisions(truncated, tmp_path):
+    """The store depl wrote before groups stopped short: the 3-epoch job on every seed.  Read back, it trains
+    nothing, counts what it holds, and decides as the truncated search did (the same hits for every candidate)."""
+    _, r = truncated
+    cands = _group_cands()
+    group(cands)
+    rid = run_id_for(cands[1].job, "local", prefix="search")
+    with Store(tmp_path / "runs.sqlite") as st:
+        _register(st, cands[1], rid, 0.05, FIRST, "spiked")
+        run_all(st, [(rid, cands[1].job, list(range(FIRST, FIRST + r.seeds)))], seed_batch=BATCH, **TRAIN)
+    before = _epochs(tmp_path / "runs.sqlite")
+    s = _search()
+    old = run_search(_group_cands(), s, store=tmp_path / "runs.sqlite", first_seed=FIRST, batch=BATCH, options=TRAIN)
+    assert _epochs(tmp_path / "runs.sqlite") == before == {rid: 3 * r.seeds}
+    assert _decisions(s) == _decisions(r.search)
+    assert old.trained == {rid: r.seeds} and old.seed_epochs == 3 * r.seeds and old.read_from == {0: [rid], 1: [rid]}
+    for i in (0, 1):
+        assert old.outcomes[i] == pytest.approx(r.outcomes[i], rel=1e-6, abs=1e-7)
+
+
+# --------------------------------------------------------------------------- #
+# The committed searches (docs/certificate.md) read back from their stores
+# --------------------------------------------------------------------------- #
+
+@pytest.mark.parametrize("name", ["digits-small-2", "mnist1d-small"])
+def test_a_committed_search_replays_from_its_store_without_training(tmp_path, name):
+    """Its candidates as they were (each the first K epochs of its group's run), its store read back: the same
+    verdicts, runs, hits and bounds, the same cost, and not one epoch trained."""
+    cert = json.loads((RECORDS / name / "plan.json").read_text())["info"]["certificate"]
+    store = tmp_path / "runs.sqlite"
+    shutil.copy(RECORDS / name / "runs.sqlite", store)
+    before = _epochs(store)
+    rows = cert["candidates"]
+    with Store(store, readonly=True) as st:
+        cands = recorded_candidates(st, cert)
+    s = Search([c["cost"] for c in rows], cert["omega"], cert["alpha"], shares=[c["weight"] for c in rows],
+               max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert["prior"])
+    r = run_search(cands, s, store=store, first_seed=cert["first_seed"], batch=16, options=TRAIN)
+    assert _epochs(store) == before
+    assert [r.run_ids[c.group] for c in cands] == [c["trains_with"] for c in rows]
+    assert [[getattr(a, "status")] + [a.test.runs, a.test.hits, a.state.lower, a.dropped_after] for a in s.arms] == \
+        [[c[k] for k in KEEP] for c in rows]
+    assert (s.best(), r.runs_trained, r.seed_epochs) == (cert["returned"], cert["runs_trained"], cert["seed_epochs"])
+    assert [r.seeds] == [cert["seeds"][1] - cert["seeds"][0] + 1]
+
+
+def test_the_plan_returneds_certificate_recounts_from_the_runs_its_seeds_were_read_from(truncated):
+    """`depl validate`/`depl run` recount a search's certificate from its store (depl.ledger.search_problem): from
+    every run the plan's seeds were read from, the longest first; its group's run alone does not hold them all."""
+    from depl.ledger import search_problem
+    from depl.workflows.search import certificate_json
+
+    _, r = truncated
+    cert = certificate_json(r)
+    b = cert["returned"]
+    assert b == 0 and len(cert["candidates"][b]["read_from"]) == 2
+    assert {t["run"]: t["seeds"] for t in cert["trained"]} == r.trained
+    plan = dataclasses.replace(r.candidates[b].plan, info={"certificate": cert})
+    assert search_problem(plan, "plan.json") is None
+    row = {**cert["candidates"][b], "read_from": cert["candidates"][b]["read_from"][:1]}
+    cut = {**cert, "candidates": [row if i == b else c for i, c in enumerate(cert["candidates"])]}
+    why = search_problem(dataclasses.replace(plan, info={"certificate": cut}), "plan.json")
+    assert why is not None and "not what the file says" in why
+
+
+@pytest.mark.parametrize("name, short, seeds", [("digits-small-2", 1424, 80), ("mnist1d-small", 4864, 176)])
+def test_the_docs_figures_of_a_group_stopping_short_are_the_replay_scripts(name, short, seeds):
+    """docs/certificate.md's seed-epochs of the committed searches where groups stop short: scripts/search_replay.py's
+    output (the same decisions, nothing trained), and the page says them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_replay", ROOT / "scripts" / "search_replay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.replay(RECORDS / name, 16)
+    assert out["same_decisions"] and out["epochs_trained_by_the_replay"] == 0
+    assert out["seed_epochs_held"] == out["seed_epochs_recorded"] > out["seed_epochs_stopping_short"] == short
+    doc = " ".join((ROOT / "docs" / "certificate.md").read_text(encoding="utf-8").split())
+    assert f"{short:,} seed-epochs" in doc and f"{seeds} seeds after" in doc
+    assert f"python scripts/search_replay.py docs/certificate-store/search/{name}" in doc
