@@ -245,7 +245,7 @@ def calibration_route(a, clock: Clock) -> dict:
     d = tomllib.loads(a.scenario.read_text(encoding="utf-8"))
     omega, alpha = d["target"]["quantile"], d["target"].get("alpha", 0.05)
     code, _, err = run_cli(["plan", str(a.scenario)], log)
-    r: dict = {"key": key, "first_refusal": {"exit_code": code, "says": err.strip()[-600:]}}
+    r: dict = {"key": key, "first_refusal": {"exit_code": code, "says": err.strip()}}
     if code == 0:
         bad_input(f"{a.scenario}: `depl plan` already returns a plan; the calibration route starts from its refusal")
     flags, labels = profile_args(a.scenario)
@@ -276,8 +276,14 @@ def calibration_route(a, clock: Clock) -> dict:
         if code != 0:
             raise SystemExit(f"depl calibrate exited {code} (see {log}): {err.strip()[-400:]}")
         code, out, err = run_cli(["plan", str(folder / "calibrated.toml"), "--out", str(plan_out), "--json"], log)
+        table = tomllib.loads((folder / "calibrated.toml").read_text(encoding="utf-8"))["calibration"]
         rounds.append({"seeds_per_experiment": seeds, "plan_exit_code": code, "seconds": time.perf_counter() - t0,
-                       "experiments": _experiments(prof), "refusal": None if code == 0 else err.strip()[-600:]})
+                       "profiled": [x["experiment"] for x in prof["runs"]], "profile_runs": prof["runs_trained"],
+                       "experiments": [e["label"] for e in table.get("experiments", [])],
+                       "refusal": None if code == 0 else err.strip()})
+        if sorted(rounds[-1]["experiments"]) != sorted(labels):
+            raise SystemExit(f"the calibration runs' experiments {rounds[-1]['experiments']} are not the fit's "
+                             f"{labels} (see {log})")
         if code == 0 or seeds >= a.calib_max_seeds:
             break
         more = runs_to_certify(err, omega, alpha, len(labels))
@@ -292,7 +298,7 @@ def calibration_route(a, clock: Clock) -> dict:
     epochs = int(d.get("fitted_epochs") or d["max_epochs"])
     r["seed_epochs"] = r["calibration_runs"] * epochs
     r["seeds"] = [a.calib_seed, a.calib_seed + last["seeds_per_experiment"] - 1]
-    r["seconds"] = sum(x["seconds"] for x in rounds)
+    r["seconds"] = sum(x["seconds"] for x in rounds)     # of this call: a resumed route counts only its own
     r["exit_code"] = last["plan_exit_code"]
     if last["plan_exit_code"] == 0:
         p = json.loads(plan_out.read_text(encoding="utf-8"))
@@ -307,14 +313,6 @@ def calibration_route(a, clock: Clock) -> dict:
     say(clock.line(f"calibration route: {'plan cost ' + format(r['cost'], '.6g') if r['cost'] is not None else 'refused'}"
                    f" after {r['calibration_runs']} calibration runs"))
     return r
-
-
-def _experiments(prof: dict) -> list:
-    """The experiments a `depl profile --json` ran, by label (whatever the JSON's shape: a list or a mapping)."""
-    exps = prof.get("experiments", prof)
-    if isinstance(exps, dict):
-        return sorted(exps)
-    return [e.get("label", e.get("name")) if isinstance(e, dict) else e for e in exps]
 
 
 # ----------------------------------------------------------------------- the route --uncalibrated + depl certify
@@ -370,8 +368,7 @@ def true_coverage(a, plans: list[tuple[str, object]], clock: Clock) -> dict[str,
     groups = sorted({c.group for c in cands})
     run_ids = {g: execute.run_id_for(cands[g].job, "local", prefix="truth") for g in groups}
     for g, rid in run_ids.items():
-        execute.register(st, rid, "truth", cands[g].job,
-                         {"backend": "local", "plan": cands[g].plan.to_json()})
+        execute.register(st, rid, "truth", cands[g].job, {"backend": "local"})   # the job is its identity
     seeds = list(range(a.truth_seed, a.truth_seed + a.truth))
     work = sum(cands[g].epochs for g in groups) * a.truth
     say(clock.line(f"true coverage: {len(plans)} plans in {len(groups)} groups ({', '.join(str(cands[g].epochs) for g in groups)} "
@@ -398,7 +395,7 @@ def true_coverage(a, plans: list[tuple[str, object]], clock: Clock) -> dict[str,
         out[name] = {"hits": hits, "runs": len(seeds), "rate": hits / len(seeds), "cp95": [lo, hi],
                      "lower95": clopper_pearson_lower(hits, len(seeds), 0.05),
                      "upper95": clopper_pearson_upper(hits, len(seeds), 0.05),
-                     "epochs": c.epochs, "trained_with": run_ids[c.group]}
+                     "epochs": c.epochs, "schedule": c.words(), "cost": p.cost, "trained_with": run_ids[c.group]}
     say(clock.line(f"true coverage: done ({count[0]} seed-epochs trained here, {time.perf_counter() - t0:.0f} s)"))
     return out
 
@@ -458,6 +455,11 @@ def fmt(x, spec=".6g") -> str:
     return "–" if x is None else format(x, spec)
 
 
+def _sched(route: dict) -> str:
+    t = route.get("true_coverage")
+    return f"{t['schedule']}, " if t else ""
+
+
 def markdown(rep: dict) -> str:
     s, w = rep["summary"], rep["omega"]
     lines = [f"Candidates (the same in every search: {'yes' if s['same_candidates_in_every_search'] else 'NO'}), "
@@ -489,11 +491,11 @@ def markdown(rep: dict) -> str:
               f"{fmt(s['cost_ratio'], '.4f')}); whose one-sided lower bound ≥ ω: "
               f"{'none' if cs is None else '[' + str(cs['index']) + '] ' + format(cs['cost'], '.6g')} (ratio "
               f"{fmt(s['cost_ratio_sure'], '.4f')})",
-              f"* calibration route: `depl plan` exit {fmt(cr['exit_code'])}, plan cost {fmt(cr['cost'])}, "
+              f"* calibration route: `depl plan` exit {fmt(cr['exit_code'])}, plan {_sched(cr)}cost {fmt(cr['cost'])}, "
               f"{fmt(cr['calibration_runs'])} calibration runs ({fmt(cr['seeds_per_experiment'])} per experiment, "
               f"{cr['rounds']} round(s)), {fmt(cr['seed_epochs'])} seed-epochs; true coverage "
               f"{cov_words(cr['true_coverage'])}",
-              f"* `--uncalibrated` + `depl certify`: plan cost {fmt(ur['cost'])}, {ur['verdict']} (exit "
+              f"* `--uncalibrated` + `depl certify`: plan {_sched(ur)}cost {fmt(ur['cost'])}, {ur['verdict']} (exit "
               f"{ur['exit_code']}) after {fmt(ur['runs_counted'])} runs counted ({fmt(ur['runs_trained'])} trained, "
               f"{fmt(ur['seed_epochs'])} seed-epochs); true coverage {cov_words(ur['true_coverage'])}"]
     return "\n".join(lines)
