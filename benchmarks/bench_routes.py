@@ -27,7 +27,8 @@ the calibration route's, mean cost against the cheapest candidate whose true cov
 one-sided lower bound does), the other two routes' cost and runs.  Progress lines with an ETA go to stderr.
 Resumable: every step keeps its store under `--out`, and a finished search or route is read back, not rerun.
 
-    PYTHONPATH=src python benchmarks/bench_routes.py --out /tmp/depl-routes          # 10 searches, 400 fresh seeds
+    PYTHONPATH=src python benchmarks/bench_routes.py --out docs/certificate-store/search/my-digits/routes \
+        --md docs/certificate-store/search/my-digits/routes/routes.md        # 10 searches, 400 fresh seeds
     PYTHONPATH=src python benchmarks/bench_routes.py --searches 2 --truth 100 --out /tmp/depl-routes-medium
     PYTHONPATH=src python benchmarks/bench_routes.py --small --out /tmp/depl-routes-small   # CI size
 
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import subprocess
@@ -510,6 +510,7 @@ def main(argv=None) -> int:
                     help="the folder of the task's own code [default: the scenario's folder]")
     ap.add_argument("--out", type=Path, default=Path("depl-routes"), help="the stores and results (resumable)")
     ap.add_argument("--json", type=Path, default=None, help="the report [default: OUT/routes.json]")
+    ap.add_argument("--md", type=Path, default=None, help="also write the markdown tables here")
     ap.add_argument("--searches", type=int, default=10)
     ap.add_argument("--first-search-seed", type=int, default=1_100_000, help=f"search i starts at F + {STRIDE}·i")
     ap.add_argument("--max-runs", type=int, default=500, help="a search's --max-runs")
@@ -577,8 +578,12 @@ def main(argv=None) -> int:
     rep["calibration_route"], rep["uncalibrated_route"] = calib, uncal
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
-    print(markdown(rep))
-    say(f"written {a.json}")
+    md = markdown(rep)
+    print(md)
+    if a.md is not None:
+        a.md.parent.mkdir(parents=True, exist_ok=True)
+        a.md.write_text(md + "\n", encoding="utf-8")
+    say(f"written {a.json}" + (f" and {a.md}" if a.md else ""))
     return 0
 
 

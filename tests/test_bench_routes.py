@@ -28,8 +28,9 @@ def _run(out: Path, *extra: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("routes") / "study"
-    r = _run(out)
+    r = _run(out, "--md", str(out / "routes.md"))
     assert r.returncode == 0, r.stderr[-3000:]
+    assert (out / "routes.md").read_text(encoding="utf-8") == r.stdout
     return out, r, json.loads((out / "routes.json").read_text(encoding="utf-8"))
 
 
