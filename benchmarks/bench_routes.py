@@ -253,9 +253,10 @@ def calibration_route(a, clock: Clock) -> dict:
     if n is None:
         bad_input(f"{a.scenario}: `depl plan` refused (exit {code}) without the runs that would certify: {err.strip()}")
     r["runs_per_experiment_asked"] = n
-    # the scenario beside the calibrated one, its code folder absolute (`depl calibrate` keeps the text)
+    # the scenario beside the calibrated one, its code folder relative to it (`depl calibrate` keeps the text)
     text = a.scenario.read_text(encoding="utf-8")
-    text = re.sub(r'(?m)^code_dir = ".*"$', f'code_dir = "{a.code.resolve()}"', text)
+    rel = Path(os.path.relpath(a.code.resolve(), folder.resolve())).as_posix()
+    text = re.sub(r'(?m)^code_dir = ".*"$', f'code_dir = "{rel}"', text)
     base = folder / "fitted.toml"
     base.write_text(text, encoding="utf-8")
     rounds = []
