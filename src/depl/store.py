@@ -4,7 +4,9 @@ Tables:
 
 * ``runs``: one row per run (a plan executed over seeds, or one profiling
   experiment), with its kind, its specification (the plan, the versions, the
-  data, the options) as JSON, and when it was created.
+  data, the options) as JSON, and when it was created.  A run started again
+  must have the same specification, but for the timings its plan file
+  records (`untimed`): a plan made again trains the same run.
 * ``epochs``: one row per (run, seed, epoch): the model version and cluster of
   the epoch, the test loss and accuracy after it, the mean training loss, and
   its timing (seconds of wall time, finish time).
@@ -131,6 +133,26 @@ CREATE TABLE IF NOT EXISTS seed_uses (
 """
 SCHEMA_VERSION = 4
 
+
+
+# what a plan file records of the time it took to make (`depl plan` again, `depl plan --certify` resumed): not
+# part of what a run of it trains, so a run's specification is compared without it
+PLAN_TIMINGS = (("solve_seconds",), ("info", "certificate", "seconds"))
+
+
+def untimed(spec: dict[str, Any]) -> dict[str, Any]:
+    """`spec` without its plan's timings (PLAN_TIMINGS): what two specifications of one run must share."""
+    plan = spec.get("plan") if isinstance(spec, dict) else None
+    if not isinstance(plan, dict):
+        return spec
+    plan = json.loads(json.dumps(plan))
+    for *where, key in PLAN_TIMINGS:
+        d = plan
+        for k in where:
+            d = d.get(k) if isinstance(d, dict) else None
+        if isinstance(d, dict):
+            d.pop(key, None)
+    return {**spec, "plan": plan}
 
 class StoreError(ValueError):
     """A store that cannot be used; the message is meant for the user."""
@@ -369,7 +391,7 @@ class Store:
         row = self._db.execute("SELECT kind, spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, kind, text, time.time()))
-        elif row[0] != kind or self._spec(run_id, row[1]) != json.loads(text):
+        elif row[0] != kind or untimed(self._spec(run_id, row[1])) != untimed(json.loads(text)):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
                              "choose another run name or another store")
 

@@ -41,6 +41,7 @@ def test_fitted_logs_predict_the_laws_quantile_labelled(tmp_path, depl_cli):
     held = _logs(tmp_path / "logs.csv")
     r = depl_cli("fit", "logs.csv", "--target-loss", "1.5", "--out", "fitted.toml", "--bootstrap", "0", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().splitlines()[-1] == "next: depl plan fitted.toml --out plan.json"  # logs: nothing to train
     above = total = 0
     for version, K in (("full", 20), ("pruned-0.5", 20), ("pruned-0.75", 20), ("pruned-0.5", 12), ("full", 14)):
         r = depl_cli("predict", "fitted.toml", f"{version}:{K}", "--quantile", "0.9", "--json", cwd=tmp_path)

@@ -26,6 +26,9 @@ def test_each_step_hands_the_next_a_valid_file(depl_cli, tmp_path):
                  "--target-loss", "2.25", "--omega", "0.9", "--deadline", "1000", "--name", "tiny")
     assert r.returncode == 0, r.stderr
     assert "chosen:" in r.stdout and "held-out" in r.stdout
+    # next: the certified search on what was written, then its plan's runs (a built-in's code: nothing to allow)
+    assert r.stdout.rstrip().splitlines()[-1] == (f"next: depl plan {out} --certify --out plan.json, then depl run "
+                                                  "plan.json --seeds 5")
     for f in (out, tmp_path / "fitted.level.toml", tmp_path / "fitted.increments.toml"):
         s = load_scenario(f)
         assert s.name == "tiny" and s.target.quantile == 0.9 and s.max_epochs == 4 and s.fitted_epochs == 4

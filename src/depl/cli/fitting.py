@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -74,7 +76,21 @@ def fit(
         if done.template:
             console.print("its clusters and datasets are a one-cluster template of the logs' setting (no --scenario): "
                           "edit them, and the versions' size and work, to plan for your system", markup=False)
-    next_step(f"depl plan {done.out} --out plan.json, then depl certify plan.json", when=done.out is not None)
+    if done.out is not None:
+        next_step(_plan_next(done))
+
+
+def _plan_next(done) -> str:
+    """The command after a fit: on profiled runs, the certified search (`depl plan FITTED --certify`: the cheapest
+    plan fresh runs certify), with the folder of your code to allow where the scenario trains code of yours; on
+    training logs (nothing here can train them), the plan by the law."""
+    out = shlex.quote(str(done.out))
+    if done.logs:
+        return f"depl plan {out} --out plan.json"
+    code = ""
+    if done.base.code_hashes and done.base.code_dir:
+        code = f" --allow-code {shlex.quote(os.path.relpath(done.base.code_dir))}"
+    return f"depl plan {out} --certify --out plan.json{code}, then depl run plan.json --seeds 5{code}"
 
 
 

@@ -68,7 +68,9 @@ def profile(
                                                       for rid, g in gone.items()])
     if line:
         con.print(line, markup=False, highlight=False)
-    next_step(f"depl fit {shlex.quote(str(p.store.path))} --out fitted.toml", con)
+    # a scenario file is named again (the store names the scenario, which only a built-in's name finds)
+    base = f" --scenario {shlex.quote(scenario)}" if Path(scenario).is_file() else ""
+    next_step(f"depl fit {shlex.quote(str(p.store.path))}{base} --out fitted.toml", con)
     if as_json:
         print_json(_profile_json(p, profiled, labels, epochs))
 
