@@ -154,6 +154,16 @@ def untimed(spec: dict[str, Any]) -> dict[str, Any]:
             d.pop(key, None)
     return {**spec, "plan": plan}
 
+
+def drop_code_dirs(value):
+    """`value` (JSON) without any `code_dir` key, at any depth: where a run's code lies is not what it trains."""
+    if isinstance(value, dict):
+        return {k: drop_code_dirs(v) for k, v in value.items() if k != "code_dir"}
+    if isinstance(value, list):
+        return [drop_code_dirs(v) for v in value]
+    return value
+
+
 class StoreError(ValueError):
     """A store that cannot be used; the message is meant for the user."""
 
@@ -391,7 +401,8 @@ class Store:
         row = self._db.execute("SELECT kind, spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, kind, text, time.time()))
-        elif row[0] != kind or untimed(self._spec(run_id, row[1])) != untimed(json.loads(text)):
+        elif row[0] != kind or (drop_code_dirs(untimed(self._spec(run_id, row[1])))
+                                  != drop_code_dirs(untimed(json.loads(text)))):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
                              "choose another run name or another store")
 

@@ -471,3 +471,32 @@ def test_the_flower_simulation_imports_from_the_folders_this_command_allowed(tmp
     monkeypatch.delenv("DEPL_CODE")
     monkeypatch.chdir(tmp_path)
     assert flower_environment(tmp_path / "out")["DEPL_CODE"] == "" and code_roots() == []  # nothing allowed
+
+
+def test_a_store_of_your_own_code_reads_back_after_its_folder_moved_and_a_changed_file_is_a_new_run(tmp_path, monkeypatch):
+    """A run's identity holds the sha256 of your code's files, not the folder they lie in: a project (its scenario,
+    code and store) copied elsewhere reads its runs back without training; an edited network trains anew."""
+    import shutil
+
+    a = write_project(tmp_path / "a")
+    monkeypatch.setenv("DEPL_CODE", str(tmp_path))
+    monkeypatch.chdir(a)
+    args = ["profile", "my-digits.toml", "--epochs", "1", "--seeds", "2", "--version", "half", "--out", "o"]
+    code, err = cli(*args)
+    assert code == 0, err
+    with Store(a / "o" / "runs.sqlite") as st:
+        (before,) = [(r["run_id"], st.done_epochs(r["run_id"], 0)) for r in st.runs("profile")]
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    monkeypatch.chdir(b)
+    code, err = cli(*args)
+    assert code == 0, err
+    with Store(b / "o" / "runs.sqlite") as st:
+        runs = st.runs("profile")
+        assert [r["run_id"] for r in runs] == [before[0]]         # the same run: read back, not a second one
+        assert len(st.losses(before[0])) == 2
+    (b / "mymodel.py").write_text((b / "mymodel.py").read_text() + "\n# edited\n", encoding="utf-8")
+    code, err = cli(*args)
+    assert code == 0, err
+    with Store(b / "o" / "runs.sqlite") as st:
+        assert len(st.runs("profile")) == 2                       # the edited code is another run

@@ -24,7 +24,7 @@ KeepFinal = Callable[[int, EpochRow, torch.nn.Module], None]  # (seed, its last 
 
 
 def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
-    text = json.dumps({"job": job.to_json(), "backend": backend}, sort_keys=True)
+    text = json.dumps({"job": job.identity(), "backend": backend}, sort_keys=True)
     return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 

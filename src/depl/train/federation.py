@@ -40,9 +40,9 @@ from torch import nn
 from ..scenario import TrainingOptions
 from ..scenario.training import RECIPE_DEFAULTS
 from ..state import RunState
-from ..store import EpochRow, diverges
+from ..store import EpochRow, diverges, drop_code_dirs
 from . import data as data_mod
-from .custom import CodeRefused, check_code
+from .custom import CodeRefused, check_code, digests
 from .losses import Loss, LossError, check as check_loss
 from .prune import VersionSpec, build_version, switch
 
@@ -105,6 +105,26 @@ class Job:
         return {"data": self.data.to_json(), "versions": {k: v.to_json() for k, v in self.versions.items()},
                 "nodes": dict(self.nodes), "epochs": [list(e) for e in self.epochs],
                 "options": _options_json(self.options), "init_version": self.init_version}
+
+    def identity(self) -> dict:
+        """What makes two runs of this job the same run: `to_json` with the folders your code is imported from
+        (`code_dir`) replaced by the sha256 of every file of your code the job runs — the network, the data
+        factory, the loss — so that a store reads back wherever its folder was moved to or cloned, and a changed
+        file is a new run.  A built-in job's identity is its `to_json`.  Where the code cannot be read (a folder
+        not allowed here, a file gone) the folder itself stands for it, as before."""
+        d = self.to_json()
+        refs = {(v.net, v.code_dir) for v in self.versions.values() if v.own}
+        if self.data.code_dir is not None and ":" in self.data.source:
+            refs.add((self.data.source, self.data.code_dir))
+        if self.options.code_dir is not None and ":" in self.options.loss:
+            refs.add((self.options.loss, self.options.code_dir))
+        if not refs:
+            return d
+        try:
+            code = {f"{ref} {path}": h for ref, folder in sorted(refs, key=str) for path, h in digests(ref, folder).items()}
+        except (CodeRefused, OSError, ImportError):
+            return d
+        return {**drop_code_dirs(d), "code": code}
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":

@@ -83,7 +83,7 @@ def experiment_job(scenario, datasets: list[str], exp: Experiment, epochs: int, 
 
 
 def experiment_run_id(scenario_name: str, exp: Experiment, job: Job) -> str:
-    text = json.dumps({"job": job.to_json(), "exp": exp.to_json()}, sort_keys=True)
+    text = json.dumps({"job": job.identity(), "exp": exp.to_json()}, sort_keys=True)
     tag = exp.version if exp.kind == "version" else f"{exp.version}-to-{exp.to}-k{exp.switch_after}"
     frac = "" if exp.fraction == 1.0 else f"-f{exp.fraction:g}"
     return f"profile-{scenario_name}-{tag}{frac}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
