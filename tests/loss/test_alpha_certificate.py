@@ -62,7 +62,7 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     # each chain's first test is named, with its count: what failed, not only how many runs would do
-    assert r.stderr.count("(the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
+    assert r.stderr.count("the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.7")
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 
@@ -75,3 +75,26 @@ def test_a_seed_counts_once_in_an_experiment():
     e["seeds"] = [16] + list(range(16, 79))
     with pytest.raises(ScenarioError, match="a seed is listed twice"):
         parse_scenario(data, "seeds")
+
+
+def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets_it_apart():
+    """mnist1d-noniid at ℓmax = 1: no run meets it.  Its experiments `full` and `full→pruned-0.5@3` share their
+    first epoch (full ×1): each is named by its label, versions (switch point), φ, data and nodes — no two alike —,
+    and the words say what the list is: every chain's first test, each failed."""
+    import re
+
+    d = scenario_dict(load_scenario("mnist1d-noniid"))
+    d["target"] = {**d["target"], "loss": 1.0}
+    law = loss_model_for(parse_scenario(with_target(d, alpha=0.05), "noniid ℓmax 1"))
+    why = law.shortfall()
+    assert why is not None and "stopping at the first that fails" not in why
+    assert "every chain failed its first test" in why
+    listed = re.search(r"first test \((.*)\), which takes", why).group(1).split("; experiment ")
+    E = len(law.usable)
+    assert E == 3 and len(listed) == E and len(set(listed)) == E            # one entry per experiment, none alike
+    names = [re.match(r"(?:experiment )?('[^']+' \([^)]*\))", x).group(1) for x in listed]
+    assert len(set(names)) == E
+    for e in load_scenario("mnist1d-noniid").calibration.experiments:
+        assert f"'{e.label}' (" in why
+    assert "full ×3, pruned-0.5 ×11" in why and "4 nodes" in why and "all of the data" in why
+    assert all("its first epoch (" in x and "met ℓmax" in x for x in listed)
