@@ -98,3 +98,20 @@ def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets
         assert f"'{e.label}' (" in why
     assert "full ×3, pruned-0.5 ×11" in why and "4 nodes" in why and "all of the data" in why
     assert all("its first epoch (" in x and "met ℓmax" in x for x in listed)
+
+
+def test_every_output_of_a_plan_at_alpha_states_that_alpha(depl_cli, tmp_path):
+    """`depl plan --alpha 0.2`: the text says confidence 0.8 everywhere — the calibration's certificate and the
+    `depl certify` line, which names --alpha 0.2 —, never the default's 0.95; the JSON and the plan file say α 0.2."""
+    for scenario in ("mnist1d-noniid", "digits-small"):
+        out = tmp_path / f"{scenario}.json"
+        r = depl_cli("plan", scenario, "--alpha", "0.2", "--out", out)
+        assert r.returncode == 0, r.stderr
+        assert "confidence 0.95" not in r.stdout and "confidence 0.8" in r.stdout, r.stdout
+        assert f"`depl certify {out} --alpha 0.2`" in r.stdout.replace("\n", "")
+        assert json.loads(out.read_text())["scenario_spec"]["target"]["alpha"] == 0.2
+    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.2", "--json")
+    info = json.loads(r.stdout)
+    assert info["info"]["certificate"]["alpha"] == 0.2 and info["scenario_spec"]["target"]["alpha"] == 0.2
+    r = depl_cli("plan", "digits-small")   # the default α: the certify line as before
+    assert "confidence 0.95" in r.stdout and "--alpha" not in r.stdout
