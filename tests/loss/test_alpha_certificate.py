@@ -115,3 +115,17 @@ def test_every_output_of_a_plan_at_alpha_states_that_alpha(depl_cli, tmp_path):
     assert info["info"]["certificate"]["alpha"] == 0.2 and info["scenario_spec"]["target"]["alpha"] == 0.2
     r = depl_cli("plan", "digits-small")   # the default α: the certify line as before
     assert "confidence 0.95" in r.stdout and "--alpha" not in r.stdout
+
+
+def test_a_calibrated_plans_planned_band_is_finite_where_its_law_is():
+    """mnist1d-noniid's level law is a lattice whose mass stops short of 1 (its truncation): a trajectory moved to a
+    calibrated level above that mass read +∞ there, and the plan's planned mean at epoch 2 was +∞ (`depl simulate`,
+    `depl validate`'s planned band).  It is the law's own top instead, as the calibrated law's mean and samples
+    take it: every epoch's planned mean is finite and is the law's mean."""
+    s = load_scenario("mnist1d-noniid")
+    p = make_plan(s)
+    law, phi = loss_model_for(s), s.phi(s.samples(p.datasets))
+    tr = law.simulate(p.schedule, phi, 4000, np.random.default_rng(0))
+    assert np.isfinite(tr).all()
+    means = [law.distribution(p.schedule[:k], phi).mean() for k in range(1, len(p.schedule) + 1)]
+    assert np.allclose(tr.mean(axis=0)[1:], means, atol=0.01)
