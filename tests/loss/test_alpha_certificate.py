@@ -117,15 +117,24 @@ def test_every_output_of_a_plan_at_alpha_states_that_alpha(depl_cli, tmp_path):
     assert "confidence 0.95" in r.stdout and "--alpha" not in r.stdout
 
 
-def test_a_calibrated_plans_planned_band_is_finite_where_its_law_is():
+def test_a_calibrated_plans_infinite_planned_mean_says_why(depl_cli, tmp_path):
     """mnist1d-noniid's level law is a lattice whose mass stops short of 1 (its truncation): a trajectory moved to a
-    calibrated level above that mass read +∞ there, and the plan's planned mean at epoch 2 was +∞ (`depl simulate`,
-    `depl validate`'s planned band).  It is the law's own top instead, as the calibrated law's mean and samples
-    take it: every epoch's planned mean is finite and is the law's mean."""
+    calibrated level above that mass is +∞ (the safe side), and the band's mean at epoch 2 is +∞ while the plan's
+    expected ℓ(K), the law's mean, takes the law's top there.  `depl simulate` says so, and by how much."""
     s = load_scenario("mnist1d-noniid")
     p = make_plan(s)
     law, phi = loss_model_for(s), s.phi(s.samples(p.datasets))
+    beyond = dict(law.beyond_top(p.schedule, phi))
     tr = law.simulate(p.schedule, phi, 4000, np.random.default_rng(0))
-    assert np.isfinite(tr).all()
-    means = [law.distribution(p.schedule[:k], phi).mean() for k in range(1, len(p.schedule) + 1)]
-    assert np.allclose(tr.mean(axis=0)[1:], means, atol=0.01)
+    inf = [k for k in range(1, tr.shape[1]) if np.isinf(tr[:, k]).any()]
+    assert inf == [2] and np.isinf(tr[:, 2]).mean() == pytest.approx(beyond[2], abs=0.003)
+    assert all(np.isfinite(law.distribution(p.schedule[:k], phi).mean()) for k in (1, 2, 3))
+    f = tmp_path / "p.json"
+    p.save(f)
+    r = depl_cli("simulate", f, "--runs", "4000", "--png", tmp_path / "p.png")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "mean +∞ at epoch 2" in text and "beyond every loss the law allows" in text
+    assert f"epoch 2: {100 * beyond[2]:.2g} % of the calibrated levels" in text and f"({p.loss_mean:.5g})" in text
+    r = depl_cli("simulate", f, "--runs", "4000", "--png", tmp_path / "p.png", "--json")
+    assert "epoch 2" in json.loads(r.stdout)["infinite_why"]

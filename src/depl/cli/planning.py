@@ -246,6 +246,8 @@ def _simulation_text(r) -> None:
     console.print(f"  guarantee by the law's Monte Carlo: {word} (one-sided 95 % bounds against ω = {p.omega:g})")
     note = sim.band.infinite_note()
     console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)
+    if r.infinite_why:
+        console.print(f"  {r.infinite_why}", markup=False)
 
 
 def predict(

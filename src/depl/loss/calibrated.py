@@ -500,17 +500,28 @@ class CalibratedModel(LossModel):
 
     def simulate(self, schedule, phi: float, runs: int, rng: np.random.Generator, *,
                  start: RunState | None = None) -> np.ndarray:
-        """The base law's trajectories, each epoch's loss moved to the same level of the recalibrated law — at
-        most the highest level the base law has a finite quantile at (`_top`, as `rvs` and `mean`): a lattice
-        law's mass stops short of 1 by its truncation, and a level beyond it read as +∞ made an epoch's planned
-        mean infinite where the law's own mean is finite."""
+        """The base law's trajectories, each epoch's loss moved to the same level of the recalibrated law.  A level
+        beyond the highest the base law has a finite quantile at (`_top`: a lattice law's mass stops short of 1 by
+        its truncation) is +∞ — a calibration run scored above every loss the law allows, the safe side —, where
+        `mean` and `rvs` take the law's top instead (`beyond_top` says at which epochs)."""
         tr = self.base.simulate(schedule, phi, runs, rng, start=start) if start is not None else \
             self.base.simulate(schedule, phi, runs, rng)
         out = tr.copy()
         for k in range(1, tr.shape[1]):
             d = self.distribution(schedule[:k], phi, start=start)
             p = np.clip(d.base.cdf(tr[:, k]), 1e-12, 1 - 1e-12)
-            out[:, k] = d.base.quantile(np.clip(np.interp(p, d._p, d._u), 1e-12, d._top))
+            out[:, k] = d.base.quantile(np.clip(np.interp(p, d._p, d._u), 1e-12, 1 - 1e-12))
+        return out
+
+    def beyond_top(self, schedule, phi: float = 1.0) -> list[tuple[int, float]]:
+        """(epoch k, the share of levels) for every epoch whose recalibrated levels reach beyond the base law's top
+        (`_top`): there `simulate` draws +∞ for that share of the runs, while the law's `mean` takes its top."""
+        out = []
+        for k in range(1, len(schedule) + 1):
+            d = self.distribution(schedule[:k], phi)
+            share = 1.0 - float(np.interp(d._top, d._u, d._p))
+            if share > 0:
+                out.append((k, share))
         return out
 
     def mean_path(self, schedule, phi: float = 1.0) -> np.ndarray:
