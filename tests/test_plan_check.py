@@ -50,6 +50,10 @@ TAMPER = [
     (lambda d: d.__setitem__("epochs", {"1": "full"}), "epochs = {'1': 'full'}: must be a list"),
     (lambda d: d["epochs"].__setitem__(0, 7), "epochs[0] = 7: must be an object"),
     (lambda d: d.pop("method"), "the key 'method' is missing"),
+    # a missing target is refused, never read as a default (ω 0.99, ℓmax 0 were shown before)
+    (lambda d: d.pop("omega"), "the key 'omega' is missing (ω, the quantile the plan promises)"),
+    (lambda d: d.pop("loss_target"), "the key 'loss_target' is missing (ℓmax"),
+    (lambda d: d.pop("deadline"), "the key 'deadline' is missing (Tmax"),
     (lambda d: d["scenario_spec"]["target"].__setitem__("loss", -1.0), "scenario_spec (the plan's scenario): target.loss = -1.0"),
     (lambda d: d.__setitem__("scenario_spec", [1, 2]), "scenario_spec: not a table"),
     # the plan's own figures, recomputed from its epochs and scenario (eqs. (1)–(2) and the loss law)
@@ -150,3 +154,35 @@ def test_every_builtin_plan_of_every_method_loads_and_simulates(tmp_path, name):
         assert simulate_plan(again, runs=200, seed=0).runs == 200
         made += 1
     assert made >= 2
+
+
+@pytest.mark.parametrize("key", ["quantile", "loss"])
+def test_a_scenario_without_its_target_quantile_or_loss_is_refused_by_plan_and_simulate(depl_cli, tmp_path, plan_doc,
+                                                                                        key):
+    """`depl plan` on a scenario TOML without [target] quantile (or loss), and `depl simulate` on a plan whose
+    scenario lacks it or whose own omega (loss_target) is missing: exit 2 naming the file and the field, no
+    default shown in its place."""
+    import tomllib
+    from importlib.resources import files
+
+    import tomli_w
+
+    d = tomllib.loads(files("depl.scenarios").joinpath("mnist1d-small.toml").read_text())
+    d["target"].pop(key)
+    f = tmp_path / "s.toml"
+    f.write_text(tomli_w.dumps(d))
+    r = depl_cli("plan", str(f))
+    assert r.returncode == 2 and f"{f}: target.{key}: this field is required" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "0.99" not in r.stdout + r.stderr
+    doc = copy.deepcopy(plan_doc)
+    doc["scenario_spec"]["target"].pop(key)
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    r = depl_cli("simulate", str(tmp_path / "a.json"), "--runs", "100", "--png", str(tmp_path / "a.png"))
+    assert r.returncode == 2 and f"target.{key}" in r.stderr and "a.json" in r.stderr, r.stderr
+    doc = copy.deepcopy(plan_doc)
+    field = {"quantile": "omega", "loss": "loss_target"}[key]
+    doc.pop(field)
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    r = depl_cli("simulate", str(tmp_path / "b.json"), "--runs", "100", "--png", str(tmp_path / "b.png"))
+    assert r.returncode == 2 and f"the key {field!r} is missing" in r.stderr and "b.json" in r.stderr, r.stderr
+    assert "0.99" not in r.stdout

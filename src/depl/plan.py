@@ -26,6 +26,18 @@ from .scenario import (MAX_NESTING, Scenario, ScenarioError, parse_scenario, sce
 FORMAT = "depl.plan/1"
 
 
+TARGET_KEYS = {"omega": "ω, the quantile the plan promises", "loss_target": "ℓmax, the loss it promises",
+               "deadline": "Tmax, the time it must end by"}
+
+
+def _target_key(d: dict[str, Any], key: str, source: str) -> Any:
+    """A target value of a plan file: never a default standing in for a missing one (a plan promises what it says)."""
+    if key not in d:
+        raise PlanError(f"{source}: the key {key!r} is missing ({TARGET_KEYS[key]}): a plan without it promises "
+                        "nothing; plan again with `depl plan`")
+    return d[key]
+
+
 @dataclass(frozen=True)
 class Epoch:
     epoch: int
@@ -96,8 +108,9 @@ class Plan:
                 method=str(d["method"]), scenario=str(d["scenario"]), feasible=d["feasible"],
                 datasets=[str(x) for x in d["datasets"]], epochs=epochs, cost=float(d["cost"]),
                 time=float(d["time"]), loss_quantile=float(d["loss_quantile"]), loss_mean=float(d["loss_mean"]),
-                solve_seconds=float(d["solve_seconds"]), omega=float(d.get("omega", 0.99)),
-                loss_target=float(d.get("loss_target", 0.0)), deadline=float(d.get("deadline", 0.0)),
+                solve_seconds=float(d["solve_seconds"]), omega=float(_target_key(d, "omega", source)),
+                loss_target=float(_target_key(d, "loss_target", source)),
+                deadline=float(_target_key(d, "deadline", source)),
                 loss_quantile_bounds=tuple(b) if b else None, info=dict(d.get("info") or {}),
                 optimal_proven=bool(d.get("optimal_proven", False)),
                 lower_bound=None if d.get("lower_bound") is None else float(d["lower_bound"]),

@@ -100,12 +100,23 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
     # with confidence 0.95 (the default α) the 5 runs of full ×6 certify nothing: its level is the top
     assert float(law.distribution(["full"] * 6).level(0.9)) == 1.0
     # the marginal rule (α unset, from Python): a 6-epoch plan is read at the level of the epoch-6 scores (one row
-    # per profiled epoch, 25 runs each)
+    # per profiled epoch, each run once: a switch experiment's epochs before its switch are its first version's
+    # runs, the same seed on the same schedule at the same φ, counted once)
     law = loss_model_for(s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})}))
     rows = table["epoch_scores"]
-    assert len(rows) == 12 and all(len(r) == 25 and r == sorted(r) for r in rows)
+    runs = [{(seed, tuple(sched[:k]), e["phi"]) for e in table["experiments"]
+             for sched in [[v for v, n in zip(e["versions"], e["epochs"]) for _ in range(n)]] if len(sched) >= k
+             for seed in e["seeds"]} for k in range(1, 13)]
+    assert len(rows) == 12 and all(len(r) == len(n) and r == sorted(r) for r, n in zip(rows, runs))
+    assert len(runs[0]) < 25 and len(runs[-1]) == 25   # the shared first epochs once; 25 distinct runs at the end
     d = law.distribution(["full"] * 6)
-    level = rows[5][math.ceil(26 * 0.9 - 1e-9) - 1]
+    pooled = rows[5][math.ceil((len(rows[5]) + 1) * 0.9 - 1e-9) - 1]
+    # the experiments that ran full ×6 are groups of their own: 5 runs reach no 0.9 rank, so each holds the level
+    # to its highest score at least (`CalibratedDistribution.level`)
+    own = [e["epoch_scores"][5][-1] for e in table["experiments"]
+           if [v for v, n in zip(e["versions"], e["epochs"]) for _ in range(n)][:6] == ["full"] * 6]
+    assert own
+    level = max(pooled, *own)
     assert float(d.level(0.9)) == level
     assert d.quantile(0.9) == pytest.approx(float(law.base.distribution(["full"] * 6).quantile(level)))
 
@@ -116,8 +127,10 @@ def test_plan_and_its_uncalibrated_twin_from_the_cli(depl_cli, fitted, tmp_path)
     # 25 runs reach 0.95 by the marginal rank (19 needed), but runs read from training logs do not say what they
     # trained under (no run spec): with a confidence (the default α) they certify nothing, and the refusal says so
     assert r.returncode == 3 and "conditions were not recorded (runs read from training logs" in r.stderr, r.stderr
-    r = depl_cli("plan", out, "--quantile", 0.97)  # 0.97 needs 33
-    assert r.returncode == 2 and "needs at least 33 held-out runs" in r.stderr and "(8 more)" in r.stderr
+    r = depl_cli("plan", out, "--quantile", 0.97)  # 0.97 needs 33; epoch 1 has 20 distinct runs (the switch
+    # experiment's first epochs are its first version's runs, counted once)
+    assert r.returncode == 2 and "needs at least 33 held-out runs" in r.stderr and "(13 more)" in r.stderr
+    assert "'20 scores (epoch 1)'" in r.stderr
     r = depl_cli("plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json")
     assert r.returncode in (0, 3), r.stderr     # planned (or honestly infeasible) with the law as fitted
 
@@ -127,7 +140,10 @@ def test_too_few_calibration_runs_are_reported_not_certified(depl_cli, tmp_path)
     r = depl_cli("fit", DIGITS, "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.95, "--target-loss", 0.5,
                  "--out", out)
     assert r.returncode == 0, r.stderr
-    assert "cannot reach ω = 0.95 with 10 held-out runs: split conformal needs n ≥ 19 (9 more" in r.stdout
+    # 10 runs at the last epoch, 8 distinct ones at epochs 1..6 (a switch experiment's epochs before its switch
+    # are its first version's runs): the fewest is said
+    assert ("cannot reach ω = 0.95 with 8 held-out runs at epochs 1..6 (split conformal needs enough runs at every "
+            "scored epoch): split conformal needs n ≥ 19 (11 more") in r.stdout
     s = load_scenario(out)
     assert s.calibration is not None and s.calibration.use is False and len(s.calibration.scores) == 10
     assert not isinstance(loss_model_for(s), CalibratedModel)

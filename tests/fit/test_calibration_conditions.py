@@ -208,3 +208,29 @@ def test_a_scenario_edited_after_its_calibration_is_not_certified_by_runs_of_its
     law = loss_model_for(s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})}))
     assert law.experiments == [] and "not used: pruned-0.75 (its runs differ" in \
         law.certified_by(["pruned-0.75"] * 12, 1.0, 0.9)
+
+
+def test_a_switch_experiments_shared_prefix_counts_each_run_once_in_the_pooled_calibration(level_scenario):
+    """A profile trains `full` and `full→small@2` on the same seeds: their first two epochs are the same runs (the
+    same seed, the same schedule so far, the same φ).  The pooled epoch-k scores count each such run once — 6
+    runs at epochs 1–2, not 12 — and the runs that differ (epochs 3–4: full ×3 against full ×2, small ×1) each."""
+    from depl.fit.calibrate import calibrate_with_pits
+    from depl.fit.runs import Profile, ProfiledExperiment
+
+    rng = np.random.default_rng(0)
+    seeds = np.arange(500, 506)
+    full = np.sort(rng.uniform(0.4, 2.0, (6, 4)), axis=1)[:, ::-1].copy()
+    switch = full.copy()
+    switch[:, 2:] += 0.05            # after the switch: other losses; before it, the same runs' own
+    samples = level_scenario.samples(["a", "b"])
+    prof = Profile("level-toy", [ProfiledExperiment("version", "full", 1.0, None, 0, samples, 2, seeds, full),
+                                 ProfiledExperiment("switch", "full", 1.0, "small", 2, samples, 2, seeds, switch)])
+    cal, _ = calibrate_with_pits(level_scenario, prof, 0.9)
+    assert [r.size for r in cal.epochs] == [6, 6, 12, 12]
+    assert cal.runs == 12                # the last epochs: two schedules, each run once
+    # each experiment keeps its own runs (its own table certifies its own schedule)
+    assert [len(t["seeds"]) for t in cal.experiments] == [6, 6]
+    # a seed run twice on one schedule (the same experiment profiled again) is one run, too
+    again = Profile("level-toy", [prof.experiments[0], prof.experiments[0]])
+    cal2, _ = calibrate_with_pits(level_scenario, again, 0.9)
+    assert [r.size for r in cal2.epochs] == [6, 6, 6, 6] and cal2.runs == 6

@@ -62,7 +62,7 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     # each chain's first test is named, with its count: what failed, not only how many runs would do
-    assert r.stderr.count("(the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
+    assert r.stderr.count("the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.7")
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 
@@ -75,3 +75,66 @@ def test_a_seed_counts_once_in_an_experiment():
     e["seeds"] = [16] + list(range(16, 79))
     with pytest.raises(ScenarioError, match="a seed is listed twice"):
         parse_scenario(data, "seeds")
+
+
+def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets_it_apart():
+    """mnist1d-noniid at ℓmax = 1: no run meets it.  Its experiments `full` and `full→pruned-0.5@3` share their
+    first epoch (full ×1): each is named by its label, versions (switch point), φ, data and nodes — no two alike —,
+    and the words say what the list is: every chain's first test, each failed."""
+    import re
+
+    d = scenario_dict(load_scenario("mnist1d-noniid"))
+    d["target"] = {**d["target"], "loss": 1.0}
+    law = loss_model_for(parse_scenario(with_target(d, alpha=0.05), "noniid ℓmax 1"))
+    why = law.shortfall()
+    assert why is not None and "stopping at the first that fails" not in why
+    assert "every chain failed its first test" in why
+    listed = re.search(r"first test \((.*)\), which takes", why).group(1).split("; experiment ")
+    E = len(law.usable)
+    assert E == 3 and len(listed) == E and len(set(listed)) == E            # one entry per experiment, none alike
+    names = [re.match(r"(?:experiment )?('[^']+' \([^)]*\))", x).group(1) for x in listed]
+    assert len(set(names)) == E
+    for e in load_scenario("mnist1d-noniid").calibration.experiments:
+        assert f"'{e.label}' (" in why
+    assert "full ×3, pruned-0.5 ×11" in why and "4 nodes" in why and "all of the data" in why
+    assert all("its first epoch (" in x and "met ℓmax" in x for x in listed)
+
+
+def test_every_output_of_a_plan_at_alpha_states_that_alpha(depl_cli, tmp_path):
+    """`depl plan --alpha 0.2`: the text says confidence 0.8 everywhere — the calibration's certificate and the
+    `depl certify` line, which names --alpha 0.2 —, never the default's 0.95; the JSON and the plan file say α 0.2."""
+    for scenario in ("mnist1d-noniid", "digits-small"):
+        out = tmp_path / f"{scenario}.json"
+        r = depl_cli("plan", scenario, "--alpha", "0.2", "--out", out)
+        assert r.returncode == 0, r.stderr
+        assert "confidence 0.95" not in r.stdout and "confidence 0.8" in r.stdout, r.stdout
+        assert f"`depl certify {out} --alpha 0.2`" in r.stdout.replace("\n", "")
+        assert json.loads(out.read_text())["scenario_spec"]["target"]["alpha"] == 0.2
+    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.2", "--json")
+    info = json.loads(r.stdout)
+    assert info["info"]["certificate"]["alpha"] == 0.2 and info["scenario_spec"]["target"]["alpha"] == 0.2
+    r = depl_cli("plan", "digits-small")   # the default α: the certify line as before
+    assert "confidence 0.95" in r.stdout and "--alpha" not in r.stdout
+
+
+def test_a_calibrated_plans_infinite_planned_mean_says_why(depl_cli, tmp_path):
+    """mnist1d-noniid's level law is a lattice whose mass stops short of 1 (its truncation): a trajectory moved to a
+    calibrated level above that mass is +∞ (the safe side), and the band's mean at epoch 2 is +∞ while the plan's
+    expected ℓ(K), the law's mean, takes the law's top there.  `depl simulate` says so, and by how much."""
+    s = load_scenario("mnist1d-noniid")
+    p = make_plan(s)
+    law, phi = loss_model_for(s), s.phi(s.samples(p.datasets))
+    beyond = dict(law.beyond_top(p.schedule, phi))
+    tr = law.simulate(p.schedule, phi, 4000, np.random.default_rng(0))
+    inf = [k for k in range(1, tr.shape[1]) if np.isinf(tr[:, k]).any()]
+    assert inf == [2] and np.isinf(tr[:, 2]).mean() == pytest.approx(beyond[2], abs=0.003)
+    assert all(np.isfinite(law.distribution(p.schedule[:k], phi).mean()) for k in (1, 2, 3))
+    f = tmp_path / "p.json"
+    p.save(f)
+    r = depl_cli("simulate", f, "--runs", "4000", "--png", tmp_path / "p.png")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "mean +∞ at epoch 2" in text and "beyond every loss the law allows" in text
+    assert f"epoch 2: {100 * beyond[2]:.2g} % of the calibrated levels" in text and f"({p.loss_mean:.5g})" in text
+    r = depl_cli("simulate", f, "--runs", "4000", "--png", tmp_path / "p.png", "--json")
+    assert "epoch 2" in json.loads(r.stdout)["infinite_why"]

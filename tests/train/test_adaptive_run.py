@@ -459,3 +459,62 @@ def test_runs_show_json_says_how_many_seeds_are_behind_each_epoch_of_an_adaptive
     assert run["band"]["seeds"] == [sum(n >= k for n in lengths) for k in run["band"]["epoch"]]
     assert run["band"]["seeds"][0] == run["seeds"] == 200 and run["band"]["seeds"][-1] < 200
 
+
+
+def switch_plan_file(tmp_path, schedule, target: float = 2.0):
+    """A plan of `schedule` [(version, cluster)] on the tiny scenario (full → half → quarter prunes)."""
+    d = scenario_dict(lr=0.2)
+    d["target"] = {**d["target"], "loss": target, "quantile": 0.9}
+    s = parse_scenario(d)
+    epochs = [Epoch(k + 1, m, c, 100.0 if c == "A" else 50.0) for k, (m, c) in enumerate(schedule)]
+    p = with_figures(Plan("hand", "tiny", True, ["d1", "d2"], epochs, 0.0, 0.0, 0.0, 0.0, 0.0), s)
+    f = tmp_path / "plan.json"
+    p.save(f)
+    return f
+
+
+@pytest.mark.parametrize("schedule,rule", [([("full", "A"), ("half", "B")], "slack"),
+                                           ([("full", "A"), ("full", "A"), ("half", "B"), ("quarter", "B")],
+                                            "conditional")])
+def test_an_adaptive_run_keeps_each_seeds_model_of_the_epoch_it_ended_at(depl_cli, tmp_path, schedule, rule):
+    import depl
+    from depl.train.federation import evaluate, test_data
+    from depl.train.prune import make_net
+
+    f = switch_plan_file(tmp_path, schedule)
+    out = tmp_path / "o"
+    r = depl_cli("run", str(f), "--adaptive", "--seeds", "2", "--rule", rule, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "models (all, each of the epoch its seed ended at)" in r.stdout and "2 written now" in r.stdout
+    plan = Plan.load(f)
+    job = ad.adaptive_job(plan)
+    with Store(out / "runs.sqlite") as st:
+        (run,) = st.runs("plan")
+        rid = run["run_id"]
+        (folder,) = (out / "models").iterdir()
+        assert folder.name == rid
+        for seed in (0, 1):
+            traj, ds = st.trajectory(rid, seed), st.decisions(rid, seed)
+            side = json.loads((folder / f"seed-{seed}.json").read_text())
+            # the epoch it ended at: its last recorded epoch, where its last decision left no rest
+            assert side["epochs"] == traj[-1].epoch == ds[-1]["epoch"] and ds[-1]["rest"] == []
+            assert side["stop"]["epoch"] == side["epochs"] and side["stop"]["action"] == ds[-1]["action"]
+            assert side["stop"]["action"] in ("stop", "end")
+            assert side["version"] == traj[-1].model                   # the version it trained last (pruned there)
+            assert side["final_test_loss"] == pytest.approx(traj[-1].test_loss, abs=1e-12)
+            model = depl.load_model(out, seed=seed)
+            assert side["parameters"] == sum(p.numel() for p in model.parameters())
+            x, y = test_data(job.seeded(seed).data)                   # the run's own test data
+            loss, acc = evaluate(model, x, y)
+            assert loss == pytest.approx(side["final_test_loss"], abs=1e-6)
+            assert acc == pytest.approx(side["final_test_accuracy"], abs=1e-9)
+    if rule == "slack":   # the run's last version is pruned: the model kept is the pruned network, not the full one
+        full = job.versions["full"]
+        assert side["version"] in ("half", "quarter") and side["spec"]["ratio"] > 0
+        assert side["parameters"] < 0.6 * sum(p.numel() for p in make_net(full).parameters())
+    else:                 # the closed loop ended the seeds before the plan's 4 epochs
+        assert side["epochs"] < len(plan.epochs)
+    r = depl_cli("run", str(f), "--adaptive", "--seeds", "2", "--rule", rule, "--keep-models", "none",
+                 "--out", str(tmp_path / "n"))
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "n" / "models").exists() and "models (" not in r.stdout

@@ -80,6 +80,12 @@ def _summary(plan, out: Optional[Path] = None) -> None:
         console.print(f"  slack           certified at ω′ = {cert['omega_certified']:g}, promises ω = "
                       f"{cert['promise']:g}: `depl run --adaptive` may spend δ = "
                       f"{cert['omega_certified'] - cert['promise']:.4g}", markup=False)
+    _real_runs(plan, out)
+    console.print(f"  solve time      {plan.solve_seconds:.3f} s")
+
+
+def _real_runs(plan, out: Optional[Path]) -> None:
+    """The plan summary's `real runs` line: what reads its data, or how `depl certify` certifies it (at the plan's α)."""
     spec = plan.scenario_spec or {}
     trainable = {m.get("name") for m in spec.get("models", []) if m.get("train")}
     pathless = [d.get("name") for d in spec.get("datasets", [])
@@ -91,13 +97,21 @@ def _summary(plan, out: Optional[Path] = None) -> None:
     elif plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # it can run for real
         from ..certificate import DEFAULT_ALPHA, fewest_runs
 
-        shown = shlex.quote(str(out)) if out else "PLAN.json"
+        alpha = plan_alpha(plan)
+        shown = (shlex.quote(str(out)) if out else "PLAN.json") + ("" if alpha == DEFAULT_ALPHA else f" --alpha {alpha:g}")
         by_runs = (plan.info.get("certificate") or {}).get("certified")
         state = "certified by its calibration runs above; fresh seeds confirm it" if by_runs else "not certified yet"
         console.print(f"  real runs       {state}: `depl certify {shown}` runs fresh seeds until it can say "
-                      f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence {1 - DEFAULT_ALPHA:g} (at least "
-                      f"{fewest_runs(plan.omega, DEFAULT_ALPHA)} runs: that many if every one meets the target)", markup=False)
-    console.print(f"  solve time      {plan.solve_seconds:.3f} s")
+                      f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence {1 - alpha:g} (at least "
+                      f"{fewest_runs(plan.omega, alpha)} runs: that many if every one meets the target)", markup=False)
+
+
+def plan_alpha(plan) -> float:
+    """The α the plan was made at (its scenario's [target] alpha, or --alpha), the default where it has none."""
+    from ..certificate import DEFAULT_ALPHA
+
+    alpha = ((plan.scenario_spec or {}).get("target") or {}).get("alpha")
+    return DEFAULT_ALPHA if alpha is None else float(alpha)
 
 
 COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
@@ -232,6 +246,8 @@ def _simulation_text(r) -> None:
     console.print(f"  guarantee by the law's Monte Carlo: {word} (one-sided 95 % bounds against ω = {p.omega:g})")
     note = sim.band.infinite_note()
     console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)
+    if r.infinite_why:
+        console.print(f"  {r.infinite_why}", markup=False)
 
 
 def predict(

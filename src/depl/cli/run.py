@@ -96,13 +96,12 @@ def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, 
         fail("--json: an adaptive run prints its decisions as text (`depl runs show --json` has them all)")
     if backend != "local" or superlink or training.ray_address:
         fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
-    if keep_models not in (None, KeepModels.none.value):
-        fail("--keep-models: an --adaptive run keeps its losses and decisions, not its models")
     with refusals():
         slowed = parse_slow(slow)
-    show_adaptive_run(plan, seed_list, store, out, training, validation, slowed, rule or Rule.slack.value,
-                      gap_from=gap_from, certificate=certificate)
-    next_step(f"depl runs show {shlex.quote(str(store or out / 'runs.sqlite'))}")
+    done = show_adaptive_run(plan, seed_list, store, out, training, validation, slowed, rule or Rule.slack.value,
+                             gap_from=gap_from, certificate=certificate, keep_models=keep_models)
+    next_step(f"depl runs models {shlex.quote(str(out))}" if done.models is not None else
+              f"depl runs show {shlex.quote(str(store or out / 'runs.sqlite'))}")
 
 
 def show_plan_run(r, training: Training, con=console):

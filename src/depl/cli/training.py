@@ -41,8 +41,8 @@ class KeepModels(str, Enum):
 
 
 KEEP_HELP = ("the seeds' final models kept in OUT/models/RUN_ID (depl runs models, depl export-model, "
-             "depl.load_model): all, best (the lowest final test loss) or none [default: all for up to 16 seeds, "
-             "best above]")
+             "depl.load_model; --adaptive: each of the epoch its seed ended at): all, best (the lowest final test "
+             "loss) or none [default: all for up to 16 seeds, best above]")
 
 
 class Device(str, Enum):
@@ -235,7 +235,7 @@ def refuse_adaptive_options(rule: str | None, validation: float | None, what: st
 
 def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, training: Training,
                       validation: float | None, slow: dict[str, float], rule: str, con=console, gap_from=None,
-                      certificate=None):
+                      certificate=None, keep_models="none"):
     """Every seed trained by the closed loop (depl.workflows.training), said on `con` as it goes; its result."""
     import numpy as np
 
@@ -243,7 +243,7 @@ def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, traini
 
     with refusals():
         a = prepare_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
-                             slow=slow, rule=rule, gap_from=gap_from, certificate=certificate)
+                             slow=slow, rule=rule, gap_from=gap_from, certificate=certificate, keep_models=keep_models)
     _adaptive_header(a, con)
     with epoch_progress("seeds") as bar, refusals():  # a seed's epochs are not known in advance: it counts seeds
         task = bar.add_task("adaptive", total=len(a.todo))
@@ -262,6 +262,9 @@ def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, traini
               f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
               f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
               + ", ".join(f"{k} {v}" for k, v in sorted(done.actions.items())), markup=False)
+    if done.models is not None:
+        con.print(f"models ({a.keep_models}, each of the epoch its seed ended at): {escape(str(done.models))}"
+                  + (f", {len(done.models_written)} written now" if done.models_written else ""), highlight=False)
     return done
 
 

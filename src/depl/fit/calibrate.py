@@ -5,9 +5,11 @@ epoch k it ran, one score: the PIT u(k) = F_e,k(ℓ(k)) of its loss at epoch k
 under the fitted law of the experiment's schedule truncated to k epochs.  A
 plan of K epochs is calibrated by the epoch-K scores (`epoch_scores`); the
 last-epoch scores (`scores`) are kept for files and readers before them.  One
-score per (experiment, seed) and epoch, so that for each fixed k the scores of
-different seeds are independent draws; the epochs of one seed are not
-(depl.loss.calibrated states the guarantee and its price).
+score per run and epoch — a run is its seed, the schedule it trained so far
+and its φ, so a switch experiment's epochs before its switch, the same runs
+as its first version's, count once (`_pooled`) —, so that for each fixed k the
+scores of different seeds are independent draws; the epochs of one seed are
+not (depl.loss.calibrated states the guarantee and its price).
 
 Also here: the reliability of a law on held-out runs before and after
 calibration (cross-fitted: each half of the calibration runs is judged by the
@@ -188,16 +190,48 @@ class Calibration:
         return out
 
 
+def _pooled(scored, k: int | None) -> np.ndarray:
+    """The sorted epoch-k scores (None: each experiment's last epoch) of every run that ran epoch k, each run once.
+
+    A run is its seed, the schedule it trained up to epoch k and its φ: a switch experiment's epochs before its
+    switch are the same runs as those of the experiment of its first version at that φ (a profile trains both
+    from the same seeds — their losses are the same), and an experiment profiled twice repeats its runs.  Such
+    a score is counted once (the first experiment's, in the profile's order): counted again it would add no
+    independent draw, only inflate the runs split conformal counts."""
+    seen: set = set()
+    out = []
+    for e, phi, rows in scored:
+        K = len(rows) if k is None else k
+        if K > len(rows):
+            continue
+        key_of = (tuple(e.schedule[:K]) if k is not None else tuple(e.schedule), float(f"{float(phi):.12g}"))
+        seeds = _run_seeds(e, rows[K - 1].size)
+        for seed, u in zip(seeds, rows[K - 1]):
+            key = (seed, *key_of)
+            if key not in seen:
+                seen.add(key)
+                out.append(u)
+    return np.sort(np.asarray(out, dtype=float))
+
+
+def _run_seeds(e, n: int) -> list:
+    """The seed of each of an experiment's `n` scored runs, in the order of its losses (None where unknown: then
+    each run counts on its own)."""
+    seeds = getattr(e, "seeds", None)
+    if seeds is None or len(seeds) != n:
+        return [("run", id(e), i) for i in range(n)]
+    return [int(x) for x in seeds]
+
+
 def calibrate_with_pits(scenario: Scenario, calib: Profile, omega: float) -> tuple[Calibration, Scores]:
     """The calibration of the scenario's law (uncalibrated) on the runs of `calib`: the last-epoch scores, every
     epoch's, and each experiment's own (the one implementation behind `depl fit --calibration-seeds` and
     `depl calibrate`); and the PIT of ℓ(k) of every run at every epoch (for the histograms), from one scoring."""
     scored = _scored(scenario, calib)
-    s = np.sort(np.concatenate([rows[-1] for _, _, rows in scored])) if scored else np.empty(0)
+    s = _pooled(scored, None)
     depth = max((len(rows) for _, _, rows in scored), default=0)
-    # [k-1]: the epoch-k scores of every run that ran epoch k, as the file keeps them
-    epochs = [rounded(np.sort(np.concatenate([rows[k] for _, _, rows in scored if len(rows) > k])))
-              for k in range(depth)]
+    # [k-1]: the epoch-k scores of every run that ran epoch k, each run once, as the file keeps them
+    epochs = [rounded(_pooled(scored, k)) for k in range(1, depth + 1)]
     cal = Calibration(s, float(omega), int(s.size), conformal.scores_needed(omega), epochs,
                       [_experiment_table(e, phi, rows) for e, phi, rows in scored],
                       next((e.draws for e, _, _ in scored), "fixed"))

@@ -69,6 +69,10 @@ def _words(schedule) -> str:
     return ", ".join(f"{v} ×{n}" for v, n in segments(schedule))
 
 
+def _epochs(k: int) -> str:
+    return "epoch" if k == 1 else f"{k} epochs"
+
+
 def _path(schedule) -> tuple[str, ...]:
     """The versions a schedule trains, in order, each once (full, full, pruned → full, pruned)."""
     return tuple(v for v, _ in segments(schedule))
@@ -321,7 +325,7 @@ class CalibratedModel(LossModel):
         each = self.alpha / len(self.usable)
         tested: dict[tuple[tuple[str, ...], float], tuple[float, int, int]] = {}
         out: dict[tuple[tuple[str, ...], float], tuple[bool, int, int]] = {}
-        self._heads = []   # each chain's first test: (schedule, φ), runs, runs that met ℓmax (`shortfall` says them)
+        self._heads = []   # each chain's first test: experiment, (schedule, φ), runs, runs that met ℓmax (`shortfall`)
         for i in self.usable:
             sched, phi, rows = self.experiments[i]
             chain = []
@@ -340,7 +344,7 @@ class CalibratedModel(LossModel):
             order = np.array(sorted(range(len(chain)), key=lambda i: -tested[chain[i]][0]), dtype=int)
             if len(order):
                 head = chain[order[0]]
-                self._heads.append((head, tested[head][1], tested[head][2]))
+                self._heads.append((i, head, tested[head][1], tested[head][2]))
             for k, ok in zip(chain, conformal.fixed_sequence(passes, order)):
                 out[k] = (bool(ok) or out.get(k, (False,))[0], tested[k][1], tested[k][2])
         return out
@@ -407,14 +411,26 @@ class CalibratedModel(LossModel):
         E = len(self.usable)
         need = conformal.pac_scores_needed(omega, self.alpha / E)
         have = min(n for _, n, _ in cert.values())
-        firsts = "; ".join(f"{_words(key[0])} (the law's likeliest): {met} of {n} met ℓmax, lower bound "
-                           f"{clopper_pearson_lower(met, n, self.alpha / E):.3f}" for key, n, met in self._heads)
+        firsts = "; ".join(f"{self.experiment_words(i)}: its first {_epochs(len(key[0]))} ({_words(key[0])}, the law's "
+                           f"likeliest): {met} of {n} met ℓmax, lower bound "
+                           f"{clopper_pearson_lower(met, n, self.alpha / E):.3f}" for i, key, n, met in self._heads)
         return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: each of the {E} "
-                f"profiled experiments' schedules is tested on its own runs at α/{E} = {self.alpha / E:.3g}, the "
-                f"law's likeliest first, stopping at the first that fails ({firsts}), which "
+                f"profiled experiments is a chain of its schedules tested on its own runs at α/{E} = "
+                f"{self.alpha / E:.3g}, the law's likeliest first, a chain stopping at its first failure; every chain "
+                f"failed its first test ({firsts}), which "
                 f"takes at least {need} runs of it meeting ℓmax = {loss:g} ({have} runs per experiment here); profile "
                 f"more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`), or plan with the law as fitted "
                 f"(`depl plan --uncalibrated`: no certificate)")
+
+    def experiment_words(self, i: int) -> str:
+        """Calibration experiment `i` by what sets it apart from the others: its label, the versions it trained
+        (and so its switch point), its φ, the fraction of the data and the nodes its runs trained on."""
+        e = self.records[i]
+        sched, phi, _ = self.experiments[i]
+        c = e.conditions
+        share = "all" if c is not None and c.fraction == 1 else f"{c.fraction:g}" if c is not None else ""
+        where = "" if c is None else f", {share} of the data, {c.nodes} node{'s' if c.nodes != 1 else ''}"
+        return f"experiment {e.label!r} ({_words(sched)}; φ {phi:.4g}{where})"
 
     def certificate(self, schedule, phi: float) -> tuple[bool, int, int] | None:
         """(certified, runs, runs that met ℓmax) of `schedule` at φ in `certified_schedules`; None where no
@@ -484,7 +500,10 @@ class CalibratedModel(LossModel):
 
     def simulate(self, schedule, phi: float, runs: int, rng: np.random.Generator, *,
                  start: RunState | None = None) -> np.ndarray:
-        """The base law's trajectories, each epoch's loss moved to the same level of the recalibrated law."""
+        """The base law's trajectories, each epoch's loss moved to the same level of the recalibrated law.  A level
+        beyond the highest the base law has a finite quantile at (`_top`: a lattice law's mass stops short of 1 by
+        its truncation) is +∞ — a calibration run scored above every loss the law allows, the safe side —, where
+        `mean` and `rvs` take the law's top instead (`beyond_top` says at which epochs)."""
         tr = self.base.simulate(schedule, phi, runs, rng, start=start) if start is not None else \
             self.base.simulate(schedule, phi, runs, rng)
         out = tr.copy()
@@ -492,6 +511,17 @@ class CalibratedModel(LossModel):
             d = self.distribution(schedule[:k], phi, start=start)
             p = np.clip(d.base.cdf(tr[:, k]), 1e-12, 1 - 1e-12)
             out[:, k] = d.base.quantile(np.clip(np.interp(p, d._p, d._u), 1e-12, 1 - 1e-12))
+        return out
+
+    def beyond_top(self, schedule, phi: float = 1.0) -> list[tuple[int, float]]:
+        """(epoch k, the share of levels) for every epoch whose recalibrated levels reach beyond the base law's top
+        (`_top`): there `simulate` draws +∞ for that share of the runs, while the law's `mean` takes its top."""
+        out = []
+        for k in range(1, len(schedule) + 1):
+            d = self.distribution(schedule[:k], phi)
+            share = 1.0 - float(np.interp(d._top, d._u, d._p))
+            if share > 0:
+                out.append((k, share))
         return out
 
     def mean_path(self, schedule, phi: float = 1.0) -> np.ndarray:

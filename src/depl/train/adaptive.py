@@ -38,6 +38,7 @@ from . import data as data_mod
 from .executors import Options, get, run_tasks
 from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
 from .losses import Loss
+from .models import final_payload
 from .seeds import Item, Writer
 
 # the validation split's default size, a share of the selected samples: a carved split is paid for in training
@@ -157,8 +158,9 @@ class Ledger:
     (`emit`), which writes it in one transaction.  It answers the reads the closed loop makes (`finished`,
     `_standing`, resuming) as the store would after those writes."""
 
-    def __init__(self, run_id: str, path: str, records: dict[int, SeedRecord], emit: Callable[[Item], None]):
-        self.run_id, self.path, self.emit = run_id, path, emit
+    def __init__(self, run_id: str, path: str, records: dict[int, SeedRecord], emit: Callable[[Item], None],
+                 keep_models: bool = False):
+        self.run_id, self.path, self.emit, self.keep_models = run_id, path, emit, keep_models
         self._seeds = {s: {"decisions": {d["epoch"]: d for d in r.decisions}, "trajectory": list(r.trajectory),
                            "diverged_at": r.diverged_at, "checkpoint": r.checkpoint} for s, r in records.items()}
 
@@ -190,8 +192,10 @@ class Ledger:
     def record_epoch(self, run_id: str, seed: int, row: EpochRow) -> None:
         self.record_epochs(run_id, [(seed, row, None, False)])
 
-    def record_epochs(self, run_id: str, items: list, decisions: list = (), decided: list = ()) -> None:
-        """`Store.record_epochs` (one transaction: sent to the writer); `decided`: (seed, row, Decision) to show."""
+    def record_epochs(self, run_id: str, items: list, decisions: list = (), decided: list = (), models: list = ()) -> None:
+        """`Store.record_epochs` (one transaction: sent to the writer); `decided`: (seed, row, Decision) to show;
+        `models`: (seed, the model it stopped with) for the seeds this batch-epoch ends, sent back only where the
+        run keeps its models (`keep_models`: depl.train.models.final_payload, written by the writer's keeper)."""
         for seed, d in decisions:
             self._seeds[seed]["decisions"][int(d["epoch"])] = _as_read(seed, d)
         for seed, row, checkpoint, final in items:
@@ -204,7 +208,8 @@ class Ledger:
                 rec["checkpoint"] = None
             elif checkpoint is not None:
                 rec["checkpoint"] = (row.epoch, checkpoint)
-        self.emit(Item(run_id, tuple(items), tuple(decisions), tuple(decided)))
+        kept = tuple((s, final_payload(m)) for s, m in models) if self.keep_models else ()
+        self.emit(Item(run_id, tuple(items), tuple(decisions), tuple(decided), kept))
 
 
 @dataclass(frozen=True)
@@ -219,13 +224,14 @@ class AdaptiveBatch:
     policy_options: dict                      # `policy_for`'s keywords (rule, slack, gap …)
     records: tuple[SeedRecord, ...] = ()      # the seeds' records, read when the task is sent
     path: str = ""                            # the store's, for messages
+    keep_models: bool = False                 # send each seed's model back with the epoch it ends at (Item.models)
 
     def loaded(self, store: Store) -> "AdaptiveBatch":
         return replace(self, records=tuple(SeedRecord.read(store, self.run_id, s) for s in self.seeds),
                        path=str(store.path))
 
     def ledger(self, emit: Callable[[Item], None]) -> Ledger:
-        return Ledger(self.run_id, self.path, dict(zip(self.seeds, self.records)), emit)
+        return Ledger(self.run_id, self.path, dict(zip(self.seeds, self.records)), emit, self.keep_models)
 
     def run(self, emit: Callable[[Item], None]) -> None:
         _train_batch(self.ledger(emit), self.run_id, Job.from_json(self.job), self.plan, list(self.seeds), self.slow,
@@ -254,16 +260,19 @@ def _shown(progress) -> Callable[[Item], None] | None:
 # --------------------------------------------------------------------------- #
 
 def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: dict[str, float] | None = None,
-             progress=None, **policy_options) -> list[Decision]:
+             progress=None, keep: Callable[[Item], None] | None = None, **policy_options) -> list[Decision]:
     """Train one seed adaptively to its end in the per-seed loop, in this process, resuming from the store;
-    returns the decisions taken here."""
-    task = AdaptiveBatch(run_id, job.to_json(), plan, (seed,), dict(slow or {}), policy_options).loaded(store)
-    return _seed_loop(task.ledger(Writer(store, _shown(progress)).write), run_id, job, plan, seed, task.slow,
+    returns the decisions taken here.  `keep(item)`: hears every batch-epoch before it is written, with the
+    model of the epoch the seed ends at (depl.train.models.ModelKeeper)."""
+    task = AdaptiveBatch(run_id, job.to_json(), plan, (seed,), dict(slow or {}), policy_options,
+                         keep_models=keep is not None).loaded(store)
+    return _seed_loop(task.ledger(Writer(store, _shown(progress), keep).write), run_id, job, plan, seed, task.slow,
                       policy_options)
 
 
 def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float] | None = None,
-              progress=None, *, executor: str = "stack", **policy_options) -> None:
+              progress=None, *, executor: str = "stack", keep: Callable[[Item], None] | None = None,
+              **policy_options) -> None:
     """Train seeds adaptively to their end, resuming from the store: the seeds not started yet as one vectorised
     stack (`vectorised.walk_plan_stack`) while their rests agree, the others one by one (the per-seed loop) —
     one task of depl.train.executors, run by `executor` (a registered name), written here.
@@ -280,16 +289,21 @@ def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int],
     policies and states (`_resumed_stacks`) — not the per-seed loop, whose kernels round otherwise —, then
     starts the fresh seeds' stack and the per-seed loop as an uninterrupted run does.  (Ask for the same
     seeds: a stack resumed with fewer of its seeds is a smaller stack.)
+
+    `keep(item)` (depl.train.models.ModelKeeper): hears every batch-epoch before it is written; a seed's last
+    one brings the model it stopped with (the version it trained last: pruned where it pruned).
     """
-    run_batches(store, run_id, job, plan, [list(seeds)], slow, progress, executor=executor, **policy_options)
+    run_batches(store, run_id, job, plan, [list(seeds)], slow, progress, executor=executor, keep=keep,
+                **policy_options)
 
 
 def run_batches(store: Store, run_id: str, job: Job, plan: Plan, batches: list[list[int]],
                 slow: dict[str, float] | None = None, progress=None, *, executor: str = "stack",
-                options: Options | None = None, **policy_options) -> None:
+                options: Options | None = None, keep: Callable[[Item], None] | None = None, **policy_options) -> None:
     """`run_batch` for every batch of seeds, each one task of `executor` (worker processes train several at once)."""
-    tasks = [AdaptiveBatch(run_id, job.to_json(), plan, tuple(b), dict(slow or {}), policy_options) for b in batches if b]
-    run_tasks(tasks, Writer(store, _shown(progress)), get(executor), options or Options())
+    tasks = [AdaptiveBatch(run_id, job.to_json(), plan, tuple(b), dict(slow or {}), policy_options,
+                           keep_models=keep is not None) for b in batches if b]
+    run_tasks(tasks, Writer(store, _shown(progress), keep), get(executor), options or Options())
 
 
 def _train_batch(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[int], slow: dict[str, float],
@@ -342,7 +356,8 @@ def _seed_loop(ledger: Ledger, run_id: str, job: Job, plan: Plan, seed: int, slo
         taken.append(d)
         end = not d.rest
         ledger.record_epochs(run_id, [(seed, row, None if end else state_bytes(model), end)],
-                             decisions=[(seed, record(d, st, gap))], decided=[(seed, row, d)])
+                             decisions=[(seed, record(d, st, gap))], decided=[(seed, row, d)],
+                             models=[(seed, model)] if end else [])
         now["rest"], now["state"] = list(d.rest), st
 
     def decide(_state, _results):
@@ -412,7 +427,7 @@ def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[i
 
     def on_epochs(batch, results, models):
         e, rest = now["rest"][0], tuple(now["rest"][1:])
-        items, decisions, decided, leave = [], [], [], set()
+        items, decisions, decided, leave, ended = [], [], [], set(), []
         for seed, r, model in zip(batch, results, models()):
             policy = policies[seed]
             loss, gap = validation_loss(model, val, n_test, job.options.criterion)
@@ -426,6 +441,8 @@ def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[i
                 continue
             end = not d.rest
             items.append((seed, row, None if end else state_bytes(model), end))
+            if end:
+                ended.append((seed, model))
             decisions.append((seed, record(d, st, gap)))
             now["state"][seed] = st
             if tuple(d.rest) != rest:
@@ -436,7 +453,7 @@ def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[i
             if seed not in leave and d["rest"]:
                 d["stack"] = stack
         if items:
-            ledger.record_epochs(run_id, items, decisions=decisions, decided=decided)
+            ledger.record_epochs(run_id, items, decisions=decisions, decided=decided, models=ended)
         now["rest"] = list(rest)
         return leave
 

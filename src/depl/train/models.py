@@ -23,6 +23,10 @@ shapes, and the weights are loaded strictly.  The sidecar (JSON) says what the m
 parameters, epochs, final test loss and accuracy, the plan (file name, SHA-256, method, scenario), the
 ``.pt`` file and its SHA-256, and for your own network the digests of its code files (checked on loading).
 
+An adaptive run (`depl run --adaptive`, depl.train.adaptive) keeps, per seed, the model of the epoch the
+closed loop ended it at — its version then (pruned where it pruned) —: ``epochs`` is that epoch and ``stop``
+(`stop_record`) says why (``stop``: the guarantee allowed it; ``end``: the plan's last epoch).
+
 Which models are kept (`KEEP`): ``all``, ``best`` (the one with the lowest final test loss, ties to the
 lower seed), or ``none``; `default_keep` is ``all`` for up to `ALL_UP_TO` seeds, ``best`` above.
 A diverged seed (non-finite loss) leaves no model.
@@ -162,18 +166,19 @@ class ModelKeeper:
         if item.run_id != self.run_id or not item.models:
             return
         rows = {seed: row for seed, row, _, final in item.entries if final}
+        stops = {seed: stop_record(d) for seed, d in item.decisions}   # an adaptive run's: why the seed ended there
         for seed, payload in item.models:
             if seed in rows:
-                self.final(seed, rows[seed], payload)
+                self.final(seed, rows[seed], payload, stops.get(seed))
 
-    def final(self, seed: int, row, payload: dict[str, Any]) -> None:
+    def final(self, seed: int, row, payload: dict[str, Any], stop: dict[str, Any] | None = None) -> None:
         """Seed `seed` has finished with `row` (its last epoch) and the model `payload` (`final_payload`): kept as
-        `keep` says (a diverged seed: never)."""
+        `keep` says (a diverged seed: never); `stop`: an adaptive seed's `stop_record`."""
         if not (math.isfinite(row.test_loss) and math.isfinite(row.train_loss)):
             return
         if self.keep == "best" and not self._better(seed, row.test_loss):
             return
-        self.write(seed, row, payload)
+        self.write(seed, row, payload, stop)
         if self.keep == "best":
             for other in list_run(self.folder):
                 if other["seed"] != seed:
@@ -183,7 +188,7 @@ class ModelKeeper:
         kept = [(m["final_test_loss"], m["seed"]) for m in list_run(self.folder) if m["seed"] != seed]
         return not kept or (loss, seed) < min(kept)
 
-    def write(self, seed: int, row, payload: dict[str, Any]) -> Path:
+    def write(self, seed: int, row, payload: dict[str, Any], stop: dict[str, Any] | None = None) -> Path:
         spec = self.job.versions[row.model]
         state = torch.load(io.BytesIO(payload["state"]), weights_only=True, map_location="cpu")
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -197,10 +202,21 @@ class ModelKeeper:
                 "spec": spec.to_json(), "parameters": int(payload["parameters"]), "epochs": int(row.epoch),
                 "final_test_loss": float(row.test_loss), "final_test_accuracy": None if row.test_accuracy is None else float(row.test_accuracy),
                 "plan": self.plan, "file": pt.name, "sha256": _sha256(pt), "code": self._code}
+        if stop is not None:
+            side["stop"] = stop
         _atomic(self.folder / f"seed-{seed}.json",
                 lambda f: f.write((json.dumps(side, indent=1, sort_keys=True) + "\n").encode()))
         self.written.append(int(seed))
         return pt
+
+
+def stop_record(decision: dict[str, Any]) -> dict[str, Any]:
+    """What an adaptive seed's sidecar says of where and why it ended, from the record of its last decision
+    (depl.train.adaptive.record): the epoch, the action (stop: the guarantee allowed it; end: the plan's last
+    epoch), the policy's note, the validation loss it decided on, and the cost and time it spent."""
+    keys = ("epoch", "action", "note", "observed", "p_new", "cost_spent", "time_spent")
+    finite = (lambda v: None if isinstance(v, float) and not math.isfinite(v) else v)  # noqa: E731  (JSON: null)
+    return {k: finite(decision.get(k)) for k in keys if k in decision}
 
 
 def remove(folder: Path, seed: int) -> None:

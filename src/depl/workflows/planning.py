@@ -221,6 +221,28 @@ class Simulated:
         """The guarantee stands: the Monte Carlo does not refute it (`verdict`)."""
         return self.verdict != "refuted"
 
+    @property
+    def infinite_why(self) -> str:
+        """Why the band's mean is +∞ at some epochs, in words ("" where it is finite, or where no calibrated level
+        lies beyond the law's top): some runs' recalibrated level lies beyond every loss the law allows."""
+        inf = self.simulation.band.infinite()["mean"]
+        if not inf:
+            return ""
+        from ..loss import loss_model_for
+
+        s = self.plan.scenario_object()
+        law = loss_model_for(s)
+        beyond = getattr(law, "beyond_top", None)
+        if beyond is None:
+            return ""
+        shares = dict(beyond(self.plan.schedule, s.phi(s.samples(self.plan.datasets))))
+        said = [f"epoch {k}: {100 * shares[k]:.2g} % of the calibrated levels" for k in inf if k in shares]
+        if not said:
+            return ""
+        return ("the mean is +∞ where runs drew a calibrated level beyond every loss the law allows (a calibration "
+                "run scored above its top: +∞, the safe side) — " + "; ".join(said) + "; the plan's expected ℓ(K) "
+                f"({self.plan.loss_mean:.5g}) is the law's mean with those levels at its top")
+
     def to_json(self) -> dict:
         p, sim = self.plan, self.simulation
         return {"plan": str(self.plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
@@ -229,7 +251,8 @@ class Simulated:
                 "quantile_ci": list(sim.quantile_ci), "law_quantile": p.loss_quantile,
                 "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": self.not_refuted,
                 "verdict": self.verdict,
-                "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(), "png": str(self.png)}
+                "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(),
+                "infinite_why": self.infinite_why, "png": str(self.png)}
 
 
 def simulate(plan_file: str | Path, runs: int = 10_000, seed: int = 0, png: str | Path | None = None) -> Simulated:

@@ -152,10 +152,10 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
                      () if keeper is None else tuple(keeper.written), r.seeds)
 
 
-def model_keeper(r: PlanRun):
+def model_keeper(r: "PlanRun | AdaptiveRun"):
     """What keeps the run's final models (depl.train.models.ModelKeeper), or None (--keep-models none).  On the
     Flower back end the ServerApp keeps them (the app's run config says where): None here."""
-    if r.keep_models == "none" or r.backend != "local" or r.superlink:
+    if r.keep_models == "none" or getattr(r, "backend", "local") != "local" or getattr(r, "superlink", None):
         return None
     from ..train.models import ModelKeeper, plan_summary
 
@@ -281,6 +281,15 @@ class AdaptiveRun:
     slack_record: Any = None    # depl.adaptive.Slack
     gap: Any = None             # depl.gap.MeasuredGap, or None
     certificate: dict = field(default_factory=dict, hash=False)   # `Policy`'s certificate keywords (--certificate)
+    out: Path = Path("depl-runs")
+    keep_models: str = "none"   # none, best or all: each seed's model of the epoch it ended at, in OUT/models/RUN_ID
+
+    @property
+    def models(self) -> Optional[Path]:
+        """Where the run's models are kept (None: --keep-models none)."""
+        from ..train.models import models_folder
+
+        return None if self.keep_models == "none" else models_folder(self.out, self.run_id)
 
 
 @dataclass(frozen=True)
@@ -295,6 +304,8 @@ class AdaptiveResult:
     actions: dict = field(hash=False)
     seconds: float
     spec: dict = field(default_factory=dict, hash=False)   # the run spec's `adaptive` record: δ, its source, the gap
+    models: Optional[Path] = None          # where the seeds' models are kept (None: none kept)
+    models_written: tuple[int, ...] = ()   # the seeds whose model was written now
 
 
 def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
@@ -302,14 +313,16 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
                      training: Training = Training(), validation: Optional[float] = None,
                      slow: Optional[dict[str, float]] = None, rule: str = "slack",
                      gap_from: Optional[list[str | Path]] = None,
-                     certificate: Optional[str | Path] = None) -> AdaptiveRun:
+                     certificate: Optional[str | Path] = None, keep_models: Optional[str] = "none") -> AdaptiveRun:
     """Check the plan and `slow` (clusters of its scenario), register the closed loop's run, and find its
     epoch-0 decision. `validation`: the split the decisions see; `gap_from`: stores (or run folders) of runs that
     logged validation and test losses on the same data, the validation–test gap is measured on (None: modelled
     from sample counts); `certificate`: a `depl certify` certificate of the plan (its fresh runs certify the
     slack L − ω a stop may spend; without it, or a plan certified at a stricter ω′ by `depl plan --slack`, none)
-    — docs/adaptive.md."""
+    — docs/adaptive.md.  `keep_models`: none, best or all of the seeds' models, each of the epoch the seed ended
+    at, kept in OUT/models/RUN_ID (None: all for up to 16 seeds, best above)."""
     plan_file, out, slow = Path(plan_file), Path(out), dict(slow or {})
+    keep_models = check_keep(keep_models, len(seeds), "local")
     if training.executor is not None:
         raise BadInput(f"--executor {training.executor}: an adaptive run trains its stacks in this process (each "
                        "seed's rest may change on its own); the executors train open-loop runs")
@@ -335,7 +348,7 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
                                                    "adaptive": {"rule": rule, "slow": slow, **pol.rule_record()}})
     todo = ad.pending(st, run_id, seeds)
     return AdaptiveRun(plan_file, p, job, st, run_id, tuple(seeds), tuple(todo), slow, rule, ad.split_note(job), d0,
-                       pol.slack, pol.slack_record, gap, cert)
+                       pol.slack, pol.slack_record, gap, cert, out, keep_models)
 
 
 def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> dict:
@@ -400,6 +413,7 @@ def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: O
     with as_bad_input(*training_errors()):
         check_draws([(a.job.data, list(a.todo))])  # every seed's own draw of your data, before any trains (if cheap)
 
+    keeper = model_keeper(a)
     t0 = time.perf_counter()
     todo = set(a.todo)
     # batches cut from the whole seed list, not from the seeds still to do: a resumed run stacks its fresh seeds
@@ -409,11 +423,12 @@ def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: O
         if batch:
             with as_bad_input(*training_errors()):
                 ad.run_batch(a.store, a.run_id, a.job, a.plan, batch, a.slow, progress, **ad.RULES[a.rule],
-                             gap=a.gap, **a.certificate)
+                             gap=a.gap, keep=keeper, **a.certificate)
     seconds = time.perf_counter() - t0
     finals, costs, actions = ad.outcome(a.store, a.run_id, list(a.seeds))
     (run,) = [r for r in a.store.runs() if r["run_id"] == a.run_id]
-    return AdaptiveResult(a.run_id, a.plan, a.seeds, finals, costs, actions, seconds, run["spec"].get("adaptive") or {})
+    return AdaptiveResult(a.run_id, a.plan, a.seeds, finals, costs, actions, seconds, run["spec"].get("adaptive") or {},
+                          a.models, () if keeper is None else tuple(keeper.written))
 
 
 def run_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str] = None,
