@@ -13,9 +13,9 @@ For a fitted scenario (default: the tutorial's own task, docs/certificate-store/
    `depl plan` — while it still refuses, more seeds are profiled (at most `--calib-rounds` rounds; each round
    spends α on the calibration runs again: it is the route as a person takes it, not one statement).
 3. **The route `--uncalibrated` + `depl certify`**: `depl plan SCENARIO --uncalibrated`, then `depl certify PLAN
-   --first-seed 2500000 --max-runs M`: its plan, cost, verdict, runs.
+   --first-seed 3500000 --max-runs M`: its plan, cost, verdict, runs.
 4. **True coverage** of every candidate and of the two routes' plans, on N fresh seeds (default 400 from
-   2300000): the plans are grouped as the search groups them (depl.train.search.group: one run of a schedule
+   3300000): the plans are grouped as the search groups them (depl.train.search.group: one run of a schedule
    yields every prefix), each group's longest job trains once on those seeds (store truth/runs.sqlite), and
    each plan reads ℓ(K) at its own length; hits/N with a 95 % Clopper–Pearson interval and the one-sided 95 %
    lower and upper bounds (depl.certificate.bounds).
@@ -513,16 +513,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="the report [default: OUT/routes.json]")
     ap.add_argument("--md", type=Path, default=None, help="also write the markdown tables here")
     ap.add_argument("--searches", type=int, default=10)
-    ap.add_argument("--first-search-seed", type=int, default=2_100_000, help=f"search i starts at F + {STRIDE}·i")
+    ap.add_argument("--first-search-seed", type=int, default=3_100_000, help=f"search i starts at F + {STRIDE}·i")
     ap.add_argument("--max-runs", type=int, default=500, help="a search's --max-runs")
     ap.add_argument("--batch", type=int, default=16, help="seeds trained together (search, certify, truth)")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--truth", type=int, default=400, help="N: fresh seeds of every candidate's true coverage")
-    ap.add_argument("--truth-seed", type=int, default=2_300_000)
-    ap.add_argument("--calib-seed", type=int, default=2_400_000, help="the calibration route's first seed")
+    ap.add_argument("--truth-seed", type=int, default=3_300_000)
+    ap.add_argument("--calib-seed", type=int, default=3_400_000, help="the calibration route's first seed")
     ap.add_argument("--calib-rounds", type=int, default=4, help="profile more while `depl plan` still refuses")
     ap.add_argument("--calib-max-seeds", type=int, default=400, help="calibration seeds per experiment, at most")
-    ap.add_argument("--certify-seed", type=int, default=2_500_000)
+    ap.add_argument("--certify-seed", type=int, default=3_500_000)
     ap.add_argument("--certify-max-runs", type=int, default=500)
     ap.add_argument("--workers", type=int, default=None, help="worker processes [default: as depl decides]")
     ap.add_argument("--threads", type=int, default=None)

@@ -30,7 +30,8 @@ def replay(folder: Path, batch: int) -> dict:
             cands = recorded_candidates(st, cert)
             held = st.count_epochs()
         s = Search([c["cost"] for c in rows], cert["omega"], cert["alpha"], shares=[c["weight"] for c in rows],
-                   max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert.get("prior") or "uniform")
+                   max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert.get("prior") or "uniform",
+                   allocation=cert.get("allocation", "all"))
         alive = [s.alive()]                                   # each batch's candidates in the race
         r = run_search(cands, s, store=store, first_seed=cert["first_seed"], batch=batch,
                        on_batch=lambda search, seeds, seconds: alive.append(search.alive()))

@@ -335,6 +335,8 @@ def search_problem(plan: "Plan", where: str) -> str | None:
         rid, K, a = row["trains_with"], int(row["epochs"]), float(row["alpha"])
         # the runs its seeds were read from, the longest first (one, its group's, before groups stopped short)
         rids = [str(x) for x in (row.get("read_from") or [rid])]
+        # its seeds are consecutive from the first it counted (the search's first, before the allocation was named)
+        first = int(row["first_counted"]) if row.get("first_counted") is not None else first
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return f"{where}: info.certificate: not a certified search's record (depl.search/1): make the plan again"
     if not store.is_file():

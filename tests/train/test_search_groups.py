@@ -12,7 +12,7 @@ import pytest
 
 from depl.certificate.search import Search
 from depl.plan import Plan
-from depl.store import Store
+from depl.store import Store, StoreError
 from depl.train.execute import register, run_id_for
 from depl.train.executors import run_all
 from depl.train.federation import Job
@@ -103,7 +103,7 @@ FIRST, BATCH = 40, 4
 def _search(max_runs: int = 40) -> Search:
     # every run meets ℓmax (2.5 ≥ any loss after an epoch); the 3-epoch candidate holds nearly all of α, so it
     # certifies after 10 runs (3 batches) while the 2-epoch one, at a tenth of that, needs 13 (a 4th batch)
-    return Search([1.0, 2.0], 0.5, 0.05, shares=[0.005, 0.045], max_runs=max_runs)
+    return Search([1.0, 2.0], 0.5, 0.05, shares=[0.005, 0.045], max_runs=max_runs, allocation="all")
 
 
 def _group_cands() -> list[Candidate]:
@@ -164,7 +164,7 @@ def test_a_store_whose_group_trained_its_longest_job_on_every_seed_replays_to_th
     group(cands)
     rid = run_id_for(cands[1].job, "local", prefix="search")
     with Store(tmp_path / "runs.sqlite") as st:
-        _register(st, cands[1], rid, 0.05, FIRST, "spiked")
+        _register(st, cands[1], rid, _search(), FIRST)
         run_all(st, [(rid, cands[1].job, list(range(FIRST, FIRST + r.seeds)))], seed_batch=BATCH, **TRAIN)
     before = _epochs(tmp_path / "runs.sqlite")
     s = _search()
@@ -192,7 +192,8 @@ def test_a_committed_search_replays_from_its_store_without_training(tmp_path, na
     with Store(store, readonly=True) as st:
         cands = recorded_candidates(st, cert)
     s = Search([c["cost"] for c in rows], cert["omega"], cert["alpha"], shares=[c["weight"] for c in rows],
-               max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert["prior"])
+               max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert["prior"],
+               allocation=cert.get("allocation", "all"))
     r = run_search(cands, s, store=store, first_seed=cert["first_seed"], batch=16, options=TRAIN)
     assert _epochs(store) == before
     assert [r.run_ids[c.group] for c in cands] == [c["trains_with"] for c in rows]
@@ -236,3 +237,51 @@ def test_the_docs_figures_of_a_group_stopping_short_are_the_replay_scripts(name,
     doc = " ".join((ROOT / "docs" / "certificate.md").read_text(encoding="utf-8").split())
     assert f"{short:,} seed-epochs" in doc and f"{seeds} seeds after" in doc
     assert f"python scripts/search_replay.py docs/certificate-store/search/{name}" in doc
+
+
+# --------------------------------------------------------------------------- #
+# the allocation: focus trains a costlier candidate only once the cheaper ones look unlikely to certify
+# --------------------------------------------------------------------------- #
+
+def test_focus_counts_the_cheapest_alone_while_it_is_promising_and_its_certificate_recounts(tmp_path):
+    """The 2-epoch candidate and the costlier 3-epoch one of its group: under focus only the cheapest counts while
+    it is promising (every run meets ℓmax), it certifies, and the group never trains the 3-epoch job."""
+    cands = _group_cands()
+    s = Search([1.0, 2.0], 0.5, 0.05, max_runs=40)                    # the default allocation: focus
+    assert s.allocation == "focus" and s.counting() == [0]
+    r = run_search(cands, s, store=tmp_path / "runs.sqlite", first_seed=FIRST, batch=BATCH, options=TRAIN)
+    assert s.arms[0].status == "certified" and s.best() == 0
+    assert s.arms[1].test.runs == 0 and r.first_counted == {0: FIRST}
+    short_id = run_id_for(cands[0].job, "local", prefix="search")
+    with Store(tmp_path / "runs.sqlite", readonly=True) as st:
+        held = {rid: len(v) for rid, v in ((x["run_id"], st.losses(x["run_id"])) for x in st.runs("search"))}
+    assert held == {short_id: r.seeds}                                # the 3-epoch job never trained
+    assert r.seed_epochs == 2 * r.seeds
+    # the same seeds under `all`: both count every seed, the group trains its longest job
+    s_all = Search([1.0, 2.0], 0.5, 0.05, max_runs=40, allocation="all")
+    r_all = run_search(_group_cands(), s_all, store=tmp_path / "all.sqlite", first_seed=FIRST, batch=BATCH,
+                       options=TRAIN)
+    assert s_all.arms[1].test.runs > 0 and r_all.seed_epochs > r.seed_epochs
+    # a store counted under one allocation is not resumed under another
+    with pytest.raises(StoreError, match="allocation"):
+        run_search(_group_cands(), Search([1.0, 2.0], 0.5, 0.05, max_runs=40, allocation="all"),
+                   store=tmp_path / "runs.sqlite", first_seed=FIRST, batch=BATCH, options=TRAIN)
+
+
+def test_focus_starts_the_next_candidate_once_the_cheapest_looks_unlikely_to_certify():
+    """Pure numbers: the cheapest misses every run; once it has counted the runs its rate needs to say anything,
+    it is not promising and the next one starts counting — on seeds after that decision only."""
+    s = Search([1.0, 2.0, 3.0], 0.9, 0.05, max_runs=300)
+    seen = []
+    while s.best() is None and not s.finished and len(seen) < 200:
+        now = s.counting()
+        seen.append(now)
+        for _ in range(8):
+            for i in now:
+                s.record(i, i > 0)                                    # [0] always misses, the others always meet
+        s.after_batch()
+    assert seen[0] == [0] and any(1 in x for x in seen) and all(2 not in x for x in seen)
+    first_with_1 = next(k for k, x in enumerate(seen) if 1 in x)
+    batches = len(seen) - first_with_1                                # it counted only batches after it started,
+    assert 8 * (batches - 1) < s.arms[1].test.runs <= 8 * batches     # until it decided
+    assert s.best() == 1

@@ -8,14 +8,21 @@ candidate is **dropped** — it takes no more runs — once the test, at the can
 (Laplace-smoothed, (hits + 1)/(runs + 2)), certifies within the runs left with probability below `drop_below`
 (`depl.certificate.expected_runs`), judged only once it has counted the runs its test needs to certify when
 every one meets ℓmax (`fewest_runs`; before that its rate says too little); and a candidate costlier than one already certified takes no more runs
-either.  The search stops when the cheapest candidate neither dropped nor refuted is certified, when no
+either.  Which candidates in the race count the next batch is the **allocation** (`ALLOCATIONS`): `all`, every
+one of them; `focus` (the default), the cheapest in the race alone while it is promising — it has not yet counted
+`fewest_runs`, or at its observed rate it certifies within its runs left with probability ≥ `FOCUS` — and the
+next cheapest added, one at a time, while none of those counting is; a candidate that started counting goes on
+until it decides, is dropped or stops (its seeds are consecutive).  Runs go where they decide the cheapest
+certifiable candidate: a costlier candidate trains only once the cheaper ones look unlikely to certify.
+The search stops when the cheapest candidate neither dropped nor refuted is certified, when no
 candidate is left in the race, or when the runs run out; it returns the cheapest certified candidate.
 
 **Why the returned plan holds with probability ≥ 1 − α (the family-wise error).**  For a candidate whose
 true p_i < ω, its test's e-process M⁺_i is a nonnegative supermartingale with mean ≤ 1 under any rule that
 decides, from the runs seen so far only, whether the candidate counts the next run (a stopped or skipped
 supermartingale is still one: optional stopping).  Ville's inequality gives P(M⁺_i ever ≥ 1/(w_i α)) ≤ w_i α,
-whatever that rule — dropping, the stop of the search, the order of the batches.  The union bound over the
+whatever that rule — dropping, the allocation, the stop of the search, the order of the batches (a candidate
+that starts counting late counts seeds drawn after that decision, never ones already seen).  The union bound over the
 candidates with p_i < ω gives P(some candidate with p_i < ω is certified) ≤ Σ w_i α ≤ α (weighted
 e-Bonferroni), so the plan returned, being one of the certified, meets ℓmax with probability ≥ ω except with
 probability ≤ α.  Dropping never certifies, so it costs no α; the runs of a candidate may be correlated with
@@ -44,6 +51,9 @@ from .sequential import DEFAULT_PRIOR, PRIORS, Sequential, Verdict, expected_run
 
 WEIGHT_RULES = ("equal", "cheaper")
 DROP_BELOW = 0.01
+ALLOCATIONS = ("focus", "all")
+DEFAULT_ALLOCATION = "focus"
+FOCUS = 0.5            # `focus`: a candidate certifying within its runs left with at least this probability suffices
 
 
 def weights(n: int, rule: str = "equal") -> np.ndarray:
@@ -107,7 +117,9 @@ class Search:
     max_runs: int = 500                     # the most runs any candidate counts
     drop_below: float = DROP_BELOW
     prior: str = DEFAULT_PRIOR              # each candidate's e-process (depl.certificate.PRIORS)
+    allocation: str = DEFAULT_ALLOCATION    # which candidates in the race count the next batch (ALLOCATIONS)
     arms: list[Arm] = field(init=False)
+    started: list[int] = field(init=False)  # the candidates that started counting, in the order they started
 
     def __post_init__(self):
         check_alpha(self.alpha)
@@ -121,8 +133,12 @@ class Search:
             raise ValueError("max_runs: at least 1")
         if self.prior not in PRIORS:
             raise ValueError(f"prior {self.prior!r}: must be one of {', '.join(PRIORS)}")
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation {self.allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
         self.arms = [Arm(i, c, float(wi), Sequential(self.omega, float(wi) * self.alpha, self.prior))
                      for i, (c, wi) in enumerate(zip(costs, w))]
+        self.started = []
+        self._allocate()
 
     def best(self) -> int | None:
         """The cheapest certified candidate (None while none is)."""
@@ -133,6 +149,32 @@ class Search:
         b = self.best()
         return [a.index for a in self.arms if a.status == "undecided" and a.test.runs < self.max_runs
                 and (b is None or a.index < b)]
+
+    def counting(self) -> list[int]:
+        """The candidates in the race that count the next batch (the allocation; cheapest first)."""
+        alive = self.alive()
+        if self.allocation == "all":
+            return alive
+        return [i for i in alive if i in self.started]
+
+    def promising(self, i: int) -> bool:
+        """Whether candidate i, counting alone, is worth the next runs (`focus`): too few runs yet for its rate to
+        say anything, or it certifies within its runs left with probability ≥ FOCUS at its observed rate."""
+        t = self.arms[i].test
+        if t.runs < _fewest(float(self.omega), t.alpha, self.prior):
+            return True
+        return p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) >= FOCUS
+
+    def _allocate(self) -> None:
+        """`focus`: start the cheapest candidates in the race, one at a time, until one counting is promising."""
+        if self.allocation == "all":
+            return
+        alive = self.alive()
+        for i in alive:
+            if any(self.promising(j) for j in alive if j in self.started):
+                break
+            if i not in self.started:
+                self.started.append(i)
 
     @property
     def finished(self) -> bool:
@@ -155,6 +197,7 @@ class Search:
             if p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) < \
                     self.drop_below:
                 a.dropped_after = t.runs
+        self._allocate()
 
     @property
     def outcome(self) -> str:
@@ -203,7 +246,7 @@ class Simulated:
 
 def simulate(ps: Sequence[float], omega: float, alpha: float, *, reps: int = 1000, max_runs: int = 300,
              batch: int = 8, shares: Sequence[float] | None = None, correlated: bool = False,
-             drop_below: float = DROP_BELOW, seed: int = 0) -> Simulated:
+             drop_below: float = DROP_BELOW, seed: int = 0, allocation: str = DEFAULT_ALLOCATION) -> Simulated:
     """Run the search `reps` times on candidates (cheapest first) meeting ℓmax with true probabilities `ps`.
     `correlated`: a seed's outcomes are nested (one uniform u per seed, candidate i meets ℓmax iff u < p_i, as
     prefixes of one run are), else independent."""
@@ -212,10 +255,10 @@ def simulate(ps: Sequence[float], omega: float, alpha: float, *, reps: int = 100
     n, wrong, certified, seeds_total, runs_total = len(ps), 0, 0, 0, 0
     returned = np.zeros(n, int)
     for _ in range(reps):
-        s = Search(list(range(n)), omega, alpha, shares, max_runs, drop_below)
+        s = Search(list(range(n)), omega, alpha, shares, max_runs, drop_below, allocation=allocation)
         seeds = 0
         while not s.finished:
-            alive = s.alive()
+            alive = s.counting()
             u = rng.random(batch) if correlated else None
             for k in range(batch):
                 draws = u[k] if correlated else rng.random(n)
@@ -238,5 +281,5 @@ def ladder(omega: float, steps: int) -> list[float]:
     return [omega + k * (1.0 - omega) / steps for k in range(max(1, steps))]
 
 
-__all__ = ["WEIGHT_RULES", "DROP_BELOW", "weights", "p_certify", "Arm", "Search", "Simulated", "simulate",
+__all__ = ["WEIGHT_RULES", "DROP_BELOW", "ALLOCATIONS", "DEFAULT_ALLOCATION", "FOCUS", "weights", "p_certify", "Arm", "Search", "Simulated", "simulate",
            "ladder"]

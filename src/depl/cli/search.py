@@ -24,6 +24,9 @@ FIRST_SEED = typer.Option(None, "--first-seed", min=0, max=2**31 - 1, help="--ce
                           "those are refused]")
 PRIOR = typer.Option(None, "--prior", help="--certify: each candidate's e-process [default: spiked; uniform: the "
                      "mixture of depl 0.1.0] (docs/certificate.md)")
+ALLOCATION = typer.Option(None, "--allocation", help="--certify: which candidates in the race count each batch: "
+                          "focus (the cheapest first, a costlier one only once those look unlikely to certify) or all "
+                          "(every one, every seed) [default: as the store's runs were counted, else focus]")
 BATCH = typer.Option(32, "--batch", min=1, max=4096, help="--certify: seeds trained together between two looks at "
                      "the tests")
 STORE = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of --out (else "
@@ -82,7 +85,8 @@ def _line(search, seeds: int, seconds: float) -> str:
         left = search.max_runs - a.test.runs
         more = min(search.more_runs(alive[0], horizon=max(left, 1))["mean_more_runs"], left)
         eta = f", ETA ~{more * seconds / seeds / 60:.1f} min"
-    return f"{len(alive)} of {len(search.arms)} candidates in the race, {seeds} seeds, {runs} runs; {best}{eta}"
+    return (f"{len(alive)} of {len(search.arms)} candidates in the race ({len(search.counting())} counting), "
+            f"{seeds} seeds, {runs} runs; {best}{eta}")
 
 
 def _result(con, done) -> None:

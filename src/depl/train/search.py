@@ -127,6 +127,7 @@ class Searched:
     outcomes: dict[int, list[float]] = field(default_factory=dict)  # candidate → ℓ(K_i) of each counted seed
     epochs: dict[str, int] = field(default_factory=dict)            # run id → its job's epochs
     read_from: dict[int, list[str]] = field(default_factory=dict)   # candidate → the runs its seeds were read from
+    first_counted: dict[int, int] = field(default_factory=dict)     # candidate → the first seed it counted
 
     @property
     def runs_trained(self) -> int:
@@ -137,32 +138,48 @@ class Searched:
         return sum(n * self.epochs[rid] for rid, n in self.trained.items())
 
 
-def _identity(alpha: float, first_seed: int, prior: str) -> dict:
-    """What a search's runs are counted by: its α, first seed and e-process (unnamed: the uniform mixture, the one
-    a search recorded before the e-process was named, so that its store still replays)."""
-    return {"alpha": alpha, "first_seed": first_seed, **({} if prior == "uniform" else {"prior": prior})}
+def _identity(alpha: float, first_seed: int, prior: str, allocation: str = "all") -> dict:
+    """What a search's runs are counted by: its α, first seed, e-process and allocation (unnamed: the uniform
+    mixture and every candidate in the race counting every seed, what a search recorded before either was named,
+    so that its store still replays)."""
+    return {"alpha": alpha, "first_seed": first_seed, **({} if prior == "uniform" else {"prior": prior}),
+            **({} if allocation == "all" else {"allocation": allocation})}
 
 
-def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: int, prior: str) -> None:
-    """Refuse a store whose runs of these jobs were counted by a search at another α, from another first seed or by
-    another e-process (a record without one was decided by the uniform mixture, as depl 0.1.0 decided)."""
-    mine = {"prior": "uniform", **_identity(alpha, first_seed, prior)}
+def _counted_by(spec: dict) -> dict | None:
+    theirs = ((spec.get("plan") or {}).get("info") or {}).get("search")
+    return None if theirs is None else {"prior": "uniform", "allocation": "all", **theirs}
+
+
+def recorded_allocation(st: Store) -> str | None:
+    """The allocation the search runs in `st` were counted by (None: the store has none)."""
+    for r in st.runs("search"):
+        theirs = _counted_by(r["spec"])
+        if theirs is not None:
+            return str(theirs["allocation"])
+    return None
+
+
+def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: int, prior: str,
+                allocation: str = "all") -> None:
+    """Refuse a store whose runs of these jobs were counted by a search at another α, from another first seed, by
+    another e-process or allocation (a record without one was decided by the uniform mixture, every candidate in
+    the race counting every seed, as depl 0.1.0 decided)."""
+    mine = {"prior": "uniform", "allocation": "all", **_identity(alpha, first_seed, prior, allocation)}
     for r in st.runs("search"):
         if r["run_id"] in run_ids.values():
-            theirs = ((r["spec"].get("plan") or {}).get("info") or {}).get("search")
-            if theirs is not None:
-                theirs = {"prior": "uniform", **theirs}
+            theirs = _counted_by(r["spec"])
             if theirs is not None and theirs != mine:
                 raise StoreError(f"{st.path}: run {r['run_id']} was counted by a search at α {theirs['alpha']:g} "
-                                 f"from seed {theirs['first_seed']} with the {theirs['prior']} e-process (this one: "
-                                 f"α {alpha:g} from seed {first_seed}, {prior}); a search spends its α once, on its "
-                                 "own seeds: use that --alpha, --first-seed and --prior to resume it, or another "
-                                 "--store")
+                                 f"from seed {theirs['first_seed']} with the {theirs['prior']} e-process, allocation "
+                                 f"{theirs['allocation']} (this one: α {alpha:g} from seed {first_seed}, {prior}, "
+                                 f"{allocation}); a search spends its α once, on its own seeds: use that --alpha, "
+                                 "--first-seed, --prior and --allocation to resume it, or another --store")
 
 
-def _register(st: Store, cand: Candidate, run_id: str, alpha: float, first_seed: int, prior: str) -> None:
+def _register(st: Store, cand: Candidate, run_id: str, search: Search, first_seed: int) -> None:
     p = dataclasses.replace(cand.plan, solve_seconds=0.0).to_json()  # its identity: nothing timed
-    p["info"] = {"search": _identity(alpha, first_seed, prior)}
+    p["info"] = {"search": _identity(search.alpha, first_seed, search.prior, search.allocation)}
     execute.register(st, run_id, "search", cand.job, {"backend": "local", "plan": p})
 
 
@@ -196,7 +213,7 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
     group(cands)
     st = store if isinstance(store, Store) else Store(store)
     ids = {i: execute.run_id_for(c.job, "local", prefix="search") for i, c in enumerate(cands)}
-    check_store(st, ids, search.alpha, first_seed, search.prior)
+    check_store(st, ids, search.alpha, first_seed, search.prior, search.allocation)
     run_ids = {g: ids[g] for g in sorted({c.group for c in cands})}
     epochs = {ids[i]: c.epochs for i, c in enumerate(cands)}
     # the runs of each candidate's group that cover it, the longest first
@@ -209,8 +226,9 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
     read_from: dict[int, list[str]] = {i: [] for i in range(len(cands))}
     outcomes: dict[int, list[float]] = {i: [] for i in range(len(cands))}
     t0, start = time.perf_counter(), first_seed
+    first_counted: dict[int, int] = {}
     while not search.finished:
-        alive = search.alive()
+        alive = search.counting()  # the allocation: the candidates in the race that count this batch
         seeds = list(range(start, start + batch))
         # each group trains its longest candidate in the race, on the seeds no run of the group holds that far
         longest = {}
@@ -225,7 +243,7 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
             need = [s for s in seeds if source(read, covering[j], s, cands[j].epochs) is None]
             if need:
                 if ids[j] not in registered:
-                    _register(st, cands[j], ids[j], search.alpha, first_seed, search.prior)
+                    _register(st, cands[j], ids[j], search, first_seed)
                     registered.add(ids[j])
                 todo.append((ids[j], cands[j].job, need))
         if todo:
@@ -243,6 +261,7 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
                 if search.arms[i].test.decided or search.arms[i].test.runs >= search.max_runs:
                     continue
                 rid = source(read, covering[i], s, cands[i].epochs)
+                first_counted.setdefault(i, s)
                 if rid not in read_from[i]:
                     read_from[i].append(rid)
                 loss = final_loss(*read[rid], s, cands[i].epochs)
@@ -254,4 +273,4 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
             on_batch(search, start - first_seed, time.perf_counter() - t0)
     return Searched(search, cands, first_seed, start - first_seed, trained, run_ids, str(st.path),
                     time.perf_counter() - t0, outcomes, epochs,
-                    {i: sorted(r, key=covering[i].index) for i, r in read_from.items()})
+                    {i: sorted(r, key=covering[i].index) for i, r in read_from.items()}, first_counted)

@@ -148,7 +148,7 @@ def certificate_json(r: "Searched") -> dict:
                      "weight": a.weight, "alpha": v.alpha, "verdict": a.status, "runs": v.runs, "met": v.hits,
                      "lower_bound": v.lower, "upper_bound": v.upper, "proposed_at": c.proposed,
                      "trains_with": r.run_ids[c.group], "read_from": r.read_from.get(a.index, []),
-                     "dropped_after": a.dropped_after})
+                     "first_counted": r.first_counted.get(a.index), "dropped_after": a.dropped_after})
     more = None
     if b is None and s.outcome != "refuted":
         i = s.likeliest()
@@ -162,36 +162,54 @@ def certificate_json(r: "Searched") -> dict:
             "first_seed": r.first_seed,
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
             "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
+            "allocation": s.allocation,
             "rule": f"weighted e-Bonferroni over candidates fixed in advance: each a sequential mixture test ({s.prior} "
-                    "prior) at its share of α on the same fresh seeds; dropping never certifies "
-                    "(depl.certificate.search)",
+                    f"prior) at its share of α on fresh seeds, {ALLOCATION_WORDS[s.allocation]}; dropping never "
+                    "certifies (depl.certificate.search)",
             "candidates": rows, "expected_more_runs": more}
+
+
+ALLOCATION_WORDS = {"focus": "the cheapest candidates in the race counting first, a costlier one only once "
+                               "those look unlikely to certify",
+                    "all": "every candidate in the race counting every seed"}
 
 
 def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Path] = None,
                first_seed: Optional[int] = None, max_runs: int = 500, batch: int = 32, png: Optional[Path] = None,
                training: Training = Training(), progress: Optional[Callable] = None,
-               on_batch: Optional[Callable] = None, prior: Optional[str] = None) -> SearchResult:
+               on_batch: Optional[Callable] = None, prior: Optional[str] = None,
+               allocation: Optional[str] = None) -> SearchResult:
     """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
     its certificate) at `out` and the candidates' picture at `png`.  `first_seed` None: the first seed above every
     seed the scenario's lineage used (depl.ledger); seeds it used are refused.  `prior`: each candidate's
-    e-process [default: depl.certificate.DEFAULT_PRIOR]."""
+    e-process [default: depl.certificate.DEFAULT_PRIOR].  `allocation`: which candidates in the race count each
+    batch (depl.certificate.search.ALLOCATIONS) [default: the one the store's runs were counted by, else focus]."""
     from ..certificate import DEFAULT_PRIOR
     from ..certificate.search import Search
     from ..ledger import lineage
-    from ..train.search import run_search as train
+    from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION
+    from ..store import Store
+    from ..train.search import recorded_allocation, run_search as train
 
     store = Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
     ledger = lineage(prep.scenario)
     asked = "" if first_seed is None else f"--first-seed {first_seed}"
     first_seed = ledger.default("search") if first_seed is None else first_seed
-    with as_bad_input(ValueError):
-        ledger.check(first_seed, first_seed + max_runs - 1, asked or f"--first-seed {first_seed}", "search")
+    with as_bad_input(ValueError, OSError):
+        if allocation is None and store.is_file():
+            with Store(store, readonly=True) as st:
+                allocation = recorded_allocation(st)
+        allocation = allocation or DEFAULT_ALLOCATION
+        if allocation not in ALLOCATIONS:
+            raise ValueError(f"--allocation {allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
+        # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
+        drawn = max_runs * (1 if allocation == "all" else len(prep.candidates))
+        ledger.check(first_seed, first_seed + drawn - 1, asked or f"--first-seed {first_seed}", "search")
     with as_bad_input(*training_errors(), ValueError, OSError):
         store.parent.mkdir(parents=True, exist_ok=True)
         _write_candidates(prep, store.parent / "search-candidates.json")
         search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
-                        max_runs=max_runs, prior=prior or DEFAULT_PRIOR)
+                        max_runs=max_runs, prior=prior or DEFAULT_PRIOR, allocation=allocation)
         r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
                   options=training.seed_options(), progress=progress, on_batch=on_batch)
     cert = certificate_json(r)
