@@ -277,6 +277,12 @@ def calibration_route(a, clock: Clock) -> dict:
         if code != 0:
             raise SystemExit(f"depl calibrate exited {code} (see {log}): {err.strip()[-400:]}")
         code, out, err = run_cli(["plan", str(folder / "calibrated.toml"), "--out", str(plan_out), "--json"], log)
+        if code == 0 and not ((json.loads(plan_out.read_text(encoding="utf-8")).get("info") or {}).get("certificate")
+                              or {}).get("certified"):
+            # too few calibration runs to use at all: the table is kept unused and `depl plan` plans with the law
+            # as fitted, "not certified yet" — not a certified plan; the route needs more runs
+            code, err = 3, ("the calibration runs are too few to use (the plan is not certified yet); it takes at "
+                            f"least {n} runs of it meeting ℓmax")
         table = tomllib.loads((folder / "calibrated.toml").read_text(encoding="utf-8"))["calibration"]
         rounds.append({"seeds_per_experiment": seeds, "plan_exit_code": code, "seconds": time.perf_counter() - t0,
                        "profiled": [x["experiment"] for x in prof["runs"]], "profile_runs": prof["runs_trained"],

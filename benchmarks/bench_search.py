@@ -54,14 +54,15 @@ def main(argv=None) -> int:
     allocations = ("focus", "all") if a.allocation == "both" else (a.allocation,)
     t0 = time.perf_counter()
     for i, (name, (omega, ps)) in enumerate(cases):
-        good = next(j for j in range(len(ps)) if ps[j] >= omega + 0.05)  # the cheapest well above ω
+        good = next((j for j in range(len(ps)) if ps[j] >= omega + 0.05), None)  # the cheapest well above ω
         rows = [(x, w, c) for x in allocations for w in ("equal", "cheaper") for c in (False, True)]
         for alloc, rule, correlated in rows:
             r = simulate(ps, omega, a.alpha, reps=reps, max_runs=a.max_runs, batch=8, allocation=alloc,
                          shares=weights(len(ps), rule), correlated=correlated, seed=1000 * i + 2 * correlated)
             print(f"| {name} | {omega:g} | {alloc} | {rule} | {'nested' if correlated else 'independent'} | "
                   f"{r.p_wrong:.3f} [≤ {r.wrong_upper:.3f}] | {r.certified / reps:.2f} | "
-                  f"{r.returned[good] / reps:.2f} | {r.mean_seeds:.0f} | {r.mean_runs:.0f} |", flush=True)
+                  f"{'—' if good is None else format(r.returned[good] / reps, '.2f')} | {r.mean_seeds:.0f} | "
+                  f"{r.mean_runs:.0f} |", flush=True)
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0
 

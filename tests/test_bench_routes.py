@@ -39,7 +39,7 @@ def test_the_searches_run_on_their_own_seeds_with_the_same_candidates(study):
     assert rep["format"] == "depl.bench-routes/1" and rep["omega"] == 0.9
     s = rep["searches"]
     assert [x["search"] for x in s] == [0, 1]
-    assert [x["seeds"][0] for x in s] == [1_100_000, 1_110_000]          # F + 10000·i
+    assert [x["seeds"][0] for x in s] == [3_100_000, 3_110_000]          # F + 10000·i
     assert rep["summary"]["same_candidates_in_every_search"] is True
     for x in s:
         assert x["exit_code"] in (0, 3, 4)
@@ -55,7 +55,7 @@ def test_every_candidate_has_a_true_coverage_on_the_fresh_seeds_with_its_clopper
     _, _, rep = study
     costs = [c["cost"] for c in rep["candidates"]]
     assert costs == sorted(costs) and len(costs) >= 2
-    assert rep["truth_seeds"] == [1_300_000, 1_300_015]
+    assert rep["truth_seeds"] == [3_300_000, 3_300_015]
     for c in rep["candidates"]:
         t = c["true_coverage"]
         assert t["runs"] == 16 and 0 <= t["hits"] <= 16 and t["rate"] == t["hits"] / 16

@@ -155,8 +155,7 @@ def plan(
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target.
 
-    With --certify: the cheapest plan that fresh real runs certify (P(ℓ(K) ≤ ℓmax) ≥ ω with confidence 1 − α),
-    found among candidates fixed before any run; resumes from its store."""
+    With --certify: the cheapest plan fresh real runs certify (P(ℓ(K) ≤ ℓmax) ≥ ω, confidence 1 − α); resumable."""
     from ..workflows import plan as make
 
     if certify:
