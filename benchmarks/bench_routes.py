@@ -38,6 +38,7 @@ Exit 0 when the study ran (whatever it found), 2 on bad input (a file, a flag).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -115,7 +116,7 @@ def bad_input(msg: str) -> None:
 # ---------------------------------------------------------------------------------------------------- searches
 
 def search_key(a, i: int) -> dict:
-    return {"scenario": str(a.scenario.resolve()), "first_seed": a.first_search_seed + STRIDE * i,
+    return {"scenario": scenario_digest(a), "first_seed": a.first_search_seed + STRIDE * i,
             "max_runs": a.max_runs, "batch": a.batch, "alpha": a.alpha}
 
 
@@ -229,19 +230,31 @@ def runs_to_certify(stderr: str, omega: float, alpha: float, experiments: int) -
     return n
 
 
+def scenario_digest(a) -> str:
+    """The fitted scenario a result was made from, by content (the folder may move; the file may not change)."""
+    return hashlib.sha256(a.scenario.read_bytes()).hexdigest()[:16]
+
+
+def route_folder(a, clock: Clock, name: str, what: str, key: dict, work: float):
+    """A route's folder, command log, result file and key, and its result where one of that key is there."""
+    folder = a.out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    done = folder / "result.json"
+    key = {"scenario": scenario_digest(a), **key}
+    if done.is_file() and json.loads(done.read_text())["key"] == key:
+        clock.tick(work, skipped=True)
+        say(clock.line(f"{what}: read back"))
+        return folder, folder / "commands.log", done, key, json.loads(done.read_text())
+    return folder, folder / "commands.log", done, key, None
+
+
 def calibration_route(a, clock: Clock) -> dict:
     """`depl plan` refuses → profile that many calibration seeds per experiment → `depl calibrate` → `depl plan`,
     more seeds while it still refuses (at most --calib-rounds rounds, each capped at --calib-max-seeds)."""
-    folder = a.out / "calibration"
-    folder.mkdir(parents=True, exist_ok=True)
-    log = folder / "commands.log"
-    done = folder / "result.json"
-    key = {"scenario": str(a.scenario.resolve()), "first_seed": a.calib_seed, "rounds": a.calib_rounds,
-           "max_seeds": a.calib_max_seeds}
-    if done.is_file() and json.loads(done.read_text())["key"] == key:
-        clock.tick(a.calib_work, skipped=True)
-        say(clock.line("calibration route: read back"))
-        return json.loads(done.read_text())
+    folder, log, done, key, back = route_folder(a, clock, "calibration", "calibration route", {
+        "first_seed": a.calib_seed, "rounds": a.calib_rounds, "max_seeds": a.calib_max_seeds}, a.calib_work)
+    if back is not None:
+        return back
     d = tomllib.loads(a.scenario.read_text(encoding="utf-8"))
     omega, alpha = d["target"]["quantile"], d["target"].get("alpha", 0.05)
     code, _, err = run_cli(["plan", str(a.scenario)], log)
@@ -325,16 +338,10 @@ def calibration_route(a, clock: Clock) -> dict:
 # ----------------------------------------------------------------------- the route --uncalibrated + depl certify
 
 def uncalibrated_route(a, clock: Clock) -> dict:
-    folder = a.out / "uncalibrated"
-    folder.mkdir(parents=True, exist_ok=True)
-    log = folder / "commands.log"
-    done = folder / "result.json"
-    key = {"scenario": str(a.scenario.resolve()), "first_seed": a.certify_seed, "max_runs": a.certify_max_runs,
-           "batch": a.batch}
-    if done.is_file() and json.loads(done.read_text())["key"] == key:
-        clock.tick(a.certify_work, skipped=True)
-        say(clock.line("route --uncalibrated + depl certify: read back"))
-        return json.loads(done.read_text())
+    folder, log, done, key, back = route_folder(a, clock, "uncalibrated", "route --uncalibrated + depl certify", {
+        "first_seed": a.certify_seed, "max_runs": a.certify_max_runs, "batch": a.batch}, a.certify_work)
+    if back is not None:
+        return back
     plan = folder / "plan.json"
     code, _, err = run_cli(["plan", str(a.scenario), "--uncalibrated", "--out", str(plan)], log)
     if code != 0:
@@ -579,7 +586,10 @@ def main(argv=None) -> int:
     plans: list[tuple[str, object]] = [(f"candidate {c['index']}", p.plan) for c, p in zip(cands, prep.candidates)]
     for name, r in (("calibration route", calib), ("uncalibrated route", uncal)):
         if r.get("plan"):
-            plans.append((name, Plan.from_json(json.loads(Path(r["plan"]).read_text(encoding="utf-8")))))
+            d = json.loads(Path(r["plan"]).read_text(encoding="utf-8"))
+            if (d.get("scenario_spec") or {}).get("code_dir"):   # the route's plan, made where the study ran: its
+                d["scenario_spec"]["code_dir"] = prep.scenario.code_dir   # code is this scenario's (digests checked)
+            plans.append((name, Plan.from_json(d)))
     truth = true_coverage(a, plans, clock)
     rep = summarize(a, searches, cands, calib, uncal, truth, omega)
     rep["calibration_route"], rep["uncalibrated_route"] = calib, uncal
