@@ -14,10 +14,11 @@ pays once (Python and torch imports, data, the store, worker start-up) cancels:
 
 and the ratio printed is the first over the second: how many times more seed-epochs per second the S-seed
 process trains once started.  The automatic choice measures in the first S-seed cell (a fresh cache folder
-per benchmark; the long cell runs first, so the short one reads what it cached): the seconds it spent
-measuring (`measured in X s`, printed by `depl profile`) are taken off that cell, as a choice cached from an
-earlier run costs nothing.  Both S-seed cells' `seeds:` lines are printed, so that a reader sees they trained
-the same way.  The rounds are interleaved and each cost is the median of its rounds.
+per benchmark; the long cell runs first): the seconds it spent measuring (`measured in X s`, printed by
+`depl profile`) are taken off that cell, as a choice cached from an earlier run costs nothing.  The short
+S-seed cell then trains the way the long one picked, named (`--seed-batch`, `--workers`, `--threads`): a job
+that short is not measured (the loop), and the difference would not be one way's.  Both S-seed cells'
+`seeds:` lines are printed, so that a reader sees they trained the same way.  The rounds are interleaved and each cost is the median of its rounds.
 
 Prints the CPU model (/proc/cpuinfo, as `lscpu` names it), its cores and the load average at the start and at
 the end beside the ratio: on a shared machine the numbers move with the load.
@@ -53,10 +54,21 @@ def load() -> str:
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def cell(a, seeds: int, epochs: int, folder: Path, env: dict) -> dict:
+HOW = re.compile(r"seeds: (?:(?:stacks|batches) of (\d+) seeds|the per-seed loop)[^×]*× (\d+) workers? × (\d+) threads?")
+
+
+def named(how: str) -> list[str]:
+    """The options that train the seeds as a `seeds:` line says they were trained."""
+    m = HOW.match(how)
+    if m is None:
+        sys.exit(f"cannot read how the seeds trained from {how!r}")
+    return ["--seed-batch", m.group(1) or "1", "--workers", m.group(2), "--threads", m.group(3)]
+
+
+def cell(a, seeds: int, epochs: int, folder: Path, env: dict, options: list[str] = ()) -> dict:
     out = folder / f"s{seeds}-e{epochs}-{time.monotonic_ns()}"
     cmd = [sys.executable, "-m", "depl", "profile", a.scenario, "--version", a.version, "--seeds", str(seeds),
-           "--epochs", str(epochs), "--out", str(out)]
+           "--epochs", str(epochs), "--out", str(out), *options]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - t0
@@ -100,8 +112,9 @@ def main() -> None:
     cells = []
     for r in range(a.rounds):
         print(f"round {r + 1}:")
-        for seeds, epochs in ((1, a.short), (1, a.long), (a.seeds, a.long_many), (a.seeds, a.short)):
+        for seeds, epochs in ((1, a.short), (1, a.long), (a.seeds, a.long_many)):
             cells.append(cell(a, seeds, epochs, folder, env) | {"round": r + 1})
+        cells.append(cell(a, a.seeds, a.short, folder, env, named(cells[-1]["how"])) | {"round": r + 1})
 
     def per_seed_epoch(seeds: int, long: int, rnd: int) -> float:
         t = {c["epochs"]: c["training"] for c in cells if c["seeds"] == seeds and c["round"] == rnd}

@@ -109,3 +109,12 @@ def test_slab_convolutions_give_each_models_own_losses_and_gradients(monkeypatch
     torch.testing.assert_close(lg, lv, rtol=1e-5, atol=1e-6)
     for k in gv:
         torch.testing.assert_close(gg[k], gv[k], rtol=1e-4, atol=1e-6)
+
+
+def test_a_stack_keeps_its_freed_memory_for_the_next_step():
+    """glibc's malloc is told to keep freed blocks (vectorised.keep_heap): a step's activations are not faulted in
+    afresh every step.  This machine's Python runs on glibc (Linux)."""
+    from depl.train import vectorised
+
+    Stack([build_net("cnn1d", 8, (1, 40), 10) for _ in range(2)])
+    assert vectorised._heap_kept and vectorised.keep_heap()
