@@ -2,7 +2,8 @@
 
     PYTHONPATH=src python benchmarks/bench_many_seeds.py [--scenario mnist1d-small] [--version full]
                                                          [--seeds 32] [--short 2] [--long 40] [--long-many 20]
-                                                         [--rounds 1] [--json FILE]
+                                                         [--rounds 1] [--how "--seed-batch 16 --workers 2"]
+                                                         [--json FILE]
 
 Every cell is a fresh `depl profile SCENARIO --version VERSION --seeds S --epochs E` process (start-up, data,
 the automatic choice of how to train the seeds, training, the store: what a user waits for), timed from its
@@ -18,7 +19,8 @@ per benchmark; the long cell runs first): the seconds it spent measuring (`measu
 `depl profile`) are taken off that cell, as a choice cached from an earlier run costs nothing.  The short
 S-seed cell then trains the way the long one picked, named (`--seed-batch`, `--workers`, `--threads`): a job
 that short is not measured (the loop), and the difference would not be one way's.  Both S-seed cells'
-`seeds:` lines are printed, so that a reader sees they trained the same way.  The rounds are interleaved and each cost is the median of its rounds.
+`seeds:` lines are printed, so that a reader sees they trained the same way.  `--how OPTIONS` names the way
+for both S-seed cells instead (nothing measured), e.g. two workers where the automatic choice kept one.  The rounds are interleaved and each cost is the median of its rounds.
 
 Prints the CPU model (/proc/cpuinfo, as `lscpu` names it), its cores and the load average at the start and at
 the end beside the ratio: on a shared machine the numbers move with the load.
@@ -95,6 +97,7 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=40, help="epochs of the 1-seed long cell")
     ap.add_argument("--long-many", type=int, default=20, help="epochs of the S-seed long cell")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--how", default="", help="options naming how the S-seed cells train (default: measured)")
     ap.add_argument("--json", help="also write the cells and the result here")
     a = ap.parse_args()
     if not (0 < a.short < a.long and a.short < a.long_many and a.seeds > 1 and a.rounds > 0):
@@ -113,7 +116,7 @@ def main() -> None:
     for r in range(a.rounds):
         print(f"round {r + 1}:")
         for seeds, epochs in ((1, a.short), (1, a.long), (a.seeds, a.long_many)):
-            cells.append(cell(a, seeds, epochs, folder, env) | {"round": r + 1})
+            cells.append(cell(a, seeds, epochs, folder, env, a.how.split() if seeds > 1 else ()) | {"round": r + 1})
         cells.append(cell(a, a.seeds, a.short, folder, env, named(cells[-1]["how"])) | {"round": r + 1})
 
     def per_seed_epoch(seeds: int, long: int, rnd: int) -> float:
