@@ -12,6 +12,8 @@ The mathematics is the per-seed loop's, seed by seed:
 
 * initialisation: seed s's weights are `federation.initial_model(job, s)`,
   stacked;
+* data: one data every seed trains on, or (runs that draw their own data, draws of one size: `Job.stacks`)
+  every seed's own draw stacked along the seed axis (`StackData`), each mini-batch gathered from its seed's;
 * data order: seed s, epoch k, node i visits its node's samples in the order
   `randperm(n, derive_seed(s, TRAIN_STREAM, k, i))` — the same permutation
   the loop draws; mini-batch j of the stack is batch j of every seed;
