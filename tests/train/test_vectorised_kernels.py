@@ -62,3 +62,59 @@ def test_trajectories_on_either_kernels_agree_through_fedavg_and_pruning():
             assert (a.epoch, a.model, a.switched) == (b.epoch, b.model, b.switched)
             assert a.test_loss == pytest.approx(b.test_loss, rel=1e-4)
             assert a.train_loss == pytest.approx(b.train_loss, rel=1e-4)
+
+
+class _Strided1d(nn.Module):
+    """1-D convolutions of several geometries, each input length a multiple of its output's (the slab form)."""
+
+    def __init__(self, c: int = 8):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(1, c, 5, stride=2, padding=2), nn.ReLU(),      # 1 channel: im2col
+            nn.Conv1d(c, c, 3, stride=2, padding=1), nn.ReLU(),      # 40 → 20 → 10, mnist1d-small's
+            nn.Conv1d(c, c, 5, stride=2, padding=2), nn.ReLU(),      # 10 → 5: shifts −1, 0, +1
+            nn.Conv1d(c, c, 3, stride=1, padding=1), nn.ReLU(),      # stride 1
+            nn.Conv1d(c, c, 2, stride=1, padding=0, bias=False),     # 5 → 4: no slab form, im2col
+        )
+        self.head = nn.Linear(4 * c, 10)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def test_slab_convolutions_give_each_models_own_losses_and_gradients(monkeypatch):
+    """The 1-D convolutions without a patch matrix (vectorised._SlabConv1d) compute each model's forward and
+    gradients: in float64 to 1e-10 of the model itself, in float32 to vmap's tolerance."""
+    from depl.train import vectorised
+
+    used = []
+    apply = vectorised._SlabConv1d.apply
+    monkeypatch.setattr(vectorised._SlabConv1d, "apply", lambda *a: used.append(a[0].shape) or apply(*a))
+    torch.manual_seed(1)
+    models = [_Strided1d() for _ in range(3)]
+    x, y = torch.randn(3, 6, 1, 40), torch.randint(0, 10, (3, 6))
+    doubles = [_Strided1d().double() for _ in range(3)]
+    for d, m in zip(doubles, models):
+        d.load_state_dict({k: v.double() for k, v in m.state_dict().items()})
+    stack = Stack(doubles, "gemm")
+    loss, grads = _loss_and_grads(stack, x.double(), y)
+    assert len(used) == 3   # the three middle convolutions; the first (1 channel) and last (5 → 4) by im2col
+    for i, m in enumerate(doubles):
+        own = torch.nn.functional.cross_entropy(m(x[i].double()), y[i])
+        own.backward()
+        assert float(loss[i]) == pytest.approx(float(own.detach()), abs=1e-10)
+        for k, p in m.named_parameters():
+            torch.testing.assert_close(grads[k][i], p.grad, rtol=0, atol=1e-10)
+    (lg, gg), (lv, gv) = _loss_and_grads(Stack(models, "gemm"), x, y), _loss_and_grads(Stack(models, "vmap"), x, y)
+    torch.testing.assert_close(lg, lv, rtol=1e-5, atol=1e-6)
+    for k in gv:
+        torch.testing.assert_close(gg[k], gv[k], rtol=1e-4, atol=1e-6)
+
+
+def test_a_stack_keeps_its_freed_memory_for_the_next_step():
+    """glibc's malloc is told to keep freed blocks (vectorised.keep_heap): a step's activations are not faulted in
+    afresh every step.  This machine's Python runs on glibc (Linux)."""
+    from depl.train import vectorised
+
+    Stack([build_net("cnn1d", 8, (1, 40), 10) for _ in range(2)])
+    assert vectorised._heap_kept and vectorised.keep_heap()

@@ -195,10 +195,12 @@ def default_candidates(n_seeds: int, cores: int | None = None) -> list[Candidate
 
 def candidates_for(job, n_seeds: int, cores: int | None = None) -> list[Candidate]:
     """The candidates worth measuring for `n_seeds` seeds of `job`: the one place a rule about the job drops
-    some.  Seeds that draw their own data (`Job.stackable` false) share no data tensor to stack over: they
-    train one by one, so only the candidates of one seed per stack (the loop, on one or more workers) are left."""
+    some.  Seeds that draw their own data of sizes that may differ (`Job.stacks` false) have no tensor to
+    stack: they train one by one, so only the candidates of one seed per stack (the loop, on one or more
+    workers) are left.  Draws of the same sizes stack (`vectorised.StackData`); a stack's mini-batch costs the
+    same whatever samples it holds, so its candidates are measured on the first seed's data."""
     cands = default_candidates(n_seeds, cores)
-    if getattr(job, "stackable", True):
+    if getattr(job, "stacks", True):
         return cands
     return [c for c in cands if c.seed_batch == 1]
 

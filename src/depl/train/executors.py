@@ -119,7 +119,7 @@ class Decision:
     choice: Any = None              # the autochoice.Choice when measured or cached
     cache: str | None = None        # its cache file
     seeds: int = 0                  # the seeds of the largest run (the batch cut from them; 0: not known)
-    stackable: bool = True          # whether its seeds may train as one stack (not if each draws its own data)
+    stackable: bool = True          # whether its seeds may train as one stack (`Job.stacks`: not if draws' sizes vary)
 
     @property
     def batch(self) -> int:
@@ -139,7 +139,7 @@ class Decision:
             return f"Ray at {o.ray_address}: batches of ≤ {b} seeds × {o.threads} thread(s) each"
         how = "the per-seed loop" if b == 1 else f"stacks of {b} seeds"
         if b > 1 and not self.stackable:
-            how = f"batches of {b} seeds, each seed on its own (each run draws its own data)"
+            how = f"batches of {b} seeds, each seed on its own (each run draws its own data, of sizes that may differ)"
         return f"{how} × {w} worker{'s' * (w > 1)} × {o.threads} thread{'s' * (o.threads > 1)}"
 
     @property
@@ -180,7 +180,7 @@ def decide(runs: Sequence[Run], *, executor: str | None = None, todo: int | None
     (the others keep `Options`' defaults).  `options`: Options' other fields.  `said(text)` hears that a
     measurement starts.  `cache_dir` [default: autochoice.default_cache_dir()]."""
     n_seeds = max((len(r[2]) for r in runs), default=0)   # a stack is cut from one run's seeds
-    stackable = all(getattr(r[1], "stackable", True) for r in runs)
+    stackable = all(getattr(r[1], "stacks", True) for r in runs)
     return replace(_decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options), seeds=n_seeds,
                    stackable=stackable)
 

@@ -140,6 +140,19 @@ class Job:
         own data train seed by seed, `seeded`)."""
         return self.data.draws == "fixed"
 
+    @property
+    def stacks(self) -> bool:
+        """Whether several seeds can train as one stack (`vectorised.walk_plan_stack`): on one shared data
+        (`stackable`), or each on its own draw where every draw has the same shapes — a built-in source's draw
+        (MNIST-1D samples of the generator's pool, or a new split of fixed samples: the same sizes each time),
+        split over nodes other than by a Dirichlet partition (whose node sizes change with the draw).  Your
+        factory's own draws may differ in size: their seeds train one by one."""
+        d = self.data
+        if d.draws == "fixed":
+            return True
+        return ":" not in d.source and (self.options.iid or d.alpha is None
+                                        or all(n == 1 for n in self.nodes.values()))
+
     def seeded(self, seed: int) -> "Job":
         """The job as seed `seed` trains it: on its own draw of the data where runs draw theirs (DataSpec.seeded)."""
         data = self.data.seeded(seed)

@@ -168,16 +168,19 @@ class SeedBatch:
             emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs)),
                       models=kept))
 
-        if len(self.seeds) == 1 or not job.stackable:  # the per-seed loop (each seed on its own draw of the data)
+        if len(self.seeds) == 1 or not job.stacks:  # the per-seed loop (each seed on its own draw of the data)
             for i, seed in enumerate(self.seeds):
                 start = (self.done, self.checkpoints[i]) if self.done else None
                 walk_plan(job, seed, LocalFederation(), lambda r, m, s=seed: rows((s,), [r], lambda: [m]), start)
                 if not job.stackable:   # a seed's own data is no other seed's: not kept past it
                     node_data.cache_clear()
                     test_data.cache_clear()
-        else:
+        else:  # one stack: on the shared data, or on every seed's own draw stacked (vectorised.StackData)
             start = (self.done, list(self.checkpoints)) if self.done else None
             walk_plan_stack(job, list(self.seeds), rows, start)
+            if not job.stackable:   # the seeds' own draws are no other seed's: not kept past them
+                node_data.cache_clear()
+                test_data.cache_clear()
 
     def warm(self) -> None:
         warm_job(self.job, self.seeds[0])

@@ -12,6 +12,8 @@ The mathematics is the per-seed loop's, seed by seed:
 
 * initialisation: seed s's weights are `federation.initial_model(job, s)`,
   stacked;
+* data: one data every seed trains on, or (runs that draw their own data, draws of one size: `Job.stacks`)
+  every seed's own draw stacked along the seed axis (`StackData`), each mini-batch gathered from its seed's;
 * data order: seed s, epoch k, node i visits its node's samples in the order
   `randperm(n, derive_seed(s, TRAIN_STREAM, k, i))` — the same permutation
   the loop draws; mini-batch j of the stack is batch j of every seed;
@@ -120,13 +122,118 @@ class _Patches(torch.autograd.Function):
         return gp[(slice(None), slice(None)) + inner], None, None, None
 
 
+# A strided 1-D convolution whose input length is `stride` × its output length (MNIST-1D's: 40 → 20 → 10 → 5) needs
+# no patch matrix: the channels-last input (S, B, L, C) seen as (S, B·out, stride·C) holds in row j the positions
+# stride·j … stride·j + stride − 1, so every tap at the same shift q (position stride·(j + q) + r) is a slice of
+# columns of that one view, and the convolution is one product per shift (2 for kernel 3 at stride 2, 3 for kernel
+# 5) added into the output shifted by q positions.  It reads the activations where they are: no padding copy, no
+# patch copy, no col2im in the backward — those copies were about half of a stack's step.  The products are the
+# same sums of the same terms as im2col's, in another order (float rounding).
+SLAB_MIN_CHANNELS = 8   # below this many input channels a shift's product is too thin; im2col (_Patches) then
+
+
+def _slab_groups(kernel: int, stride: int, padding: int) -> list[tuple[int, int, list[int]]]:
+    """[(shift q, first position r0 in the row, the taps in order of r)] of a 1-D convolution's taps (the taps of
+    one shift are consecutive: a slice of the kernel)."""
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for t in range(kernel):
+        q, r = divmod(t - padding, stride)
+        groups.setdefault(q, []).append((r, t))
+    return [(q, g[0][0], [t for _, t in g]) for q, g in sorted(groups.items(), key=lambda kv: (kv[0] != 0, kv[0]))]
+
+
+def _slab_ok(m: nn.Module, h: torch.Tensor) -> bool:
+    if len(m.kernel_size) != 1 or h.dim() != 4 or h.shape[-1] < SLAB_MIN_CHANNELS or not h.is_contiguous():
+        return False
+    (k,), (s,), (p,) = m.kernel_size, m.stride, m.padding
+    length = h.shape[2]
+    out = (length + 2 * p - k) // s + 1
+    groups = _slab_groups(k, s, p)
+    return (length == s * out and groups[0][0] == 0 and all(abs(q) < out for q, _, _ in groups)
+            and all(len(taps) > 0 for _, _, taps in groups))
+
+
+def _shifted(g: torch.Tensor, q: int) -> torch.Tensor:
+    """z with z[:, :, j] = g[:, :, j − q] where 0 ≤ j − q < out, else 0 (g, z: (S, B, out, O))."""
+    z = torch.empty_like(g)
+    out = g.shape[2]
+    if q < 0:
+        z[:, :, :out + q] = g[:, :, -q:]
+        z[:, :, out + q:] = 0
+    else:
+        z[:, :, q:] = g[:, :, :out - q]
+        z[:, :, :q] = 0
+    return z
+
+
+class _SlabConv1d(torch.autograd.Function):
+    """A 1-D convolution of channels-last (S, B, L, C) → (S, B, out, O), L = stride · out (`_slab_ok`)."""
+
+    @staticmethod
+    def forward(ctx, h, w, b, stride, padding):
+        S, B, L, C = h.shape
+        O, k = w.shape[1], w.shape[3]
+        out = L // stride
+        hv = h.view(S, B * out, stride * C)
+        groups = _slab_groups(k, stride, padding)
+        y = h.new_empty(S, B, out, O)
+        yv = y.view(S, B * out, O)
+        for i, (q, r0, taps) in enumerate(groups):
+            a = hv[..., r0 * C:(r0 + len(taps)) * C]
+            wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
+            if q == 0:
+                if b is None:
+                    torch.bmm(a, wq, out=yv)
+                else:
+                    torch.baddbmm(b.unsqueeze(1), a, wq, out=yv)
+            else:
+                z = torch.bmm(a, wq).view(S, B, out, O)
+                if q < 0:
+                    y[:, :, -q:] += z[:, :, :out + q]
+                else:
+                    y[:, :, :out - q] += z[:, :, q:]
+        ctx.save_for_backward(h, w)
+        ctx.geometry = (stride, groups, b is not None)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        h, w = ctx.saved_tensors
+        stride, groups, has_bias = ctx.geometry
+        S, B, L, C = h.shape
+        O = w.shape[1]
+        out = L // stride
+        g = g.contiguous()
+        hv = h.view(S, B * out, stride * C)
+        gw = torch.empty_like(w)
+        gh = None
+        for q, r0, taps in groups:
+            gz = (g if q == 0 else _shifted(g, q)).view(S, B * out, O)
+            cols = slice(r0 * C, (r0 + len(taps)) * C)
+            gw[..., taps[0]:taps[-1] + 1] = torch.bmm(hv[..., cols].transpose(1, 2), gz).view(S, len(taps), C, O).permute(0, 3, 2, 1)
+            if ctx.needs_input_grad[0]:
+                wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
+                part = torch.bmm(gz, wq.transpose(1, 2))          # (S, B·out, len(taps)·C)
+                if gh is None and q == 0 and len(taps) == stride:
+                    gh = part
+                else:
+                    if gh is None:
+                        gh = h.new_zeros(S, B * out, stride * C)
+                    gh[..., cols] += part
+        gb = g.sum((1, 2)) if has_bias else None
+        return (None if gh is None else gh.view(S, B, L, C)), gw, gb, None, None
+
+
 def _conv(m: nn.Module, w: torch.Tensor, b: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
+    if _slab_ok(m, h):
+        return _SlabConv1d.apply(h, w, b, m.stride[0], m.padding[0])
     nd = w.dim() - 3
     cols = _Patches.apply(h, tuple(m.kernel_size), tuple(m.stride), tuple(m.padding))
     wt = w.movedim(1, -1).movedim(1, -2).reshape(w.shape[0], -1, w.shape[1])  # (S, kernel·C, out channels)
     y = torch.bmm(cols, wt) if b is None else torch.baddbmm(b.unsqueeze(1), cols, wt)
     out = [(n + 2 * p - k) // s + 1 for n, k, s, p in zip(h.shape[2:2 + nd], m.kernel_size, m.stride, m.padding)]
-    return y.view(h.shape[0], h.shape[1], *out, w.shape[1])
+    # not a view (`_unsafe_view`, as torch.matmul's): a ReLU in place on it then needs no as_strided backward
+    return torch.ops.aten._unsafe_view(y, (h.shape[0], h.shape[1], *out, w.shape[1]))
 
 
 def _linear(w: torch.Tensor, b: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
@@ -232,12 +339,38 @@ class GemmNet:
         return h.relu_() if fresh else torch.relu(h)
 
 
+# A stack's step allocates activations of megabytes and frees them again: glibc's malloc gives such blocks back to
+# the system (mmap, or trimming the top of the heap) and takes fresh pages for the next step, each page faulted in
+# on first touch — a fifth of a 16-seed step of mnist1d-small's net.  The stack keeps them in its heap instead.
+HEAP_TRIM_BYTES = 1 << 30      # freed memory kept before the top of the heap is given back
+HEAP_MMAP_BYTES = 32 << 20     # blocks up to this size come from the heap (glibc's largest such threshold)
+_heap_kept = False
+
+
+def keep_heap() -> bool:
+    """Have glibc's malloc keep freed blocks for reuse (`mallopt`), once per process; False where this is not glibc."""
+    global _heap_kept
+    if not _heap_kept:
+        _heap_kept = True
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6")
+            M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+            return bool(libc.mallopt(M_TRIM_THRESHOLD, HEAP_TRIM_BYTES)
+                        and libc.mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_BYTES))
+        except (OSError, AttributeError):   # not glibc (macOS, musl): its own allocator as it is
+            return False
+    return True
+
+
 class Stack:
     """S models of one version: parameters and buffers stacked along a leading seed dimension."""
 
     def __init__(self, models: list[nn.Module], kernels: str = "auto"):
         if kernels not in KERNELS:
             raise ValueError(f"unknown kernels {kernels!r} (known: {', '.join(KERNELS)})")
+        keep_heap()
         self.n = len(models)
         self.kernels = kernels
         params, buffers = stack_module_state(models)
@@ -286,21 +419,24 @@ class Stack:
 
 
 def local_epoch_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor, options: TrainOptions,
-                      seeds: list[int], epoch: int = 1, epochs: int = 1) -> torch.Tensor:
-    """`federation.local_epoch` for every model of the stack at once (seed i's order from seeds[i])."""
+                      seeds: list[int], epoch: int = 1, epochs: int = 1, own: bool = False) -> torch.Tensor:
+    """`federation.local_epoch` for every model of the stack at once (seed i's order from seeds[i]); `own`: x and
+    y hold every seed's own samples, (S, n, ...), else one data all seeds train on, (n, ...)."""
     stack.base.train()
     params = {k: v.clone().requires_grad_() for k, v in stack.params.items()}
     opt = optimizer(list(params.values()), options, options.lr_at(epoch, epochs))
     criterion = options.criterion
-    n = len(y)
+    n = y.shape[1] if own else len(y)
     bs = options.batch_size
     total = torch.zeros(stack.n, device=x.device)
+    rows = torch.arange(stack.n, device=x.device).unsqueeze(1)
     for p in range(options.local_epochs):
         orders = torch.stack([torch.randperm(n, generator=torch.Generator().manual_seed(pass_seed(s, p)))
-                              for s in seeds])
+                              for s in seeds]).to(x.device)
         for i in range(0, n, bs):
             idx = orders[:, i:i + bs]
-            losses = per_seed_mean(stack.forward(params, stack.buffers, x[idx]), y[idx], criterion)
+            xb, yb = (x[rows, idx], y[rows, idx]) if own else (x[idx], y[idx])   # (S, batch, ...)
+            losses = per_seed_mean(stack.forward(params, stack.buffers, xb), yb, criterion)
             opt.zero_grad(set_to_none=True)
             losses.sum().backward()
             if options.clip is not None:
@@ -336,45 +472,94 @@ def per_seed_mean_ce(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor,
-                   criterion: Loss = Loss()) -> tuple[np.ndarray, np.ndarray | None]:
-    """Every model's mean loss (cross-entropy unless given) and accuracy on (x, y); None for a loss without one."""
+def evaluate_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor, criterion: Loss = Loss(),
+                   own: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Every model's mean loss (cross-entropy unless given) and accuracy on (x, y); None for a loss without one.
+    `own`: x and y hold every seed's own test set, (S, n, ...), else one test set of every seed, (n, ...)."""
     stack.base.eval()
     chunk = max(1, EVAL_SAMPLES // stack.n)
     loss = np.zeros(stack.n)
     correct = np.zeros(stack.n)
-    for i in range(0, len(y), chunk):
-        xb, yb = x[i:i + chunk], y[i:i + chunk]
-        out = stack.forward(stack.params, stack.buffers, xb, shared=True)
-        if criterion.name == "cross_entropy":
-            per = F.cross_entropy(out.flatten(0, 1), yb.repeat(stack.n), reduction="none").view(stack.n, -1)
+    n = y.shape[1] if own else len(y)
+    for i in range(0, n, chunk):
+        if own:
+            xb, ys = x[:, i:i + chunk], y[:, i:i + chunk].flatten(0, 1)
+            out = stack.forward(stack.params, stack.buffers, xb)
         else:
-            ys = yb.expand(stack.n, *yb.shape).flatten(0, 1)
+            xb, yb = x[i:i + chunk], y[i:i + chunk]
+            out = stack.forward(stack.params, stack.buffers, xb, shared=True)
+            ys = yb.repeat(stack.n) if criterion.name == "cross_entropy" else yb.expand(stack.n, *yb.shape).flatten(0, 1)
+        if criterion.name == "cross_entropy":
+            per = F.cross_entropy(out.flatten(0, 1), ys, reduction="none").view(stack.n, -1)
+        else:
             per = criterion.per_sample(out.flatten(0, 1), ys).view(stack.n, -1)
         loss += per.sum(1).double().cpu().numpy()
-        hits = criterion.hits(out.flatten(0, 1), yb.expand(stack.n, *yb.shape).flatten(0, 1))
+        hits = criterion.hits(out.flatten(0, 1), ys)
         if hits is not None:
             correct += hits.view(stack.n, -1).sum(1).cpu().numpy()
-    return loss / len(y), (correct / len(y) if criterion.classification else None)
+    return loss / n, (correct / n if criterion.classification else None)
 
 
-def federated_round(stack: Stack, job: Job, cluster: str, epoch: int, seeds: list[int]) -> np.ndarray:
+class StackData:
+    """The data of a stack's seeds: one data every seed trains and is tested on (`Job.stackable`), or every
+    seed's own draw (`Job.stacks`), stacked along a leading seed dimension — each seed's draw exactly as the
+    per-seed loop makes it (`job.seeded(seed)`, `node_data`, `test_data`), loaded once per walk."""
+
+    def __init__(self, job: Job, seeds: list[int]):
+        self.job, self.seeds = job, list(seeds)
+        self.own = not job.stackable and len(seeds) > 1
+        self.loaded: dict = {}
+
+    def _get(self, key, one: Callable[[Job], tuple[torch.Tensor, torch.Tensor]]):
+        if key not in self.loaded:
+            if not self.own:
+                self.loaded[key] = on_device(one(self.job), self.job.options.device)
+            else:
+                parts = [one(self.job.seeded(s)) for s in self.seeds]
+                shapes = [(tuple(x.shape), tuple(y.shape)) for x, y in parts]
+                for s, shape in zip(self.seeds, shapes):
+                    if shape != shapes[0]:
+                        raise ValueError(f"seed {s}'s own draw of the data has samples and labels of shapes "
+                                         f"{shape}, seed {self.seeds[0]}'s {shapes[0]}: draws of different sizes "
+                                         f"train one by one (federation.walk_plan), not as one stack")
+                self.loaded[key] = on_device((torch.stack([x for x, _ in parts]), torch.stack([y for _, y in parts])),
+                                             self.job.options.device)
+        return self.loaded[key]
+
+    def node(self, nodes: int, node: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._get(("node", nodes, node), lambda j: node_data(j.data, nodes, j.options.iid, node))
+
+    def test(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._get(("test",), lambda j: test_data(j.data))
+
+    def keep(self, rows: list[int]) -> None:
+        """Only these seeds go on (`Stack.keep`)."""
+        self.seeds = [self.seeds[i] for i in rows]
+        if self.own:
+            idx = torch.tensor(rows, dtype=torch.long)
+            self.loaded = {k: tuple(t.index_select(0, idx.to(t.device)) for t in v) for k, v in self.loaded.items()}
+
+
+def federated_round(stack: Stack, job: Job, cluster: str, epoch: int, seeds: list[int],
+                    data: StackData | None = None) -> np.ndarray:
     """`LocalFederation` for every seed of the stack: each node trains a copy, FedAvg per seed."""
+    data = data or StackData(job, seeds)
     nodes = job.nodes[cluster]
     if nodes == 1:
-        x, y = on_device(node_data(job.data, 1, job.options.iid, 0), job.options.device)
+        x, y = data.node(1, 0)
         return local_epoch_stack(stack, x, y, job.options, [derive_seed(s, TRAIN_STREAM, epoch, 0) for s in seeds],
-                                 epoch, len(job.epochs)).cpu().numpy()
+                                 epoch, len(job.epochs), data.own).cpu().numpy()
     start = stack.params
     states, weights, losses = [], [], []
     for node in range(nodes):
-        x, y = on_device(node_data(job.data, nodes, job.options.iid, node), job.options.device)
+        x, y = data.node(nodes, node)
         stack.params = start
         losses.append(local_epoch_stack(stack, x, y, job.options,
                                         [derive_seed(s, TRAIN_STREAM, epoch, node) for s in seeds],
-                                        epoch, len(job.epochs)).cpu().numpy())
+                                        epoch, len(job.epochs), data.own).cpu().numpy())
         states.append(stack.state())
-        weights.append(float(len(y)))
+        # every seed's draw holds as many samples per node (StackData): one weight per node, as the loop's
+        weights.append(float(y.shape[1] if data.own else len(y)))
     stack.load(fedavg(states, weights))
     return np.average(np.array(losses), axis=0, weights=weights)
 
@@ -394,12 +579,14 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
     are shorter and the others train on untouched (no operation mixes seeds: per-seed losses, an
     element-wise optimiser and FedAvg, and the gradient of a sum is each term's own).
     """
-    if not job.stackable and len(seeds) > 1:
-        raise ValueError("these runs draw their own data: their seeds train one by one (federation.walk_plan), "
+    if not job.stacks and len(seeds) > 1:
+        raise ValueError("these runs draw their own data of sizes that may differ (your factory's draws, or a "
+                         "Dirichlet split over nodes): their seeds train one by one (federation.walk_plan), "
                          "not as one stack")
     job = job.seeded(seeds[0]) if len(seeds) == 1 else job
     dev = job.options.device
-    x_test, y_test = on_device(test_data(job.data), dev)
+    data = StackData(job, seeds)
+    x_test, y_test = data.test()
     done = 0
     if start is None:
         current = job.init_version or job.epochs[0][1]
@@ -416,8 +603,8 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
             stack = stack.restacked([switch(m, job.versions[current], job.versions[version].ratio).to(dev)
                                      for m in stack.models(job.versions[current])])
             current = version
-        train_loss = federated_round(stack, job, cluster, epoch, seeds)
-        loss, acc = evaluate_stack(stack, x_test, y_test, job.options.criterion)
+        train_loss = federated_round(stack, job, cluster, epoch, seeds, data)
+        loss, acc = evaluate_stack(stack, x_test, y_test, job.options.criterion, data.own)
         # the stack's wall time shared evenly: seconds per seed-epoch, as the loop records
         secs = (time.perf_counter() - t0) / len(seeds)
         results = [EpochResult(epoch, version, cluster, float(loss[i]), None if acc is None else float(acc[i]),
@@ -432,5 +619,7 @@ def walk_plan_stack(job: Job, seeds: list[int], on_epochs: StackHook | None = No
             if not alive:
                 break
             stack.keep(alive)
+            data.keep(alive)
+            x_test, y_test = data.test()
             seeds = [seeds[i] for i in alive]
     return out
