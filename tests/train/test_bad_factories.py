@@ -157,11 +157,18 @@ def test_a_draw_checked_when_its_seed_starts_keeps_the_seeds_before_it_and_a_rer
     assert 3 not in kept and all(n == 2 for n in kept.values())
     # the per-seed loop trains 0, 1, 2 before 3; two workers take seeds 0-2 and 3-5, and the first ends its batch
     assert set(kept) == {0, 1, 2}
-    write_factory(project, set(), "pass")   # the factory mended: the rerun trains only what is left
+    r = depl_cli(*args, cwd=project, code=LATE)   # the same code again: it resumes, and stops at seed 3 again
+    refused(r, 3, CASES["raises"][2])
+    assert "resuming (6 of 12 epochs done)" in r.stdout, r.stdout + r.stderr[-2000:]
+    # the factory mended is other code: a run of its own (a run is identified by its code's sha256), every seed
+    # trained by the mended factory; the runs of the earlier code stay as they were, never mixed in
+    write_factory(project, set(), "pass")
     r = depl_cli(*args, cwd=project, code=LATE)
-    assert r.returncode == 0 and "resuming (6 of 12 epochs done)" in r.stdout, r.stdout + r.stderr[-2000:]
+    assert r.returncode == 0 and "resuming" not in r.stdout, r.stdout + r.stderr[-2000:]
     with Store(project / "p" / "runs.sqlite", readonly=True) as st:
-        assert {s: len(v) for s, v in st.losses(run["run_id"]).items()} == {s: 2 for s in range(6)}
+        runs = {x["run_id"]: {s: len(v) for s, v in st.losses(x["run_id"]).items()} for x in st.runs()}
+    assert runs.pop(run["run_id"]) == kept
+    assert list(runs.values()) == [{s: 2 for s in range(6)}]
 
 
 def test_runs_whose_losses_go_non_finite_are_counted_at_the_end(depl_cli, project):
