@@ -39,17 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown CPU"
+from depl.train.autochoice import cpu_model  # the CPU's name, as the automatic choice records it
 
 
 def load() -> str:
