@@ -502,3 +502,16 @@ def test_a_store_of_your_own_code_reads_back_after_its_folder_moved_and_a_change
     assert code == 0, err
     with Store(b / "o" / "runs.sqlite") as st:
         assert len(st.runs("profile")) == 2                       # the edited code is another run
+
+
+def test_a_jobs_identity_falls_back_to_its_folder_where_its_code_cannot_be_read(tmp_path, monkeypatch):
+    """No module there (or a folder not allowed): the run is identified by the folder, as the docstring says —
+    never an exception from working out a run id."""
+    from depl.train.data import DataSpec
+    from depl.train.federation import Job
+    from depl.train.prune import VersionSpec
+
+    monkeypatch.setenv("DEPL_CODE", str(tmp_path))
+    v = VersionSpec("nomodule:make_net", None, 0.0, (4,), 2, "{}", str(tmp_path))
+    job = Job(DataSpec("digits", ((0.0, 1.0),)), {"full": v}, {"edge": 1}, [(1, "full", "edge")])
+    assert job.identity() == job.to_json() and job.to_json()["versions"]["full"]["code_dir"] == str(tmp_path)

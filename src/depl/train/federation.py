@@ -122,7 +122,7 @@ class Job:
             return d
         try:
             code = {f"{ref} {path}": h for ref, folder in sorted(refs, key=str) for path, h in digests(ref, folder).items()}
-        except (CodeRefused, OSError, ImportError):
+        except (data_mod.DataError, OSError, ImportError):  # CodeRefused is a DataError
             return d
         return {**drop_code_dirs(d), "code": code}
 
