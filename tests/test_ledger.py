@@ -19,6 +19,13 @@ FIT = Use("fit", "the law's fit", ((0, 19),))
 CAL = Use("calibration", "calibration experiment full", ((300_000, 300_063),))
 
 
+def test_the_lineage_line_names_experiments_on_the_same_seeds_once():
+    cals = [Use("calibration", f"calibration experiment {v}", ((15, 19),)) for v in ("full", "pruned", "switch")]
+    words = Ledger([Use("fit", "the law's fit", ((0, 14),)), *cals]).words()
+    assert words == "kept clear of the plan's lineage: fit 0..14; calibration 15..19 (3 experiments)"
+    assert Ledger([FIT, CAL]).words() == "kept clear of the plan's lineage: fit 0..19; calibration 300000..300063"
+
+
 def test_a_new_range_must_miss_the_ledger_and_the_default_does():
     ledger = Ledger([FIT, CAL])
     assert resolve(ledger, "validate", "plan-x", None, 200, "") == 410_000

@@ -153,8 +153,13 @@ class Ledger:
         """The seeds kept clear of, in a line: "kept clear of the plan's lineage: fit 0..14; calibration …"."""
         if not self.uses:
             return "the plan's lineage records no seeds"
-        return "kept clear of the plan's lineage: " + "; ".join(f"{u.kind} {ranges_text(u.seeds, 2)}"
-                                                                for u in self.uses)
+        seen: dict[tuple, int] = {}   # one scenario's experiments on the same seeds: said once, with how many
+        for u in self.uses:
+            key = (u.kind, ranges_text(u.seeds, 2))
+            seen[key] = seen.get(key, 0) + 1
+        return "kept clear of the plan's lineage: " + "; ".join(
+            f"{kind} {seeds}" + (f" ({n} experiments)" if n > 1 and kind == "calibration" else f" (×{n})" if n > 1 else "")
+            for (kind, seeds), n in seen.items())
 
 
 def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
