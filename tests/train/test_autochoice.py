@@ -329,3 +329,15 @@ def test_a_cached_choice_is_measured_again_under_another_load_or_code(tmp_path, 
     said = []
     third = choose(job, 8, [s4], tmp_path, share=None, pool=GivenPool(rates), load=lambda: then, said=said.append)
     assert not third.cached and "measured by other code (0.0.1/3/000000000000, now " in said[0]
+
+
+def test_a_first_round_measures_each_kinds_largest_stack_first_then_from_the_loop_up():
+    """32 seeds on 2 cores: the kinds in turn (2 workers, 1 worker, 1 worker × 2 threads), each opening with its
+    largest stack, so a round the budget cuts after four ways has measured a whole share per worker."""
+    order = autochoice.first_round_order([c for c in autochoice.default_candidates(32, cores=2) if c != LOOP])
+    labels = [(c.seed_batch, c.workers, c.threads) for c in order]
+    assert labels[:4] == [(16, 2, 1), (32, 1, 1), (32, 1, 2), (1, 2, 1)]
+    assert sorted(labels) == sorted((c.seed_batch, c.workers, c.threads)
+                                    for c in autochoice.default_candidates(32, cores=2) if c != LOOP)
+    by_kind = [[b for b, w, t in labels if (w, t) == kind] for kind in ((2, 1), (1, 1), (1, 2))]
+    assert by_kind == [[16, 1, 4, 8], [32, 4, 8, 16], [32, 1, 4, 8, 16]]

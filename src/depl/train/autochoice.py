@@ -502,11 +502,16 @@ def decide(candidates: list[Candidate], rounds: list[dict[Candidate, float]], lo
 
 def first_round_order(cands: list[Candidate]) -> list[Candidate]:
     """The order of a first round: one of each kind (workers × threads: several workers first, threads last —
-    one worker with several threads waits on the others' cores under load) in turn, smaller stacks first, so
-    that a round the budget cuts short has measured every kind."""
+    one worker with several threads waits on the others' cores under load) in turn, so that a round the budget
+    cuts short has measured every kind.  Within a kind its largest stack comes first — the one that trains the
+    most seeds per operation, each worker's whole share where the job has no more seeds than the largest stack,
+    so the Python and kernel-launch cost of a step is paid once for them all — then the rest from the smallest
+    (the loop) up: the two ends of the range before its middle."""
     kinds: dict[tuple[int, int], list[Candidate]] = {}
     for c in sorted(cands, key=lambda c: (c.threads, -c.workers, c.seed_batch)):
         kinds.setdefault((c.workers, c.threads), []).append(c)
+    for kind, q in kinds.items():
+        kinds[kind] = q[-1:] + q[:-1]
     out, queues = [], list(kinds.values())
     while any(queues):
         out += [q.pop(0) for q in queues if q]
