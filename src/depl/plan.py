@@ -82,11 +82,21 @@ class Plan:
         return d
 
     def save(self, path: str | Path) -> None:
-        """Write strict JSON: NaN and Infinity are not JSON, and a plan holding one is not written."""
+        """Write strict JSON: NaN and Infinity are not JSON, and a plan holding one is not written.  The folder of
+        your code (`scenario_spec.code_dir`) is written as "." where it is the plan's own folder, so that a plan
+        kept beside its code runs from any copy of that folder, on any machine, once that folder is allowed (a
+        relative code_dir is looked up in the folders you allowed, docs/security.md); any other folder is kept
+        as it is."""
+        d = self.to_json()
+        spec = d.get("scenario_spec")
+        if isinstance(spec, dict) and isinstance(spec.get("code_dir"), str) and Path(spec["code_dir"]).is_absolute():
+            code, here = Path(spec["code_dir"]).resolve(), Path(path).resolve().parent
+            if code == here:
+                d["scenario_spec"] = {**spec, "code_dir": "."}
         try:
-            text = json.dumps(self.to_json(), indent=2, allow_nan=False)
+            text = json.dumps(d, indent=2, allow_nan=False)
         except ValueError:
-            bad = _non_finite(self.to_json())
+            bad = _non_finite(d)
             raise PlanError(f"{path}: the plan is not written: {bad} is not a finite number") from None
         Path(path).write_text(text + "\n", encoding="utf-8")
 

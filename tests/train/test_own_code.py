@@ -234,6 +234,29 @@ def test_a_plan_of_your_own_network_runs_the_same_job_from_any_folder(project, t
     assert job.versions["full"].code_dir == str(project.resolve()) and job.data.code_dir == str(project.resolve())
 
 
+def test_a_plan_kept_beside_its_code_names_it_relatively_and_runs_from_a_copy_of_the_folder(project, tmp_path,
+                                                                                            monkeypatch):
+    """A plan saved in the project's folder writes code_dir = "." (a copy of the folder, allowed, runs it); a plan
+    written elsewhere, even one folder up, keeps the absolute folder."""
+    import shutil
+
+    from depl.plan import Epoch, with_figures
+
+    s = load_scenario(project / "my-digits.toml")
+    p = with_figures(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
+    p.save(project / "plan.json")
+    p.save(tmp_path / "elsewhere.json")
+    assert json.loads((project / "plan.json").read_text())["scenario_spec"]["code_dir"] == "."
+    assert json.loads((tmp_path / "elsewhere.json").read_text())["scenario_spec"]["code_dir"] == str(project.resolve())
+    copy = shutil.copytree(project, tmp_path / "copy")
+    monkeypatch.setenv("DEPL_CODE", str(copy))
+    job = job_from_plan(Plan.load(copy / "plan.json"))
+    assert job.versions["full"].code_dir == job.data.code_dir == "."
+    assert custom.code_folders(".") == [(copy.resolve(), copy.resolve())]   # the allowed copy, not the original
+    monkeypatch.setenv("DEPL_CODE", str(project))
+    assert job.identity() == job_from_plan(Plan.load(tmp_path / "elsewhere.json")).identity()  # the same code
+
+
 # --------------------------------------------------------------------------- #
 # A plan from elsewhere runs no code from wherever it names
 # --------------------------------------------------------------------------- #
