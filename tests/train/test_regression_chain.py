@@ -137,3 +137,29 @@ def test_the_tutorials_data_factory_draws_deterministically_from_its_seed(monkey
     (x_train, y_train), _ = a
     assert y_train.dtype == torch.float32 and y_train.shape == (342,)
     assert float(y_train.mean()) == pytest.approx(0.0, abs=1e-5) and float(y_train.std()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_committed_chain_and_its_fresh_seeds_say_what_the_page_says():
+    """docs/certificate-store/regression/my-diabetes/ keeps the section's stores: the certificate recounts from its
+    runs, the 600 fresh seeds' hits from theirs, and the page's table quotes both (no training)."""
+    from pathlib import Path
+
+    from depl.certificate.bounds import clopper_pearson_lower
+
+    here = Path(__file__).resolve().parents[2]
+    folder = here / "docs" / "certificate-store" / "regression" / "my-diabetes"
+    page = (here / "docs" / "tutorial-own-model.md").read_text(encoding="utf-8")
+    cert = json.loads((folder / "reg-certificate" / "reg-plan-certificate.json").read_text())
+    with Store(folder / "reg-certificate" / "runs.sqlite", readonly=True) as st:
+        run = next(r for r in st.runs() if r["kind"] == "certify")
+        finals = [st.trajectory(run["run_id"], s)[-1].test_loss for s in cert["seeds"]]
+    assert (len(finals), sum(f <= cert["loss_target"] for f in finals)) == (cert["runs"], cert["hits"]) == (465, 437)
+    fresh = json.loads((folder / "reg-fresh" / "reg-plan-validate.json").read_text())
+    with Store(folder / "reg-fresh" / "runs.sqlite", readonly=True) as st:
+        run = st.runs()[0]
+        vfinals = [st.trajectory(run["run_id"], s)[-1].test_loss for s in range(7000, 7600)]
+    assert sum(v <= fresh["target"] for v in vfinals) == fresh["hits"] == 572 and fresh["runs"] == 600
+    lower = clopper_pearson_lower(572, 600, 0.05)
+    assert fresh["guarantee"] == "certified" and lower >= fresh["omega"]
+    assert f"**572 met ℓmax** (0.953); one-sided 95 % lower bound **{lower:.3f} ≥ ω = 0.9: certified**" in page
+    assert "465 runs counted (seeds 5000..5464), 437 met ℓmax" in page
