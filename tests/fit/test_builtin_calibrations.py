@@ -23,3 +23,13 @@ def test_a_shipped_calibration_is_its_committed_runs_calibrated_today(name, stor
     shipped = ROOT / "src" / "depl" / "scenarios" / f"{name}.toml"
     calibrate(str(shipped), str(runs), tmp_path / f"{name}.toml", omega=0.9)
     assert (tmp_path / f"{name}.toml").read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8")
+
+
+def test_every_built_in_that_ships_a_calibration_is_checked_above():
+    import tomllib
+
+    from depl.scenario import builtin_names
+
+    calibrated = {n for n in builtin_names()
+                  if "calibration" in tomllib.loads((ROOT / "src" / "depl" / "scenarios" / f"{n}.toml").read_text())}
+    assert calibrated == set(SHIPPED)
