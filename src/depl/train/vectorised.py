@@ -153,32 +153,25 @@ def _slab_ok(m: nn.Module, h: torch.Tensor) -> bool:
             and all(len(taps) > 0 for _, _, taps in groups))
 
 
-def _shifted(g: torch.Tensor, q: int) -> torch.Tensor:
-    """z with z[:, :, j] = g[:, :, j − q] where 0 ≤ j − q < out, else 0 (g, z: (S, B, out, O))."""
-    z = torch.empty_like(g)
-    out = g.shape[2]
-    if q < 0:
-        z[:, :, :out + q] = g[:, :, -q:]
-        z[:, :, out + q:] = 0
-    else:
-        z[:, :, q:] = g[:, :, :out - q]
-        z[:, :, :q] = 0
-    return z
-
-
 class _SlabConv1d(torch.autograd.Function):
-    """A 1-D convolution of channels-last (S, B, L, C) → (S, B, out, O), L = stride · out (`_slab_ok`)."""
+    """A 1-D convolution of channels-last (S, B, L, C) → (S, B, out, O), L = stride · out (`_slab_ok`).
+
+    A shift q ≠ 0 adds row j + q of a slice of columns to output row j: over the flat (B·out) rows that is one
+    product on row ranges of the views (`baddbmm_` in place, no shifted copy), which also pairs each sample's |q|
+    edge rows with its neighbour's; those rows of the output (of the input's gradient) are kept aside and put back,
+    and the weight gradient takes off the straddling pairs' small product."""
 
     @staticmethod
     def forward(ctx, h, w, b, stride, padding):
         S, B, L, C = h.shape
         O, k = w.shape[1], w.shape[3]
         out = L // stride
-        hv = h.view(S, B * out, stride * C)
+        N = B * out
+        hv = h.view(S, N, stride * C)
         groups = _slab_groups(k, stride, padding)
         y = h.new_empty(S, B, out, O)
-        yv = y.view(S, B * out, O)
-        for i, (q, r0, taps) in enumerate(groups):
+        yv = y.view(S, N, O)
+        for q, r0, taps in groups:
             a = hv[..., r0 * C:(r0 + len(taps)) * C]
             wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
             if q == 0:
@@ -186,12 +179,14 @@ class _SlabConv1d(torch.autograd.Function):
                     torch.bmm(a, wq, out=yv)
                 else:
                     torch.baddbmm(b.unsqueeze(1), a, wq, out=yv)
-            else:
-                z = torch.bmm(a, wq).view(S, B, out, O)
+            else:   # y[j] += a[j + q] wq where 0 ≤ j, j + q < out
+                edge = slice(0, -q) if q < 0 else slice(out - q, out)
+                kept = y[:, :, edge].clone()
                 if q < 0:
-                    y[:, :, -q:] += z[:, :, :out + q]
+                    yv[:, -q:].baddbmm_(a[:, :N + q], wq)
                 else:
-                    y[:, :, :out - q] += z[:, :, q:]
+                    yv[:, :N - q].baddbmm_(a[:, q:], wq)
+                y[:, :, edge] = kept
         ctx.save_for_backward(h, w)
         ctx.geometry = (stride, groups, b is not None)
         return y
@@ -203,23 +198,49 @@ class _SlabConv1d(torch.autograd.Function):
         S, B, L, C = h.shape
         O = w.shape[1]
         out = L // stride
+        N = B * out
         g = g.contiguous()
-        hv = h.view(S, B * out, stride * C)
+        gv = g.view(S, N, O)
+        hv = h.view(S, N, stride * C)
+        h4 = h.view(S, B, out, stride * C)
         gw = torch.empty_like(w)
         gh = None
         for q, r0, taps in groups:
-            gz = (g if q == 0 else _shifted(g, q)).view(S, B * out, O)
             cols = slice(r0 * C, (r0 + len(taps)) * C)
-            gw[..., taps[0]:taps[-1] + 1] = torch.bmm(hv[..., cols].transpose(1, 2), gz).view(S, len(taps), C, O).permute(0, 3, 2, 1)
+            a = hv[..., cols]
+            if q == 0:
+                gwq = torch.bmm(a.transpose(1, 2), gv)
+            elif q < 0:   # Σ_j a[j + q]ᵀ g[j]: the flat rows' product less the pairs across two samples
+                gwq = torch.bmm(a[:, :N + q].transpose(1, 2), gv[:, -q:])
+                if B > 1:
+                    gwq.baddbmm_(h4[:, :-1, out + q:, cols].reshape(S, -1, len(taps) * C).transpose(1, 2),
+                                 g[:, 1:, :-q].reshape(S, -1, O), alpha=-1)
+            else:
+                gwq = torch.bmm(a[:, q:].transpose(1, 2), gv[:, :N - q])
+                if B > 1:
+                    gwq.baddbmm_(h4[:, 1:, :q, cols].reshape(S, -1, len(taps) * C).transpose(1, 2),
+                                 g[:, :-1, out - q:].reshape(S, -1, O), alpha=-1)
+            gw[..., taps[0]:taps[-1] + 1] = gwq.view(S, len(taps), C, O).permute(0, 3, 2, 1)
             if ctx.needs_input_grad[0]:
-                wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
-                part = torch.bmm(gz, wq.transpose(1, 2))          # (S, B·out, len(taps)·C)
+                wt = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O).transpose(1, 2)
                 if gh is None and q == 0 and len(taps) == stride:
-                    gh = part
+                    gh = torch.bmm(gv, wt)          # (S, B·out, stride·C)
+                    continue
+                if gh is None:
+                    gh = h.new_zeros(S, N, stride * C)
+                ghc = gh[..., cols]
+                if q == 0:
+                    ghc.baddbmm_(gv, wt)
+                    continue
+                # the input's row i takes g[i − q] wqᵀ where 0 ≤ i − q < out; each sample's edge rows kept aside
+                edge = slice(out + q, out) if q < 0 else slice(0, q)
+                gh4 = gh.view(S, B, out, stride * C)
+                kept = gh4[:, :, edge, cols].clone()
+                if q < 0:
+                    ghc[:, :N + q].baddbmm_(gv[:, -q:], wt)
                 else:
-                    if gh is None:
-                        gh = h.new_zeros(S, B * out, stride * C)
-                    gh[..., cols] += part
+                    ghc[:, q:].baddbmm_(gv[:, :N - q], wt)
+                gh4[:, :, edge, cols] = kept
         gb = g.sum((1, 2)) if has_bias else None
         return (None if gh is None else gh.view(S, B, L, C)), gw, gb, None, None
 
