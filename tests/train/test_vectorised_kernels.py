@@ -10,8 +10,9 @@ from depl.train.vectorised import Stack, per_seed_mean_ce, walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
 
-def _loss_and_grads(stack: Stack, x: torch.Tensor, y: torch.Tensor):
-    params = {k: v.clone().requires_grad_() for k, v in stack.params.items()}
+def _loss_and_grads(stack: Stack, x: torch.Tensor, y: torch.Tensor, laid_out: bool = True):
+    """The stack's losses and gradients on parameters as training lays them out (`Stack.trainable`), or as stacked."""
+    params = stack.trainable() if laid_out else {k: v.clone().requires_grad_() for k, v in stack.params.items()}
     loss = per_seed_mean_ce(stack.forward(params, stack.buffers, x), y)
     loss.sum().backward()
     return loss.detach(), {k: p.grad for k, p in params.items()}
@@ -99,6 +100,12 @@ def test_slab_convolutions_give_each_models_own_losses_and_gradients(monkeypatch
     stack = Stack(doubles, "gemm")
     loss, grads = _loss_and_grads(stack, x.double(), y)
     assert len(used) == 3   # the three middle convolutions; the first (1 channel) and last (5 → 4) by im2col
+    w = stack.trainable()["features.2.weight"]     # (S, O, C, k) in memory as (S, k, C, O)
+    assert w.shape == (3, 8, 8, 3) and w.stride() == (192, 1, 8, 64)
+    plain_loss, plain_grads = _loss_and_grads(stack, x.double(), y, laid_out=False)
+    torch.testing.assert_close(plain_loss, loss, rtol=0, atol=1e-12)
+    for k in grads:
+        torch.testing.assert_close(plain_grads[k], grads[k], rtol=0, atol=1e-12)
     for i, m in enumerate(doubles):
         own = torch.nn.functional.cross_entropy(m(x[i].double()), y[i])
         own.backward()

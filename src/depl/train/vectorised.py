@@ -132,6 +132,18 @@ class _Patches(torch.autograd.Function):
 SLAB_MIN_CHANNELS = 8   # below this many input channels a shift's product is too thin; im2col (_Patches) then
 
 
+def kernel_major(w: torch.Tensor) -> torch.Tensor:
+    """A copy of stacked convolution weights (S, O, C, *kernel) of the same shape and values, laid out in memory
+    as (S, *kernel, C, O): every product's weight matrix (S, taps·C, O) is then a view, and so is its gradient's."""
+    k = w.movedim(1, -1).movedim(1, -2).clone(memory_format=torch.contiguous_format)   # (S, *kernel, C, O)
+    return k.movedim(-1, 1).movedim(-1, 2)
+
+
+def _kernel_major(w: torch.Tensor) -> torch.Tensor:
+    """(S, O, C, *kernel) → (S, *kernel, C, O), a view where `kernel_major` laid the weights out, else a copy."""
+    return w.movedim(1, -1).movedim(1, -2).contiguous()
+
+
 def _slab_groups(kernel: int, stride: int, padding: int) -> list[tuple[int, int, list[int]]]:
     """[(shift q, first position r0 in the row, the taps in order of r)] of a 1-D convolution's taps (the taps of
     one shift are consecutive: a slice of the kernel)."""
@@ -171,9 +183,10 @@ class _SlabConv1d(torch.autograd.Function):
         groups = _slab_groups(k, stride, padding)
         y = h.new_empty(S, B, out, O)
         yv = y.view(S, N, O)
+        wk = _kernel_major(w)
         for q, r0, taps in groups:
             a = hv[..., r0 * C:(r0 + len(taps)) * C]
-            wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
+            wq = wk[:, taps[0]:taps[-1] + 1].view(S, len(taps) * C, O)
             if q == 0:
                 if b is None:
                     torch.bmm(a, wq, out=yv)
@@ -187,42 +200,42 @@ class _SlabConv1d(torch.autograd.Function):
                 else:
                     yv[:, :N - q].baddbmm_(a[:, q:], wq)
                 y[:, :, edge] = kept
-        ctx.save_for_backward(h, w)
+        ctx.save_for_backward(h, wk)
         ctx.geometry = (stride, groups, b is not None)
         return y
 
     @staticmethod
     def backward(ctx, g):
-        h, w = ctx.saved_tensors
+        h, wk = ctx.saved_tensors
         stride, groups, has_bias = ctx.geometry
         S, B, L, C = h.shape
-        O = w.shape[1]
+        O = wk.shape[-1]
         out = L // stride
         N = B * out
         g = g.contiguous()
         gv = g.view(S, N, O)
         hv = h.view(S, N, stride * C)
         h4 = h.view(S, B, out, stride * C)
-        gw = torch.empty_like(w)
+        gwk = torch.empty_like(wk)      # (S, k, C, O): each shift's product written in place
         gh = None
         for q, r0, taps in groups:
             cols = slice(r0 * C, (r0 + len(taps)) * C)
             a = hv[..., cols]
+            gwq = gwk[:, taps[0]:taps[-1] + 1].view(S, len(taps) * C, O)
             if q == 0:
-                gwq = torch.bmm(a.transpose(1, 2), gv)
+                torch.bmm(a.transpose(1, 2), gv, out=gwq)
             elif q < 0:   # Σ_j a[j + q]ᵀ g[j]: the flat rows' product less the pairs across two samples
-                gwq = torch.bmm(a[:, :N + q].transpose(1, 2), gv[:, -q:])
+                torch.bmm(a[:, :N + q].transpose(1, 2), gv[:, -q:], out=gwq)
                 if B > 1:
                     gwq.baddbmm_(h4[:, :-1, out + q:, cols].reshape(S, -1, len(taps) * C).transpose(1, 2),
                                  g[:, 1:, :-q].reshape(S, -1, O), alpha=-1)
             else:
-                gwq = torch.bmm(a[:, q:].transpose(1, 2), gv[:, :N - q])
+                torch.bmm(a[:, q:].transpose(1, 2), gv[:, :N - q], out=gwq)
                 if B > 1:
                     gwq.baddbmm_(h4[:, 1:, :q, cols].reshape(S, -1, len(taps) * C).transpose(1, 2),
                                  g[:, :-1, out - q:].reshape(S, -1, O), alpha=-1)
-            gw[..., taps[0]:taps[-1] + 1] = gwq.view(S, len(taps), C, O).permute(0, 3, 2, 1)
             if ctx.needs_input_grad[0]:
-                wt = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O).transpose(1, 2)
+                wt = wk[:, taps[0]:taps[-1] + 1].view(S, len(taps) * C, O).transpose(1, 2)
                 if gh is None and q == 0 and len(taps) == stride:
                     gh = torch.bmm(gv, wt)          # (S, B·out, stride·C)
                     continue
@@ -242,7 +255,8 @@ class _SlabConv1d(torch.autograd.Function):
                     ghc[:, q:].baddbmm_(gv[:, :N - q], wt)
                 gh4[:, :, edge, cols] = kept
         gb = g.sum((1, 2)) if has_bias else None
-        return (None if gh is None else gh.view(S, B, L, C)), gw, gb, None, None
+        # the weight's gradient laid out as the weight (kernel-major where `kernel_major` laid it out)
+        return (None if gh is None else gh.view(S, B, L, C)), gwk.permute(0, 3, 2, 1), gb, None, None
 
 
 def _conv(m: nn.Module, w: torch.Tensor, b: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
@@ -311,6 +325,8 @@ class GemmNet:
     def __init__(self, gm: torch.fx.GraphModule):
         self.graph = gm.graph
         self.mods = dict(gm.named_modules())
+        # the convolutions' weights, trained laid out kernel-major (`kernel_major`)
+        self.conv_weights = {f"{k}.weight" for k, m in self.mods.items() if isinstance(m, (nn.Conv1d, nn.Conv2d))}
 
     @classmethod
     def of(cls, model: nn.Module) -> "GemmNet | None":
@@ -427,6 +443,12 @@ class Stack:
             out.append(m)
         return out
 
+    def trainable(self) -> dict[str, torch.Tensor]:
+        """Fresh copies of the parameters to train (the optimiser updates them in place); under the GEMM kernels the
+        convolutions' weights laid out kernel-major, so that no step rearranges them."""
+        lay = self.gemm.conv_weights if self.gemm is not None else set()
+        return {k: (kernel_major(v) if k in lay else v.clone()).requires_grad_() for k, v in self.params.items()}
+
     def restacked(self, models: list[nn.Module]) -> "Stack":
         """A stack of other models (a switch's pruned ones) on the same kernels."""
         return Stack(models, self.kernels)
@@ -444,7 +466,7 @@ def local_epoch_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor, options: T
     """`federation.local_epoch` for every model of the stack at once (seed i's order from seeds[i]); `own`: x and
     y hold every seed's own samples, (S, n, ...), else one data all seeds train on, (n, ...)."""
     stack.base.train()
-    params = {k: v.clone().requires_grad_() for k, v in stack.params.items()}
+    params = stack.trainable()
     opt = optimizer(list(params.values()), options, options.lr_at(epoch, epochs))
     criterion = options.criterion
     n = y.shape[1] if own else len(y)
