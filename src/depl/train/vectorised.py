@@ -82,10 +82,18 @@ KERNELS = ("auto", "gemm", "vmap")
 # convolution, your own code) keeps the whole net on vmap.
 
 CF, CL = "channels-first", "channels-last"   # (S, B, C, *spatial) / (S, B, *spatial, C)
+# a third layout: channels-last activations flattened in their own order, (S, B, spatial·C), as the tuple
+# (FLAT_CL, spatial shape, C); a linear layer reading them takes its weight's columns in that order instead of
+# the activations in PyTorch's (a copy of the small weight, not of the activations: and their gradient comes back
+# in the layout the convolution before wrote)
+FLAT_CL = "channels-last, flattened"
 
 
-def _to(layout: str, v: tuple[torch.Tensor, str]) -> torch.Tensor:
+def _to(layout: str, v: tuple[torch.Tensor, str | tuple]) -> torch.Tensor:
     h, has = v
+    if isinstance(has, tuple):
+        _, spatial, c = has
+        return h.view(*h.shape[:2], *spatial, c).movedim(-1, 2).flatten(2) if layout == CF else h
     if has == layout or h.dim() < 4:
         return h
     return h.movedim(2, -1) if layout == CL else h.movedim(-1, 2)
@@ -287,6 +295,14 @@ def _maxpool(m: nn.Module, h: torch.Tensor, layout: str) -> torch.Tensor:
     return y.permute(0, 2, 3, 1).view(s, b, *y.shape[2:], y.shape[1])
 
 
+def _flatten(v: tuple[torch.Tensor, str | tuple]) -> tuple[torch.Tensor, str | tuple]:
+    """flatten(1) of a stacked (S, B, ...) value; channels-last ones stay in their order (FLAT_CL), a view."""
+    h, layout = v
+    if layout == CL and h.dim() >= 4:
+        return h.flatten(2), (FLAT_CL, tuple(h.shape[2:-1]), h.shape[-1])
+    return _to(CF, v).flatten(2), CF
+
+
 def _gemm_conv(m: nn.Module) -> bool:
     return (isinstance(m, (nn.Conv1d, nn.Conv2d)) and m.groups == 1 and m.padding_mode == "zeros"
             and not isinstance(m.padding, str) and set(m.dilation) == {1})
@@ -356,16 +372,20 @@ class GemmNet:
             if isinstance(m, (nn.Conv1d, nn.Conv2d)):
                 return _conv(m, w, b, _to(CL, v)), CL
             if isinstance(m, nn.Linear):
+                if isinstance(layout, tuple):     # (S, O, C·spatial) → the columns in order spatial·C
+                    _, spatial, c = layout
+                    w = w.view(w.shape[0], w.shape[1], c, *spatial).movedim(2, -1).reshape(w.shape)
+                    return _linear(w, b, h), CF
                 return _linear(w, b, _to(CF, v)), CF
             if isinstance(m, nn.MaxPool2d):
                 return _maxpool(m, h, layout), layout
             if isinstance(m, nn.Identity):
                 return v
             if isinstance(m, nn.Flatten):
-                return _to(CF, v).flatten(2), CF
+                return _flatten(v)
             return self._relu(n, h), layout
         if n.target in ("flatten",) or n.target in _FLATTEN:
-            return _to(CF, v).flatten(2), CF
+            return _flatten(v)
         return self._relu(n, h), layout
 
     def _relu(self, n, h: torch.Tensor) -> torch.Tensor:
