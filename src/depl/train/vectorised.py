@@ -393,7 +393,26 @@ class GemmNet:
         src = n.args[0]
         fresh = (src.op == "call_module" and len(src.users) == 1
                  and isinstance(self.mods[src.target], (nn.Conv1d, nn.Conv2d, nn.Linear)))
-        return h.relu_() if fresh else torch.relu(h)
+        return _ReluInPlace.apply(h) if fresh else torch.relu(h)
+
+
+class _ReluInPlace(torch.autograd.Function):
+    """ReLU in place on a product only it reads; its backward masks the incoming gradient in place where that is a
+    dense tensor (the product's gradient the next layer's backward just made), one pass and no new tensor."""
+
+    @staticmethod
+    def forward(ctx, h):
+        ctx.mark_dirty(h)
+        h.relu_()
+        ctx.save_for_backward(h)
+        return h
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        if g.is_contiguous() and g.shape == y.shape:
+            return torch.ops.aten.threshold_backward.grad_input(g, y, 0, grad_input=g)
+        return torch.ops.aten.threshold_backward(g, y, 0)
 
 
 # A stack's step allocates activations of megabytes and frees them again: glibc's malloc gives such blocks back to
