@@ -77,9 +77,11 @@ KERNELS = ("auto", "gemm", "vmap")
 # ReLU, max-pooling and flattening is instead run here as batched matrix products over the seed axis: every
 # convolution is im2col (a channels-last patch matrix of the S × batch samples) times the stacked weights, one
 # `torch.baddbmm` per layer, whose backward is two more.  Activations stay channels-last between convolutions
-# (the patch copy is then contiguous rows of channels); a flatten returns them to PyTorch's channels-first order,
-# so a linear head sees the features in the order it was trained on.  Any other layer (batch norm, a depthwise
-# convolution, your own code) keeps the whole net on vmap.
+# (the patch copy is then contiguous rows of channels); a flatten keeps their order (a view, FLAT_CL) and the
+# linear head after it takes its weight's columns in that order, so it computes what it was trained to on PyTorch's
+# channels-first features.  The convolutions' weights train laid out kernel-major (`kernel_major`), so no step
+# rearranges them.  Any other layer (batch norm, a depthwise convolution, your own code) keeps the whole net on
+# vmap.
 
 CF, CL = "channels-first", "channels-last"   # (S, B, C, *spatial) / (S, B, *spatial, C)
 # a third layout: channels-last activations flattened in their own order, (S, B, spatial·C), as the tuple
