@@ -1,5 +1,7 @@
 """The stack's batched-GEMM kernels compute what vmap computes, and nets without that form stay on vmap."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -10,8 +12,9 @@ from depl.train.vectorised import Stack, per_seed_mean_ce, walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
 
-def _loss_and_grads(stack: Stack, x: torch.Tensor, y: torch.Tensor):
-    params = {k: v.clone().requires_grad_() for k, v in stack.params.items()}
+def _loss_and_grads(stack: Stack, x: torch.Tensor, y: torch.Tensor, laid_out: bool = True):
+    """The stack's losses and gradients on parameters as training lays them out (`Stack.trainable`), or as stacked."""
+    params = stack.trainable() if laid_out else {k: v.clone().requires_grad_() for k, v in stack.params.items()}
     loss = per_seed_mean_ce(stack.forward(params, stack.buffers, x), y)
     loss.sum().backward()
     return loss.detach(), {k: p.grad for k, p in params.items()}
@@ -99,6 +102,12 @@ def test_slab_convolutions_give_each_models_own_losses_and_gradients(monkeypatch
     stack = Stack(doubles, "gemm")
     loss, grads = _loss_and_grads(stack, x.double(), y)
     assert len(used) == 3   # the three middle convolutions; the first (1 channel) and last (5 → 4) by im2col
+    w = stack.trainable()["features.2.weight"]     # (S, O, C, k) in memory as (S, k, C, O)
+    assert w.shape == (3, 8, 8, 3) and w.stride() == (192, 1, 8, 64)
+    plain_loss, plain_grads = _loss_and_grads(stack, x.double(), y, laid_out=False)
+    torch.testing.assert_close(plain_loss, loss, rtol=0, atol=1e-12)
+    for k in grads:
+        torch.testing.assert_close(plain_grads[k], grads[k], rtol=0, atol=1e-12)
     for i, m in enumerate(doubles):
         own = torch.nn.functional.cross_entropy(m(x[i].double()), y[i])
         own.backward()
@@ -118,3 +127,28 @@ def test_a_stack_keeps_its_freed_memory_for_the_next_step():
 
     Stack([build_net("cnn1d", 8, (1, 40), 10) for _ in range(2)])
     assert vectorised._heap_kept and vectorised.keep_heap()
+
+
+def test_a_flatten_keeps_channels_last_order_and_its_consumers_see_pytorchs():
+    """A flatten of channels-last activations is a view in their order (vectorised.FLAT_CL): as the net's output
+    it is given back in PyTorch's channels-first order, and a linear layer reads it with its columns reordered."""
+    torch.manual_seed(2)
+    plain = nn.Sequential(nn.Conv1d(1, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten())
+    head = nn.Sequential(nn.Conv1d(1, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.ReLU(),
+                         nn.Linear(8 * 5, 10))
+    x = torch.randn(2, 3, 1, 10, dtype=torch.float64)
+    for net in (plain, head):
+        models = [copy.deepcopy(net).double() for _ in range(2)]
+        for m in models:
+            for p in m.parameters():
+                nn.init.normal_(p)
+        stack = Stack(models, "gemm")
+        params = stack.trainable()
+        out = stack.forward(params, stack.buffers, x)
+        out.sum().backward()
+        for i, m in enumerate(models):
+            own = m(x[i])
+            torch.testing.assert_close(out[i], own, rtol=0, atol=1e-10)
+            own.sum().backward()
+            for k, p in m.named_parameters():
+                torch.testing.assert_close(params[k].grad[i], p.grad, rtol=0, atol=1e-10)

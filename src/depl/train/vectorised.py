@@ -77,15 +77,25 @@ KERNELS = ("auto", "gemm", "vmap")
 # ReLU, max-pooling and flattening is instead run here as batched matrix products over the seed axis: every
 # convolution is im2col (a channels-last patch matrix of the S × batch samples) times the stacked weights, one
 # `torch.baddbmm` per layer, whose backward is two more.  Activations stay channels-last between convolutions
-# (the patch copy is then contiguous rows of channels); a flatten returns them to PyTorch's channels-first order,
-# so a linear head sees the features in the order it was trained on.  Any other layer (batch norm, a depthwise
-# convolution, your own code) keeps the whole net on vmap.
+# (the patch copy is then contiguous rows of channels); a flatten keeps their order (a view, FLAT_CL) and the
+# linear head after it takes its weight's columns in that order, so it computes what it was trained to on PyTorch's
+# channels-first features.  The convolutions' weights train laid out kernel-major (`kernel_major`), so no step
+# rearranges them.  Any other layer (batch norm, a depthwise convolution, your own code) keeps the whole net on
+# vmap.
 
 CF, CL = "channels-first", "channels-last"   # (S, B, C, *spatial) / (S, B, *spatial, C)
+# a third layout: channels-last activations flattened in their own order, (S, B, spatial·C), as the tuple
+# (FLAT_CL, spatial shape, C); a linear layer reading them takes its weight's columns in that order instead of
+# the activations in PyTorch's (a copy of the small weight, not of the activations: and their gradient comes back
+# in the layout the convolution before wrote)
+FLAT_CL = "channels-last, flattened"
 
 
-def _to(layout: str, v: tuple[torch.Tensor, str]) -> torch.Tensor:
+def _to(layout: str, v: tuple[torch.Tensor, str | tuple]) -> torch.Tensor:
     h, has = v
+    if isinstance(has, tuple):
+        _, spatial, c = has
+        return h.view(*h.shape[:2], *spatial, c).movedim(-1, 2).flatten(2) if layout == CF else h
     if has == layout or h.dim() < 4:
         return h
     return h.movedim(2, -1) if layout == CL else h.movedim(-1, 2)
@@ -132,6 +142,18 @@ class _Patches(torch.autograd.Function):
 SLAB_MIN_CHANNELS = 8   # below this many input channels a shift's product is too thin; im2col (_Patches) then
 
 
+def kernel_major(w: torch.Tensor) -> torch.Tensor:
+    """A copy of stacked convolution weights (S, O, C, *kernel) of the same shape and values, laid out in memory
+    as (S, *kernel, C, O): every product's weight matrix (S, taps·C, O) is then a view, and so is its gradient's."""
+    k = w.movedim(1, -1).movedim(1, -2).clone(memory_format=torch.contiguous_format)   # (S, *kernel, C, O)
+    return k.movedim(-1, 1).movedim(-1, 2)
+
+
+def _kernel_major(w: torch.Tensor) -> torch.Tensor:
+    """(S, O, C, *kernel) → (S, *kernel, C, O), a view where `kernel_major` laid the weights out, else a copy."""
+    return w.movedim(1, -1).movedim(1, -2).contiguous()
+
+
 def _slab_groups(kernel: int, stride: int, padding: int) -> list[tuple[int, int, list[int]]]:
     """[(shift q, first position r0 in the row, the taps in order of r)] of a 1-D convolution's taps (the taps of
     one shift are consecutive: a slice of the kernel)."""
@@ -153,75 +175,98 @@ def _slab_ok(m: nn.Module, h: torch.Tensor) -> bool:
             and all(len(taps) > 0 for _, _, taps in groups))
 
 
-def _shifted(g: torch.Tensor, q: int) -> torch.Tensor:
-    """z with z[:, :, j] = g[:, :, j − q] where 0 ≤ j − q < out, else 0 (g, z: (S, B, out, O))."""
-    z = torch.empty_like(g)
-    out = g.shape[2]
-    if q < 0:
-        z[:, :, :out + q] = g[:, :, -q:]
-        z[:, :, out + q:] = 0
-    else:
-        z[:, :, q:] = g[:, :, :out - q]
-        z[:, :, :q] = 0
-    return z
-
-
 class _SlabConv1d(torch.autograd.Function):
-    """A 1-D convolution of channels-last (S, B, L, C) → (S, B, out, O), L = stride · out (`_slab_ok`)."""
+    """A 1-D convolution of channels-last (S, B, L, C) → (S, B, out, O), L = stride · out (`_slab_ok`).
+
+    A shift q ≠ 0 adds row j + q of a slice of columns to output row j: over the flat (B·out) rows that is one
+    product on row ranges of the views (`baddbmm_` in place, no shifted copy), which also pairs each sample's |q|
+    edge rows with its neighbour's; those rows of the output (of the input's gradient) are kept aside and put back,
+    and the weight gradient takes off the straddling pairs' small product."""
 
     @staticmethod
     def forward(ctx, h, w, b, stride, padding):
         S, B, L, C = h.shape
         O, k = w.shape[1], w.shape[3]
         out = L // stride
-        hv = h.view(S, B * out, stride * C)
+        N = B * out
+        hv = h.view(S, N, stride * C)
         groups = _slab_groups(k, stride, padding)
         y = h.new_empty(S, B, out, O)
-        yv = y.view(S, B * out, O)
-        for i, (q, r0, taps) in enumerate(groups):
+        yv = y.view(S, N, O)
+        wk = _kernel_major(w)
+        for q, r0, taps in groups:
             a = hv[..., r0 * C:(r0 + len(taps)) * C]
-            wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
+            wq = wk[:, taps[0]:taps[-1] + 1].view(S, len(taps) * C, O)
             if q == 0:
                 if b is None:
                     torch.bmm(a, wq, out=yv)
                 else:
                     torch.baddbmm(b.unsqueeze(1), a, wq, out=yv)
-            else:
-                z = torch.bmm(a, wq).view(S, B, out, O)
+            else:   # y[j] += a[j + q] wq where 0 ≤ j, j + q < out
+                edge = slice(0, -q) if q < 0 else slice(out - q, out)
+                kept = y[:, :, edge].clone()
                 if q < 0:
-                    y[:, :, -q:] += z[:, :, :out + q]
+                    yv[:, -q:].baddbmm_(a[:, :N + q], wq)
                 else:
-                    y[:, :, :out - q] += z[:, :, q:]
-        ctx.save_for_backward(h, w)
+                    yv[:, :N - q].baddbmm_(a[:, q:], wq)
+                y[:, :, edge] = kept
+        ctx.save_for_backward(h, wk)
         ctx.geometry = (stride, groups, b is not None)
         return y
 
     @staticmethod
     def backward(ctx, g):
-        h, w = ctx.saved_tensors
+        h, wk = ctx.saved_tensors
         stride, groups, has_bias = ctx.geometry
         S, B, L, C = h.shape
-        O = w.shape[1]
+        O = wk.shape[-1]
         out = L // stride
+        N = B * out
         g = g.contiguous()
-        hv = h.view(S, B * out, stride * C)
-        gw = torch.empty_like(w)
+        gv = g.view(S, N, O)
+        hv = h.view(S, N, stride * C)
+        h4 = h.view(S, B, out, stride * C)
+        gwk = torch.empty_like(wk)      # (S, k, C, O): each shift's product written in place
         gh = None
         for q, r0, taps in groups:
-            gz = (g if q == 0 else _shifted(g, q)).view(S, B * out, O)
             cols = slice(r0 * C, (r0 + len(taps)) * C)
-            gw[..., taps[0]:taps[-1] + 1] = torch.bmm(hv[..., cols].transpose(1, 2), gz).view(S, len(taps), C, O).permute(0, 3, 2, 1)
+            a = hv[..., cols]
+            gwq = gwk[:, taps[0]:taps[-1] + 1].view(S, len(taps) * C, O)
+            if q == 0:
+                torch.bmm(a.transpose(1, 2), gv, out=gwq)
+            elif q < 0:   # Σ_j a[j + q]ᵀ g[j]: the flat rows' product less the pairs across two samples
+                torch.bmm(a[:, :N + q].transpose(1, 2), gv[:, -q:], out=gwq)
+                if B > 1:
+                    gwq.baddbmm_(h4[:, :-1, out + q:, cols].reshape(S, -1, len(taps) * C).transpose(1, 2),
+                                 g[:, 1:, :-q].reshape(S, -1, O), alpha=-1)
+            else:
+                torch.bmm(a[:, q:].transpose(1, 2), gv[:, :N - q], out=gwq)
+                if B > 1:
+                    gwq.baddbmm_(h4[:, 1:, :q, cols].reshape(S, -1, len(taps) * C).transpose(1, 2),
+                                 g[:, :-1, out - q:].reshape(S, -1, O), alpha=-1)
             if ctx.needs_input_grad[0]:
-                wq = w[..., taps[0]:taps[-1] + 1].permute(0, 3, 2, 1).reshape(S, len(taps) * C, O)
-                part = torch.bmm(gz, wq.transpose(1, 2))          # (S, B·out, len(taps)·C)
+                wt = wk[:, taps[0]:taps[-1] + 1].view(S, len(taps) * C, O).transpose(1, 2)
                 if gh is None and q == 0 and len(taps) == stride:
-                    gh = part
+                    gh = torch.bmm(gv, wt)          # (S, B·out, stride·C)
+                    continue
+                if gh is None:
+                    gh = h.new_zeros(S, N, stride * C)
+                ghc = gh[..., cols]
+                if q == 0:
+                    ghc.baddbmm_(gv, wt)
+                    continue
+                # the input's row i takes g[i − q] wqᵀ where 0 ≤ i − q < out; each sample's edge rows kept aside
+                edge = slice(out + q, out) if q < 0 else slice(0, q)
+                gh4 = gh.view(S, B, out, stride * C)
+                kept = gh4[:, :, edge, cols].clone()
+                if q < 0:
+                    ghc[:, :N + q].baddbmm_(gv[:, -q:], wt)
                 else:
-                    if gh is None:
-                        gh = h.new_zeros(S, B * out, stride * C)
-                    gh[..., cols] += part
+                    ghc[:, q:].baddbmm_(gv[:, :N - q], wt)
+                gh4[:, :, edge, cols] = kept
         gb = g.sum((1, 2)) if has_bias else None
-        return (None if gh is None else gh.view(S, B, L, C)), gw, gb, None, None
+        # the weight's gradient laid out as the weight (kernel-major where `kernel_major` laid it out)
+        return (None if gh is None else gh.view(S, B, L, C)), gwk.permute(0, 3, 2, 1), gb, None, None
 
 
 def _conv(m: nn.Module, w: torch.Tensor, b: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
@@ -250,6 +295,14 @@ def _maxpool(m: nn.Module, h: torch.Tensor, layout: str) -> torch.Tensor:
     y = F.max_pool2d(h.flatten(0, 1).permute(0, 3, 1, 2), m.kernel_size, m.stride, m.padding, m.dilation,
                      m.ceil_mode)  # a channels_last tensor: the permute back is contiguous
     return y.permute(0, 2, 3, 1).view(s, b, *y.shape[2:], y.shape[1])
+
+
+def _flatten(v: tuple[torch.Tensor, str | tuple]) -> tuple[torch.Tensor, str | tuple]:
+    """flatten(1) of a stacked (S, B, ...) value; channels-last ones stay in their order (FLAT_CL), a view."""
+    h, layout = v
+    if layout == CL and h.dim() >= 4:
+        return h.flatten(2), (FLAT_CL, tuple(h.shape[2:-1]), h.shape[-1])
+    return _to(CF, v).flatten(2), CF
 
 
 def _gemm_conv(m: nn.Module) -> bool:
@@ -290,6 +343,8 @@ class GemmNet:
     def __init__(self, gm: torch.fx.GraphModule):
         self.graph = gm.graph
         self.mods = dict(gm.named_modules())
+        # the convolutions' weights, trained laid out kernel-major (`kernel_major`)
+        self.conv_weights = {f"{k}.weight" for k, m in self.mods.items() if isinstance(m, (nn.Conv1d, nn.Conv2d))}
 
     @classmethod
     def of(cls, model: nn.Module) -> "GemmNet | None":
@@ -319,16 +374,20 @@ class GemmNet:
             if isinstance(m, (nn.Conv1d, nn.Conv2d)):
                 return _conv(m, w, b, _to(CL, v)), CL
             if isinstance(m, nn.Linear):
+                if isinstance(layout, tuple):     # (S, O, C·spatial) → the columns in order spatial·C
+                    _, spatial, c = layout
+                    w = w.view(w.shape[0], w.shape[1], c, *spatial).movedim(2, -1).reshape(w.shape)
+                    return _linear(w, b, h), CF
                 return _linear(w, b, _to(CF, v)), CF
             if isinstance(m, nn.MaxPool2d):
                 return _maxpool(m, h, layout), layout
             if isinstance(m, nn.Identity):
                 return v
             if isinstance(m, nn.Flatten):
-                return _to(CF, v).flatten(2), CF
+                return _flatten(v)
             return self._relu(n, h), layout
         if n.target in ("flatten",) or n.target in _FLATTEN:
-            return _to(CF, v).flatten(2), CF
+            return _flatten(v)
         return self._relu(n, h), layout
 
     def _relu(self, n, h: torch.Tensor) -> torch.Tensor:
@@ -336,7 +395,26 @@ class GemmNet:
         src = n.args[0]
         fresh = (src.op == "call_module" and len(src.users) == 1
                  and isinstance(self.mods[src.target], (nn.Conv1d, nn.Conv2d, nn.Linear)))
-        return h.relu_() if fresh else torch.relu(h)
+        return _ReluInPlace.apply(h) if fresh else torch.relu(h)
+
+
+class _ReluInPlace(torch.autograd.Function):
+    """ReLU in place on a product only it reads; its backward masks the incoming gradient in place where that is a
+    dense tensor (the product's gradient the next layer's backward just made), one pass and no new tensor."""
+
+    @staticmethod
+    def forward(ctx, h):
+        ctx.mark_dirty(h)
+        h.relu_()
+        ctx.save_for_backward(h)
+        return h
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        if g.is_contiguous() and g.shape == y.shape:
+            return torch.ops.aten.threshold_backward.grad_input(g, y, 0, grad_input=g)
+        return torch.ops.aten.threshold_backward(g, y, 0)
 
 
 # A stack's step allocates activations of megabytes and frees them again: glibc's malloc gives such blocks back to
@@ -406,6 +484,12 @@ class Stack:
             out.append(m)
         return out
 
+    def trainable(self) -> dict[str, torch.Tensor]:
+        """Fresh copies of the parameters to train (the optimiser updates them in place); under the GEMM kernels the
+        convolutions' weights laid out kernel-major, so that no step rearranges them."""
+        lay = self.gemm.conv_weights if self.gemm is not None else set()
+        return {k: (kernel_major(v) if k in lay else v.clone()).requires_grad_() for k, v in self.params.items()}
+
     def restacked(self, models: list[nn.Module]) -> "Stack":
         """A stack of other models (a switch's pruned ones) on the same kernels."""
         return Stack(models, self.kernels)
@@ -423,7 +507,7 @@ def local_epoch_stack(stack: Stack, x: torch.Tensor, y: torch.Tensor, options: T
     """`federation.local_epoch` for every model of the stack at once (seed i's order from seeds[i]); `own`: x and
     y hold every seed's own samples, (S, n, ...), else one data all seeds train on, (n, ...)."""
     stack.base.train()
-    params = {k: v.clone().requires_grad_() for k, v in stack.params.items()}
+    params = stack.trainable()
     opt = optimizer(list(params.values()), options, options.lr_at(epoch, epochs))
     criterion = options.criterion
     n = y.shape[1] if own else len(y)
