@@ -31,6 +31,7 @@ CASES = {
     "bench_search.py": ["--quick", "--max-runs", "100"],
     "bench_selection.py": ["--quick", "--reps", "100"],
     "bench_profile.py": ["--seeds", "1,2", "--epochs", "1", "--rounds", "1"],
+    "ab_stack_step.py": ["--base", "HEAD", "--seeds", "2", "--repeats", "1"],   # this tree's kernels against HEAD's
 }
 
 
