@@ -32,6 +32,7 @@ file whose recorded text differs, so no command prints a certificate as read.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
@@ -153,13 +154,14 @@ class Ledger:
         """The seeds kept clear of, in a line: "kept clear of the plan's lineage: fit 0..14; calibration …"."""
         if not self.uses:
             return "the plan's lineage records no seeds"
-        seen: dict[tuple, int] = {}   # one scenario's experiments on the same seeds: said once, with how many
-        for u in self.uses:
-            key = (u.kind, ranges_text(u.seeds, 2))
-            seen[key] = seen.get(key, 0) + 1
-        return "kept clear of the plan's lineage: " + "; ".join(
-            f"{kind} {seeds}" + (f" ({n} experiments)" if n > 1 and kind == "calibration" else f" (×{n})" if n > 1 else "")
-            for (kind, seeds), n in seen.items())
+        # uses of one kind on the same seeds (a scenario's experiments of one calibration) are said once, with how many
+        seen = Counter((u.kind, ranges_text(u.seeds, 2)) for u in self.uses)
+
+        def times(kind: str, n: int) -> str:
+            return "" if n == 1 else f" ({n} experiments)" if kind == "calibration" else f" (×{n})"
+
+        return "kept clear of the plan's lineage: " + "; ".join(f"{kind} {seeds}{times(kind, n)}"
+                                                                for (kind, seeds), n in seen.items())
 
 
 def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
