@@ -510,9 +510,7 @@ def first_round_order(cands: list[Candidate]) -> list[Candidate]:
     kinds: dict[tuple[int, int], list[Candidate]] = {}
     for c in sorted(cands, key=lambda c: (c.threads, -c.workers, c.seed_batch)):
         kinds.setdefault((c.workers, c.threads), []).append(c)
-    for kind, q in kinds.items():
-        kinds[kind] = q[-1:] + q[:-1]
-    out, queues = [], list(kinds.values())
+    out, queues = [], [q[-1:] + q[:-1] for q in kinds.values()]   # each kind's largest stack, then from the loop up
     while any(queues):
         out += [q.pop(0) for q in queues if q]
     return out
