@@ -24,8 +24,13 @@ from pathlib import Path
 def load_at(rev: str):
     """depl.train.vectorised as it was at `rev`, as the module depl.train._vectorised_at."""
     root = Path(__file__).resolve().parents[1]
-    text = subprocess.run(["git", "show", f"{rev}:src/depl/train/vectorised.py"], cwd=root, check=True,
-                          capture_output=True, text=True).stdout
+    r = subprocess.run(["git", "show", f"{rev}:src/depl/train/vectorised.py"], cwd=root, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        print(f"--base {rev}: no src/depl/train/vectorised.py there ({r.stderr.strip() or 'git show failed'})",
+              file=sys.stderr)
+        sys.exit(2)
+    text = r.stdout
     path = Path(tempfile.mkdtemp()) / "vectorised_at.py"
     path.write_text(text)
     name = "depl.train._vectorised_at"
