@@ -102,6 +102,8 @@ CASES = [
     (lambda d: d["datasets"][0].__setitem__("transfer_cost", {"A1": -1.0}), ["datasets[0].transfer_cost", "cannot be negative"]),
     (lambda d: d["datasets"][0].__setitem__("share", [0.5, 0.2]), ["datasets[0].share", "0 <= from < to <= 1"]),
     (lambda d: d["models"][1].pop("work"), ["models[1].work", "required", 'models[1] is "intermediate"']),
+    # an entry whose name holds a newline: the hint names it escaped, so the message stays one line
+    (lambda d: d["clusters"][1].__setitem__("name", "A\n2"), ["clusters[1].name", 'clusters[1] is "A\\n2"']),
     (lambda d: d["models"][0]["progress"].__setitem__("A", -1.0), ["models[0].progress.A = -1.0", "greater than 0"]),
     (lambda d: d["models"][0]["noise"].__setitem__("family", "banana"), ["models[0].noise.family = 'banana'", "not a continuous distribution"]),
     (lambda d: d["models"][0].__setitem__("noise", {"family": "invgamma", "mean": 1.0}), ["models[0].noise", "both `mean` and `var`"]),

@@ -3,6 +3,7 @@ recurses too deep, and pydantic's first error said as one line naming the file, 
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from typing import Any
@@ -108,7 +109,11 @@ def _name_hint(data: dict, loc: tuple) -> str:
     if len(loc) >= 2 and isinstance(loc[1], int):
         entry = _lookup(data, loc[:2])
         if isinstance(entry, dict) and "name" in entry:
-            return f' ({_format_loc(loc[:2])} is "{entry["name"]}")'
+            name = entry["name"]
+            # a name as JSON writes it: in double quotes, any newline or control character escaped, so the message
+            # stays one line whatever the name holds
+            shown = json.dumps(name, ensure_ascii=False) if isinstance(name, str) else shown_value(name)
+            return f" ({_format_loc(loc[:2])} is {shown if len(shown) <= 80 else shown[:77] + '...'})"
     return ""
 
 
