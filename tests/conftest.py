@@ -18,6 +18,9 @@ os.environ["DEPL_AUTOCHOICE"] = "0"
 os.environ["DEPL_CACHE"] = os.path.join(tempfile.gettempdir(), f"depl-test-cache-{os.getpid()}")
 # the α ledger of the built-ins (depl.workflows.alpha_spent): a folder of this test session's, not the user's
 os.environ["DEPL_ALPHA_LEDGER"] = os.path.join(tempfile.gettempdir(), f"depl-test-alpha-{os.getpid()}")
+# the tasks' seed books (depl.ledger.TaskSeeds): this test session's, not the user's; each test has its own (below),
+# so that two tests judging one built-in on the same seeds are two users, not one re-analysing a task's seeds
+os.environ["DEPL_SEED_LEDGER"] = os.path.join(tempfile.gettempdir(), f"depl-test-seeds-{os.getpid()}")
 
 # the installed `depl` script's entry point, run by this interpreter so that this checkout's depl is the one run
 ENTRY = "from depl.cli import main; main()"
@@ -50,6 +53,11 @@ class DeplCli:
               stderr=subprocess.PIPE) -> subprocess.Popen:
         return subprocess.Popen(self.argv(*args), stdout=stdout, stderr=stderr, text=True, cwd=cwd,
                                 env=self.environ(env))
+
+
+@pytest.fixture(autouse=True)
+def _own_seed_book(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("DEPL_SEED_LEDGER", str(tmp_path_factory.mktemp("seeds")))
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,21 @@ calibration's.  So `depl certify`, `depl validate` and `depl coverage` refuse
 a seed range that meets the ledger (`SeedsUsed`: the overlapping seeds as
 ranges, what used them, the first free seed), and their default first seed
 lies above every seed of the ledger (`Ledger.default`): certify from B,
-validate from B + 100000, coverage from B + 200000, where B is the ledger's
-highest seed + 1 rounded up to two significant digits, and at least 100000 —
-three blocks apart, so the defaults of the three commands never meet.
+validate from B + 100000, coverage from B + 200000, the certified search
+(`depl plan --certify`) from B + 300000, where B is the ledger's highest seed
++ 1 rounded up to two significant digits, and at least 100000 — four blocks
+apart, so the defaults of the four commands never meet.
+
+The seeds a command judged with are also kept per *task* — the data, the
+networks and the training recipe, whatever the plan, the store or the file
+(`task_key`) — in the task's seed book (`TaskSeeds`, a JSON file in the
+user's data folder): a certified search, `depl certify`, `depl validate` and
+`depl coverage` record there the seeds they drew and the store that holds
+them.  A certified search judged every candidate it proposed, so its seeds
+are refused to any other store's search, certify, validate or coverage of the
+task; a certify, validate or coverage run judged one plan's job, so its seeds
+are refused to that job in any other store (other plans of the task may share
+seeds, as a coverage table's cells do).
 
 A command resumes only with what it began with: a store's certify run of a
 plan records its α and first seed, a validation or coverage run its seed
@@ -32,8 +44,13 @@ file whose recorded text differs, so no command prints a certificate as read.
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
@@ -42,7 +59,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
-OFFSETS = {"certify": 0, "search": 0, "validate": 100_000, "coverage": 200_000}   # each command's block above B
+OFFSETS = {"certify": 0, "validate": 100_000, "coverage": 200_000, "search": 300_000}   # each command's block above B
 RULE = "docs/certificate.md, \"Seeds are used once\""
 SAID = {"search": "plan --certify"}   # a command as the user types it, where its ledger name is not that
 
@@ -217,6 +234,103 @@ def store_uses(store: "Store", plan_run: str, certify_run: str) -> Ledger:
     return Ledger(uses)
 
 
+# -- the task's seed book ------------------------------------------------------------------------------------ #
+SEEDS_FORMAT = "depl.seeds/1"
+
+
+def task_key(s: "Scenario") -> dict:
+    """What makes two runs the same task whatever plan trains them: where the data come from (each dataset's
+    source and share), each version's network and the training recipe.  Not the nodes, data fraction, versions'
+    schedule or switch points (they differ between the plans of one task), nor the scenario's name or file."""
+    from .scenario import scenario_dict
+
+    d = scenario_dict(s)
+    return {"data": sorted([str(x.get("source")), json.dumps(x.get("share"))] for x in d.get("datasets") or []),
+            "networks": sorted(json.dumps(m.get("train"), sort_keys=True) for m in d.get("models") or []),
+            "training": d.get("training") or {}}
+
+
+def task_digest(s: "Scenario") -> str:
+    return hashlib.sha256(json.dumps(task_key(s), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def seeds_folder() -> Path:
+    """$DEPL_SEED_LEDGER, else $XDG_DATA_HOME/depl/seeds, else ~/.local/share/depl/seeds."""
+    if os.environ.get("DEPL_SEED_LEDGER"):
+        return Path(os.environ["DEPL_SEED_LEDGER"]).expanduser()
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data).expanduser() / "depl" / "seeds"
+
+
+@dataclass(frozen=True)
+class TaskSeeds:
+    """The seed book of one task (`task_key`): every range of seeds a judging command drew for it — a certified
+    search's (which judged every candidate it proposed), a certify, validate or coverage run's (which judged one
+    plan's job) — with the store that holds the runs, so that no other store judges them again.  One JSON file
+    (`depl.seeds/1`) per task in `seeds_folder()`, rewritten whole (a temporary file, then renamed)."""
+
+    path: Path
+    task: str          # the scenario's name, for a person reading the file
+
+    @classmethod
+    def of(cls, s: "Scenario") -> "TaskSeeds":
+        return cls(seeds_folder() / f"task-{task_digest(s)}.json", s.name)
+
+    def entries(self) -> list[dict]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as e:
+            raise SeedsUsed(f"{self.path}: the task's seed book cannot be read ({getattr(e, 'strerror', None) or e}); "
+                            "it lists the seeds already used: mend or restore it") from None
+        rows = data.get("entries") if isinstance(data, dict) else None
+        return [r for r in rows or [] if isinstance(r, dict) and isinstance(r.get("seeds"), list)]
+
+    def ledger(self, store: str, job: str | None = None) -> Ledger:
+        """The seeds other stores used that may not judge again here: every certified search's (it judged every
+        candidate of the task it proposed), and any command's on the same plan's job `job`.  `store`'s own are
+        its ledger's (`store_uses`, a search's manifest), not repeated."""
+        uses = []
+        for r in self.entries():
+            if r.get("store") == where(store) or not (r.get("kind") == "search" or (job and r.get("job") == job)):
+                continue
+            try:
+                a, b = (int(x) for x in r["seeds"])
+            except (TypeError, ValueError):
+                continue
+            uses.append(Use(str(r.get("kind")), f"{r.get('kind')} in {r.get('store', '?')} (the task's seed book "
+                            f"{self.path})", ((a, b),), str(r.get("job") or "")))
+        return Ledger(uses)
+
+    def record(self, kind: str, first: int, last: int, store: str, job: str | None = None,
+               alpha: float | None = None) -> None:
+        """Record (or widen) a range of `kind` in `store` (on the plan's job `job`, the search's none): the union
+        of what it recorded before and first..last.  OSError where the book cannot be written."""
+        rows, store = self.entries(), where(store)
+        key = (kind, store, job)
+        mine = [r for r in rows if (r.get("kind"), r.get("store"), r.get("job")) == key]
+        if mine:
+            a, b = (int(x) for x in mine[0]["seeds"])
+            first, last = min(first, a), max(last, b)
+            if (first, last) == (a, b):
+                return
+        rows = [r for r in rows if (r.get("kind"), r.get("store"), r.get("job")) != key]
+        rows.append({"kind": kind, "store": store, **({"job": job} if job else {}), "seeds": [int(first), int(last)],
+                     **({} if alpha is None else {"alpha": float(alpha)}),
+                     "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f"{self.path.stem}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"format": SEEDS_FORMAT, "task": self.task, "entries": rows}, indent=1) + "\n",
+                       encoding="utf-8")
+        tmp.replace(self.path)
+
+
+def where(store: str | Path) -> str:
+    """A store as the seed book names it: its absolute path."""
+    return str(store) if str(store) == ":memory:" else str(Path(store).resolve())
+
+
 def began_with(ledger: Ledger, command: str, run_id: str) -> Use | None:
     """The recorded use of `command` on `run_id` (what a resumed command began with), if any."""
     return next((u for u in ledger.uses if u.kind == command and u.run_id == run_id), None)
@@ -292,8 +406,6 @@ def recomputed_certificate(plan: "Plan", scenario: "Scenario | None" = None) -> 
 def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = None) -> str | None:
     """Why the plan file's certificate text is not what its calibration runs give (None: it is, or the file has
     none: a plan written before plans said it, whose certificate is then the recomputed one)."""
-    import json
-
     cert = plan.info.get("certificate")
     if isinstance(cert, dict) and cert.get("format") == "depl.search/1":
         return search_problem(plan, where)
@@ -350,6 +462,13 @@ def search_problem(plan: "Plan", where: str) -> str | None:
         return None
     with Store(store, readonly=True) as st:
         read = [(st.losses(x), st.diverged(x)) for x in rids]
+        bound = st.runs("search-manifest")
+    if bound:
+        why = _not_as_bound(plan, c, bound[0]["spec"])
+        if why:
+            return (f"{where}: info.certificate: {why}, not what its search store {store} bound before its first "
+                    "run; a plan's certificate is recomputed, never taken as written: run the search again "
+                    "(`depl plan --certify`)")
     test = Sequential(c.get("omega", plan.omega), a, c.get("prior", "uniform") or DEFAULT_PRIOR)
     for seed in range(first, first + runs):
         if test.decided:
@@ -359,10 +478,41 @@ def search_problem(plan: "Plan", where: str) -> str | None:
         row_losses = losses.get(seed) or []
         x = math.inf if (seed in gone and gone[seed] <= K) or len(row_losses) < K else float(row_losses[K - 1])
         test.add(x <= plan.loss_target)
-    if (test.runs, test.hits, test.state.verdict) != (runs, met, "certified"):
+    if (test.runs, test.hits, test.state.verdict) != (runs, met, "certified") or \
+            (c.get("certified"), c.get("outcome"), row.get("verdict")) != (True, "certified", "certified") or \
+            abs(float(row.get("lower_bound", -1.0)) - test.state.lower) > 1e-9:
         return (f"{where}: info.certificate: its search store {store} gives {test.hits} of {test.runs} runs meeting "
                 f"ℓmax ({test.state.verdict}) for the plan returned, not what the file says; a plan's certificate is "
                 "recomputed, never taken as written: run the search again (`depl plan --certify`)")
+    return None
+
+
+def _not_as_bound(plan: "Plan", c: dict, m: dict) -> str | None:
+    """What of a search's certificate differs from its store's manifest (depl.train.search.manifest): α, ω, ℓmax,
+    the e-process, the first seed, a candidate's schedule, cost or share of α, or the plan's own schedule and cost
+    from the candidate returned; None where nothing does."""
+    def same(x, y) -> bool:
+        try:
+            return abs(float(x) - float(y)) <= 1e-12 * max(1.0, abs(float(y)))
+        except (TypeError, ValueError):
+            return False
+
+    for key, words in (("alpha", "α"), ("omega", "ω"), ("loss_target", "ℓmax"), ("first_seed", "the first seed")):
+        if not same(c.get(key), m.get(key)):
+            return f"{words} {c.get(key)!r} where the search's was {m.get(key)!r}"
+    if c.get("prior") != m.get("prior") or c.get("allocation", m.get("allocation")) != m.get("allocation"):
+        return f"the e-process or allocation {c.get('prior')!r}/{c.get('allocation')!r}"
+    rows, bound = c.get("candidates") or [], m.get("candidates") or []
+    if len(rows) != len(bound) or not (c.get("seeds") or [None])[0] == m.get("first_seed"):
+        return "another list of candidates or seeds"
+    for r, b in zip(rows, bound):
+        if not (same(r.get("weight"), b["share"]) and same(r.get("alpha"), b["share"] * m["alpha"])
+                and same(r.get("cost"), b["cost"]) and r.get("epochs") == b["epochs"]
+                and r.get("schedule") == b["schedule"]):
+            return f"candidate [{b['index']}] with another schedule, cost or share of α"
+    b = bound[c["returned"]]
+    if not same(plan.cost, b["cost"]) or len(plan.epochs) != b["epochs"]:
+        return f"a plan other than candidate [{b['index']}] it returned"
     return None
 
 

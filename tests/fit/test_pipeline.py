@@ -123,7 +123,8 @@ def _validate_gates(depl_cli, tmp_path, plan):
     low_plan.write_text(json.dumps(d))
     low = tmp_path / "low.toml"
     low.write_text(_toml({**level, "target": {**level["target"], "loss": 0.01}}))
-    r = depl_cli("validate", low, low_plan, "--seeds", "3", "--first-seed", "100", "--out", tmp_path / "low", "--json")
+    # the same job judged against another ℓmax: on seeds of its own (100..102 judged it in val/)
+    r = depl_cli("validate", low, low_plan, "--seeds", "3", "--first-seed", "103", "--out", tmp_path / "low", "--json")
     assert r.returncode == 4, r.stderr
     assert json.loads(r.stdout)["guarantee"] == "refuted" and "guarantee: refuted" in r.stderr.splitlines()[-1]
 

@@ -137,8 +137,10 @@ def test_run_validate_and_certify_refuse_a_bad_draw_too(depl_cli, project):
                      cwd=project), 3, what)
     refused(depl_cli("validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v",
                      "--allow-code", ".", cwd=project), 3, what)
+    # seed 3 again, as another user would (the validation above put 0..3 in this task's seed book)
     refused(depl_cli("certify", "plan.json", "--first-seed", "0", "--max-runs", "5", "--batch", "5", "--out", "c",
-                     "--allow-code", ".", cwd=project), 3, what)
+                     "--allow-code", ".", cwd=project, env={"DEPL_SEED_LEDGER": str(project / "another-book")}), 3,
+            what)
     r = depl_cli("run", "plan.json", "--seeds", "5", "--out", "r", "--allow-code", ".", "--json", cwd=project)
     assert r.returncode == 2 and json.loads(r.stdout)["error"].startswith("your data factory mydata:load fails for "
                                                                           "seed 3"), r.stdout

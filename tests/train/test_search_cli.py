@@ -19,8 +19,13 @@ ARGS = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify
 @pytest.fixture(scope="module")
 def searched(depl_cli, tmp_path_factory):
     folder = tmp_path_factory.mktemp("search")
-    r = depl_cli(*ARGS, "--png", "candidates.png", cwd=folder)
+    r = depl_cli(*ARGS, "--png", "candidates.png", cwd=folder, env=book(folder))
     return folder, r
+
+
+def book(folder) -> dict:
+    """The seed book of the search's task (depl.ledger.TaskSeeds), kept in its folder."""
+    return {"DEPL_SEED_LEDGER": str(folder / "seeds")}
 
 
 def test_the_search_returns_a_certified_plan_whose_certificate_recounts_from_the_store(searched):
@@ -78,12 +83,33 @@ def test_a_rerun_replays_the_store_to_the_same_decisions_without_training(depl_c
         assert {rid: st.losses(rid) for rid in before} == before
 
 
-@pytest.mark.parametrize("args", [("--alpha", "0.1"), ("--first-seed", "900000")])   # a seed clear of the lineage
-def test_a_rerun_with_another_alpha_or_first_seed_on_the_same_store_is_refused(depl_cli, searched, args):
+@pytest.mark.parametrize("args, what", [(("--alpha", "0.1"), "--alpha (was 0.05)"),
+                                       (("--first-seed", "900000"), "--first-seed (was"),   # a seed clear of the lineage
+                                       (("--batch", "16"), "--batch (was 10)"),
+                                       (("--prior", "uniform"), "--prior (was spiked)"),
+                                       (("--allocation", "focus"), "--allocation (was all)"),
+                                       (("--max-runs", "20"), "--max-runs only grows"),
+                                       (("--quantile", "0.55"), "ω (--quantile) (was 0.5)")])
+def test_a_rerun_that_would_analyse_the_stores_seeds_otherwise_is_refused(depl_cli, searched, args, what):
+    """A store binds everything the search's decisions depend on; only a larger --max-runs goes on."""
     folder, _ = searched
-    r = depl_cli(*ARGS, *args, cwd=folder)
+    with Store(folder / "runs.sqlite") as st:
+        before = st.count_epochs()
+    listed = (folder / "search-candidates.json").read_text()
+    i = ARGS.index(args[0]) if args[0] in ARGS else None
+    argv = list(ARGS)
+    if i is not None:
+        argv[i + 1] = args[1]
+    else:
+        argv += list(args)
+    r = depl_cli(*argv, cwd=folder)
     assert r.returncode == 2, r.stderr
-    assert "spends its α once" in r.stderr and "Traceback" not in r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("error") or "error:" in x]
+    assert what in r.stderr and "analysed once" in r.stderr or "only grows" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(line) == 1
+    with Store(folder / "runs.sqlite") as st:
+        assert st.count_epochs() == before                          # nothing trained
+    assert (folder / "search-candidates.json").read_text() == listed
 
 
 def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_path):
@@ -118,7 +144,8 @@ def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_ow
     with Store(folder / "runs.sqlite") as st:
         longer = st.losses(cert["candidates"][i]["trains_with"])[seed]
     assert len(alone) == c.epochs < len(longer)
-    assert alone == pytest.approx(longer[:c.epochs], rel=1e-6, abs=1e-7)
+    # float32: a stack of 10 seeds sums in another order than one seed alone (1e-5 apart after two epochs)
+    assert alone == pytest.approx(longer[:c.epochs], rel=1e-4, abs=1e-6)
 
 
 @pytest.mark.parametrize("args, why", [(["--alpha", "0"], "--alpha 0"), (["--alpha", "0.7"], "(0, 0.5]"),
@@ -127,3 +154,99 @@ def test_bad_search_options_are_refused_in_one_line_before_anything_is_written(d
     r = depl_cli("plan", "digits-small", "--certify", *args, "--out", "p.json", cwd=tmp_path)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
+
+
+def _one_error_line(r) -> str:
+    lines = [x for x in r.stderr.splitlines() if x.startswith("error")]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_the_searchs_seeds_are_refused_to_another_store_and_to_certify(depl_cli, searched, tmp_path):
+    """The search's seeds are in its task's seed book: a second search in another store, or `depl certify` of a
+    candidate the search did not return, on those seeds is refused, whatever store or plan file it uses."""
+    folder, r = searched
+    first = json.loads(r.stdout)["certificate"]["first_seed"]
+    again = depl_cli(*ARGS[:-2], "--out", str(tmp_path / "other.json"), "--first-seed", str(first), cwd=tmp_path,
+                     env=book(folder))
+    assert "seed book" in _one_error_line(again) and not (tmp_path / "other.json").exists()
+    law = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--out", "law.json", cwd=tmp_path)
+    assert law.returncode == 0, law.stderr
+    cert = depl_cli("certify", "law.json", "--first-seed", str(first + 3), "--max-runs", "4", "--out", "c",
+                    cwd=tmp_path, env=book(folder))
+    assert "seed book" in _one_error_line(cert) and not (tmp_path / "c").exists()
+
+
+def test_an_edited_candidate_list_is_refused(depl_cli, searched, tmp_path):
+    folder, _ = searched
+    import shutil
+
+    for name in ("runs.sqlite", "search-candidates.json"):
+        shutil.copy(folder / name, tmp_path / name)
+    listed = json.loads((tmp_path / "search-candidates.json").read_text())
+    listed["candidates"][0]["weight"] = 0.5
+    (tmp_path / "search-candidates.json").write_text(json.dumps(listed))
+    r = depl_cli(*ARGS, cwd=tmp_path, env=book(tmp_path))
+    assert "written once" in _one_error_line(r)
+
+
+def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
+    """--max-runs 2, then 6: every seed counted before is counted again as it was, the seeds go on from the
+    third, and a rerun at 6 replays it all without training; a smaller --max-runs is refused."""
+    args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--batch", "2", "--out",
+            "p.json", "--json")
+    one = depl_cli(*args, "--max-runs", "2", cwd=tmp_path)
+    assert one.returncode == 3, one.stderr
+    c1 = json.loads(one.stdout)["certificate"]
+    with Store(tmp_path / "runs.sqlite") as st:
+        held = {rid: st.losses(rid) for rid in {c["trains_with"] for c in c1["candidates"]}}
+    two = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
+    assert two.returncode in (0, 3), two.stderr
+    c2 = json.loads(two.stdout)["certificate"]
+    assert c2["first_seed"] == c1["first_seed"] and c2["seeds"][0] == c1["seeds"][0]
+    for a, b in zip(c1["candidates"], c2["candidates"]):
+        if a["runs"]:
+            assert b["first_counted"] == a["first_counted"] and b["runs"] >= a["runs"]
+            assert b["met"] >= a["met"] and b["runs"] - a["runs"] >= b["met"] - a["met"]
+        assert a["verdict"] != "dropped" or b["verdict"] == "dropped"        # a past decision stands
+    assert any(b["runs"] > a["runs"] for a, b in zip(c1["candidates"], c2["candidates"]))
+    with Store(tmp_path / "runs.sqlite") as st:
+        for rid, losses in held.items():
+            assert {s: v for s, v in st.losses(rid).items() if s in losses} == losses
+        epochs = st.count_epochs()
+    three = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
+    c3 = json.loads(three.stdout)["certificate"]
+    keep = ("verdict", "runs", "met", "first_counted")
+    assert [[c[k] for k in keep] for c in c3["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
+    with Store(tmp_path / "runs.sqlite") as st:
+        assert st.count_epochs() == epochs
+    assert "only grows" in _one_error_line(depl_cli(*args, "--max-runs", "3", cwd=tmp_path))
+
+
+def _dropped_or_not_returned(cert: dict) -> int:
+    return next(i for i, c in enumerate(cert["candidates"]) if i != cert["returned"])
+
+
+EDITS = {
+    "a share raised": lambda c: c["candidates"][_dropped_or_not_returned(c)].update(weight=0.5),
+    "α raised": lambda c: c.update(alpha=0.1),
+    "the returned share and α raised": lambda c: c["candidates"][c["returned"]].update(
+        weight=0.6, alpha=0.03),
+    "the lower bound raised": lambda c: c["candidates"][c["returned"]].update(lower_bound=0.99),
+    "the seeds removed": lambda c: c.update(seeds=[]),
+    "the seeds moved": lambda c: c.update(seeds=[c["seeds"][0] + 1000, c["seeds"][1] + 1000]),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_an_edited_search_certificate_is_refused_before_anything_trains(depl_cli, searched, edit):
+    """A plan's search certificate is checked against its store's manifest and recounted: an edited one is one
+    line, exit 2, and `depl validate` trains nothing (it would have trained the search's own seeds)."""
+    folder, _ = searched
+    plan = json.loads((folder / "plan.json").read_text())
+    EDITS[edit](plan["info"]["certificate"])
+    name = f"edited-{list(EDITS).index(edit)}.json"
+    (folder / name).write_text(json.dumps(plan))
+    r = depl_cli("validate", "digits-small", name, "--seeds", "2", "--out", f"v-{name}", cwd=folder, env=book(folder))
+    assert "info.certificate" in _one_error_line(r)
+    assert not (folder / f"v-{name}").exists()

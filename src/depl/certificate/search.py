@@ -180,6 +180,15 @@ class Search:
     def finished(self) -> bool:
         return not self.alive()
 
+    def extend(self, max_runs: int) -> None:
+        """Go on to `max_runs` (at least the current): candidates that stopped at the smaller limit, undecided, take
+        runs again; no past run or decision changes (each test is anytime-valid: Ville's inequality holds over its
+        whole sequence, however long it is let run)."""
+        if max_runs < self.max_runs:
+            raise ValueError(f"max_runs only grows: {max_runs} < {self.max_runs}")
+        self.max_runs = int(max_runs)
+        self._allocate()
+
     def record(self, i: int, met: bool) -> None:
         """One run of candidate i (a run after its test decided is not counted)."""
         a = self.arms[i]

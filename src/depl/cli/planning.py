@@ -73,6 +73,7 @@ def _summary(plan, out: Optional[Path] = None) -> None:
                   f"[{lo:.5g}, {hi:.5g}]; target ℓmax {plan.loss_target:g} — a certificate is about ℓmax, not this "
                   "number)")
     console.print(f"  expected ℓ(K)   {plan.loss_mean:.5g}")
+    _certify_price(plan)
     if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
     cert = plan.info.get("certificate") or {}
@@ -144,11 +145,11 @@ def plan(
     uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
                                       "recalibrated on held-out runs (the scenario's [calibration])"),
     certify: bool = CERTIFY,
-    max_runs: int = MAX_RUNS_SEARCH,
+    max_runs: Optional[int] = MAX_RUNS_SEARCH,
     first_seed: Optional[int] = FIRST_SEED,
     prior: Optional[str] = PRIOR,
     allocation: Optional[str] = ALLOCATION,
-    batch: int = BATCH,
+    batch: Optional[int] = BATCH,
     store: Optional[Path] = STORE,
     png: Optional[Path] = PNG,
     training: Training = None,
@@ -178,6 +179,19 @@ def plan(
         _proof(p, planned.time_limit)
     if out is not None:
         console.print(f"  plan written to {out}", markup=False)
+
+
+def _certify_price(plan) -> None:
+    """What certifying the plan on real runs is expected to take, by its law (a guess the runs may refute)."""
+    from ..workflows.search import certify_price
+
+    pr = certify_price(plan)
+    if pr is None:
+        return
+    console.print(f"  to certify      by the law, P(ℓ(K) ≤ ℓmax) = {pr['law_p']:.3f}: a certificate on real runs "
+                  f"takes ~{pr['expected_runs']:.0f} runs at α {pr['alpha']:g} (certified with probability "
+                  f"{pr['p_certify']:.2f} within {pr['max_runs']}), runs' cost ~{pr['expected_cost']:.4g}",
+                  markup=False, highlight=False)
 
 
 @contextmanager

@@ -17,8 +17,9 @@ CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in
                        "the cheapest one the runs certify with confidence 1 − α [default α 0.05] (docs/certificate.md, "
                        "\"The certified search\"); exits 3 when none is certified within --max-runs, 4 when every "
                        "candidate is refuted")
-MAX_RUNS_SEARCH = typer.Option(500, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
-                               "counts")
+MAX_RUNS_SEARCH = typer.Option(None, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
+                               "counts [default: 500, or what the store's search went on to; a rerun may only raise "
+                               "it, and goes on where it stopped]")
 FIRST_SEED = typer.Option(None, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
                           "(F, F+1, … in order) [default: above every seed the scenario's fit and calibration used; "
                           "those are refused]")
@@ -27,8 +28,8 @@ PRIOR = typer.Option(None, "--prior", help="--certify: each candidate's e-proces
 ALLOCATION = typer.Option(None, "--allocation", help="--certify: which candidates in the race count each batch: "
                           "focus (the cheapest first, a costlier one only once those look unlikely to certify) or all "
                           "(every one, every seed) [default: as the store's runs were counted, else focus]")
-BATCH = typer.Option(32, "--batch", min=1, max=4096, help="--certify: seeds trained together between two looks at "
-                     "the tests")
+BATCH = typer.Option(None, "--batch", min=1, max=4096, help="--certify: seeds trained together between two looks at "
+                     "the tests [default: 32, or the store's search's]")
 STORE = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of --out (else "
                      "depl-search)/runs.sqlite]")
 PNG = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the certified lower bound) here")
@@ -37,13 +38,13 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
                    as_json: bool, opts: dict) -> None:
     """Propose the candidates, say them, train them on fresh seeds until the search finishes, and say what it
     returned; exit 0 certified, 3 none certified within --max-runs, 4 every candidate refuted."""
-    from ..workflows.search import candidate_rows, prepare_search, run_search
+    from ..workflows.search import candidate_rows, prepare_search, price, run_search
 
     con = err_console if as_json else console
     with refusals():  # every refusal before anything is written or trained
         prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
                               alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"])
-    _candidates(con, prep, candidate_rows(prep))
+    _candidates(con, prep, candidate_rows(prep), price(prep, opts["max_runs"] or 500))
     with epoch_progress("epochs") as bar, refusals():
         task = bar.add_task("search", total=None)
 
@@ -62,15 +63,31 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
     raise typer.Exit(code)
 
 
-def _candidates(con, prep, rows: list[dict]) -> None:
+def _candidates(con, prep, rows: list[dict], prices: list[dict]) -> None:
     s = prep.scenario
     con.print(f"certified search for {s.name}: P(ℓ(K) ≤ {s.target.loss:g}) ≥ ω = {s.target.quantile:g} with "
               f"confidence {1 - prep.alpha:g}; {len(rows)} candidates fixed before any run, each at α/{len(rows)}",
               markup=False, highlight=False)
-    for r in rows:
+    for r, pr in zip(rows, prices):
         at = r["proposed_at"]
         con.print(f"  [{r['index']}] cost {r['cost']:.6g}, K = {r['epochs']}: {r['schedule']} (planned at ω "
-                  f"{at['omega']:.4g}, ℓmax {at['loss']:.4g}, law {at['law']})", markup=False, highlight=False)
+                  f"{at['omega']:.4g}, ℓmax {at['loss']:.4g}, law {at['law']}); {_price(pr)}",
+                  markup=False, highlight=False)
+    b = next((i for i, pr in enumerate(prices) if pr["p_certify"] >= 0.5), None)
+    if b is None:
+        con.print("  price, by the law: no candidate is likely to certify within --max-runs", markup=False)
+        return
+    runs = sum(pr["expected_runs"] for pr in prices[:b + 1])
+    cost = sum(pr["expected_cost"] for pr in prices[:b + 1])
+    con.print(f"  price, by the law: [{b}] (cost {rows[b]['cost']:.6g} per use) certified after about {runs:.0f} "
+              f"runs counted, runs' cost ~{cost:.3g}; the law is a guess the runs may refute", markup=False,
+              highlight=False)
+
+
+def _price(pr: dict) -> str:
+    """A candidate's expected price, as the law sees it."""
+    return (f"law p {pr['law_p']:.3f}: ~{pr['expected_runs']:.0f} runs to decide (certified with probability "
+            f"{pr['p_certify']:.2f}), runs' cost ~{pr['expected_cost']:.3g}")
 
 
 def _line(search, seeds: int, seconds: float) -> str:
@@ -95,7 +112,8 @@ def _result(con, done) -> None:
         con.print(f"  [{r['index']}] {r['verdict']:<9} {r['met']}/{r['runs']} met ℓmax, lower bound "
                   f"{r['lower_bound']:.3f} (α {r['alpha']:.3g}), cost {r['cost']:.6g}: {r['schedule']}",
                   markup=False, highlight=False)
-    con.print(f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs), seeds "
+    con.print(f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs, runs' cost "
+              f"{c['runs_cost']:.4g}), seeds "
               f"{'..'.join(map(str, c['seeds'])) or 'none'}, store {c['store']}, {c['seconds'] / 60:.1f} min in this "
               "command", markup=False, highlight=False)
     if done.png is not None:

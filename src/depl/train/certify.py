@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs
-from ..ledger import Ledger, check_certificate, plan_lineage, resolve, store_uses
+from ..ledger import Ledger, TaskSeeds, check_certificate, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario
 from ..store import Store, store_path
@@ -147,8 +147,8 @@ def seeds_for(prep: Prepared, store: str | Path, first_seed: int | None, max_run
     seeds first..first+max_runs-1 none of the lineage used, and the α and first seed a resumed run began with.
     Reads the store only (nothing written).  Raises depl.ledger.SeedsUsed, StoreError."""
     plan_run, cert_run = run_ids(prep.job)
-    ledger = plan_lineage(prep.plan, prep.scenario)
     where = store_path(store)
+    ledger = plan_lineage(prep.plan, prep.scenario) + TaskSeeds.of(prep.scenario).ledger(where, plan_run)
     if where != ":memory:" and Path(where).is_file():
         with Store(where, readonly=True) as st:
             ledger = ledger + store_uses(st, plan_run, cert_run)
@@ -179,6 +179,8 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None
     run_id = run_ids(job)[1]
     execute.register(st, run_id, "certify", job, {"backend": "local", "plan": p.to_json()})
     st.record_use(run_id, "certify", first_seed, first_seed + max_runs - 1, alpha)
+    TaskSeeds.of(prep.scenario).record("certify", first_seed, first_seed + max_runs - 1, st.path, run_ids(job)[0],
+                                       alpha)
     n_epochs, counted, finals = len(p.epochs), [], {}
     t0, start, after = time.perf_counter(), first_seed, []
     while not test.decided and test.runs < max_runs:

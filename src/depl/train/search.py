@@ -14,8 +14,15 @@ shorter ones.
 Seeds F, F+1, … train in batches, every group with a candidate still in the race on the same seed numbers
 (`depl.train.executors.run_all`); a seed a run of the group already holds far enough is read, not trained, so a
 rerun with the same arguments replays the store to the same decisions (and a store whose groups trained their
-longest job on every seed, as depl did before groups stopped short, replays as it was).  A store whose runs were
-counted at another α or from another first seed is refused (each search spends its α once, on its own seeds).
+longest job on every seed, as depl did before groups stopped short, replays as it was).
+
+A store holds one search, bound by its **manifest** (`manifest`, the run row `search-manifest`, written before the
+first run is trained): the candidates (their runs, epochs, costs, schedules and shares of α), ω, ℓmax, α, the
+e-process, the allocation, the drop rule, the batch and the first seed — everything a decision depends on.  A rerun
+that differs in any of them is refused (`bind`): the same seeds are analysed once.  Only `--max-runs` may grow: each
+value is recorded with the seeds drawn when it took effect (`search-max-runs-K` rows), a rerun replays the store
+under the values recorded, batch by batch, to where the runs stop (the search finished, or a batch needs training)
+and only there takes the new value: every past decision and counted seed stays as it was.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from . import execute
 from .federation import Job, job_from_plan
 
 FORMAT = "depl.search/1"
+MANIFEST = "search-manifest"            # the run row binding a store to its search (kind and id)
+MAX_RUNS = "search-max-runs"            # the rows recording each --max-runs and the seeds drawn when it took effect
 
 
 @dataclass
@@ -108,6 +117,11 @@ def recorded_candidates(st: Store, certificate: dict) -> list[Candidate]:
     return out
 
 
+def run_ids(cands: list[Candidate]) -> dict[int, str]:
+    """Each candidate's own run id in a search's store (`search-…` of its job)."""
+    return {i: execute.run_id_for(c.job, "local", prefix="search") for i, c in enumerate(cands)}
+
+
 def make_candidate(plan: Plan, proposed: dict, device: str = "cpu") -> Candidate:
     return Candidate(plan, proposed, job_from_plan(plan, device))
 
@@ -151,15 +165,6 @@ def _counted_by(spec: dict) -> dict | None:
     return None if theirs is None else {"prior": "uniform", "allocation": "all", **theirs}
 
 
-def recorded_allocation(st: Store) -> str | None:
-    """The allocation the search runs in `st` were counted by (None: the store has none)."""
-    for r in st.runs("search"):
-        theirs = _counted_by(r["spec"])
-        if theirs is not None:
-            return str(theirs["allocation"])
-    return None
-
-
 def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: int, prior: str,
                 allocation: str = "all") -> None:
     """Refuse a store whose runs of these jobs were counted by a search at another α, from another first seed, by
@@ -175,6 +180,60 @@ def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: in
                                  f"{theirs['allocation']} (this one: α {alpha:g} from seed {first_seed}, {prior}, "
                                  f"{allocation}); a search spends its α once, on its own seeds: use that --alpha, "
                                  "--first-seed, --prior and --allocation to resume it, or another --store")
+
+
+def manifest(cands: list[Candidate], search: Search, ids: dict[int, str], first_seed: int, batch: int) -> dict:
+    """Everything the search's decisions depend on, but --max-runs (module docstring)."""
+    return {"format": "depl.search-manifest/1",
+            "candidates": [{"index": i, "run": ids[i], "epochs": c.epochs, "cost": float(c.plan.cost),
+                            "schedule": c.words(), "share": a.weight} for i, (c, a) in enumerate(zip(cands, search.arms))],
+            "omega": float(search.omega), "loss_target": float(cands[0].plan.loss_target), "alpha": search.alpha,
+            "prior": search.prior, "allocation": search.allocation, "drop_below": search.drop_below,
+            "batch": int(batch), "first_seed": int(first_seed)}
+
+
+WORDS = {"candidates": "the candidates (runs, epochs, costs or shares of α)", "omega": "ω (--quantile)",
+         "loss_target": "ℓmax (--loss)", "alpha": "--alpha", "prior": "--prior", "allocation": "--allocation",
+         "drop_below": "the drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "the format"}
+
+
+def bound(st: Store) -> tuple[dict | None, list[tuple[int, int]]]:
+    """The store's manifest (None: no search bound it yet) and its --max-runs record [(seeds drawn, max_runs)]."""
+    rows = st.runs(MANIFEST)
+    m = rows[0]["spec"] if rows else None
+    seg = sorted((int(r["spec"]["from_seeds"]), int(r["spec"]["max_runs"])) for r in st.runs(MAX_RUNS))
+    return m, seg
+
+
+def bind(st: Store, mine: dict, max_runs: int) -> list[tuple[int, int]]:
+    """Bind `st` to this search (a new store), or check that it is bound to it: StoreError naming what differs.
+    Returns the --max-runs record; a smaller --max-runs than the last recorded is refused, a larger one is taken
+    where the runs stop (`run_search`)."""
+    theirs, seg = bound(st)
+    if theirs is None:
+        if st.runs("search"):
+            raise StoreError(f"{st.path}: holds search runs with no record of the search that counted them; a "
+                             "search's runs are analysed once: start a new search in a new --store")
+        st.start_run(MANIFEST, MANIFEST, mine)
+        st.start_run(f"{MAX_RUNS}-0", MAX_RUNS, {"from_seeds": 0, "max_runs": int(max_runs)})
+        return [(0, int(max_runs))]
+    differ = [k for k in WORDS if json.dumps(theirs.get(k), sort_keys=True) != json.dumps(mine.get(k), sort_keys=True)]
+    if differ:
+        was = {k: theirs.get(k) for k in differ if k != "candidates"}
+        said = ", ".join(WORDS[k] + (f" (was {was[k]})" if k in was else "") for k in differ)
+        raise StoreError(f"{st.path}: holds a search with another {said}; a search's seeds are analysed once, "
+                         "by the options they began with: rerun it with those, or start a new search in a new "
+                         "--store (its seeds are then new ones)")
+    if max_runs < seg[-1][1]:
+        raise StoreError(f"{st.path}: --max-runs {max_runs}: this search went on to --max-runs {seg[-1][1]}; "
+                         f"--max-runs only grows (rerun with --max-runs {seg[-1][1]} or more)")
+    return seg
+
+
+def extend(st: Store, seg: list[tuple[int, int]], drawn: int, max_runs: int) -> list[tuple[int, int]]:
+    """Record that --max-runs `max_runs` takes effect after `drawn` seeds."""
+    st.start_run(f"{MAX_RUNS}-{len(seg)}", MAX_RUNS, {"from_seeds": int(drawn), "max_runs": int(max_runs)})
+    return [*seg, (int(drawn), int(max_runs))]
 
 
 def _register(st: Store, cand: Candidate, run_id: str, search: Search, first_seed: int) -> None:
@@ -201,20 +260,51 @@ def final_loss(losses: dict[int, list[float]], gone: dict[int, int], seed: int, 
     return float(row[k - 1]) if len(row) >= k else math.inf
 
 
+def _take(search: Search, max_runs: int) -> None:
+    """Put `max_runs` in force (a recorded or a larger --max-runs): candidates stopped by the smaller one go on."""
+    if search.max_runs != max_runs:
+        search.extend(max_runs)
+
+
+def _batch(cands: list[Candidate], search: Search, st: Store, ids: dict[int, str], covering: dict[int, list[str]],
+           start: int, batch: int):
+    """The next batch: the candidates counting it, its seeds, each group's longest candidate in the race, the runs
+    read, and what to train — (run id, candidate, seeds) for each group, the seeds no run of the group holds far
+    enough."""
+    alive = search.counting()  # the allocation: the candidates in the race that count this batch
+    seeds = list(range(start, start + batch))
+    longest: dict[int, int] = {}
+    for i in alive:
+        g = cands[i].group
+        if g not in longest or (cands[i].epochs, -i) > (cands[longest[g]].epochs, -longest[g]):
+            longest[g] = i
+    runs = sorted({rid for i in alive for rid in covering[i]})
+    read = {rid: (st.losses(rid), st.diverged(rid)) for rid in runs}
+    todo = []
+    for g, j in sorted(longest.items()):
+        need = [s for s in seeds if source(read, covering[j], s, cands[j].epochs) is None]
+        if need:
+            todo.append((ids[j], j, need))
+    return alive, seeds, longest, read, todo
+
+
 def run_search(cands: list[Candidate], search: Search, *, store: str | Store, first_seed: int, batch: int = 32,
                options: dict | None = None, progress: Callable | None = None,
-               on_batch: Callable | None = None) -> Searched:
+               on_batch: Callable | None = None, max_runs: list[tuple[int, int]] | None = None,
+               grow_to: int | None = None) -> Searched:
     """Train seeds F, F+1, … `batch` at a time for every group with a candidate in the race, each group its longest
     such candidate's job, feed each candidate's outcomes to `search` in seed order, until it is finished.
     `progress(run_id, seed, epoch, result)` after every epoch; `on_batch(search, seeds drawn, seconds)` after every
-    batch.  Raises ValueError (StoreError …)."""
+    batch.  `max_runs`: the store's --max-runs record [(seeds drawn, max_runs)] (`bind`), replayed batch by batch;
+    `grow_to`: a larger --max-runs, taken (and recorded) where the recorded runs stop — the search finished under
+    the record, or a batch needs training.  Raises ValueError (StoreError …)."""
     from .executors import run_all
 
     group(cands)
     st = store if isinstance(store, Store) else Store(store)
-    ids = {i: execute.run_id_for(c.job, "local", prefix="search") for i, c in enumerate(cands)}
+    ids = run_ids(cands)
     check_store(st, ids, search.alpha, first_seed, search.prior, search.allocation)
-    run_ids = {g: ids[g] for g in sorted({c.group for c in cands})}
+    group_runs = {g: ids[g] for g in sorted({c.group for c in cands})}
     epochs = {ids[i]: c.epochs for i, c in enumerate(cands)}
     # the runs of each candidate's group that cover it, the longest first
     covering = {i: list(dict.fromkeys(ids[j] for j in sorted(range(len(cands)), key=lambda j: (-cands[j].epochs, j))
@@ -227,25 +317,24 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
     outcomes: dict[int, list[float]] = {i: [] for i in range(len(cands))}
     t0, start = time.perf_counter(), first_seed
     first_counted: dict[int, int] = {}
-    while not search.finished:
-        alive = search.counting()  # the allocation: the candidates in the race that count this batch
-        seeds = list(range(start, start + batch))
-        # each group trains its longest candidate in the race, on the seeds no run of the group holds that far
-        longest = {}
-        for i in alive:
-            g = cands[i].group
-            if g not in longest or (cands[i].epochs, -i) > (cands[longest[g]].epochs, -longest[g]):
-                longest[g] = i
-        runs = sorted({rid for i in alive for rid in covering[i]})
-        read = {rid: (st.losses(rid), st.diverged(rid)) for rid in runs}
-        todo = []
-        for g, j in sorted(longest.items()):
-            need = [s for s in seeds if source(read, covering[j], s, cands[j].epochs) is None]
-            if need:
-                if ids[j] not in registered:
-                    _register(st, cands[j], ids[j], search, first_seed)
-                    registered.add(ids[j])
-                todo.append((ids[j], cands[j].job, need))
+    seg = list(max_runs or [(0, search.max_runs)])
+    while True:
+        drawn = start - first_seed
+        _take(search, max(m for f, m in seg if f <= drawn))   # the --max-runs in force at this batch, as recorded
+        at_end = drawn >= seg[-1][0]
+        if search.finished:
+            if grow_to is not None and at_end and grow_to > search.max_runs:
+                seg = extend(st, seg, drawn, grow_to)
+                continue
+            break
+        alive, seeds, longest, read, todo = _batch(cands, search, st, ids, covering, start, batch)
+        if todo and at_end and grow_to is not None and grow_to > search.max_runs:
+            seg = extend(st, seg, drawn, grow_to)   # where the recorded runs stop: the larger --max-runs from here
+            continue
+        for rid, j in ((rid, j) for rid, j, _ in todo if rid not in registered):
+            _register(st, cands[j], rid, search, first_seed)
+            registered.add(rid)
+        todo = [(rid, cands[j].job, need) for rid, j, need in todo]
         if todo:
             run_all(st, todo, progress=progress, **{**(options or {}), "seed_batch": batch})
             read.update({rid: (st.losses(rid), st.diverged(rid)) for rid, _, _ in todo})
@@ -271,6 +360,6 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
         search.after_batch()
         if on_batch is not None:
             on_batch(search, start - first_seed, time.perf_counter() - t0)
-    return Searched(search, cands, first_seed, start - first_seed, trained, run_ids, str(st.path),
+    return Searched(search, cands, first_seed, start - first_seed, trained, group_runs, str(st.path),
                     time.perf_counter() - t0, outcomes, epochs,
                     {i: sorted(r, key=covering[i].index) for i, r in read_from.items()}, first_counted)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ledger import Ledger, check_certificate, lineage, plan_lineage, resolve, store_uses
+from ..ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
-from ..store import Store
+from ..store import Store, store_path
 from ..validate import Validation, law_mismatch, validate
 from . import execute
 from .federation import Job, job_from_plan
@@ -96,7 +96,9 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
         raise ValueError(why)
     job = job_from_plan(p, device)
     run_id = execute.run_id_for(job, "local")
-    ledger = plan_lineage(p, own) + lineage(given, "the scenario given") + (also or Ledger())
+    where = store.path if isinstance(store, Store) else store_path(store)
+    book = TaskSeeds.of(own)
+    ledger = plan_lineage(p, own) + lineage(given, "the scenario given") + (also or Ledger()) + book.ledger(where, run_id)
     stored = store_ledger(store, run_id, execute.run_id_for(job, "local", prefix="certify"))
     count = seeds if isinstance(seeds, int) else len(seeds)
     first = resolve(ledger + stored, command, run_id, None if isinstance(seeds, int) else seeds[0], count, asked)
@@ -106,6 +108,7 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
     execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()} if spec is None else spec)
     began = [u["last"] for u in st.uses(run_id) if u["command"] == command and u["first"] == first]
     st.record_use(run_id, command, first, max([first + count - 1, *began]))
+    book.record(command, first, max([first + count - 1, *began]), str(where), run_id)
     return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(range(first, first + count)),
                       given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)), ledger + stored)
 

@@ -78,6 +78,7 @@ def as_target(p: "Plan", s: "Scenario", proposed: dict) -> "Plan":
     law_s = s if proposed["law"] == "calibrated" else s.uncalibrated()
     d = loss_model_for(law_s).distribution([e.model for e in p.epochs], law_s.phi(law_s.samples(p.datasets)))
     lo, hi = (float(x) for x in d.quantile_bounds(s.target.quantile))
+    proposed["law_p"] = min(max(float(d.cdf(s.target.loss)), 0.0), 1.0)   # P(ℓ(K) ≤ ℓmax) by that law: its price
     return dataclasses.replace(p, omega=s.target.quantile, loss_target=s.target.loss, loss_quantile=hi,
                                loss_quantile_bounds=(lo, hi), loss_mean=float(d.mean()),
                                scenario_spec=scenario_dict(law_s), info={**p.info, "proposed_at": proposed})
@@ -128,6 +129,45 @@ class SearchResult:
         return self.searched.search.outcome
 
 
+def price(prep: Prepared, max_runs: int = 500) -> list[dict]:
+    """What certifying each candidate is expected to take, before any run: at the probability its law gives of
+    meeting ℓmax (`law_p`), its test at its share of α (equal shares) — the mean runs to a decision within
+    `max_runs`, P(certified within them) — and their cost (each run trains the candidate's plan once: runs ×
+    its cost).  The law's p is a guess the runs may refute; where it is optimistic the runs are more."""
+    from ..certificate import expected_runs
+
+    n, omega = len(prep.candidates), float(prep.scenario.target.quantile)
+    rows = []
+    for c in prep.candidates:
+        p = float(c.proposed.get("law_p", omega))
+        need = expected_runs(min(p, 1.0 - 1e-12), omega, prep.alpha / n, max_runs=max_runs)
+        rows.append({"law_p": p, "share": 1.0 / n, "expected_runs": need.mean_runs, "p_certify": need.certify,
+                     "expected_cost": need.mean_runs * float(c.plan.cost)})
+    return rows
+
+
+def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 500) -> Optional[dict]:
+    """What `depl certify` of `plan` is expected to take, from the probability its own law gives of meeting ℓmax:
+    the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within `max_runs`,
+    P(certified within them), and their cost (runs × the plan's cost); None where the plan has no law to ask
+    (infeasible, empty, no scenario)."""
+    from ..certificate import expected_runs
+    from ..loss import loss_model_for
+
+    if not plan.feasible or not plan.epochs:
+        return None
+    try:
+        s = plan.scenario_object()
+        d = loss_model_for(s).distribution([e.model for e in plan.epochs], s.phi(s.samples(plan.datasets)))
+        p = min(max(float(d.cdf(plan.loss_target)), 0.0), 1.0)
+        alpha = alpha or s.target.alpha or DEFAULT_ALPHA
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    need = expected_runs(min(p, 1.0 - 1e-12), plan.omega, alpha, max_runs=max_runs)
+    return {"law_p": p, "alpha": alpha, "expected_runs": need.mean_runs, "p_certify": need.certify,
+            "max_runs": max_runs, "expected_cost": need.mean_runs * float(plan.cost)}
+
+
 def candidate_rows(prep: Prepared) -> list[dict]:
     """The candidates as written before any run: schedule, cost, epochs, what they were planned at."""
     return [{"index": i, "schedule": c.words(), "cost": c.plan.cost, "epochs": c.epochs, "proposed_at": c.proposed}
@@ -157,7 +197,7 @@ def certificate_json(r: "Searched") -> dict:
             "omega": float(s.omega), "loss_target": cands[0].plan.loss_target, "returned": b,
             "runs": s.arms[b].state.runs if b is not None else 0,
             "met": s.arms[b].state.hits if b is not None else 0,
-            "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs,
+            "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs, "runs_cost": runs_cost(r),
             "trained": [{"run": rid, "epochs": r.epochs[rid], "seeds": n} for rid, n in sorted(r.trained.items())],
             "first_seed": r.first_seed,
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
@@ -169,49 +209,78 @@ def certificate_json(r: "Searched") -> dict:
             "candidates": rows, "expected_more_runs": more}
 
 
+def runs_cost(r: "Searched") -> float:
+    """What the search's runs cost: each run trained, the cost of the plan its job trains (a group's run trains
+    its longest candidate's plan; one that stopped short, a shorter candidate's)."""
+    from ..train.search import run_ids
+
+    cost = {rid: float(r.candidates[i].plan.cost) for i, rid in run_ids(r.candidates).items()}
+    return float(sum(n * cost[rid] for rid, n in r.trained.items()))
+
+
 ALLOCATION_WORDS = {"focus": "the cheapest candidates in the race counting first, a costlier one only once "
                                "those look unlikely to certify",
                     "all": "every candidate in the race counting every seed"}
 
 
 def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Path] = None,
-               first_seed: Optional[int] = None, max_runs: int = 500, batch: int = 32, png: Optional[Path] = None,
-               training: Training = Training(), progress: Optional[Callable] = None,
+               first_seed: Optional[int] = None, max_runs: Optional[int] = None, batch: Optional[int] = None,
+               png: Optional[Path] = None, training: Training = Training(), progress: Optional[Callable] = None,
                on_batch: Optional[Callable] = None, prior: Optional[str] = None,
                allocation: Optional[str] = None) -> SearchResult:
     """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
-    its certificate) at `out` and the candidates' picture at `png`.  `first_seed` None: the first seed above every
-    seed the scenario's lineage used (depl.ledger); seeds it used are refused.  `prior`: each candidate's
-    e-process [default: depl.certificate.DEFAULT_PRIOR].  `allocation`: which candidates in the race count each
-    batch (depl.certificate.search.ALLOCATIONS) [default: the one the store's runs were counted by, else focus]."""
+    its certificate) at `out` and the candidates' picture at `png`.
+
+    The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
+    began with — its first seed, batch, e-process (`prior`) and allocation are the defaults of a rerun, any other
+    value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a new search,
+    `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
+    `max_runs` None 500, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
+    seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
     from ..certificate import DEFAULT_PRIOR
-    from ..certificate.search import Search
-    from ..ledger import lineage
-    from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION
+    from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search
+    from ..ledger import TaskSeeds, lineage
     from ..store import Store
-    from ..train.search import recorded_allocation, run_search as train
+    from ..train.search import bind, bound, manifest, run_ids, run_search as train
 
     store = Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
-    ledger = lineage(prep.scenario)
-    asked = "" if first_seed is None else f"--first-seed {first_seed}"
-    first_seed = ledger.default("search") if first_seed is None else first_seed
+    book = TaskSeeds.of(prep.scenario)
     with as_bad_input(ValueError, OSError):
-        if allocation is None and store.is_file():
+        began, seg = None, []
+        if store.is_file():
             with Store(store, readonly=True) as st:
-                allocation = recorded_allocation(st)
-        allocation = allocation or DEFAULT_ALLOCATION
+                began, seg = bound(st)
+        began = began or {}
+        asked = "" if first_seed is None else f"--first-seed {first_seed}"
+        ledger = lineage(prep.scenario) + book.ledger(str(store))
+        first_seed = began.get("first_seed", ledger.default("search")) if first_seed is None else first_seed
+        allocation = allocation or began.get("allocation") or DEFAULT_ALLOCATION
         if allocation not in ALLOCATIONS:
             raise ValueError(f"--allocation {allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
+        prior = prior or began.get("prior") or DEFAULT_PRIOR
+        batch = batch or began.get("batch") or 32
+        max_runs = max_runs or (seg[-1][1] if seg else 500)
         # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
         drawn = max_runs * (1 if allocation == "all" else len(prep.candidates))
         ledger.check(first_seed, first_seed + drawn - 1, asked or f"--first-seed {first_seed}", "search")
     with as_bad_input(*training_errors(), ValueError, OSError):
         store.parent.mkdir(parents=True, exist_ok=True)
-        _write_candidates(prep, store.parent / "search-candidates.json")
         search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
-                        max_runs=max_runs, prior=prior or DEFAULT_PRIOR, allocation=allocation)
+                        max_runs=seg[0][1] if seg else max_runs, prior=prior, allocation=allocation)
+        mine = manifest(prep.candidates, search, run_ids(prep.candidates), first_seed, batch)
+        with Store(store) as st:
+            seg = bind(st, mine, max_runs)
+        _write_candidates(prep, store.parent / "search-candidates.json", mine)
+        book.record("search", first_seed, first_seed + batch - 1, str(store), alpha=prep.alpha)
+
+        def looked(search, seeds, seconds):
+            book.record("search", first_seed, first_seed + seeds + batch - 1, str(store), alpha=prep.alpha)
+            if on_batch is not None:
+                on_batch(search, seeds, seconds)
+
         r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
-                  options=training.seed_options(), progress=progress, on_batch=on_batch)
+                  options=training.seed_options(), progress=progress, on_batch=looked, max_runs=seg,
+                  grow_to=max_runs)
     cert = certificate_json(r)
     b = search.best()
     plan = None
@@ -225,15 +294,24 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     return SearchResult(r, plan, cert, Path(out) if out and plan else None, Path(png) if png else None)
 
 
-def _write_candidates(prep: Prepared, path: Path) -> None:
-    """The candidates and their shares of α, written before the first run is trained (`depl.search-candidates/1`)."""
+def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
+    """The candidates and their shares of α (`depl.search-candidates/1`), written once, before the first run is
+    trained: a file there that says other candidates, shares or α is refused (the store's manifest binds them)."""
     from ..jsonout import dumps
 
-    n = len(prep.candidates)
     data = {"format": "depl.search-candidates/1", "scenario": prep.scenario.name, "alpha": prep.alpha,
             "omega": prep.scenario.target.quantile, "loss_target": prep.scenario.target.loss,
-            "candidates": [{**r, "weight": 1.0 / n} for r in candidate_rows(prep)]}
-    path.write_text(dumps(data) + "\n", encoding="utf-8")
+            "candidates": [{**r, "weight": m["share"]} for r, m in zip(candidate_rows(prep), bound["candidates"])]}
+    text = dumps(data) + "\n"
+    if path.is_file():
+        if path.read_text(encoding="utf-8") != text:
+            raise BadInput(f"{path}: lists other candidates than this search's (another search wrote it, or it was "
+                           "edited); the candidates are written once, before the first run: give this search its "
+                           "own folder (--out, --store)")
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 def _draw(cert: dict, png: Path, name: str) -> None:
