@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -230,3 +231,132 @@ def test_your_own_networks_model_loads_only_from_allowed_unchanged_code(depl_cli
     (project / "mymodel.py").write_text((project / "mymodel.py").read_text() + "\n# changed\n")
     with pytest.raises(BadInput, match="not the file this model was trained with"):
         depl.load_model(tmp_path / "o", seed=0)
+
+
+# ---- export-model never destroys work: what it will not write over, its file's name, written whole or not at all ----
+
+def copied_run(digits, to):
+    """The digits run folder and its plan, copied: a test whose export could write over them harms no other."""
+    import shutil
+
+    shutil.copytree(digits / "r", to / "r")
+    shutil.copy(digits / "p.json", to / "p.json")
+    return to / "r"
+
+
+def files_of(folder) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_export_model_never_writes_over_a_kept_model_a_store_a_plan_or_its_own_input(depl_cli, digits, tmp_path):
+    import shutil
+
+    from depl.workflows import BadInput, export_model
+
+    run = copied_run(digits, tmp_path)
+    (models,) = (run / "models").iterdir()
+    shutil.copy(run / "runs.sqlite", tmp_path / "store.pt2")   # a store and a plan under a program's name:
+    shutil.copy(tmp_path / "p.json", tmp_path / "plan.pt2")    # known by what they hold
+    before = files_of(tmp_path)
+    # seed 1 exported over its own kept model: refused in one line, exit 2
+    r = depl_cli("export-model", "r", "--seed", "1", "--out", models / "seed-1.pt", "--json", cwd=tmp_path)
+    assert r.returncode == 2 and json.loads(r.stdout)["exit_code"] == 2, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert f"{models / 'seed-1.pt'}: is seed 1's kept model of run {models.name}, the one being exported" in r.stderr
+    for out, why in [(models / "seed-0.pt", f"is a file in {models.parent}, where a run keeps its seeds' models"),
+                     (models / "new.pt2", f"lies in {models.parent}, where a run keeps its seeds' models"),
+                     (models / "seed-1.json", "is seed 1's kept model"),
+                     (run / "runs.sqlite", "is a runs store (SQLite)"),
+                     (tmp_path / "store.pt2", "is a runs store (SQLite)"),
+                     (tmp_path / "p.json", "is a plan (depl.plan/1)"),
+                     (tmp_path / "plan.pt2", "is a plan (depl.plan/1)")]:
+        with pytest.raises(BadInput) as e:
+            export_model(run, 1, out)
+        assert str(e.value).startswith(f"--out {out}: {why}") and "\n" not in str(e.value)
+    assert files_of(tmp_path) == before   # every file as it was, none added
+    assert depl.load_model(run, seed=1) is not None and depl.load_model(run, seed=0) is not None
+
+
+def test_export_model_refuses_a_file_name_its_format_does_not_write(digits, tmp_path):
+    from depl.workflows import BadInput, export_model
+
+    for out, fmt, said in [
+            ("m.onnx", "torch-export", "ends in .onnx; --format torch-export writes a .pt2 file: name it m.pt2, or "
+                                       "--format onnx for a .onnx file"),
+            ("m.pt", "torch-export", "ends in .pt; --format torch-export writes a .pt2 file: name it m.pt2"),
+            ("m.pt", "onnx", "ends in .pt; --format onnx writes a .onnx file: name it m.onnx"),
+            ("m", "torch-export", "has no extension; --format torch-export writes a .pt2 file: name it m.pt2")]:
+        with pytest.raises(BadInput) as e:
+            export_model(digits / "r", 0, tmp_path / out, fmt=fmt)
+        assert str(e.value) == f"--out {tmp_path / out}: {said}"
+    assert not list(tmp_path.iterdir())
+
+
+def test_export_model_writes_its_file_whole_or_leaves_the_target_as_it_was(depl_cli, digits, tmp_path):
+    import stat
+
+    from depl.workflows import BadInput, export_model
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "m.pt2").write_bytes(b"an earlier export")
+    # a write that fails half way (a file-size limit of 4 KB, real): one line, exit 2, the earlier export as it was
+    limited = ("import resource, signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\nfrom depl.cli import main; main()")
+    r = depl_cli("export-model", "r", "--seed", "0", "--out", out / "m.pt2", cwd=digits, code=limited)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"--out {out / 'm.pt2'}: cannot be written (File too large); left as it was" in r.stderr
+    assert files_of(out) == {Path("m.pt2"): b"an earlier export"}   # no temporary file left
+    # a device: refused (never written into, never replaced)
+    if os.path.exists("/dev/full"):
+        r = depl_cli("export-model", "r", "--seed", "0", "--out", "/dev/full", cwd=digits)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert "--out /dev/full: is a character device, not a regular file" in r.stderr
+        assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    # a folder that does not exist: refused, and not made
+    with pytest.raises(BadInput, match=r"nowhere/m.pt2: the folder .*nowhere does not exist"):
+        export_model(digits / "r", 0, tmp_path / "nowhere" / "m.pt2")
+    assert not (tmp_path / "nowhere").exists()
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o555)
+    if not os.access(read_only, os.W_OK):   # root writes it anyway
+        with pytest.raises(BadInput, match="is not writable"):
+            export_model(digits / "r", 0, read_only / "m.pt2")
+        assert not list(read_only.iterdir())
+    # the earlier export replaced whole: the new program, nothing beside it
+    done = export_model(digits / "r", 0, out / "m.pt2")
+    assert sorted(p.name for p in out.iterdir()) == ["m.pt2"]
+    program = torch.export.load(out / "m.pt2").module()
+    assert tuple(program(torch.zeros(3, *done.input_shape[1:])).shape) == (3, 10)
+
+
+def test_export_model_says_a_regressions_output_is_its_prediction_and_a_classifiers_its_class_logits(
+        depl_cli, digits, tmp_path):
+    """A tiny regression of your own with targets of shape (N, 1): trained, kept, exported; the exported program's
+    MSE on the test targets is the stored final test loss."""
+    import importlib.util
+
+    from depl.workflows import export_model
+    from trainkit import write_regression
+
+    project = write_regression(tmp_path / "project", "column")
+    r = depl_cli("run", "plan.json", "--seeds", "1", "--out", "r", "--allow-code", ".", cwd=project)
+    assert r.returncode == 0, r.stderr
+    r = depl_cli("export-model", "r", "--seed", "0", "--out", "m.pt2", "--allow-code", ".", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert "; inputs batch×4 → the prediction" in r.stdout and "logits" not in r.stdout
+    (side,) = (project / "r" / "models").rglob("seed-0.json")
+    side = json.loads(side.read_text())
+    assert side["loss"] == "mse" and side["final_test_accuracy"] is None   # what the sidecar says it was trained on
+    spec = importlib.util.spec_from_file_location("tinyreg_exported", project / "tinyreg.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    _, (x_test, y_test) = mod.load_column()
+    assert tuple(y_test.shape) == (40, 1)
+    with torch.no_grad():
+        pred = torch.export.load(project / "m.pt2").module()(x_test)
+    assert tuple(pred.shape) == (40, 1)
+    assert float(((pred.double() - y_test.double()) ** 2).mean()) == pytest.approx(side["final_test_loss"], rel=1e-5)
+    done = export_model(digits / "r", 0, tmp_path / "digits.pt2")
+    assert (done.loss, done.outputs, done.output) == ("cross_entropy", 10, "class logits (10 classes)")
+    assert done.to_json()["output"] == "class logits (10 classes)"

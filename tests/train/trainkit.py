@@ -40,3 +40,98 @@ def make_plan(schedule: list[tuple[str, str]], **kw) -> Plan:
 
 
 SWITCH_PLAN = [("full", "A"), ("full", "A"), ("half", "B"), ("quarter", "B")]
+
+
+# ---- a tiny regression of your own: a data factory whose targets are (N, 1), (N,) or (N, 3) ------------------------
+
+REGRESSION_MODULE = '''"""A tiny regression: 4 inputs, targets a linear map of them plus noise."""
+import torch
+from torch import nn
+
+
+def make_net(outputs: int = 1) -> nn.Module:
+    """(N, 4) in, (N, outputs) out."""
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, outputs))
+
+
+def _draw(outputs):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(160, 4, generator=g)
+    y = x @ torch.linspace(-1.0, 1.0, 4 * outputs).view(4, outputs) + 0.1 * torch.randn(160, outputs, generator=g)
+    return (x[:120], y[:120]), (x[120:], y[120:])
+
+
+def load_column():
+    """Targets of shape (N, 1): what nn.MSELoss expects beside an (N, 1) output."""
+    return _draw(1)
+
+
+def load_flat():
+    """Targets of shape (N,)."""
+    (x, y), (xt, yt) = _draw(1)
+    return (x, y[:, 0]), (xt, yt[:, 0])
+
+
+def load_wide():
+    """Three targets per sample, (N, 3)."""
+    return _draw(3)
+'''
+
+REGRESSION_SCENARIO = '''name = "tiny-regression"
+initial_loss = 1.0
+max_epochs = 4
+
+[target]
+loss = 0.7
+quantile = 0.9
+deadline = 200.0
+
+[training]
+loss = "mse"
+optimizer = "adam"
+lr = 0.01
+batch_size = 16
+
+[[clusters]]
+name = "edge"
+capacity = 100.0
+bandwidth = 10.0
+unit_cost = 1.0
+nodes = 1
+
+[[datasets]]
+name = "a"
+samples = 120
+source = "tinyreg:{factory}"
+share = [0.0, 1.0]
+
+[[models]]
+name = "full"
+size = 1.0
+work = 1.0
+progress = {{ A = 0.5, B = 1.0 }}
+noise = {{ family = "invgamma", mean = 1.0, var = 0.01 }}
+train = {{ net = "tinyreg:make_net", net_args = {{ outputs = {outputs} }} }}
+'''
+
+REGRESSION_TARGETS = {"column": ("load_column", 1), "flat": ("load_flat", 1), "wide": ("load_wide", 3)}
+
+
+def write_regression(folder, targets: str = "column", epochs: int = 2):
+    """A project folder of your own regression (tinyreg.py, TARGETS.toml) whose factory gives targets of the shape
+    `targets` names (column (N, 1), flat (N,), wide (N, 3)), and a plan of `epochs` epochs on it (plan.json);
+    returns the folder.  Its code must be allowed (--allow-code FOLDER or $DEPL_CODE) to be run."""
+    from pathlib import Path
+
+    from depl.scenario import load_scenario
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tinyreg.py").write_text(REGRESSION_MODULE, encoding="utf-8")
+    factory, outputs = REGRESSION_TARGETS[targets]
+    (folder / f"{targets}.toml").write_text(REGRESSION_SCENARIO.format(factory=factory, outputs=outputs),
+                                           encoding="utf-8")
+    s = load_scenario(folder / f"{targets}.toml")
+    schedule = [Epoch(k + 1, "full", "edge", 1.0) for k in range(epochs)]
+    with_figures(Plan("hand", s.name, True, ["a"], schedule, 0.0, 0.0, 0.0, 0.0, 0.0), s).save(folder / "plan.json")
+    return folder

@@ -52,7 +52,9 @@ def runs_models(
 def export_model(
     folder: Path = RUN_FOLDER,
     seed: int = typer.Option(..., "--seed", min=0, max=MAX_SEED, help="the seed whose final model to export"),
-    out: Path = typer.Option(..., "--out", help="the file to write (e.g. model.pt2)"),
+    out: Path = typer.Option(..., "--out", help="the file to write, in a folder that exists: NAME.pt2 for "
+                             "torch-export, NAME.onnx for onnx; a new file or an earlier export, never a kept model, "
+                             "a store or a plan"),
     run: Optional[str] = RUN,
     fmt: str = typer.Option(ExportFormat.torch_export.value, "--format", **choice(ExportFormat, "--format"),
                             help="torch-export: a torch.export program (torch.export.load(FILE).module() runs it, "
@@ -72,5 +74,5 @@ def export_model(
         return
     shape = "×".join(str(d) for d in done.input_shape)
     console.print(f"wrote {escape(str(done.file))} ({done.format}): run {escape(done.run)} seed {done.seed}, version "
-                  f"{escape(done.version)}, final test loss {done.final_test_loss:.4f}; inputs {shape} → class "
-                  "logits", highlight=False)
+                  f"{escape(done.version)}, final test loss {done.final_test_loss:.4f}; inputs {shape} → "
+                  f"{escape(done.output)}", highlight=False)

@@ -620,8 +620,14 @@ def _first_epoch_data(job):
     need = (MAX_STEPS + 1) * job.options.batch_size
     reps = math.ceil(need / len(y))   # a node with fewer samples than the steps: its data again
     x_test, y_test = on_device(test_data(job.data), job.options.device)
-    return (x.repeat(reps, *([1] * (x.dim() - 1)))[:need], y.repeat(reps)[:need], x_test, y_test,
-            steps_per_epoch)
+    return _rows_again(x, reps)[:need], _rows_again(y, reps)[:need], x_test, y_test, steps_per_epoch
+
+
+def _rows_again(t, reps: int):
+    """`t` repeated `reps` times along its first dimension (its samples) only, whatever its shape: inputs of any
+    shape, targets (n,) or a regression's (n, d) ((n, 1) beside an (n, 1) output).  `Tensor.repeat` takes a
+    count per dimension: one count alone fits 1-D tensors only."""
+    return t.repeat(reps, *([1] * (t.dim() - 1)))
 
 
 def _train_timed(job, data, seed_batch: int, barrier, window: float = MIN_SECONDS) -> tuple[int, float, float]:

@@ -20,8 +20,9 @@ is read with ``torch.load(weights_only=True)``: no pickled code.  It holds
 `rebuild` makes the model from these without replaying the pruning: the *full* network is built
 (arbitrary weights), every recorded layer is given its recorded sizes and empty tensors of the stored
 shapes, and the weights are loaded strictly.  The sidecar (JSON) says what the model is: run, seed, version,
-parameters, epochs, final test loss and accuracy, the plan (file name, SHA-256, method, scenario), the
-``.pt`` file and its SHA-256, and for your own network the digests of its code files (checked on loading).
+parameters, epochs, final test loss and accuracy, the loss trained with (``loss``: what the outputs are), the
+plan (file name, SHA-256, method, scenario), the ``.pt`` file and its SHA-256, and for your own network the
+digests of its code files (checked on loading).
 
 An adaptive run (`depl run --adaptive`, depl.train.adaptive) keeps, per seed, the model of the epoch the
 closed loop ended it at — its version then (pruned where it pruned) —: ``epochs`` is that epoch and ``stop``
@@ -39,10 +40,11 @@ import io
 import json
 import math
 import os
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -201,6 +203,7 @@ class ModelKeeper:
         side = {"format": FORMAT, "run": self.run_id, "seed": int(seed), "version": row.model,
                 "spec": spec.to_json(), "parameters": int(payload["parameters"]), "epochs": int(row.epoch),
                 "final_test_loss": float(row.test_loss), "final_test_accuracy": None if row.test_accuracy is None else float(row.test_accuracy),
+                "loss": self.job.options.loss,   # what its outputs are: class logits, a prediction, ...
                 "plan": self.plan, "file": pt.name, "sha256": _sha256(pt), "code": self._code}
         if stop is not None:
             side["stop"] = stop
@@ -367,13 +370,16 @@ def load(run_folder: str | os.PathLike, seed: int, run: str | None = None, allow
 # Exporting
 # --------------------------------------------------------------------------- #
 
-EXPORT_FORMATS = ("torch-export", "onnx")
+# each export format and the extension its file takes: torch.export.save writes a PT2 archive, named .pt2 (.pt is
+# torch.save's, the kept models' own); ONNX, .onnx
+EXPORT_FORMATS = {"torch-export": ".pt2", "onnx": ".onnx"}
 
 
 def export(model: nn.Module, spec: VersionSpec, out: Path, fmt: str = "torch-export") -> dict[str, Any]:
     """Write `model` as a deployable program: a torch.export program (`torch.export.save`; load it with
     `torch.export.load(out).module()`, without depl) or ONNX (only where the `onnx` package is installed).
-    The batch dimension is dynamic where torch.export can keep it so."""
+    The batch dimension is dynamic where torch.export can keep it so.  `out` is written whole or left as it was
+    (`write_new`): OSError if it cannot be."""
     example = (torch.zeros(2, *spec.input_shape),)
     dims = ({0: torch.export.Dim.AUTO},)
     if fmt == "onnx":
@@ -382,13 +388,39 @@ def export(model: nn.Module, spec: VersionSpec, out: Path, fmt: str = "torch-exp
         except ImportError:
             raise ModelError("ONNX export needs the `onnx` package, which is not installed here; "
                              "use the torch-export format (torch.export.load reads it)") from None
-        torch.onnx.export(model, example, str(out), dynamo=True, dynamic_shapes=dims)
+        write_new(out, lambda tmp: torch.onnx.export(model, example, str(tmp), dynamo=True, dynamic_shapes=dims))
         return {"format": "onnx", "file": str(out), "input_shape": ["batch", *spec.input_shape]}
     program = torch.export.export(model, example, dynamic_shapes=dims)
-    torch.export.save(program, str(out))
+    archive = io.BytesIO()   # in memory: torch's own file writer aborts the process (SIGABRT) when a write fails
+    torch.export.save(program, archive)
+    write_new(out, lambda tmp: tmp.write_bytes(archive.getvalue()))
     batch = _batch_dynamic(program)
     return {"format": "torch-export", "file": str(out), "input_shape": ["batch" if batch else 2, *spec.input_shape],
             "n_classes": spec.n_classes, "dynamic_batch": batch}
+
+
+def write_new(path: Path, write: Callable[[Path], Any]) -> None:
+    """`write(tmp)` into a new temporary file in `path`'s folder, synced, then renamed onto `path`: `path` is then
+    the whole new file, or — when anything fails (a full disk, a file-size limit) — as it was, and the temporary
+    file is removed.  The file gets the permissions a new file gets (0666 less the umask)."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _batch_dynamic(program) -> bool:
