@@ -91,3 +91,80 @@ def test_monte_carlo_the_returned_candidate_meets_omega_but_with_probability_at_
 def test_monte_carlo_a_landscape_of_bad_candidates_is_almost_never_certified():
     r = simulate([0.86, 0.87, 0.88, 0.88], 0.9, 0.1, reps=150, max_runs=200, batch=8, seed=7)
     assert r.wrong == r.certified and r.wrong_upper <= 0.1
+
+
+# --------------------------------------------------------------------------- #
+# The price (uses), α where it buys most, candidates proposed from the runs
+# --------------------------------------------------------------------------- #
+
+def test_with_uses_a_cheaper_candidate_is_priced_out_once_a_costlier_one_is_certified():
+    """100 uses: saving 1 per use cannot pay for the runs a candidate near ω still needs; with a million it can."""
+    from depl.certificate.search import Search
+
+    for uses, priced in ((100, True), (1e6, False)):
+        s = Search([100.0, 101.0], 0.9, 0.05, max_runs=500, allocation="all", uses=uses)
+        k = 0
+        while s.arms[1].status != "certified":   # [0] meets ℓmax 39 times in 40: dozens more runs
+            for i in s.alive():
+                s.record(i, i == 1 or k % 40 != 1)
+            k += 1
+        s.after_batch()
+        assert s.best() == 1
+        assert (s.arms[0].status == "dropped" and s.arms[0].priced_out) is priced
+        assert s.finished is priced
+
+
+def test_value_shares_give_the_most_alpha_to_the_candidate_the_search_tries_first():
+    from depl.certificate.search import value_shares
+
+    costs, guesses = [100.0, 120.0, 300.0], [0.92, 0.93, 0.999]
+    cheap = value_shares(costs, guesses, 0.9, 0.05, None, 500)      # cost alone: the cheapest first
+    assert cheap.argmax() == 0 and cheap.sum() == pytest.approx(1.0)
+    few = value_shares(costs, guesses, 0.9, 0.05, 10, 500)          # 10 uses: the one that certifies in few runs
+    assert few.argmax() == 2 and few.sum() == pytest.approx(1.0)
+
+
+def test_a_proposed_candidate_takes_its_slot_of_the_spending_rule_and_counts_only_later_runs():
+    from depl.certificate.search import Spending
+
+    s = Search([1.0, 2.0], 0.9, 0.05, spending=Spending(0.75))
+    assert sum(a.weight for a in s.arms) == pytest.approx(0.75)
+    _feed(s, {0: [False] * 10, 1: [False] * 10}, 10)
+    i = s.add(0.5, guess=0.99)
+    j = s.add(3.0)
+    assert (s.arms[i].weight, s.arms[j].weight) == pytest.approx((0.125, 0.0625))
+    assert s.arms[i].test.runs == 0 and s.arms[i].test.alpha == pytest.approx(0.125 * 0.05)
+    assert s.alive()[0] == i                     # the cheapest in the race, whatever its index
+    with pytest.raises(ValueError, match="no α"):
+        Search([1.0], 0.9, 0.05).add(1.0)
+
+
+def test_monte_carlo_adversarial_proposals_keep_the_error_below_alpha():
+    """Every candidate fixed in advance below ω, and each proposed one just below ω, cheaper than all, with a law
+    that guesses 0.99: the search proposes three and the returned plan is wrong with probability ≤ α."""
+    from depl.certificate.search import Spending
+
+    def adversary(s, rng):
+        return 0.89, -1.0 - s.proposed, 0.99
+
+    r = simulate([0.86, 0.87, 0.88, 0.88], 0.9, 0.05, reps=120, max_runs=200, batch=8, seed=11,
+                 spending=Spending(0.75), propose=adversary, proposals=3, uses=100, costs=[1, 2, 3, 4],
+                 guesses=[0.99] * 4)
+    assert r.wrong_upper <= 0.05 and r.wrong == r.certified
+
+
+def test_monte_carlo_an_optimistic_law_is_overcome_by_a_proposal_with_margin():
+    """The law guesses 0.97 for six candidates that meet ℓmax 0.85–0.905 of the time; a candidate proposed with the
+    margin the runs showed (true 0.975, twice the cost) is certified, within 600 seeds on average."""
+    from depl.certificate.search import Spending, value_shares
+
+    costs = [3919.2, 4047.3, 5077.4, 5300.0, 6100.0, 7000.0]
+
+    def margin(s, rng):
+        return 0.975, 2 * max(a.cost for a in s.arms), 0.975
+
+    shares = value_shares(costs, [0.97] * 6, 0.9, 0.0375, 100, 500)
+    r = simulate([0.85, 0.86, 0.87, 0.88, 0.89, 0.905], 0.9, 0.05, reps=30, max_runs=500, batch=32, costs=costs,
+                 uses=100, guesses=[0.97] * 6, shares=shares, spending=Spending(0.75), propose=margin, proposals=3,
+                 seed=6)
+    assert r.certified >= 28 and r.mean_seeds <= 600 and r.wrong <= 1

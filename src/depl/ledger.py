@@ -287,13 +287,15 @@ class TaskSeeds:
         rows = data.get("entries") if isinstance(data, dict) else None
         return [r for r in rows or [] if isinstance(r, dict) and isinstance(r.get("seeds"), list)]
 
-    def ledger(self, store: str, job: str | None = None) -> Ledger:
+    def ledger(self, store: str, job: str | None = None, search: str | None = None) -> Ledger:
         """The seeds other stores used that may not judge again here: every certified search's (it judged every
         candidate of the task it proposed), and any command's on the same plan's job `job`.  `store`'s own are
-        its ledger's (`store_uses`, a search's manifest), not repeated."""
+        its ledger's (`store_uses`), not repeated; a search's own only while `store` still holds it (`search`: the
+        digest of its manifest) — a store deleted and made again is another analysis of the same seeds."""
         uses = []
         for r in self.entries():
-            if r.get("store") == where(store) or not (r.get("kind") == "search" or (job and r.get("job") == job)):
+            mine = r.get("store") == where(store) and (r.get("kind") != "search" or r.get("manifest") == search)
+            if mine or not (r.get("kind") == "search" or (job and r.get("job") == job)):
                 continue
             try:
                 a, b = (int(x) for x in r["seeds"])
@@ -304,19 +306,20 @@ class TaskSeeds:
         return Ledger(uses)
 
     def record(self, kind: str, first: int, last: int, store: str, job: str | None = None,
-               alpha: float | None = None) -> None:
+               alpha: float | None = None, search: str | None = None) -> None:
         """Record (or widen) a range of `kind` in `store` (on the plan's job `job`, the search's none): the union
         of what it recorded before and first..last.  OSError where the book cannot be written."""
         rows, store = self.entries(), where(store)
-        key = (kind, store, job)
-        mine = [r for r in rows if (r.get("kind"), r.get("store"), r.get("job")) == key]
+        key = (kind, store, job, search)
+        mine = [r for r in rows if (r.get("kind"), r.get("store"), r.get("job"), r.get("manifest")) == key]
         if mine:
             a, b = (int(x) for x in mine[0]["seeds"])
             first, last = min(first, a), max(last, b)
             if (first, last) == (a, b):
                 return
-        rows = [r for r in rows if (r.get("kind"), r.get("store"), r.get("job")) != key]
-        rows.append({"kind": kind, "store": store, **({"job": job} if job else {}), "seeds": [int(first), int(last)],
+        rows = [r for r in rows if (r.get("kind"), r.get("store"), r.get("job"), r.get("manifest")) != key]
+        rows.append({"kind": kind, "store": store, **({"job": job} if job else {}),
+                     **({"manifest": search} if search else {}), "seeds": [int(first), int(last)],
                      **({} if alpha is None else {"alpha": float(alpha)}),
                      "at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,6 +327,11 @@ class TaskSeeds:
         tmp.write_text(json.dumps({"format": SEEDS_FORMAT, "task": self.task, "entries": rows}, indent=1) + "\n",
                        encoding="utf-8")
         tmp.replace(self.path)
+
+
+def digest(data: dict) -> str:
+    """A short sha256 of JSON data (a search's manifest), as the seed book names it."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def where(store: str | Path) -> str:
@@ -463,8 +471,10 @@ def search_problem(plan: "Plan", where: str) -> str | None:
     with Store(store, readonly=True) as st:
         read = [(st.losses(x), st.diverged(x)) for x in rids]
         bound = st.runs("search-manifest")
+        later = sorted((r["spec"] for r in st.runs("search-proposal")), key=lambda r: r["proposal"])
     if bound:
-        why = _not_as_bound(plan, c, bound[0]["spec"])
+        m = bound[0]["spec"]
+        why = _not_as_bound(plan, c, {**m, "candidates": list(m.get("candidates") or []) + later})
         if why:
             return (f"{where}: info.certificate: {why}, not what its search store {store} bound before its first "
                     "run; a plan's certificate is recomputed, never taken as written: run the search again "
@@ -505,6 +515,8 @@ def _not_as_bound(plan: "Plan", c: dict, m: dict) -> str | None:
     rows, bound = c.get("candidates") or [], m.get("candidates") or []
     if len(rows) != len(bound) or not (c.get("seeds") or [None])[0] == m.get("first_seed"):
         return "another list of candidates or seeds"
+    if sum(float(b["share"]) for b in bound) > 1.0 + 1e-9:
+        return "shares of α summing to more than 1"
     for r, b in zip(rows, bound):
         if not (same(r.get("weight"), b["share"]) and same(r.get("alpha"), b["share"] * m["alpha"])
                 and same(r.get("cost"), b["cost"]) and r.get("epochs") == b["epochs"]

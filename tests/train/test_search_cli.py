@@ -40,12 +40,13 @@ def test_the_search_returns_a_certified_plan_whose_certificate_recounts_from_the
         cert["returned"]
     saved.scenario_object()                                         # its figures check out against its law
     rows = cert["candidates"]
-    assert [c["cost"] for c in rows] == sorted(c["cost"] for c in rows)
-    assert sum(c["weight"] for c in rows) == pytest.approx(1.0)
+    fixed = [c for c in rows if not c["proposal"]]               # proposed from the runs: after these
+    assert [c["cost"] for c in fixed] == sorted(c["cost"] for c in fixed)
+    assert sum(c["weight"] for c in fixed) == pytest.approx(0.75) and sum(c["weight"] for c in rows) <= 1.0
     b = cert["returned"]
     assert rows[b]["verdict"] == "certified" and saved.cost == pytest.approx(rows[b]["cost"])
     # every cheaper candidate was refuted or dropped: the plan returned is the cheapest the runs could certify
-    assert all(c["verdict"] in ("refuted", "dropped") for c in rows[:b])
+    assert all(c["verdict"] in ("refuted", "dropped") for c in rows if c["cost"] < rows[b]["cost"])
     first = cert["first_seed"]
     with Store(folder / "runs.sqlite") as st:
         for c in rows:   # each candidate's count, read again from the store at its own length, from the run of its
@@ -250,3 +251,32 @@ def test_an_edited_search_certificate_is_refused_before_anything_trains(depl_cli
     r = depl_cli("validate", "digits-small", name, "--seeds", "2", "--out", f"v-{name}", cwd=folder, env=book(folder))
     assert "info.certificate" in _one_error_line(r)
     assert not (folder / f"v-{name}").exists()
+
+
+def test_a_store_deleted_and_made_again_is_another_analysis_of_the_same_seeds(depl_cli, tmp_path):
+    """The seed book remembers the search after its store is gone: the same seeds under other options are refused,
+    and a new search without --first-seed starts above them."""
+    args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2", "--out",
+            "p.json", "--json")
+    one = depl_cli(*args, "--batch", "2", cwd=tmp_path)
+    first = json.loads(one.stdout)["certificate"]["first_seed"]
+    for f in ("runs.sqlite", "search-candidates.json"):
+        (tmp_path / f).unlink()
+    again = depl_cli(*args, "--batch", "4", "--first-seed", str(first), cwd=tmp_path)
+    assert "seed book" in _one_error_line(again)
+    fresh = depl_cli(*args, "--batch", "4", cwd=tmp_path)
+    assert json.loads(fresh.stdout)["certificate"]["first_seed"] > first + 1
+
+
+def test_uses_decides_between_a_cheaper_plan_and_the_runs_it_costs(depl_cli, tmp_path):
+    """--uses is recorded and shapes the search: the candidates' shares of α follow it, a rerun takes the store's,
+    another value is refused; the price of each candidate is said before any run."""
+    args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2", "--batch",
+            "2", "--out", "p.json", "--json")
+    few = depl_cli(*args, "--uses", "10", cwd=tmp_path)
+    c = json.loads(few.stdout)["certificate"]
+    assert c["uses"] == 10 and "runs' cost" in few.stderr and "law p" in few.stderr
+    assert sum(r["weight"] for r in c["candidates"] if not r.get("proposal")) == pytest.approx(0.75)
+    assert "--uses (was 10" in _one_error_line(depl_cli(*args, "--uses", "1000000", cwd=tmp_path))
+    same = depl_cli(*args, cwd=tmp_path)
+    assert json.loads(same.stdout)["certificate"]["uses"] == 10

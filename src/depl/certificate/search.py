@@ -28,9 +28,24 @@ e-Bonferroni), so the plan returned, being one of the certified, meets ℓmax wi
 probability ≤ α.  Dropping never certifies, so it costs no α; the runs of a candidate may be correlated with
 another's (prefixes of one training run): the union bound needs no independence between candidates.
 
-What is assumed: the candidates and their weights are fixed before the first run (nothing a run shows can
-add a candidate or move weight to it), and the runs of each candidate on different seeds are independent and
-identically distributed Bernoulli trials (met ℓmax or not) — the assumption of `depl certify`.
+**Candidates proposed from the runs** (`add`): α is spent by a rule fixed before the first run (`Spending`):
+the candidates fixed in advance share `first` of it, and the k-th candidate proposed later (k = 1, 2, …) gets
+(1 − first)·2^−k — Σ ≤ 1 over an unbounded list.  A proposed candidate counts only seeds drawn after it was
+proposed, so whatever the runs before made it (its schedule, its target's margin), its test on the seeds after is
+a test supermartingale given them: P(it is certified while p < ω) ≤ its share·α, and the union bound over every
+slot of the rule keeps the family-wise error ≤ α (online multiple testing with e-values: Xu & Ramdas).
+
+**The price** (`uses`): where the plan will be run `uses` times, the search weighs the runs a certificate takes
+against what the plan saves.  The allocation counts first the candidate with the least expected total — its
+expected runs to a decision, at its observed rate (before any run, at the law's guess `guesses`), times its cost,
+over its chance of certifying, plus `uses` × its cost — and once one is certified a cheaper candidate takes more
+runs only while `uses` × the saving × its chance of certifying exceeds what its expected runs cost (else it is
+*priced out*: dropped).  Every such rule reads past runs only, so validity is as above.
+
+What is assumed: the candidates fixed in advance, their weights and the spending rule are fixed before the first
+run, a proposed candidate counts seeds drawn after it was proposed only, and the runs of each candidate on different
+seeds are independent and identically distributed Bernoulli trials (met ℓmax or not) — the assumption of `depl
+certify`.
 
 `simulate` checks it by Monte Carlo on landscapes of true success probabilities (tests/test_search.py,
 benchmarks/bench_search.py).  Pure numbers: numpy and scipy through `sequential`, no law, no scenario, no torch.
@@ -39,8 +54,9 @@ benchmarks/bench_search.py).  Pure numbers: numpy and scipy through `sequential`
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -54,6 +70,7 @@ DROP_BELOW = 0.01
 ALLOCATIONS = ("focus", "all")
 DEFAULT_ALLOCATION = "focus"
 FOCUS = 0.5            # `focus`: a candidate certifying within its runs left with at least this probability suffices
+PATIENCE = 2           # candidates that fell short before one is proposed from the runs (`Search.stalled`)
 
 
 def weights(n: int, rule: str = "equal") -> np.ndarray:
@@ -70,6 +87,43 @@ def weights(n: int, rule: str = "equal") -> np.ndarray:
     return w / w.sum()
 
 
+def value_shares(costs: Sequence[float], guesses: Sequence[float | None], omega: float, alpha: float,
+                 uses: float | None, max_runs: int, prior: str = DEFAULT_PRIOR) -> np.ndarray:
+    """Shares of α fixed before any run where they buy most: halving (1/2, 1/4, …, normalised) in the order the
+    search will try the candidates — by `Search.value` at the law's guesses (each at an equal share), or by cost
+    without `uses` — so the candidate likeliest to end the search holds the most α.  Costs nondecreasing."""
+    n = len(costs)
+    probe = Search(list(costs), omega, alpha, max_runs=max_runs, prior=prior, allocation="all", uses=uses,
+                   guesses=list(guesses))
+    order = probe.priority()
+    w = np.zeros(n)
+    for rank, i in enumerate(order):
+        w[i] = 0.5 ** rank
+    return w / w.sum()
+
+
+@dataclass(frozen=True)
+class Spending:
+    """How α is shared, fixed before the first run: `first` of it over the candidates fixed in advance (by their
+    weights), and (1 − first)·2^−k to the k-th candidate proposed from the runs (k = 1, 2, …): Σ ≤ 1 however many
+    are proposed.  `first` = 1: none may be proposed."""
+
+    first: float = 1.0
+
+    def __post_init__(self):
+        if not 0.0 < self.first <= 1.0:
+            raise ValueError(f"spending: the share of the first candidates must be in (0, 1], not {self.first}")
+
+    def later(self, k: int) -> float:
+        """The share of α of the k-th candidate proposed from the runs (k ≥ 1)."""
+        if k < 1:
+            raise ValueError("proposals count from 1")
+        return (1.0 - self.first) * 0.5 ** k
+
+    def to_json(self) -> dict:
+        return {"first": self.first, "later": "(1 - first) * 2**-k for the k-th proposed"}
+
+
 @functools.lru_cache(maxsize=200_000)
 def p_certify(omega: float, alpha: float, hits: int, runs: int, left: int, prior: str = DEFAULT_PRIOR) -> float:
     """P(the test at level α, at (hits, runs), certifies within `left` more runs) if each meets ℓmax at the
@@ -83,6 +137,17 @@ def p_certify(omega: float, alpha: float, hits: int, runs: int, left: int, prior
 _fewest = functools.lru_cache(maxsize=1024)(fewest_runs)
 
 
+@functools.lru_cache(maxsize=200_000)
+def _outlook(omega: float, alpha: float, rate: float, hits: int, runs: int, left: int, prior: str) -> tuple[float, float]:
+    """(mean more runs to a decision, P(certified)) of a test at (hits, runs) within `left` more runs, each
+    meeting ℓmax with probability `rate`."""
+    if left <= 0:
+        return 0.0, 0.0
+    need = expected_runs(min(max(rate, 1e-9), 1.0 - 1e-9), omega, alpha, max_runs=left, hits=hits, runs=runs,
+                         prior=prior)
+    return need.mean_runs, need.certify
+
+
 @dataclass
 class Arm:
     """One candidate in the search: its cost, its share of α and its test."""
@@ -92,6 +157,9 @@ class Arm:
     weight: float
     test: Sequential
     dropped_after: int | None = None   # the runs it had counted when it was dropped
+    guess: float | None = None         # P(meets ℓmax) as its law guessed before any run (None: no guess)
+    proposal: int = 0                  # 0: fixed in advance; k: the k-th proposed from the runs
+    priced_out: bool = False           # dropped because its runs would cost more than it saves (`uses`)
 
     @property
     def status(self) -> str:
@@ -118,6 +186,9 @@ class Search:
     drop_below: float = DROP_BELOW
     prior: str = DEFAULT_PRIOR              # each candidate's e-process (depl.certificate.PRIORS)
     allocation: str = DEFAULT_ALLOCATION    # which candidates in the race count the next batch (ALLOCATIONS)
+    uses: float | None = None               # the plan's runs to come: weigh the certificate's runs (None: cost alone)
+    guesses: Sequence[float] | None = None  # each first candidate's P(meets ℓmax) by its law, before any run
+    spending: Spending = field(default_factory=Spending)   # α's shares, the first candidates' and the proposed
     arms: list[Arm] = field(init=False)
     started: list[int] = field(init=False)  # the candidates that started counting, in the order they started
 
@@ -135,20 +206,75 @@ class Search:
             raise ValueError(f"prior {self.prior!r}: must be one of {', '.join(PRIORS)}")
         if self.allocation not in ALLOCATIONS:
             raise ValueError(f"allocation {self.allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
-        self.arms = [Arm(i, c, float(wi), Sequential(self.omega, float(wi) * self.alpha, self.prior))
-                     for i, (c, wi) in enumerate(zip(costs, w))]
+        if self.uses is not None and not self.uses > 0:
+            raise ValueError(f"uses: a positive number of runs of the plan, not {self.uses}")
+        guesses = list(self.guesses) if self.guesses is not None else [None] * len(costs)
+        if len(guesses) != len(costs):
+            raise ValueError("guesses: one per candidate")
+        w = w * self.spending.first
+        self.arms = [Arm(i, c, float(wi), Sequential(self.omega, float(wi) * self.alpha, self.prior), guess=g)
+                     for i, (c, wi, g) in enumerate(zip(costs, w, guesses))]
         self.started = []
         self._allocate()
 
+    @property
+    def proposed(self) -> int:
+        """How many candidates were proposed from the runs."""
+        return sum(a.proposal > 0 for a in self.arms)
+
+    def add(self, cost: float, guess: float | None = None) -> int:
+        """Propose a candidate from the runs so far: the next slot of the spending rule, its test at that share of
+        α; it counts only runs recorded from now on.  Its index."""
+        k = self.proposed + 1
+        share = self.spending.later(k)
+        if share <= 0.0:
+            raise ValueError("this search's spending rule leaves no α for candidates proposed from its runs")
+        i = len(self.arms)
+        self.arms.append(Arm(i, float(cost), share, Sequential(self.omega, share * self.alpha, self.prior),
+                             guess=guess, proposal=k))
+        self._allocate()
+        return i
+
+    def by_cost(self) -> list[Arm]:
+        return sorted(self.arms, key=lambda a: (a.cost, a.index))
+
     def best(self) -> int | None:
         """The cheapest certified candidate (None while none is)."""
-        return next((a.index for a in self.arms if a.status == "certified"), None)
+        return next((a.index for a in self.by_cost() if a.status == "certified"), None)
 
     def alive(self) -> list[int]:
-        """The candidates that take the next runs: undecided, not dropped, runs left, cheaper than the best."""
+        """The candidates that take the next runs, cheapest first: undecided, not dropped, runs left, cheaper than
+        the best."""
         b = self.best()
-        return [a.index for a in self.arms if a.status == "undecided" and a.test.runs < self.max_runs
-                and (b is None or a.index < b)]
+        top = math.inf if b is None else (self.arms[b].cost, b)
+        return [a.index for a in self.by_cost() if a.status == "undecided" and a.test.runs < self.max_runs
+                and (b is None or (a.cost, a.index) < top)]
+
+    def outlook(self, i: int) -> tuple[float, float]:
+        """Candidate i's (mean more runs to a decision, P(certified)) within its runs left: at its observed rate
+        (Laplace) once it has counted the runs its test needs when every one meets ℓmax, before that at its law's
+        guess where it has one."""
+        a, t = self.arms[i], self.arms[i].test
+        left = self.max_runs - t.runs
+        if a.guess is not None and t.runs < _fewest(float(self.omega), t.alpha, self.prior):
+            rate = a.guess * (self.learned() if a.proposal == 0 else 1.0)
+        else:
+            rate = (t.hits + 1) / (t.runs + 2)
+        return _outlook(float(self.omega), t.alpha, round(rate, 4), t.hits, t.runs, left, self.prior)
+
+    def value(self, i: int) -> float:
+        """Candidate i's expected total with `uses`: its runs' expected cost over its chance of certifying, plus
+        `uses` × its cost (the cost alone without `uses`)."""
+        a = self.arms[i]
+        if self.uses is None:
+            return a.cost
+        more, p = self.outlook(i)
+        return (more * a.cost) / max(p, 1e-6) + self.uses * a.cost
+
+    def priority(self) -> list[int]:
+        """The candidates in the race in the order the allocation starts them: cheapest first, or by `value`."""
+        alive = self.alive()
+        return alive if self.uses is None else sorted(alive, key=lambda i: (self.value(i), i))
 
     def counting(self) -> list[int]:
         """The candidates in the race that count the next batch (the allocation; cheapest first)."""
@@ -166,11 +292,12 @@ class Search:
         return p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) >= FOCUS
 
     def _allocate(self) -> None:
-        """`focus`: start the cheapest candidates in the race, one at a time, until one counting is promising."""
+        """`focus`: start the candidates in the race in `priority` order, one at a time, until one counting is
+        promising."""
         if self.allocation == "all":
             return
         alive = self.alive()
-        for i in alive:
+        for i in self.priority():
             if any(self.promising(j) for j in alive if j in self.started):
                 break
             if i not in self.started:
@@ -179,6 +306,34 @@ class Search:
     @property
     def finished(self) -> bool:
         return not self.alive()
+
+    @property
+    def stalled(self) -> bool:
+        """The time to propose a candidate from the runs (`add`, where the spending rule leaves α for it): none
+        certified, and none in the race promising, or `PATIENCE` more candidates that started counting fell short
+        (dropped, refuted or no longer promising) since the last proposal — the law that proposed them was
+        optimistic about them."""
+        if self.best() is not None:
+            return False
+        alive = self.alive()
+        if not any(self.promising(i) for i in alive):
+            return True
+        return len(self.fallen()) >= PATIENCE * (self.proposed + 1)
+
+    def fallen(self) -> list[int]:
+        """The candidates that started counting and fell short: dropped, refuted, or no longer promising."""
+        began = [a for a in self.arms if a.test.runs > 0]
+        return [a.index for a in began if a.status in ("refuted", "dropped") or
+                (a.status == "undecided" and not self.promising(a.index))]
+
+    def learned(self) -> float:
+        """What the runs say of the law's guesses: the pooled observed rate of the fallen candidates fixed in advance
+        over their pooled guess (1 where none fell or none had a guess) — below 1 where the law was optimistic."""
+        fell = [self.arms[i] for i in self.fallen() if self.arms[i].guess is not None and self.arms[i].proposal == 0]
+        if not fell:
+            return 1.0
+        seen = sum(a.test.hits + 1 for a in fell) / sum(a.test.runs + 2 for a in fell)
+        return min(1.0, seen / (sum(a.guess for a in fell) / len(fell)))
 
     def extend(self, max_runs: int) -> None:
         """Go on to `max_runs` (at least the current): candidates that stopped at the smaller limit, undecided, take
@@ -206,7 +361,20 @@ class Search:
             if p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) < \
                     self.drop_below:
                 a.dropped_after = t.runs
+        self._price_out()
         self._allocate()
+
+    def _price_out(self) -> None:
+        """With `uses`, once a candidate is certified: drop each cheaper one whose expected runs (at its rate, or
+        its guess) cost more than `uses` × what it would save × its chance of certifying."""
+        b = self.best()
+        if self.uses is None or b is None:
+            return
+        for i in self.alive():
+            a = self.arms[i]
+            more, p = self.outlook(i)
+            if more * a.cost >= self.uses * (self.arms[b].cost - a.cost) * p:
+                a.dropped_after, a.priced_out = a.test.runs, True
 
     @property
     def outcome(self) -> str:
@@ -242,6 +410,8 @@ class Simulated:
     mean_runs: float          # runs counted over all candidates per search
     returned: np.ndarray      # how often each candidate was returned
     alpha: float
+    mean_runs_cost: float = 0.0       # Σ runs × cost over the candidates, per search
+    mean_plan_cost: float = math.nan  # the cost of the plan returned, over the searches that returned one
 
     @property
     def p_wrong(self) -> float:
@@ -255,34 +425,49 @@ class Simulated:
 
 def simulate(ps: Sequence[float], omega: float, alpha: float, *, reps: int = 1000, max_runs: int = 300,
              batch: int = 8, shares: Sequence[float] | None = None, correlated: bool = False,
-             drop_below: float = DROP_BELOW, seed: int = 0, allocation: str = DEFAULT_ALLOCATION) -> Simulated:
+             drop_below: float = DROP_BELOW, seed: int = 0, allocation: str = DEFAULT_ALLOCATION,
+             costs: Sequence[float] | None = None, uses: float | None = None,
+             guesses: Sequence[float] | None = None, spending: Spending | None = None,
+             propose: Callable | None = None, proposals: int = 0) -> Simulated:
     """Run the search `reps` times on candidates (cheapest first) meeting ℓmax with true probabilities `ps`.
     `correlated`: a seed's outcomes are nested (one uniform u per seed, candidate i meets ℓmax iff u < p_i, as
-    prefixes of one run are), else independent."""
+    prefixes of one run are), else independent.  `costs` [default 0, 1, …], `uses`, `guesses` and `spending` as the
+    search takes them.  `propose(search, rng) -> (p, cost, guess)`: a candidate proposed from the runs whenever the
+    search would finish with none certified, up to `proposals` times (its true p, which may be adversarial)."""
     rng = np.random.default_rng(seed)
-    ps = np.asarray(ps, float)
-    n, wrong, certified, seeds_total, runs_total = len(ps), 0, 0, 0, 0
-    returned = np.zeros(n, int)
+    base = [float(x) for x in ps]
+    wrong, certified, seeds_total, runs_total, runs_cost, plan_cost = 0, 0, 0, 0, 0.0, 0.0
+    returned = np.zeros(len(base) + proposals, int)
     for _ in range(reps):
-        s = Search(list(range(n)), omega, alpha, shares, max_runs, drop_below, allocation=allocation)
+        truth = list(base)
+        s = Search(list(costs) if costs is not None else list(range(len(base))), omega, alpha, shares, max_runs,
+                   drop_below, allocation=allocation, uses=uses, guesses=guesses, spending=spending or Spending())
         seeds = 0
-        while not s.finished:
+        while True:
+            if s.stalled and propose is not None and s.proposed < proposals:
+                p, cost, guess = propose(s, rng)
+                s.add(cost, guess)
+                truth.append(float(p))
+            if s.finished:
+                break
             alive = s.counting()
-            u = rng.random(batch) if correlated else None
-            for k in range(batch):
-                draws = u[k] if correlated else rng.random(n)
+            for _k in range(batch):
+                u = rng.random() if correlated else rng.random(len(truth))
                 for i in alive:
-                    s.record(i, (draws if correlated else draws[i]) < ps[i])
+                    s.record(i, (u if correlated else u[i]) < truth[i])
             seeds += batch
             s.after_batch()
         b = s.best()
         seeds_total += seeds
         runs_total += sum(a.test.runs for a in s.arms)
+        runs_cost += sum(a.test.runs * a.cost for a in s.arms)
         if b is not None:
             certified += 1
             returned[b] += 1
-            wrong += bool(ps[b] < omega)
-    return Simulated(reps, wrong, certified, seeds_total / reps, runs_total / reps, returned, alpha)
+            wrong += bool(truth[b] < omega)
+            plan_cost += s.arms[b].cost
+    return Simulated(reps, wrong, certified, seeds_total / reps, runs_total / reps, returned, alpha,
+                     runs_cost / reps, plan_cost / certified if certified else math.nan)
 
 
 def ladder(omega: float, steps: int) -> list[float]:
@@ -290,5 +475,5 @@ def ladder(omega: float, steps: int) -> list[float]:
     return [omega + k * (1.0 - omega) / steps for k in range(max(1, steps))]
 
 
-__all__ = ["WEIGHT_RULES", "DROP_BELOW", "ALLOCATIONS", "DEFAULT_ALLOCATION", "FOCUS", "weights", "p_certify", "Arm", "Search", "Simulated", "simulate",
-           "ladder"]
+__all__ = ["WEIGHT_RULES", "DROP_BELOW", "ALLOCATIONS", "DEFAULT_ALLOCATION", "FOCUS", "weights", "p_certify", "Arm",
+           "Search", "Spending", "Simulated", "simulate", "ladder", "value_shares"]

@@ -15,7 +15,7 @@ from rich.markup import escape
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
 from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
-from .search import ALLOCATION, BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, plan_certified
+from .search import ALLOCATION, BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES, plan_certified
 from .training import trains_seeds
 
 
@@ -150,6 +150,7 @@ def plan(
     prior: Optional[str] = PRIOR,
     allocation: Optional[str] = ALLOCATION,
     batch: Optional[int] = BATCH,
+    uses: Optional[float] = USES,
     store: Optional[Path] = STORE,
     png: Optional[Path] = PNG,
     training: Training = None,
@@ -162,7 +163,7 @@ def plan(
     if certify:
         return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json,
                               dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png,
-                                   prior=prior, allocation=allocation, training=training))
+                                   prior=prior, allocation=allocation, uses=uses, training=training))
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,

@@ -32,19 +32,23 @@ BATCH = typer.Option(None, "--batch", min=1, max=4096, help="--certify: seeds tr
                      "the tests [default: 32, or the store's search's]")
 STORE = typer.Option(None, "--store", help="--certify: the runs store [default: the folder of --out (else "
                      "depl-search)/runs.sqlite]")
+USES = typer.Option(None, "--uses", min=1, max=1e12, help="--certify: how many times you will run the plan "
+                    "returned: the search weighs what its runs cost against what a cheaper plan saves over these "
+                    "uses, and stops pushing a cheaper candidate whose runs cost more than it would save [default "
+                    "1000: a plan is run many times between two certificates; or the store's search's]")
 PNG = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the certified lower bound) here")
 
 def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], loss, quantile, deadline, alpha,
                    as_json: bool, opts: dict) -> None:
     """Propose the candidates, say them, train them on fresh seeds until the search finishes, and say what it
     returned; exit 0 certified, 3 none certified within --max-runs, 4 every candidate refuted."""
-    from ..workflows.search import candidate_rows, prepare_search, price, run_search
+    from ..workflows.search import USES as USES_DEFAULT, candidate_rows, prepare_search, price, run_search
 
     con = err_console if as_json else console
     with refusals():  # every refusal before anything is written or trained
         prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
                               alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"])
-    _candidates(con, prep, candidate_rows(prep), price(prep, opts["max_runs"] or 500))
+    _candidates(con, prep, candidate_rows(prep), price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT))
     with epoch_progress("epochs") as bar, refusals():
         task = bar.add_task("search", total=None)
 
@@ -66,7 +70,8 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
 def _candidates(con, prep, rows: list[dict], prices: list[dict]) -> None:
     s = prep.scenario
     con.print(f"certified search for {s.name}: P(ℓ(K) ≤ {s.target.loss:g}) ≥ ω = {s.target.quantile:g} with "
-              f"confidence {1 - prep.alpha:g}; {len(rows)} candidates fixed before any run, each at α/{len(rows)}",
+              f"confidence {1 - prep.alpha:g}; {len(rows)} candidates fixed before any run, α shared where it buys "
+              "most",
               markup=False, highlight=False)
     for r, pr in zip(rows, prices):
         at = r["proposed_at"]
@@ -86,7 +91,7 @@ def _candidates(con, prep, rows: list[dict], prices: list[dict]) -> None:
 
 def _price(pr: dict) -> str:
     """A candidate's expected price, as the law sees it."""
-    return (f"law p {pr['law_p']:.3f}: ~{pr['expected_runs']:.0f} runs to decide (certified with probability "
+    return (f"α×{pr['share']:.3g}, law p {pr['law_p']:.3f}: ~{pr['expected_runs']:.0f} runs to decide (certified with probability "
             f"{pr['p_certify']:.2f}), runs' cost ~{pr['expected_cost']:.3g}")
 
 
@@ -109,8 +114,11 @@ def _line(search, seeds: int, seconds: float) -> str:
 def _result(con, done) -> None:
     c = done.certificate
     for r in c["candidates"]:
-        con.print(f"  [{r['index']}] {r['verdict']:<9} {r['met']}/{r['runs']} met ℓmax, lower bound "
-                  f"{r['lower_bound']:.3f} (α {r['alpha']:.3g}), cost {r['cost']:.6g}: {r['schedule']}",
+        said = ("priced out" if r.get("priced_out") else r["verdict"])
+        new = (f" — proposed from the runs after {r['proposed_at'].get('after_seeds')} seeds (ℓmax tightened to "
+               f"{r['proposed_at'].get('loss'):.4g})" if r.get("proposal") else "")
+        con.print(f"  [{r['index']}] {said:<10} {r['met']}/{r['runs']} met ℓmax, lower bound "
+                  f"{r['lower_bound']:.3f} (α {r['alpha']:.3g}), cost {r['cost']:.6g}: {r['schedule']}{new}",
                   markup=False, highlight=False)
     con.print(f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs, runs' cost "
               f"{c['runs_cost']:.4g}), seeds "

@@ -186,15 +186,18 @@ def manifest(cands: list[Candidate], search: Search, ids: dict[int, str], first_
     """Everything the search's decisions depend on, but --max-runs (module docstring)."""
     return {"format": "depl.search-manifest/1",
             "candidates": [{"index": i, "run": ids[i], "epochs": c.epochs, "cost": float(c.plan.cost),
-                            "schedule": c.words(), "share": a.weight} for i, (c, a) in enumerate(zip(cands, search.arms))],
+                            "schedule": c.words(), "share": a.weight, "guess": a.guess}
+                           for i, (c, a) in enumerate(zip(cands, search.arms))],
             "omega": float(search.omega), "loss_target": float(cands[0].plan.loss_target), "alpha": search.alpha,
             "prior": search.prior, "allocation": search.allocation, "drop_below": search.drop_below,
+            "uses": search.uses, "spending": search.spending.to_json(),
             "batch": int(batch), "first_seed": int(first_seed)}
 
 
 WORDS = {"candidates": "the candidates (runs, epochs, costs or shares of α)", "omega": "ω (--quantile)",
          "loss_target": "ℓmax (--loss)", "alpha": "--alpha", "prior": "--prior", "allocation": "--allocation",
-         "drop_below": "the drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "the format"}
+         "drop_below": "the drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "the format",
+         "uses": "--uses", "spending": "the spending rule"}
 
 
 def bound(st: Store) -> tuple[dict | None, list[tuple[int, int]]]:
@@ -260,6 +263,46 @@ def final_loss(losses: dict[int, list[float]], gone: dict[int, int], seed: int, 
     return float(row[k - 1]) if len(row) >= k else math.inf
 
 
+def _layout(cands: list[Candidate]):
+    """The candidates' run ids, each group's run, each run's epochs, and the runs of each candidate's group that
+    cover it, the longest first (after `group`)."""
+    group(cands)
+    ids = run_ids(cands)
+    group_runs = {g: ids[g] for g in sorted({c.group for c in cands})}
+    epochs = {ids[i]: c.epochs for i, c in enumerate(cands)}
+    order = sorted(range(len(cands)), key=lambda j: (-cands[j].epochs, j))
+    covering = {i: list(dict.fromkeys(ids[j] for j in order if cands[j].group == c.group and cands[j].epochs >= c.epochs))
+                for i, c in enumerate(cands)}
+    return ids, group_runs, epochs, covering
+
+
+PROPOSAL = "search-proposal"
+
+
+def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int, first_seed: int) -> None:
+    """Record a proposed candidate (or check the one recorded at its slot: a rerun proposes the same at the same
+    seed, or the store's runs were analysed otherwise)."""
+    k = search.proposed + 1
+    row = {"index": index, "proposal": k, "from_seeds": int(drawn), "epochs": c.epochs, "cost": float(c.plan.cost),
+           "schedule": c.words(), "share": search.spending.later(k), "guess": c.proposed.get("guess"),
+           "run": run_ids([c])[0], "plan": dataclasses.replace(c.plan, solve_seconds=0.0).to_json(),
+           "job": c.job.to_json(), "proposed_at": c.proposed}
+    have = [r["spec"] for r in st.runs(PROPOSAL) if r["run_id"] == f"{PROPOSAL}-{k}"]
+    if have and json.dumps({**have[0], "plan": None}, sort_keys=True, default=str) != \
+            json.dumps({**row, "plan": None}, sort_keys=True, default=str):
+        raise StoreError(f"{st.path}: the search proposed candidate {have[0]['schedule']} (cost {have[0]['cost']:.6g}) "
+                         f"after {have[0]['from_seeds']} seeds; this one proposes {row['schedule']} after {drawn}: "
+                         "the store's runs were analysed by another depl or scenario; rerun it with those, or start a "
+                         "new search in a new --store")
+    if not have:
+        st.start_run(f"{PROPOSAL}-{k}", PROPOSAL, json.loads(json.dumps(row, default=str)))
+
+
+def recorded_proposals(st: Store) -> list[dict]:
+    """The candidates a store's search proposed from its runs, in order."""
+    return sorted((r["spec"] for r in st.runs(PROPOSAL)), key=lambda r: r["proposal"])
+
+
 def _take(search: Search, max_runs: int) -> None:
     """Put `max_runs` in force (a recorded or a larger --max-runs): candidates stopped by the smaller one go on."""
     if search.max_runs != max_runs:
@@ -291,25 +334,22 @@ def _batch(cands: list[Candidate], search: Search, st: Store, ids: dict[int, str
 def run_search(cands: list[Candidate], search: Search, *, store: str | Store, first_seed: int, batch: int = 32,
                options: dict | None = None, progress: Callable | None = None,
                on_batch: Callable | None = None, max_runs: list[tuple[int, int]] | None = None,
-               grow_to: int | None = None) -> Searched:
+               grow_to: int | None = None, propose: Callable | None = None, proposals: int = 0) -> Searched:
     """Train seeds F, F+1, … `batch` at a time for every group with a candidate in the race, each group its longest
     such candidate's job, feed each candidate's outcomes to `search` in seed order, until it is finished.
     `progress(run_id, seed, epoch, result)` after every epoch; `on_batch(search, seeds drawn, seconds)` after every
     batch.  `max_runs`: the store's --max-runs record [(seeds drawn, max_runs)] (`bind`), replayed batch by batch;
     `grow_to`: a larger --max-runs, taken (and recorded) where the recorded runs stop — the search finished under
-    the record, or a batch needs training.  Raises ValueError (StoreError …)."""
+    the record, or a batch needs training.  `propose(search, outcomes, candidates, seeds drawn)`: new candidates
+    from the runs so far, asked for when the search is stalled (`Search.stalled`), at most `proposals` in all; each
+    takes the next slot of the search's spending rule, counts the seeds drawn from then on, and is recorded in the
+    store (`search-proposal-K`): a rerun must propose the same at the same seed.  Raises ValueError (StoreError …)."""
     from .executors import run_all
 
-    group(cands)
+    cands = list(cands)
     st = store if isinstance(store, Store) else Store(store)
-    ids = run_ids(cands)
+    ids, group_runs, epochs, covering = _layout(cands)
     check_store(st, ids, search.alpha, first_seed, search.prior, search.allocation)
-    group_runs = {g: ids[g] for g in sorted({c.group for c in cands})}
-    epochs = {ids[i]: c.epochs for i, c in enumerate(cands)}
-    # the runs of each candidate's group that cover it, the longest first
-    covering = {i: list(dict.fromkeys(ids[j] for j in sorted(range(len(cands)), key=lambda j: (-cands[j].epochs, j))
-                                      if cands[j].group == c.group and cands[j].epochs >= c.epochs))
-                for i, c in enumerate(cands)}
     registered: set[str] = set()
     target = cands[0].plan.loss_target
     trained: dict[str, int] = {}
@@ -318,9 +358,19 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
     t0, start = time.perf_counter(), first_seed
     first_counted: dict[int, int] = {}
     seg = list(max_runs or [(0, search.max_runs)])
+    asked_at = -1           # the fallen candidates when a proposal was last asked for (none found: not asked again)
     while True:
         drawn = start - first_seed
         _take(search, max(m for f, m in seg if f <= drawn))   # the --max-runs in force at this batch, as recorded
+        if propose is not None and search.stalled and search.proposed < proposals and \
+                len(search.fallen()) != asked_at:
+            asked_at = len(search.fallen())
+            for c in propose(search, outcomes, cands, drawn):
+                _proposed(st, c, search, len(cands), drawn, first_seed)
+                cands.append(c)
+                search.add(c.plan.cost, c.proposed.get("guess"))
+                read_from[len(cands) - 1], outcomes[len(cands) - 1] = [], []
+            ids, group_runs, epochs, covering = _layout(cands)
         at_end = drawn >= seg[-1][0]
         if search.finished:
             if grow_to is not None and at_end and grow_to > search.max_runs:

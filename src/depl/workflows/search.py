@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from ..train.search import Candidate, Searched
 
 LEVELS = 5                    # ω, ω + (1 − ω)/5, …: the levels candidates are planned at
+# how many times the plan returned will be run, where the user does not say: a plan is run many times between two
+# certificates, so its cost decides, and a certificate's runs weigh only where they cost more than a thousandth of
+# the plan's cost per use (`--uses`)
+USES = 1000
 TIGHTER = (1.0, 0.9, 0.8)     # ℓmax − (1 − t)|ℓmax|: the targets
 
 
@@ -89,6 +93,7 @@ class Prepared:
     scenario: "Scenario"
     candidates: list["Candidate"]
     alpha: float
+    device: str = "cpu"
 
 
 def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200,
@@ -111,7 +116,7 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     plans = propose(s, method, eta)
     with as_bad_input(*training_errors(), ValueError, OSError):
         cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
-    return Prepared(s, cands, alpha)
+    return Prepared(s, cands, alpha, dev)
 
 
 @dataclass(frozen=True)
@@ -129,19 +134,114 @@ class SearchResult:
         return self.searched.search.outcome
 
 
-def price(prep: Prepared, max_runs: int = 500) -> list[dict]:
+PROPOSALS = 3       # candidates the search may propose from its own runs (depl.certificate.search.Spending)
+FIRST = 0.75        # the share of α of the candidates fixed before any run; the proposed share the rest
+MARGIN_RUNS = 10    # the fewest runs of a candidate whose losses say what margin a proposal needs
+
+
+def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candidate"]) -> Optional[dict]:
+    """How optimistic the law was, from the search's own runs: for each candidate that counted at least
+    MARGIN_RUNS runs, its runs' ℓ(K) at the stricter level ω′ = ω + (1 − ω)/2 (the margin a proposal plans with)
+    against the law's ω-quantile for it; the worst (largest) ratio, or shift where a loss can be ≤ 0.  None: no
+    candidate has the runs to say."""
+    import numpy as np
+
+    omega = float(prep.scenario.target.quantile)
+    level = omega + (1.0 - omega) / 2.0
+    worst = None
+    for i, losses in outcomes.items():
+        law = float(cands[i].plan.loss_quantile)
+        if len(losses) < MARGIN_RUNS or not np.isfinite(law):
+            continue
+        seen = float(np.quantile(np.asarray(losses, float), level, method="higher"))   # +inf: a diverged run
+        if not np.isfinite(seen):
+            continue
+        ratio = seen / law if law > 0 and seen > 0 else None
+        cand = {"ratio": ratio, "shift": seen - law, "candidate": i, "seen": seen, "law": law, "level": level}
+        key = (ratio if ratio is not None else 1.0 + cand["shift"])
+        if worst is None or key > worst[0]:
+            worst = (key, cand)
+    return None if worst is None else worst[1]
+
+
+def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
+    """The rule that proposes candidates from the search's own runs (`depl.train.search.run_search`'s `propose`),
+    fixed before the first run: the planner's cheapest plan, over its whole space (data, versions, switches,
+    clusters), with the law as fitted, for the target ℓmax tightened by the margin the runs showed (`margin`: ℓmax
+    divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst shift), at ω and at ω′;
+    the cheapest plan not already a candidate.  Its guess of P(meets ℓmax) is the law's at the tightened target."""
+    from ..planners import Infeasible, Options, make_plan
+    from ..train.search import make_candidate
+
+    s = prep.scenario
+
+    def propose(search, outcomes, cands, drawn) -> list:
+        m = margin(prep, outcomes, cands)
+        if m is None:
+            return []
+        loss = s.target.loss
+        tight = loss / m["ratio"] if m["ratio"] is not None and m["ratio"] > 1.0 else loss - max(m["shift"], 0.0)
+        if m["ratio"] is not None and m["ratio"] <= 1.0 and m["shift"] <= 0.0:
+            tight = loss - 0.1 * abs(loss)   # the runs met the law: ask for a margin all the same
+        have = {_training_key(c.plan) for c in cands}
+        found = []
+        for w in (s.target.quantile, m["level"]):
+            try:
+                p = make_plan(retarget(s.uncalibrated(), loss=tight, quantile=w), "depl", Options(eta=200))
+            except (Infeasible, BadInput):
+                continue
+            if p.feasible and p.epochs and _training_key(p) not in have:
+                found.append((p, w))
+        if not found:
+            return []
+        p, w = min(found, key=lambda x: x[0].cost)
+        why = {"omega": w, "loss": tight, "law": "as fitted, with the runs' margin", "after_seeds": int(drawn),
+               "margin": {k: v for k, v in m.items() if k != "level"}}
+        c = make_candidate(as_target(p, s, why), why, dev)
+        c.proposed["guess"] = _law_p(p, s, tight)
+        return [c]
+
+    return propose
+
+
+def _law_p(p: "Plan", s: "Scenario", loss: float) -> float:
+    """P(ℓ(K) ≤ loss) by the law as fitted, for plan p."""
+    from ..loss import loss_model_for
+
+    law_s = s.uncalibrated()
+    d = loss_model_for(law_s).distribution([e.model for e in p.epochs], law_s.phi(law_s.samples(p.datasets)))
+    return min(max(float(d.cdf(loss)), 0.0), 1.0)
+
+
+def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = 500) -> list[float]:
+    """Each candidate's share of α, fixed before any run where it buys most
+    (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
+    and `uses`)."""
+    from ..certificate.search import value_shares
+
+    costs = [float(c.plan.cost) for c in prep.candidates]
+    return [float(w) for w in value_shares(costs, guesses(prep), float(prep.scenario.target.quantile), prep.alpha,
+                                           uses, max_runs)]
+
+
+def guesses(prep: Prepared) -> list[float]:
+    """Each candidate's P(ℓ(K) ≤ ℓmax) by the law it was planned with (`law_p`), before any run."""
+    omega = float(prep.scenario.target.quantile)
+    return [float(c.proposed.get("law_p", omega)) for c in prep.candidates]
+
+
+def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> list[dict]:
     """What certifying each candidate is expected to take, before any run: at the probability its law gives of
-    meeting ℓmax (`law_p`), its test at its share of α (equal shares) — the mean runs to a decision within
-    `max_runs`, P(certified within them) — and their cost (each run trains the candidate's plan once: runs ×
-    its cost).  The law's p is a guess the runs may refute; where it is optimistic the runs are more."""
+    meeting ℓmax (`law_p`), its test at its share of α (`shares`) — the mean runs to a decision within `max_runs`,
+    P(certified within them) — and their cost (each run trains the candidate's plan once: runs × its cost).  The
+    law's p is a guess the runs may refute; where it is optimistic the runs are more."""
     from ..certificate import expected_runs
 
-    n, omega = len(prep.candidates), float(prep.scenario.target.quantile)
+    omega = float(prep.scenario.target.quantile)
     rows = []
-    for c in prep.candidates:
-        p = float(c.proposed.get("law_p", omega))
-        need = expected_runs(min(p, 1.0 - 1e-12), omega, prep.alpha / n, max_runs=max_runs)
-        rows.append({"law_p": p, "share": 1.0 / n, "expected_runs": need.mean_runs, "p_certify": need.certify,
+    for c, w, p in zip(prep.candidates, shares(prep, uses, max_runs), guesses(prep)):
+        need = expected_runs(min(p, 1.0 - 1e-12), omega, prep.alpha * w, max_runs=max_runs)
+        rows.append({"law_p": p, "share": w, "expected_runs": need.mean_runs, "p_certify": need.certify,
                      "expected_cost": need.mean_runs * float(c.plan.cost)})
     return rows
 
@@ -188,7 +288,8 @@ def certificate_json(r: "Searched") -> dict:
                      "weight": a.weight, "alpha": v.alpha, "verdict": a.status, "runs": v.runs, "met": v.hits,
                      "lower_bound": v.lower, "upper_bound": v.upper, "proposed_at": c.proposed,
                      "trains_with": r.run_ids[c.group], "read_from": r.read_from.get(a.index, []),
-                     "first_counted": r.first_counted.get(a.index), "dropped_after": a.dropped_after})
+                     "first_counted": r.first_counted.get(a.index), "dropped_after": a.dropped_after,
+                     "priced_out": a.priced_out, "law_p": a.guess, "proposal": a.proposal})
     more = None
     if b is None and s.outcome != "refuted":
         i = s.likeliest()
@@ -202,10 +303,11 @@ def certificate_json(r: "Searched") -> dict:
             "first_seed": r.first_seed,
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
             "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
-            "allocation": s.allocation,
-            "rule": f"weighted e-Bonferroni over candidates fixed in advance: each a sequential mixture test ({s.prior} "
-                    f"prior) at its share of α on fresh seeds, {ALLOCATION_WORDS[s.allocation]}; dropping never "
-                    "certifies (depl.certificate.search)",
+            "allocation": s.allocation, "uses": s.uses,
+            "rule": f"weighted e-Bonferroni over candidates fixed in advance, shares of α halving in the order the "
+                    f"search tries them: each a sequential mixture test ({s.prior} prior) at its share of α on fresh "
+                    f"seeds, {ALLOCATION_WORDS[s.allocation]}, weighing its runs' cost against {s.uses:g} uses of the "
+                    "plan; dropping never certifies (depl.certificate.search)",
             "candidates": rows, "expected_more_runs": more}
 
 
@@ -227,9 +329,11 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
                first_seed: Optional[int] = None, max_runs: Optional[int] = None, batch: Optional[int] = None,
                png: Optional[Path] = None, training: Training = Training(), progress: Optional[Callable] = None,
                on_batch: Optional[Callable] = None, prior: Optional[str] = None,
-               allocation: Optional[str] = None) -> SearchResult:
+               allocation: Optional[str] = None, uses: Optional[float] = None) -> SearchResult:
     """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
-    its certificate) at `out` and the candidates' picture at `png`.
+    its certificate) at `out` and the candidates' picture at `png`.  `uses`: how many times the plan returned will
+    be run [default USES, or the store's search's]: the search minimises its runs' expected cost plus `uses` × the
+    plan's cost (depl.certificate.search, "The price").
 
     The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
     began with — its first seed, batch, e-process (`prior`) and allocation are the defaults of a rerun, any other
@@ -238,8 +342,8 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     `max_runs` None 500, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
     from ..certificate import DEFAULT_PRIOR
-    from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search
-    from ..ledger import TaskSeeds, lineage
+    from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spending
+    from ..ledger import TaskSeeds, digest, lineage
     from ..store import Store
     from ..train.search import bind, bound, manifest, run_ids, run_search as train
 
@@ -252,40 +356,47 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
                 began, seg = bound(st)
         began = began or {}
         asked = "" if first_seed is None else f"--first-seed {first_seed}"
-        ledger = lineage(prep.scenario) + book.ledger(str(store))
+        ledger = lineage(prep.scenario) + book.ledger(str(store), search=digest(began) if began else None)
         first_seed = began.get("first_seed", ledger.default("search")) if first_seed is None else first_seed
         allocation = allocation or began.get("allocation") or DEFAULT_ALLOCATION
         if allocation not in ALLOCATIONS:
             raise ValueError(f"--allocation {allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
         prior = prior or began.get("prior") or DEFAULT_PRIOR
         batch = batch or began.get("batch") or 32
+        uses = uses or began.get("uses") or USES
+        if not uses >= 1:
+            raise ValueError(f"--uses {uses:g}: how many times the plan will be run, at least 1")
         max_runs = max_runs or (seg[-1][1] if seg else 500)
         # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
         drawn = max_runs * (1 if allocation == "all" else len(prep.candidates))
         ledger.check(first_seed, first_seed + drawn - 1, asked or f"--first-seed {first_seed}", "search")
     with as_bad_input(*training_errors(), ValueError, OSError):
         store.parent.mkdir(parents=True, exist_ok=True)
+        first_max = seg[0][1] if seg else max_runs
         search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
-                        max_runs=seg[0][1] if seg else max_runs, prior=prior, allocation=allocation)
+                        shares=shares(prep, uses, first_max), max_runs=first_max, prior=prior, allocation=allocation,
+                        uses=uses, guesses=guesses(prep), spending=Spending(FIRST))
         mine = manifest(prep.candidates, search, run_ids(prep.candidates), first_seed, batch)
         with Store(store) as st:
             seg = bind(st, mine, max_runs)
         _write_candidates(prep, store.parent / "search-candidates.json", mine)
-        book.record("search", first_seed, first_seed + batch - 1, str(store), alpha=prep.alpha)
+        mark = digest(mine)
+        book.record("search", first_seed, first_seed + batch - 1, str(store), alpha=prep.alpha, search=mark)
 
         def looked(search, seeds, seconds):
-            book.record("search", first_seed, first_seed + seeds + batch - 1, str(store), alpha=prep.alpha)
+            book.record("search", first_seed, first_seed + seeds + batch - 1, str(store), alpha=prep.alpha,
+                        search=mark)
             if on_batch is not None:
                 on_batch(search, seeds, seconds)
 
         r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
                   options=training.seed_options(), progress=progress, on_batch=looked, max_runs=seg,
-                  grow_to=max_runs)
+                  grow_to=max_runs, propose=propose_from_runs(prep, prep.device), proposals=PROPOSALS)
     cert = certificate_json(r)
     b = search.best()
     plan = None
     if b is not None:
-        plan = dataclasses.replace(prep.candidates[b].plan)
+        plan = dataclasses.replace(r.candidates[b].plan)
         plan.info = {**plan.info, "certificate": cert}
         if out is not None:
             save_plan(plan, Path(out))
