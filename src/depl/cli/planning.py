@@ -139,9 +139,8 @@ def plan(
                                           "`depl run --adaptive` may spend the slack D on early stops "
                                           "(docs/adaptive.md)"),
     as_json: bool = json_option(JSON_HELP + ": the plan (depl.plan/1)"),
-    time_limit: Optional[float] = typer.Option(
-        None, "--time-limit", min=1.0,
-        help="optimal: seconds before it returns its best plan with a certified lower bound (default 600)"),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", min=1.0, help="optimal: seconds before it "
+                                               "returns its best plan with a certified lower bound (default 600)"),
     uncalibrated: bool = typer.Option(False, "--uncalibrated", help="plan with the loss law as fitted, not the one "
                                       "recalibrated on held-out runs (the scenario's [calibration])"),
     certify: bool = CERTIFY,
@@ -161,9 +160,9 @@ def plan(
     from ..workflows import plan as make
 
     if certify:
-        return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json,
-                              dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png,
-                                   prior=prior, allocation=allocation, uses=uses, training=training))
+        opts = dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png, prior=prior,
+                    allocation=allocation, uses=uses, training=training)
+        return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json, opts)
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,

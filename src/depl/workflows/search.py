@@ -304,10 +304,12 @@ def certificate_json(r: "Searched") -> dict:
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
             "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
             "allocation": s.allocation, "uses": s.uses,
-            "rule": f"weighted e-Bonferroni over candidates fixed in advance, shares of α halving in the order the "
-                    f"search tries them: each a sequential mixture test ({s.prior} prior) at its share of α on fresh "
-                    f"seeds, {ALLOCATION_WORDS[s.allocation]}, weighing its runs' cost against {s.uses:g} uses of the "
-                    "plan; dropping never certifies (depl.certificate.search)",
+            "rule": f"weighted e-Bonferroni over the candidates fixed in advance and those proposed from the runs "
+                    f"(spending: {s.spending.first:g} of α to the first, halving in the order the search tries them): "
+                    f"each a sequential mixture test ({s.prior} prior) at its share of α on fresh seeds, "
+                    f"{ALLOCATION_WORDS[s.allocation]}"
+                    + (f", weighing its runs' cost against {s.uses:g} uses of the plan" if s.uses else "")
+                    + "; dropping never certifies (depl.certificate.search)",
             "candidates": rows, "expected_more_runs": more}
 
 
