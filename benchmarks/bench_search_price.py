@@ -5,7 +5,7 @@ than it saves, up to three candidates proposed from the runs with a quarter of �
 
 Landscapes (true P(ℓ(K) ≤ ℓmax) of each candidate, its cost, the law's guess):
 
-* "law right": six candidates after the 6-class task of docs/certificate.md (costs 3919.2 … 7000; the cheapest
+* "law right": six candidates modelled on a 6-class MLP task on edge and cloud (costs 3919.2 … 7000; the cheapest
   valid at 0.94, the next at 0.96, the rest near 1; the law guesses 0.97–0.998);
 * "law optimistic": the same costs, every candidate at 0.85–0.905 where the law guesses 0.97; a candidate proposed
   with the runs' margin meets ℓmax with probability 0.975 and costs twice the dearest;

@@ -280,3 +280,4 @@ def test_uses_decides_between_a_cheaper_plan_and_the_runs_it_costs(depl_cli, tmp
     assert "--uses (was 10" in _one_error_line(depl_cli(*args, "--uses", "1000000", cwd=tmp_path))
     same = depl_cli(*args, cwd=tmp_path)
     assert json.loads(same.stdout)["certificate"]["uses"] == 10
+

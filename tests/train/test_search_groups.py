@@ -285,3 +285,72 @@ def test_focus_starts_the_next_candidate_once_the_cheapest_looks_unlikely_to_cer
     batches = len(seen) - first_with_1                                # it counted only batches after it started,
     assert 8 * (batches - 1) < s.arms[1].test.runs <= 8 * batches     # until it decided
     assert s.best() == 1
+
+
+# --------------------------------------------------------------------------- #
+# candidates proposed from the runs: recorded, counted on later seeds only, proposed again the same on a replay
+# --------------------------------------------------------------------------- #
+
+class _StallsOnce(Search):
+    """The search's own rules, but stalled after its first batch (what two candidates falling short would do)."""
+
+    @property
+    def stalled(self) -> bool:
+        return self.best() is None and self.proposed == 0 and self.arms[0].test.runs >= BATCH
+
+
+def _proposing(cost: float = 2.0):
+    def propose(search, outcomes, cands, drawn):
+        three = _group_cands()[1]
+        three.plan = dataclasses.replace(three.plan, cost=cost)
+        three.proposed = {"after_seeds": drawn, "guess": 0.99}
+        return [three]
+    return propose
+
+
+def _stalling() -> Search:
+    from depl.certificate.search import Spending
+
+    return _StallsOnce([1.0], 0.5, 0.05, max_runs=40, spending=Spending(0.75), allocation="all")
+
+
+def test_a_proposed_candidate_counts_only_later_seeds_and_a_replay_proposes_it_again(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    r = run_search(_group_cands()[:1], _stalling(), store=store, first_seed=FIRST, batch=BATCH, options=TRAIN,
+                   propose=_proposing(), proposals=1)
+    s = r.search
+    assert len(r.candidates) == 2 and s.arms[1].proposal == 1 and s.arms[1].weight == pytest.approx(0.125)
+    assert r.first_counted[1] == FIRST + BATCH                    # the seeds after it was proposed, not before
+    assert s.arms[1].test.runs <= r.seeds - BATCH
+    with Store(store, readonly=True) as st:
+        (row,) = [x["spec"] for x in st.runs("search-proposal")]
+    assert row["from_seeds"] == BATCH and row["share"] == pytest.approx(0.125) and row["epochs"] == 3
+    before = _epochs(store)
+    again = run_search(_group_cands()[:1], _stalling(), store=store, first_seed=FIRST, batch=BATCH, options=TRAIN,
+                       propose=_proposing(), proposals=1)
+    assert _epochs(store) == before                               # read back, nothing trained
+    assert [(a.status, a.test.runs, a.test.hits) for a in again.search.arms] == \
+        [(a.status, a.test.runs, a.test.hits) for a in s.arms]
+    with pytest.raises(StoreError, match="proposed"):               # another proposal rule on the same runs
+        run_search(_group_cands()[:1], _stalling(), store=store, first_seed=FIRST, batch=BATCH, options=TRAIN,
+                   propose=_proposing(cost=3.0), proposals=1)
+
+
+def test_the_margin_the_runs_showed_tightens_the_target_a_proposal_is_planned_for():
+    """Runs whose ω′-quantile is 1.5× the law's ω-quantile: the proposal is the planner's cheapest plan for ℓmax/1.5
+    (or 10 %, 20 %, … stricter where that plan is a candidate already), not already a candidate, with a guess."""
+    from depl.workflows.search import margin, prepare_search, propose_from_runs
+
+    prep = prepare_search("digits-small")
+    c0 = prep.candidates[0]
+    outcomes = {0: [1.5 * c0.plan.loss_quantile] * 20, 1: []}
+    m = margin(prep, outcomes, prep.candidates)
+    assert m["candidate"] == 0 and m["ratio"] == pytest.approx(1.5)
+    assert margin(prep, {0: [1.0] * 5}, prep.candidates) is None    # too few runs to say
+    (new,) = propose_from_runs(prep)(None, outcomes, prep.candidates, 32)
+    tight = prep.scenario.target.loss / 1.5                          # or stricter, where its plan is a candidate
+    assert any(new.proposed["loss"] == pytest.approx(tight * f) for f in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5))
+    assert new.proposed["after_seeds"] == 32 and 0.0 <= new.proposed["guess"] <= 1.0
+    keys = {(tuple(c.plan.datasets), tuple((e.model, e.cluster) for e in c.plan.epochs)) for c in prep.candidates}
+    assert (tuple(new.plan.datasets), tuple((e.model, e.cluster) for e in new.plan.epochs)) not in keys
+    assert new.plan.loss_target == prep.scenario.target.loss      # tested at the scenario's own target

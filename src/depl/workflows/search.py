@@ -137,6 +137,7 @@ class SearchResult:
 PROPOSALS = 3       # candidates the search may propose from its own runs (depl.certificate.search.Spending)
 FIRST = 0.75        # the share of α of the candidates fixed before any run; the proposed share the rest
 MARGIN_RUNS = 10    # the fewest runs of a candidate whose losses say what margin a proposal needs
+STRICTER = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)   # the margin's target × these, until a plan is not a candidate yet
 
 
 def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candidate"]) -> Optional[dict]:
@@ -185,20 +186,24 @@ def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
             tight = loss - 0.1 * abs(loss)   # the runs met the law: ask for a margin all the same
         have = {_training_key(c.plan) for c in cands}
         found = []
-        for w in (s.target.quantile, m["level"]):
-            try:
-                p = make_plan(retarget(s.uncalibrated(), loss=tight, quantile=w), "depl", Options(eta=200))
-            except (Infeasible, BadInput):
-                continue
-            if p.feasible and p.epochs and _training_key(p) not in have:
-                found.append((p, w))
+        for f in STRICTER:   # the margin's target first, stricter ones where its plan is a candidate already
+            for w in (s.target.quantile, m["level"]):
+                try:
+                    p = make_plan(retarget(s.uncalibrated(), loss=tight * f if tight > 0 else tight - (1 - f) * abs(
+                        loss), quantile=w), "depl", Options(eta=200))
+                except (Infeasible, BadInput):
+                    continue
+                if p.feasible and p.epochs and _training_key(p) not in have:
+                    found.append((p, w, p.loss_target))
+            if found:
+                break
         if not found:
             return []
-        p, w = min(found, key=lambda x: x[0].cost)
-        why = {"omega": w, "loss": tight, "law": "as fitted, with the runs' margin", "after_seeds": int(drawn),
+        p, w, asked = min(found, key=lambda x: x[0].cost)
+        why = {"omega": w, "loss": asked, "law": "as fitted, with the runs' margin", "after_seeds": int(drawn),
                "margin": {k: v for k, v in m.items() if k != "level"}}
         c = make_candidate(as_target(p, s, why), why, dev)
-        c.proposed["guess"] = _law_p(p, s, tight)
+        c.proposed["guess"] = _law_p(p, s, tight)   # what the law, corrected by the runs' margin, says of ℓmax
         return [c]
 
     return propose
