@@ -301,8 +301,9 @@ class TaskSeeds:
                 a, b = (int(x) for x in r["seeds"])
             except (TypeError, ValueError):
                 continue
+            # no run id: a use in another store is never the one a command resumes (`began_with`)
             uses.append(Use(str(r.get("kind")), f"{r.get('kind')} in {r.get('store', '?')} (the task's seed book "
-                            f"{self.path})", ((a, b),), str(r.get("job") or "")))
+                            f"{self.path})", ((a, b),)))
         return Ledger(uses)
 
     def record(self, kind: str, first: int, last: int, store: str, job: str | None = None,

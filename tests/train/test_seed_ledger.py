@@ -142,3 +142,22 @@ def test_coverage_refuses_seeds_of_a_tasks_lineage_even_where_its_law_is_the_fit
     assert "seeds 300000..300001 by calibration experiment full (task digits-small:0.5:" in r.stderr
     assert "the first free seed is 510000" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()   # refused before anything is written
+
+
+def test_the_task_seed_book_refuses_a_jobs_seeds_in_another_store_and_lets_each_store_resume(depl_cli, plan,
+                                                                                              tmp_path):
+    """The seed book: the same plan validated in a second store on the first store's seeds is refused; on seeds
+    of its own it runs; and each store then resumes its own validation (a use in another store is never the one
+    a command resumes)."""
+    book = {"DEPL_SEED_LEDGER": str(tmp_path / "book")}
+
+    def validate(out, first):
+        return depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", str(first), "--out",
+                        str(tmp_path / out), cwd=tmp_path, env=book)
+
+    assert validate("a", 1200000).returncode in (0, 4)
+    other = validate("b", 1200000)
+    assert other.returncode == 2 and "seed book" in other.stderr and not (tmp_path / "b").exists()
+    assert validate("b", 1200010).returncode in (0, 4)
+    again = validate("a", 1200000)
+    assert again.returncode in (0, 4), again.stderr
