@@ -61,3 +61,13 @@ def test_profile_then_runs_show_draws_the_bands(depl_cli, tmp_path):
     assert len(json.loads(by_name.stdout)["runs"]) == 5
     both = depl_cli("runs", "show", str(out / "runs.sqlite"), "--store", str(tmp_path / "other.sqlite"))
     assert both.returncode == 2 and "name the store once" in both.stderr
+
+
+def test_profiles_next_step_never_writes_over_the_scenario_it_profiled(tmp_path, monkeypatch):
+    """`depl profile fitted.toml …` names `--out fitted-2.toml` for the fit, not the file it read."""
+    from depl.cli.profile import fit_out
+
+    (tmp_path / "fitted.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert fit_out("fitted.toml") == "fitted-2.toml" and fit_out("digits-small") == "fitted.toml"
+    assert fit_out(str(tmp_path / "fitted.toml")) == "fitted-2.toml"

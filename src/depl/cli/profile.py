@@ -70,9 +70,19 @@ def profile(
         con.print(line, markup=False, highlight=False)
     # a scenario file is named again (the store names the scenario, which only a built-in's name finds)
     base = f" --scenario {shlex.quote(scenario)}" if Path(scenario).is_file() else ""
-    next_step(f"depl fit {shlex.quote(str(p.store.path))}{base} --out fitted.toml", con)
+    next_step(f"depl fit {shlex.quote(str(p.store.path))}{base} --out {shlex.quote(fit_out(scenario))}", con)
     if as_json:
         print_json(_profile_json(p, profiled, labels, epochs))
+
+
+def fit_out(scenario: str) -> str:
+    """The fit's file the next step names: fitted.toml, or fitted-2.toml, -3, … where that is the scenario just
+    profiled (a next step never writes over its own input)."""
+    name, k = "fitted.toml", 1
+    while Path(scenario).is_file() and Path(name).resolve() == Path(scenario).resolve():
+        k += 1
+        name = f"fitted-{k}.toml"
+    return name
 
 
 def _profile_json(p, profiled, labels: dict, epochs: int) -> dict:

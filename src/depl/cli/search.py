@@ -42,10 +42,15 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
                    as_json: bool, opts: dict) -> None:
     """Propose the candidates, say them, train them on fresh seeds until the search finishes, and say what it
     returned; exit 0 certified, 3 none certified within --max-runs, 4 every candidate refuted."""
+    from ..workflows.errors import BadInput
     from ..workflows.search import USES as USES_DEFAULT, candidate_rows, prepare_search, price, run_search
 
     con = err_console if as_json else console
+    unused = [flag for flag, v in opts.pop("unused", {}).items() if v is not None]
     with refusals():  # every refusal before anything is written or trained
+        if unused:
+            raise BadInput(f"{', '.join(unused)}: not used by --certify (it plans its candidates with the law as "
+                           "fitted and certifies on real runs); drop it, or plan without --certify")
         prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
                               alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"])
     _candidates(con, prep, candidate_rows(prep), price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT))
