@@ -279,7 +279,7 @@ def _layout(cands: list[Candidate]):
 PROPOSAL = "search-proposal"
 
 
-def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int, first_seed: int) -> None:
+def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int) -> None:
     """Record a proposed candidate (or check the one recorded at its slot: a rerun proposes the same at the same
     seed, or the store's runs were analysed otherwise)."""
     k = search.proposed + 1
@@ -296,11 +296,6 @@ def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int, f
                          "new search in a new --store")
     if not have:
         st.start_run(f"{PROPOSAL}-{k}", PROPOSAL, json.loads(json.dumps(row, default=str)))
-
-
-def recorded_proposals(st: Store) -> list[dict]:
-    """The candidates a store's search proposed from its runs, in order."""
-    return sorted((r["spec"] for r in st.runs(PROPOSAL)), key=lambda r: r["proposal"])
 
 
 def _take(search: Search, max_runs: int) -> None:
@@ -365,12 +360,14 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
         if propose is not None and search.stalled and search.proposed < proposals and \
                 len(search.fallen()) != asked_at:
             asked_at = len(search.fallen())
-            for c in propose(search, outcomes, cands, drawn):
-                _proposed(st, c, search, len(cands), drawn, first_seed)
+            new = propose(search, outcomes, cands, drawn)
+            for c in new:
+                _proposed(st, c, search, len(cands), drawn)
                 cands.append(c)
                 search.add(c.plan.cost, c.proposed.get("guess"))
                 read_from[len(cands) - 1], outcomes[len(cands) - 1] = [], []
-            ids, group_runs, epochs, covering = _layout(cands)
+            if new:
+                ids, group_runs, epochs, covering = _layout(cands)
         at_end = drawn >= seg[-1][0]
         if search.finished:
             if grow_to is not None and at_end and grow_to > search.max_runs:

@@ -73,16 +73,27 @@ def propose(s: "Scenario", method: str = "depl", eta: int = 200) -> list[tuple["
     return sorted(found.values(), key=lambda c: (c[0].cost, len(c[0].epochs), str(_training_key(c[0]))))
 
 
+def law_of(p: "Plan", s: "Scenario"):
+    """The distribution of plan p's final loss ℓ(K) under scenario s's loss law."""
+    from ..loss import loss_model_for
+
+    return loss_model_for(s).distribution([e.model for e in p.epochs], s.phi(s.samples(p.datasets)))
+
+
+def p_meet(d, loss: float) -> float:
+    """P(ℓ(K) ≤ loss) under the distribution d, kept in [0, 1]."""
+    return min(max(float(d.cdf(loss)), 0.0), 1.0)
+
+
 def as_target(p: "Plan", s: "Scenario", proposed: dict) -> "Plan":
     """A candidate with the scenario's own target: the search tests it at ω and ℓmax, whatever it was planned at;
     its figures (the ω-quantile's bracket and the mean of ℓ(K)) those of the law it was planned with, at ω."""
-    from ..loss import loss_model_for
     from ..scenario import scenario_dict
 
     law_s = s if proposed["law"] == "calibrated" else s.uncalibrated()
-    d = loss_model_for(law_s).distribution([e.model for e in p.epochs], law_s.phi(law_s.samples(p.datasets)))
+    d = law_of(p, law_s)
     lo, hi = (float(x) for x in d.quantile_bounds(s.target.quantile))
-    proposed["law_p"] = min(max(float(d.cdf(s.target.loss)), 0.0), 1.0)   # P(ℓ(K) ≤ ℓmax) by that law: its price
+    proposed["law_p"] = p_meet(d, s.target.loss)   # P(ℓ(K) ≤ ℓmax) by that law: its price
     return dataclasses.replace(p, omega=s.target.quantile, loss_target=s.target.loss, loss_quantile=hi,
                                loss_quantile_bounds=(lo, hi), loss_mean=float(d.mean()),
                                scenario_spec=scenario_dict(law_s), info={**p.info, "proposed_at": proposed})
@@ -203,19 +214,10 @@ def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
         why = {"omega": w, "loss": asked, "law": "as fitted, with the runs' margin", "after_seeds": int(drawn),
                "margin": {k: v for k, v in m.items() if k != "level"}}
         c = make_candidate(as_target(p, s, why), why, dev)
-        c.proposed["guess"] = _law_p(p, s, tight)   # what the law, corrected by the runs' margin, says of ℓmax
+        c.proposed["guess"] = p_meet(law_of(p, s.uncalibrated()), tight)   # the law, less the runs' margin, of ℓmax
         return [c]
 
     return propose
-
-
-def _law_p(p: "Plan", s: "Scenario", loss: float) -> float:
-    """P(ℓ(K) ≤ loss) by the law as fitted, for plan p."""
-    from ..loss import loss_model_for
-
-    law_s = s.uncalibrated()
-    d = loss_model_for(law_s).distribution([e.model for e in p.epochs], law_s.phi(law_s.samples(p.datasets)))
-    return min(max(float(d.cdf(loss)), 0.0), 1.0)
 
 
 def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = 500) -> list[float]:
@@ -240,15 +242,19 @@ def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> 
     meeting ℓmax (`law_p`), its test at its share of α (`shares`) — the mean runs to a decision within `max_runs`,
     P(certified within them) — and their cost (each run trains the candidate's plan once: runs × its cost).  The
     law's p is a guess the runs may refute; where it is optimistic the runs are more."""
+    omega = float(prep.scenario.target.quantile)
+    return [{"share": w, **_price_row(p, omega, prep.alpha * w, max_runs, c.plan.cost)}
+            for c, w, p in zip(prep.candidates, shares(prep, uses, max_runs), guesses(prep))]
+
+
+def _price_row(p: float, omega: float, alpha: float, max_runs: int, cost: float) -> dict:
+    """The sequential test's expected runs to a decision within `max_runs` and P(certified) at success
+    probability p, and those runs' cost (each trains the plan once)."""
     from ..certificate import expected_runs
 
-    omega = float(prep.scenario.target.quantile)
-    rows = []
-    for c, w, p in zip(prep.candidates, shares(prep, uses, max_runs), guesses(prep)):
-        need = expected_runs(min(p, 1.0 - 1e-12), omega, prep.alpha * w, max_runs=max_runs)
-        rows.append({"law_p": p, "share": w, "expected_runs": need.mean_runs, "p_certify": need.certify,
-                     "expected_cost": need.mean_runs * float(c.plan.cost)})
-    return rows
+    need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=max_runs)
+    return {"law_p": p, "expected_runs": need.mean_runs, "p_certify": need.certify,
+            "expected_cost": need.mean_runs * float(cost)}
 
 
 def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 500) -> Optional[dict]:
@@ -256,21 +262,15 @@ def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 5
     the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within `max_runs`,
     P(certified within them), and their cost (runs × the plan's cost); None where the plan has no law to ask
     (infeasible, empty, no scenario)."""
-    from ..certificate import expected_runs
-    from ..loss import loss_model_for
-
     if not plan.feasible or not plan.epochs:
         return None
     try:
         s = plan.scenario_object()
-        d = loss_model_for(s).distribution([e.model for e in plan.epochs], s.phi(s.samples(plan.datasets)))
-        p = min(max(float(d.cdf(plan.loss_target)), 0.0), 1.0)
+        p = p_meet(law_of(plan, s), plan.loss_target)
         alpha = alpha or s.target.alpha or DEFAULT_ALPHA
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    need = expected_runs(min(p, 1.0 - 1e-12), plan.omega, alpha, max_runs=max_runs)
-    return {"law_p": p, "alpha": alpha, "expected_runs": need.mean_runs, "p_certify": need.certify,
-            "max_runs": max_runs, "expected_cost": need.mean_runs * float(plan.cost)}
+    return {"alpha": alpha, "max_runs": max_runs, **_price_row(p, plan.omega, alpha, max_runs, plan.cost)}
 
 
 def candidate_rows(prep: Prepared) -> list[dict]:
