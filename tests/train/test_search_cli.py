@@ -154,7 +154,7 @@ def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_ow
                                        (["--slack", "0.02"], "--slack: not used by --certify"),
                                        (["--uncalibrated", "--time-limit", "5"],
                                         "--time-limit, --uncalibrated: not used by --certify"),
-                                       (["--uses", "0"], "--uses")])
+                                       (["--uses", "0"], "--uses"), (["--uses", "nan"], "--uses nan")])
 def test_bad_search_options_are_refused_in_one_line_before_anything_is_written(depl_cli, tmp_path, args, why):
     r = depl_cli("plan", "digits-small", "--certify", *args, "--out", "p.json", cwd=tmp_path)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr

@@ -53,7 +53,8 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
                            "fitted and certifies on real runs); drop it, or plan without --certify")
         prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
                               alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"])
-    _candidates(con, prep, candidate_rows(prep), price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT))
+        prices = price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT)
+    _candidates(con, prep, candidate_rows(prep), prices)
     with epoch_progress("epochs") as bar, refusals():
         task = bar.add_task("search", total=None)
 

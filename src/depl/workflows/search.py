@@ -220,6 +220,13 @@ def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
     return propose
 
 
+def check_uses(uses: float) -> float:
+    """`uses`, a finite number at least 1, or BadInput."""
+    if not 1 <= uses < float("inf"):   # NaN fails every comparison
+        raise BadInput(f"--uses {uses:g}: how many times the plan will be run, a finite number at least 1")
+    return uses
+
+
 def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = 500) -> list[float]:
     """Each candidate's share of α, fixed before any run where it buys most
     (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
@@ -242,7 +249,7 @@ def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> 
     meeting ℓmax (`law_p`), its test at its share of α (`shares`) — the mean runs to a decision within `max_runs`,
     P(certified within them) — and their cost (each run trains the candidate's plan once: runs × its cost).  The
     law's p is a guess the runs may refute; where it is optimistic the runs are more."""
-    omega = float(prep.scenario.target.quantile)
+    omega, uses = float(prep.scenario.target.quantile), check_uses(uses)
     return [{"share": w, **_price_row(p, omega, prep.alpha * w, max_runs, c.plan.cost)}
             for c, w, p in zip(prep.candidates, shares(prep, uses, max_runs), guesses(prep))]
 
@@ -370,9 +377,7 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
             raise ValueError(f"--allocation {allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
         prior = prior or began.get("prior") or DEFAULT_PRIOR
         batch = batch or began.get("batch") or 32
-        uses = uses or began.get("uses") or USES
-        if not uses >= 1:
-            raise ValueError(f"--uses {uses:g}: how many times the plan will be run, at least 1")
+        uses = check_uses(uses or began.get("uses") or USES)
         max_runs = max_runs or (seg[-1][1] if seg else 500)
         # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
         drawn = max_runs * (1 if allocation == "all" else len(prep.candidates))
