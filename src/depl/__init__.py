@@ -9,12 +9,17 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     """`depl.load_model(RUN_FOLDER, seed=N)`: a run's trained model (depl.workflows.models.load_model), imported
-    on first use, so that planning never imports torch."""
+    on first use, so that planning never imports torch; `depl.ModelError`, what it raises for a model that cannot
+    be loaded (a `depl.workflows.BadInput`)."""
     if name == "load_model":
         from .workflows.models import load_model
 
         return load_model
+    if name == "ModelError":   # what load_model raises: a kept model that cannot be loaded (no torch needed)
+        from .workflows.errors import ModelError
+
+        return ModelError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["__version__", "load_model"]
+__all__ = ["ModelError", "__version__", "load_model"]

@@ -17,11 +17,14 @@ is read with ``torch.load(weights_only=True)``: no pickled code.  It holds
 * ``spec``: the model version (`depl.train.prune.VersionSpec`: network, width, pruning ratio, input shape,
   classes; for your own network its reference, arguments and code folder).
 
-`rebuild` makes the model from these without replaying the pruning: the *full* network is built
-(arbitrary weights), every recorded layer is given its recorded sizes and empty tensors of the stored
-shapes, and the weights are loaded strictly.  The sidecar (JSON) says what the model is: run, seed, version,
+`rebuild` makes the model from these against the network the run recorded: the version of ``spec`` is built
+(the full network pruned to its ratio: its shapes do not depend on how the ratio was reached), its layer sizes
+must be the recorded ones, and every weight must be there with its shape and dtype, and finite, before the
+weights are loaded strictly; anything else is `ModelError` naming the file, the layer or weight, and how it
+differs.  The sidecar (JSON) says what the model is: run, seed, version,
 parameters, epochs, final test loss and accuracy, the loss trained with (``loss``: what the outputs are), the
-plan (file name, SHA-256, method, scenario), the ``.pt`` file and its SHA-256, and for your own network the
+plan (file name, SHA-256, method, scenario), the ``.pt`` file (``seed-N.pt`` beside it: no other is read) and its
+SHA-256, and for your own network the
 digests of its code files (checked on loading).
 
 An adaptive run (`depl run --adaptive`, depl.train.adaptive) keeps, per seed, the model of the epoch the
@@ -50,7 +53,7 @@ import torch
 from torch import nn
 
 from .nets import seeded
-from .prune import VersionSpec, make_net, n_parameters
+from .prune import VersionSpec, build_version, n_parameters
 from .source import DataError
 
 FORMAT = "depl.model/1"
@@ -239,10 +242,17 @@ def _sidecar(path: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: not a model's sidecar ({type(e).__name__}: {e})") from None
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise ModelError(f"{path}: format {d.get('format') if isinstance(d, dict) else None!r}, expected {FORMAT!r}")
-    for key in ("seed", "version", "file", "final_test_loss", "spec"):
+    for key in ("run", "seed", "version", "file", "final_test_loss", "spec"):
         if key not in d:
             raise ModelError(f"{path}: the field {key!r} is missing")
-    d["path"] = str(path.with_name(d["file"]))
+    for key, kind, words in (("run", str, "a run's id"), ("version", str, "a model version's name"),
+                             ("seed", int, "a seed, a whole number"), ("final_test_loss", (int, float), "a number")):
+        if not isinstance(d[key], kind) or isinstance(d[key], bool):
+            raise ModelError(f"{path}: {key} = {d[key]!r}: expected {words}")
+    own = path.with_suffix(".pt").name   # the keeper writes seed-N.pt beside seed-N.json: nothing else is read
+    if d["file"] != own:
+        raise ModelError(f"{path}: file = {d['file']!r}: a model's sidecar names the model file beside it, {own!r}")
+    d["path"] = str(path.with_name(own))
     return d
 
 
@@ -294,32 +304,61 @@ def allowed(folders) -> Any:
             os.environ[CODE_ENV] = before
 
 
-def rebuild(spec: VersionSpec, layers: dict[str, dict[str, Any]], state: dict[str, torch.Tensor]) -> nn.Module:
-    """The model of `spec` with the recorded layer sizes and weights (no pruning replayed), in eval mode."""
-    with seeded(0):   # the full network's initial weights are overwritten: leave the caller's RNG alone
-        model = make_net(spec.full())
-    mods = dict(model.named_modules())
-    for name, sizes in layers.items():
-        m = mods.get(name)
-        if m is None or type(m).__name__ != sizes.get("type"):
-            got = "no such layer" if m is None else f"a {type(m).__name__}"
-            raise ModelError(f"layer {name!r}: the model file has a {sizes.get('type')}, the network {got}")
-        for a, v in sizes.items():
-            if a != "type":
-                setattr(m, a, tuple(v) if isinstance(v, list) else v)
-    for key, t in state.items():
-        owner, _, leaf = key.rpartition(".")
-        m = mods.get(owner)
-        if m is None:
-            raise ModelError(f"weight {key!r}: the network has no layer {owner!r}")
-        if m._parameters.get(leaf) is not None:
-            m._parameters[leaf] = nn.Parameter(torch.empty_like(t), requires_grad=m._parameters[leaf].requires_grad)
-        elif m._buffers.get(leaf) is not None:
-            m._buffers[leaf] = torch.empty_like(t)
+def _shown(sizes: dict[str, Any] | None) -> str:
+    """A layer's recorded type and sizes, in words."""
+    if sizes is None:
+        return "no such layer"
+    return f"a {sizes.get('type')} (" + ", ".join(f"{k} {v}" for k, v in sizes.items() if k != "type") + ")"
+
+
+def _network(spec: VersionSpec) -> str:
+    """The network of a version spec, in words (what a model is checked against)."""
+    return f"{spec.net}" + (f" pruned to {spec.ratio:g}" if spec.ratio > 0 else "")
+
+
+def rebuild(spec: VersionSpec, layers: Any, state: Any, where: str = "the model file") -> nn.Module:
+    """The network the run recorded (`spec`: the full network pruned to its ratio, whose shapes do not depend on
+    how the ratio was reached, depl.train.prune) with the kept weights `state`, in eval mode.
+
+    Nothing of the file is trusted: its recorded layer sizes must be the network's, every weight of the network
+    must be there with the network's shape and dtype (and no other), and every value must be finite — else
+    ModelError naming `where`, the first layer or weight that differs, and how."""
+    with seeded(0):   # the skeleton's arbitrary initial weights are overwritten: leave the caller's RNG alone
+        model = build_version(spec)
+    net = _network(spec)
+    if not isinstance(layers, dict) or not all(isinstance(v, dict) for v in layers.values()):
+        raise ModelError(f"{where}: its layers are a {type(layers).__name__}, not a table of layers and their sizes")
+    want = layer_sizes(model)
+    for name in sorted(set(layers) | set(want)):
+        if layers.get(name) != want.get(name):
+            raise ModelError(f"{where}: layer {name!r}: the file records {_shown(layers.get(name))}; the network the "
+                             f"run recorded ({net}) has {_shown(want.get(name))}")
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise ModelError(f"{where}: its weights are not a table of tensors")
+    expected = model.state_dict()
+    for key in sorted(set(state) | set(expected)):
+        got, ref = state.get(key), expected.get(key)
+        if ref is None:
+            raise ModelError(f"{where}: weight {key!r}: the network the run recorded ({net}) has no such weight")
+        if got is None:
+            raise ModelError(f"{where}: weight {key!r} of the network the run recorded ({net}) is missing")
+        if tuple(got.shape) != tuple(ref.shape):
+            raise ModelError(f"{where}: weight {key!r} has shape {tuple(got.shape)}; the network the run recorded "
+                             f"({net}) has {tuple(ref.shape)} there")
+        if got.dtype != ref.dtype:
+            raise ModelError(f"{where}: weight {key!r} is {str(got.dtype).removeprefix('torch.')}; the network the "
+                             f"run recorded ({net}) has {str(ref.dtype).removeprefix('torch.')} there")
+        if got.is_floating_point() or got.is_complex():
+            bad = int((~torch.isfinite(got)).sum())
+            if bad:
+                nans = int(torch.isnan(got).sum())
+                what = " and ".join(w for w, k in (("NaN", nans), ("infinite", bad - nans)) if k)
+                raise ModelError(f"{where}: weight {key!r} holds {bad:,} {what} value{'s' * (bad > 1)} (of "
+                                 f"{got.numel():,}); a kept model's weights are finite (a diverged seed keeps none)")
     try:
         model.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        raise ModelError(f"the weights do not fit the network: {e}") from None
+    except RuntimeError as e:   # checked above: not expected
+        raise ModelError(f"{where}: the weights do not load into {net}: {str(e).splitlines()[0]}") from None
     return model.eval()
 
 
@@ -334,10 +373,15 @@ def read(sidecar: dict[str, Any]) -> tuple[VersionSpec, dict[str, Any]]:
         raise ModelError(f"{pt}: not a {FORMAT} model file")
     if sidecar.get("sha256") and _sha256(pt) != sidecar["sha256"]:
         raise ModelError(f"{pt}: its SHA-256 is not the one its sidecar records (the file was changed)")
+    missing = [k for k in ("spec", "layers", "state_dict") if k not in content]
+    if missing:
+        raise ModelError(f"{pt}: the model file has no {missing[0]!r}")
     try:
         spec = VersionSpec.from_json(content["spec"])
     except (KeyError, TypeError, ValueError) as e:
         raise ModelError(f"{pt}: its version spec is unreadable ({type(e).__name__}: {e})") from None
+    if content["spec"] != sidecar["spec"]:
+        raise ModelError(f"{pt}: its version spec is not the one its sidecar records ({sidecar['spec']})")
     return spec, content
 
 
@@ -356,7 +400,7 @@ def load(run_folder: str | os.PathLike, seed: int, run: str | None = None, allow
 
                 raise CodeRefused(f"{side['path']}: {spec.net!r}: {changed[0]} is not the file this model was "
                                   "trained with (its digest differs from the sidecar's)")
-        model = rebuild(spec, content["layers"], content["state_dict"])
+        model = rebuild(spec, content["layers"], content["state_dict"], side["path"])
     x = torch.zeros(1, *spec.input_shape)
     with torch.no_grad():
         out = model(x)

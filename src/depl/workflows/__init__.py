@@ -4,8 +4,8 @@ the very same result (the plan `depl plan --out` writes is the plan `plan(...)` 
 included).
 
 A workflow prints nothing: what it does as it goes is reported through its `progress` (or `on_status`)
-callback, and what it refuses is a `WorkflowError` (errors.py: BadInput, Unreachable, Failed) with one line
-for the user. The training workflows also come in two steps, `prepare_*` (everything checked, the run
+callback, and what it refuses is a `WorkflowError` (errors.py: BadInput, ModelError, Unreachable, Failed) with
+one line for the user. The training workflows also come in two steps, `prepare_*` (everything checked, the run
 registered) and `train_*`, for a caller that says what is about to happen between them. They need the
 `train` extra and import torch only when called.
 """
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each module is imported
     from .certify import Certified, certify
     from .common import Training
     from .coverage import CoverageResult, coverage
-    from .errors import BadInput, ExternalFailure, Failed, Unreachable, WorkflowError
+    from .errors import BadInput, ExternalFailure, Failed, ModelError, Unreachable, WorkflowError
     from .fitting import Calibrated, Fitted, calibrate, fit
     from .models import Exported, export_model, list_models, load_model
     from .planning import Planned, Predicted, Simulated, plan, predict, simulate
@@ -37,7 +37,7 @@ _WHERE = {
     "certify": ["Certified", "certify"],
     "common": ["Training"],
     "coverage": ["CoverageResult", "coverage"],
-    "errors": ["BadInput", "ExternalFailure", "Failed", "Unreachable", "WorkflowError"],
+    "errors": ["BadInput", "ExternalFailure", "Failed", "ModelError", "Unreachable", "WorkflowError"],
     "fitting": ["Calibrated", "Fitted", "calibrate", "fit"],
     "models": ["Exported", "export_model", "list_models", "load_model"],
     "planning": ["Planned", "Predicted", "Simulated", "plan", "predict", "simulate"],

@@ -1,6 +1,6 @@
 """What a workflow refuses, and why: one exception family, each with a message meant for the user.
 
-The command line maps them to its exit codes (depl.cli.console): `BadInput` 2,
+The command line maps them to its exit codes (depl.cli.console): `BadInput` (and `ModelError`) 2,
 `Unreachable` 3, `Failed` (and `ExternalFailure`) 1. A caller from Python catches
 `WorkflowError`. A verdict (a guarantee refuted, a certificate undecided) is
 no error: it is part of the workflow's result.
@@ -24,6 +24,12 @@ class WorkflowError(Exception):
 
 class BadInput(WorkflowError):
     """A scenario, plan, store or option that cannot be used."""
+
+
+class ModelError(BadInput):
+    """A kept model that cannot be loaded (`depl.load_model`, `depl export-model`): not there, a file changed or
+    not depl's, weights that are not those of the network its run recorded (shapes, dtypes) or not finite, your
+    network's code not allowed or changed.  A BadInput: the command line exits 2."""
 
 
 class Unreachable(WorkflowError):

@@ -2,7 +2,8 @@
 `depl.load_model`) and exported as a deployable program (`export-model`).
 
 `depl run` keeps each seed's final model in RUN_FOLDER/models/RUN_ID (depl.train.models says the format).
-A model, a run folder or an output file that cannot be used is `BadInput`.
+A run folder or an output file that cannot be used is `BadInput`; a model that cannot be loaded, `ModelError`
+(a BadInput): its file is checked against the network its run recorded (depl.train.models.rebuild).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from .common import check_output_file, need_training_extra
-from .errors import BadInput, as_bad_input, training_errors
+from .errors import BadInput, ModelError, as_bad_input, training_errors
 
 if TYPE_CHECKING:
     from torch import nn
@@ -40,12 +41,18 @@ def load_model(run_folder: str | os.PathLike, seed: int = 0, *, run: Optional[st
 
     `run`: the run's id, needed where the folder keeps the models of several runs.  A model of your own
     network (net = "MODULE:FUNCTION") imports its module only from `allow_code` folders (or $DEPL_CODE), and
-    only if its files are the ones it was trained with."""
+    only if its files are the ones it was trained with.
+
+    ModelError (one line: the file, the layer or weight, why) for a model that is not there or cannot be used:
+    a file changed since it was kept, layer sizes or weights (shapes, dtypes) not those of the network its run
+    recorded, a weight that is NaN or infinite, a sidecar naming another file than its own."""
     need_training_extra()
     from ..train.models import load
 
-    with as_bad_input(*training_errors()):
+    try:
         return load(run_folder, seed, run, [Path(f) for f in allow_code or []])
+    except training_errors() as e:
+        raise ModelError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,10 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
 
     if fmt not in EXPORT_FORMATS:
         raise BadInput(f"--format {fmt!r}: choose {' or '.join(EXPORT_FORMATS)}")
-    with as_bad_input(*training_errors()):
+    try:
         side = find(run_folder, seed, run)
+    except training_errors() as e:
+        raise ModelError(str(e)) from None
     refuse_overwriting(out, Path(run_folder), side)
     check_extension(out, fmt, EXPORT_FORMATS)
     model = load_model(run_folder, seed, run=run, allow_code=allow_code)
