@@ -144,6 +144,9 @@ BAD = [
     ('batch_size = 32', 'batch_size = 32\nlocal_epochs = 0', "training.local_epochs = 0: Input should be greater"),
     ('batch_size = 32', 'batch_size = 32\nclip = 0', "training.clip = 0: Input should be greater than 0"),
     ('batch_size = 32', 'batch_size = 32\nclip = true', "training.clip = True: expected a number"),
+    ('batch_size = 32', 'batch_size = 32\nloss_may_be_negative = true',
+     "training: loss_may_be_negative applies to your own loss (loss = \"MODULE:FUNCTION\"); loss = \"mse\" is never "
+     "negative"),
     ('batch_size = 32', 'batch_size = 32\niid = false\ndirichlet_alpha = 0.5',
      "training: dirichlet_alpha splits every class over the nodes; loss = \"mse\" trains on real-valued targets"),
 ]
@@ -230,7 +233,7 @@ def test_your_own_per_sample_loss_is_imported_pinned_and_used(project):
         job_from_plan(plan)
     own.write_text(own.read_text().replace("mylosses:squared", "mylosses:summed"), encoding="utf-8")
     with pytest.raises(JobError, match=r"scenario 'my-diabetes': training.loss = 'mylosses:summed': it returned \(\) on "
-                                       r"a batch of 2; a loss returns one value per sample"):
+                                       r"a batch of 32; a loss returns one value per sample"):
         job_from_plan(regression_plan(project, name="own.toml"))
 
 

@@ -87,11 +87,11 @@ quantile = 0.9
 deadline = 200.0
 
 [training]
-loss = "mse"
+loss = "{loss}"
 optimizer = "adam"
 lr = 0.01
 batch_size = 16
-
+{training}
 [[clusters]]
 name = "edge"
 capacity = 100.0
@@ -117,10 +117,12 @@ train = {{ net = "tinyreg:make_net", net_args = {{ outputs = {outputs} }} }}
 REGRESSION_TARGETS = {"column": ("load_column", 1), "flat": ("load_flat", 1), "wide": ("load_wide", 3)}
 
 
-def write_regression(folder, targets: str = "column", epochs: int = 2):
+def write_regression(folder, targets: str = "column", epochs: int = 2, loss: str = "mse", training: str = ""):
     """A project folder of your own regression (tinyreg.py, TARGETS.toml) whose factory gives targets of the shape
     `targets` names (column (N, 1), flat (N,), wide (N, 3)), and a plan of `epochs` epochs on it (plan.json);
-    returns the folder.  Its code must be allowed (--allow-code FOLDER or $DEPL_CODE) to be run."""
+    returns the folder.  `loss`: its [training] loss (your own MODULE:FUNCTION: its module written in the folder
+    before), `training`: more lines of [training].  Its code must be allowed (--allow-code FOLDER or $DEPL_CODE) to
+    be run."""
     from pathlib import Path
 
     from depl.scenario import load_scenario
@@ -129,8 +131,8 @@ def write_regression(folder, targets: str = "column", epochs: int = 2):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tinyreg.py").write_text(REGRESSION_MODULE, encoding="utf-8")
     factory, outputs = REGRESSION_TARGETS[targets]
-    (folder / f"{targets}.toml").write_text(REGRESSION_SCENARIO.format(factory=factory, outputs=outputs),
-                                           encoding="utf-8")
+    text = REGRESSION_SCENARIO.format(factory=factory, outputs=outputs, loss=loss, training=training)
+    (folder / f"{targets}.toml").write_text(text, encoding="utf-8")
     s = load_scenario(folder / f"{targets}.toml")
     schedule = [Epoch(k + 1, "full", "edge", 1.0) for k in range(epochs)]
     with_figures(Plan("hand", s.name, True, ["a"], schedule, 0.0, 0.0, 0.0, 0.0, 0.0), s).save(folder / "plan.json")

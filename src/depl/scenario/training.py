@@ -54,6 +54,9 @@ class TrainingOptions(Strict):
 
     loss: str = Field(default="cross_entropy", min_length=1, description="the loss trained and tested: "
                       "cross_entropy, mse, l1, bce_with_logits, or your own per-sample loss MODULE:FUNCTION")
+    loss_may_be_negative: bool = Field(default=False, description="your own loss (MODULE:FUNCTION) may go below "
+                                       "0; unset, a negative loss on the first batch stops the command before "
+                                       "training (no loss law plans for one, and `depl fit` refuses it)")
     optimizer: Literal["sgd", "adam", "adamw"] = Field(default="sgd", description="sgd (with `momentum`), adam or "
                                                        "adamw (betas 0.9, 0.999)")
     weight_decay: float = Field(default=0.0, ge=0.0, le=1.0, description="L2 penalty (sgd, adam) or decoupled "
@@ -82,6 +85,9 @@ class TrainingOptions(Strict):
             raise ValueError(f"dirichlet_alpha splits every class over the nodes; loss = \"{self.loss}\" trains on "
                              "real-valued targets, which have no classes (iid = false without dirichlet_alpha gives "
                              "each node a range of the targets)")
+        if self.loss_may_be_negative and ":" not in self.loss:
+            raise ValueError(f"loss_may_be_negative applies to your own loss (loss = \"MODULE:FUNCTION\"); "
+                             f"loss = \"{self.loss}\" is never negative")
         if self.schedule == "step" and self.step_every is None:
             raise ValueError("schedule = \"step\" needs step_every (the epochs between two decays of the learning "
                              "rate, e.g. step_every = 10)")

@@ -78,6 +78,7 @@ def _options_json(o: TrainOptions) -> dict:
     # only change the identity of every run made before the key existed
     d.pop("dirichlet_alpha", None)
     d.pop("data_draw", None)  # likewise: it travels as DataSpec.draws
+    d.pop("loss_may_be_negative", None)  # what the first batch's check allows (check_version), not how runs train
     # the recipe (loss, optimizer, weight_decay, schedule, step_every, step_gamma, local_epochs, clip): only what
     # differs from the default training, so that every run made before these keys existed keeps its identity
     for k, v in RECIPE_DEFAULTS.items():
@@ -174,7 +175,8 @@ def version_specs(scenario, source: data_mod.Source, names) -> dict[str, Version
                            json.dumps(m.train.net_args, sort_keys=True) if own else "",
                            scenario.code_dir if own else None)
         try:
-            check_version(spec, source, Loss(scenario.training.loss, scenario.code_dir))
+            check_version(spec, source, Loss(scenario.training.loss, scenario.code_dir),
+                          min(scenario.training.batch_size, LOSS_BATCH), scenario.training.loss_may_be_negative)
         except CodeRefused:  # about code_dir, not this network: the caller names the file
             raise
         except LossError as e:  # about your own loss, not this network
@@ -186,9 +188,15 @@ def version_specs(scenario, source: data_mod.Source, names) -> dict[str, Version
     return out
 
 
-def check_version(spec: VersionSpec, source: data_mod.Source, loss: Loss = Loss()) -> None:
-    """Build `spec` (pruned) and run it on two test inputs: it must give (2, classes) logits, or outputs of the
-    targets' shape that `loss` takes (a finite loss on them)."""
+LOSS_BATCH = 64   # the most samples of a first batch the loss is checked on before training (check_version)
+
+
+def check_version(spec: VersionSpec, source: data_mod.Source, loss: Loss = Loss(), batch: int = 2,
+                  may_be_negative: bool = False) -> None:
+    """Build `spec` (pruned) and run it on two test inputs: it must give (2, classes) logits — or, for any other
+    loss than cross_entropy, outputs on the first `batch` training samples, computed with gradients on, whose loss
+    (`losses.check`) is a finite floating value per sample that training can differentiate, not negative unless
+    `may_be_negative`."""
     try:
         model = build_version(spec)
     except data_mod.DataError:
@@ -205,7 +213,13 @@ def check_version(spec: VersionSpec, source: data_mod.Source, loss: Loss = Loss(
             raise ValueError(f"it rejects a batch of the data, inputs of shape {tuple(x.shape)}: "
                              f"{type(e).__name__}: {e}") from None
     if loss.name != "cross_entropy" and isinstance(out, torch.Tensor):
-        check_loss(loss, out, torch.from_numpy(source.y_test[:2]))
+        xb = torch.from_numpy(source.x_train[:batch])
+        try:
+            out = model(xb)   # gradients on: the loss must let them flow back to the outputs
+        except Exception as e:
+            raise ValueError(f"it rejects a batch of the data, inputs of shape {tuple(xb.shape)}: "
+                             f"{type(e).__name__}: {e}") from None
+        check_loss(loss, out, torch.from_numpy(source.y_train[:batch]), may_be_negative)
         return
     want = (len(x), source.n_classes)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:

@@ -8,6 +8,9 @@ sample); or your own ``MODULE:FUNCTION``, imported like your own network
 plan), called as ``FUNCTION(outputs, targets)`` on a mini-batch and returning
 one loss per sample, shape (batch,).  depl reduces: the mean over a batch is
 what a step minimises, the mean over the test set is the run's test loss.
+Before any training it is computed once on the first batch (`check`): a
+finite floating value per sample, differentiable back to the outputs, and
+none below 0 unless `[training] loss_may_be_negative = true`.
 
 Every back end computes its losses here (the per-seed loop and Flower's
 ClientApps through `federation.local_epoch`, the vectorised stack per seed,
@@ -36,7 +39,8 @@ from .source import DataError, targets_of
 
 
 class LossError(DataError):
-    """Your own loss that does not return one finite value per sample; the message names `training.loss`."""
+    """Your own loss that does not return one finite value per sample that training can differentiate (or is
+    negative where the scenario does not say it may be); the message names `training.loss`."""
 
 
 LOSSES = ("cross_entropy", "mse", "l1", "bce_with_logits")  # depl.scenario.BUILTIN_LOSSES (a test keeps them equal)
@@ -125,18 +129,41 @@ class Loss:
         return None
 
 
-def check(loss: Loss, out: torch.Tensor, y: torch.Tensor) -> None:
-    """`loss` on a network's outputs for two samples: a finite value per sample, or DataError saying why not."""
+NEGATIVE_OPTION = "loss_may_be_negative"   # [training] loss_may_be_negative = true: your loss may go below 0
+
+
+def check(loss: Loss, out: torch.Tensor, y: torch.Tensor, may_be_negative: bool = False) -> None:
+    """`loss` on a network's outputs `out` for a first batch (computed with gradients on), before any training:
+    one finite floating value per sample that the outputs' gradient flows through, and — your own loss, unless
+    `may_be_negative` (`[training] loss_may_be_negative = true`) — none below 0.  DataError (the outputs do not
+    fit a built-in loss's targets) or LossError naming `training.loss` and why otherwise."""
     if loss.name == "cross_entropy":
         return
     if not loss.own and loss.shaped(out, y).shape != y.shape:  # your own loss reads the outputs as it likes
         raise DataError(f"on inputs of {len(y)} samples it returns {tuple(out.shape)}; loss {loss.name!r} compares "
                         f"it with targets of shape {tuple(y.shape)}")
+    name = f"training.loss = {loss.name!r}"
     try:
         per = loss.per_sample(out, y)
     except DataError:
         raise
     except Exception as e:  # your own loss failed on the batch
-        raise LossError(f"training.loss = {loss.name!r}: it failed on a batch of {len(y)}: {type(e).__name__}: {e}") from None
-    if not bool(torch.isfinite(per.detach()).all()):
-        raise LossError(f"training.loss = {loss.name!r}: it is not finite on the first test samples")
+        raise LossError(f"{name}: it failed on a batch of {len(y)}: {type(e).__name__}: {e}") from None
+    if not per.is_floating_point():
+        raise LossError(f"{name}: it returned {str(per.dtype).removeprefix('torch.')} values on a batch of {len(y)}; "
+                        "a loss is a floating tensor (e.g. float32) computed from the network's outputs, which "
+                        "training differentiates")
+    bad = int((~torch.isfinite(per.detach())).sum())
+    if bad:
+        raise LossError(f"{name}: it is not finite on the first batch ({bad} of its {len(y)} samples: NaN or "
+                        "infinite)")
+    if not per.requires_grad or per.grad_fn is None or (
+            out.requires_grad and torch.autograd.grad(per.sum(), out, allow_unused=True)[0] is None):
+        raise LossError(f"{name}: its value does not depend on the network's outputs (no gradient flows from it to "
+                        "them: a detached tensor, .item(), a new tensor, torch.no_grad()?); training needs a loss "
+                        "computed from the outputs with torch operations")
+    low = float(per.detach().min())
+    if loss.own and low < 0 and not may_be_negative:
+        raise LossError(f"{name}: it is negative on the first batch ({low:.4g} at its lowest): a test loss below 0 "
+                        f"is one no loss law plans for and `depl fit` refuses; if your loss may be negative, say so "
+                        f"with [training] {NEGATIVE_OPTION} = true")
