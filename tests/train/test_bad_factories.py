@@ -1,8 +1,9 @@
 """Your data factory, drawn per run (`data_draw = "run"`, a `seed` parameter), failing for some seeds: every seed's
 draw is checked where it is drawn (not raising, not None, the networks' input shape, the dtypes of the data they
-were built on, labels among their classes, finite values) and a bad one stops the command with exit 2 and one line
-naming the factory, the seed and what is wrong — before any epoch where the draws are cheap, else when that seed
-starts, with the seeds trained before it kept in the store. Runs whose losses go non-finite are counted at the end.
+were built on, labels among their classes, finite values; the first seed's draw made twice is the same data) and a
+bad one stops the command with exit 2 and one line naming the factory, the seed and what is wrong — before any epoch
+where the draws are cheap, else when that seed starts, with the seeds trained before it kept in the store. Runs
+whose losses go non-finite are counted at the end.
 
 Real training throughout, tiny: 60 samples of 8 values in 3 classes, an MLP, 2 epochs.
 """
@@ -45,6 +46,10 @@ CASES = {
               ["it gives float64 inputs and int64 labels, not float32 and int64"]),
     "nan": ({1, 3}, "(a, b), test = draw(seed)\n    a[5, 0, 2] = float('nan')\n    return (a, b), test",
             ["its train inputs hold 1 NaN value (of 320, in 1 of its 40 samples)"]),
+    # the first seed's draw is made twice: noise from torch's global generator makes two draws of one seed differ
+    "global": ({0}, "(a, b), test = draw(seed)\n    return (a + torch.rand(1), b), test",
+               [f"it returned different data for the same seed (called twice as load(seed={derive_seed(0, 0)}): its "
+                "train inputs differ) — uses a global random generator?"]),
 }
 
 SCENARIO = '''name = "own-draws"

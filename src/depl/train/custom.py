@@ -347,6 +347,33 @@ def load_source(ref: str, code_dir: str | None, seed: int | None = None, loss: s
     return _load_source(ref, code_dir, seed, loss)
 
 
+_REPEATED: set[tuple] = set()   # the factory calls `check_repeatable` has made twice in this process
+
+
+def check_repeatable(ref: str, code_dir: str | None, seed: int | None = None, loss: str = "cross_entropy") -> None:
+    """Your factory called a second time as `load_source` calls it (the same `seed`), uncached: it must return the
+    very data it returned the first time — every process that trains calls it, and a factory that draws from a
+    global random generator gives each its own data.  Once per process and call; DataError saying so otherwise."""
+    key = (ref, code_dir, seed, loss)
+    if key in _REPEATED:
+        return
+    first = load_source(ref, code_dir, seed, loss)
+    again = _load_source.__wrapped__(ref, code_dir, seed, loss)
+    parts = ("x_train", "y_train", "x_test", "y_test")
+    differ = [p for p in parts if not np.array_equal(getattr(first, p), getattr(again, p))]
+    if differ:
+        p = _seed_parameter(resolve(ref, code_dir))
+        shown = seed if seed is not None or p is None or p.default is not inspect.Parameter.empty else 0
+        call = f"{ref.partition(':')[2]}(" + ("" if shown is None else f"seed={shown}") + ")"
+        what = {"x_train": "train inputs", "y_train": "train labels", "x_test": "test inputs",
+                "y_test": "test labels"}[differ[0]]
+        same = "seed" if shown is not None else "call"
+        raise DataError(f"it returned different data for the same {same} (called twice as {call}: its {what} "
+                        "differ) — uses a global random generator? draw from the seed it is given, or from a "
+                        "fixed one (e.g. torch.Generator().manual_seed(seed), numpy.random.default_rng(seed))")
+    _REPEATED.add(key)
+
+
 def takes_seed(ref: str, code_dir: str | None) -> bool:
     """Whether your data factory draws its data from a `seed` keyword (then a run that draws its data calls it so)."""
     locate(ref, code_dir)

@@ -608,10 +608,12 @@ def check_draws(specs, budget: float | None = None) -> int:
     factory that reads files or generates data per seed) would hold the first epoch back by minutes for a few
     thousand seeds, and every draw is made again when its seed trains (only the last few are cached) — so then
     each seed's draw is checked where it is drawn (`_drawn`), and a failure stops the command at that seed,
-    with the seeds trained before it in the store (a rerun resumes them)."""
+    with the seeds trained before it in the store (a rerun resumes them).  The first seed's draw is made twice
+    and must be the same data (`custom.check_repeatable`: a factory that draws from a global random generator
+    gives every process its own)."""
     import time
 
-    from .custom import takes_seed
+    from .custom import check_repeatable, takes_seed
 
     todo: dict[tuple, tuple[DataSpec, dict[int, None]]] = {}   # one factory's draws once, whatever the fractions
     for spec, seeds in specs:
@@ -622,8 +624,14 @@ def check_draws(specs, budget: float | None = None) -> int:
     for spec, ordered in todo.values():
         seeds = list(ordered)
         t0 = time.perf_counter()
-        spec.seeded(seeds[0]).load()
-        if (time.perf_counter() - t0) * len(seeds) > budget:
+        first = spec.seeded(seeds[0])
+        first.load()
+        took = time.perf_counter() - t0
+        try:   # the first seed's draw made again: the same data (once per process)
+            check_repeatable(spec.source, spec.code_dir, first.draw, spec.loss)
+        except DataError as e:
+            raise DrawError(spec.source, first.seed, first.draw, str(e)) from None
+        if took * len(seeds) > budget:
             continue
         for s in seeds[1:]:
             spec.seeded(s).load()
@@ -716,8 +724,11 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
         code_dir = scenario.code_dir
         from .custom import CodeRefused
 
+        from .custom import check_repeatable
+
         try:
             load_source(source, path, code_dir, loss=loss)
+            check_repeatable(source, code_dir, loss=loss)   # called again: the same data (once per process)
         except CodeRefused:  # about code_dir, not this source: the caller names the file
             raise
         except DataError as e:
