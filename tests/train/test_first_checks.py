@@ -50,7 +50,7 @@ CASES = {
     "counted": "it returned int64 values on a batch of 16; a loss is a floating tensor (e.g. float32) computed from "
                "the network's outputs, which training differentiates",
     "infinite": "it is not finite on the first batch (16 of its 16 samples: NaN or infinite)",
-    "shifted": "it is negative on the first batch (-4",   # squared errors of about 1 less 50, at its lowest
+    "shifted": "it is negative on the first batch (-",   # squared errors less 50: about -50 at its lowest
 }
 
 

@@ -77,7 +77,8 @@ CASES = {
                     "layer '2': the file records a Linear (in_features 8, out_features 1000000); the network the run "
                     "recorded (tinyreg:make_net) has a Linear (in_features 8, out_features 1)"),
     "nan": (_set("0.weight", _nan), "weight '0.weight' holds 1 NaN value (of 32)"),
-    "inf": (_set("2.bias", lambda t: torch.full_like(t, float("inf"))), "weight '2.bias' holds 1 infinite value (of 1)"),
+    "inf": (_set("2.bias", lambda t: torch.full_like(t, float("inf"))),
+            "weight '2.bias' holds 1 infinite value (of 1)"),
     "shape": (_set("0.weight", lambda t: torch.zeros(9, 4)),
               "weight '0.weight' has shape (9, 4); the network the run recorded (tinyreg:make_net) has (8, 4) there"),
     "dtype": (_set("0.weight", lambda t: t.double()), "weight '0.weight' is float64; the network the run recorded "
