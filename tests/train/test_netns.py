@@ -132,7 +132,9 @@ def test_a_plan_runs_on_flower_supernodes_behind_shaped_links(namespaces, depl_c
     env = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_HOME": str(tmp_path / "flwr"),
            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     (tmp_path / "flwr").mkdir()
-    # the operator's connection: the Control API on the head's own loopback, no TLS inside the lab
+    # the SuperLink listens on every address of the head namespace: its Fleet API on the lab's network for the
+    # SuperNodes, the Control API (Flower 1.41 serves both on one port) reached by the operator on the head's
+    # loopback; no TLS inside the lab
     (tmp_path / "flwr" / "config.toml").write_text(
         '[superlink]\ndefault = "lab"\n\n[superlink.lab]\naddress = "127.0.0.1:9093"\ninsecure = true\n')
     with Lab(rates) as lab:
