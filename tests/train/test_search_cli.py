@@ -321,3 +321,16 @@ def test_search_options_without_certify_are_refused(depl_cli, tmp_path):
     r = depl_cli("plan", "digits-small", "--max-runs", "5", "--keep-models", "all", cwd=tmp_path)
     line = _one_error_line(r)
     assert "--max-runs, --keep-models: used only by --certify" in line
+
+
+def test_the_searchs_alpha_goes_to_the_alpha_ledger_once(depl_cli, searched):
+    """The certificate the search issued is in the task's α ledger, its account the search's manifest; a rerun
+    (the same certificate) spends nothing new."""
+    folder, r = searched
+    led = json.loads(r.stdout)["certificate"]["alpha_ledger"]
+    assert led["written"] and led["account"].startswith("search:")
+    again = depl_cli(*ARGS, cwd=folder, env=book(folder))
+    assert again.returncode == 0, again.stderr
+    entries = json.loads(open(led["path"]).read())["entries"]
+    mine = [e for e in entries if e["calibration"] == led["account"]]
+    assert len(mine) == 1 and mine[0]["alpha"] == 0.05 and mine[0]["omega"] == 0.5 and mine[0]["loss"] == 1.5

@@ -106,6 +106,7 @@ class Prepared:
     candidates: list["Candidate"]
     alpha: float
     device: str = "cpu"
+    given: Optional[str] = None        # the scenario as named (a file's path: its α ledger lies beside it)
 
 
 def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200,
@@ -128,7 +129,7 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     plans = propose(s, method, eta)
     with as_bad_input(*training_errors(), ValueError, OSError):
         cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
-    return Prepared(s, cands, alpha, dev)
+    return Prepared(s, cands, alpha, dev, scenario if isinstance(scenario, str) else None)
 
 
 @dataclass(frozen=True)
@@ -414,6 +415,8 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
                   grow_to=max_runs, propose=propose_from_runs(prep, prep.device), proposals=PROPOSALS, keep=keeper)
     cert = certificate_json(r)
     b = search.best()
+    if b is not None:
+        cert["alpha_ledger"] = _spend(prep, cert, mark, r.candidates[b].plan)
     if keeper is not None and b is not None:
         folder = keeper.folder(b)
         cert["models"] = {"folder": str(folder), "run": folder.name, "keep": keep_models,
@@ -427,6 +430,18 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     if png is not None:
         _draw(cert, Path(png), prep.scenario.name)
     return SearchResult(r, plan, cert, Path(out) if out and plan else None, Path(png) if png else None)
+
+
+def _spend(prep: Prepared, cert: dict, mark: str, plan: "Plan") -> dict:
+    """The search's α in the task's α ledger (depl.workflows.alpha_spent), its account the search's manifest: the
+    certificate it issued, beside the calibrations' ones.  A search's seeds are its own (the seed book), so its
+    account holds this certificate alone; a rerun issues the same one and spends nothing new."""
+    from .alpha_spent import ledger_path, plan_hash, record
+
+    spent = record(ledger_path(prep.given, prep.scenario.name),
+                   {"calibration": f"search:{mark}", "loss": cert["loss_target"], "omega": cert["omega"],
+                    "alpha": cert["alpha"], "plan": plan_hash(plan)})
+    return {"path": str(spent.path), "account": f"search:{mark}", "written": spent.written}
 
 
 def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
