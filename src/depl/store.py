@@ -404,7 +404,7 @@ class Store:
         elif row[0] != kind or (drop_code_dirs(untimed(self._spec(run_id, row[1])))
                                   != drop_code_dirs(untimed(json.loads(text)))):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
-                             "choose another run name or another store")
+                             "train it into another store (--store, or another --out folder)")
 
     def _spec(self, run_id: str, text: str) -> dict[str, Any]:
         try:

@@ -19,7 +19,7 @@ ARGS = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify
 @pytest.fixture(scope="module")
 def searched(depl_cli, tmp_path_factory):
     folder = tmp_path_factory.mktemp("search")
-    r = depl_cli(*ARGS, "--png", "candidates.png", cwd=folder, env=book(folder))
+    r = depl_cli(*ARGS, "--png", "candidates.png", "--keep-models", "all", cwd=folder, env=book(folder))
     return folder, r
 
 
@@ -119,6 +119,9 @@ def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_p
     assert r.returncode == 3, r.stderr
     assert "undecided: no candidate certified within --max-runs 2" in r.stdout and "more runs" in r.stdout
     assert not (tmp_path / "p.json").exists()
+    # undecided: a larger --max-runs may go on, so every candidate's models stay — by default its best one
+    kept = {p.name: len(list(p.glob("seed-*.json"))) for p in (tmp_path / "models").iterdir()}
+    assert len(kept) >= 2 and set(kept.values()) == {1}
 
 
 def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_own(searched, tmp_path):
@@ -285,3 +288,49 @@ def test_uses_decides_between_a_cheaper_plan_and_the_runs_it_costs(depl_cli, tmp
     same = depl_cli(*args, cwd=tmp_path)
     assert json.loads(same.stdout)["certificate"]["uses"] == 10
 
+
+
+def test_the_returned_plans_runs_are_its_kept_models(depl_cli, searched):
+    """The search keeps the models its runs train, as depl run does: once decided, only the returned plan's stay,
+    each the model of epoch K of its plan — its own run's last epoch, or a longer run's prefix."""
+    import depl
+
+    folder, r = searched
+    cert = json.loads(r.stdout)["certificate"]
+    m, b = cert["models"], cert["candidates"][cert["returned"]]
+    assert m["keep"] == "all"
+    assert sorted(p.name for p in (folder / "models").iterdir()) == [m["run"]]   # the others' removed
+    sides = {d["seed"]: d for d in (json.loads(p.read_text()) for p in (folder / "models" / m["run"]).glob("*.json"))}
+    assert m["kept"] == len(sides)
+    with Store(folder / "runs.sqlite") as st:
+        held = [(st.losses(rid), st.diverged(rid)) for rid in b["read_from"]]
+    start = b["first_counted"] if b.get("first_counted") is not None else cert["first_seed"]
+    counted = [s for s in range(start, start + b["runs"]) if not any(s in g for _, g in held)]
+    assert set(counted) <= set(sides)                      # every run the certificate counted is a kept model
+    for s in counted:                                       # the model of epoch K, whichever run trained it
+        assert sides[s]["epochs"] == b["epochs"]
+        assert sides[s]["final_test_loss"] == next(ls[s][b["epochs"] - 1] for ls, _ in held
+                                                   if len(ls.get(s, [])) >= b["epochs"])
+    listed = depl_cli("runs", "models", str(folder), "--json", cwd=folder)
+    assert listed.returncode == 0 and m["run"] in listed.stdout, listed.stderr
+    model = depl.load_model(folder, counted[0], run=m["run"])
+    assert sum(p.numel() for p in model.parameters()) == sides[counted[0]]["parameters"]
+
+
+def test_search_options_without_certify_are_refused(depl_cli, tmp_path):
+    r = depl_cli("plan", "digits-small", "--max-runs", "5", "--keep-models", "all", cwd=tmp_path)
+    line = _one_error_line(r)
+    assert "--max-runs, --keep-models: used only by --certify" in line
+
+
+def test_the_searchs_alpha_goes_to_the_alpha_ledger_once(depl_cli, searched):
+    """The certificate the search issued is in the task's α ledger, its account the search's manifest; a rerun
+    (the same certificate) spends nothing new."""
+    folder, r = searched
+    led = json.loads(r.stdout)["certificate"]["alpha_ledger"]
+    assert led["written"] and led["account"].startswith("search:")
+    again = depl_cli(*ARGS, cwd=folder, env=book(folder))
+    assert again.returncode == 0, again.stderr
+    entries = json.loads(open(led["path"]).read())["entries"]
+    mine = [e for e in entries if e["calibration"] == led["account"]]
+    assert len(mine) == 1 and mine[0]["alpha"] == 0.05 and mine[0]["omega"] == 0.5 and mine[0]["loss"] == 1.5

@@ -15,7 +15,8 @@ from rich.markup import escape
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
 from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
-from .search import ALLOCATION, BATCH, CERTIFY, FIRST_SEED, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES, plan_certified
+from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
+                     KeepModels, plan_certified)
 from .training import trains_seeds
 
 
@@ -152,17 +153,28 @@ def plan(
     uses: Optional[float] = USES,
     store: Optional[Path] = STORE,
     png: Optional[Path] = PNG,
+    keep_models: Optional[KeepModels] = KEEP_SEARCH,
     training: Training = None,
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target; with --certify, the cheapest
     plan fresh real runs certify (P(ℓ(K) ≤ ℓmax) ≥ ω, confidence 1 − α), resumable."""
     from ..workflows import plan as make
 
+    keep = None if keep_models is None else keep_models.value
     if certify:
         opts = dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png, prior=prior,
-                    allocation=allocation, uses=uses, training=training,
+                    allocation=allocation, uses=uses, training=training, keep_models=keep,
                     unused={"--slack": slack, "--time-limit": time_limit, "--uncalibrated": uncalibrated or None})
         return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json, opts)
+    search_only = {"--max-runs": max_runs, "--first-seed": first_seed, "--prior": prior, "--allocation": allocation,
+                   "--batch": batch, "--uses": uses, "--store": store, "--png": png, "--keep-models": keep}
+    with refusals():
+        said = [flag for flag, v in search_only.items() if v is not None]
+        if said:
+            from ..workflows.errors import BadInput
+
+            raise BadInput(f"{', '.join(said)}: used only by --certify (the certified search on real runs); add "
+                           "--certify, or drop it")
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,

@@ -7,8 +7,9 @@ from typing import Optional
 
 import typer
 
-from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, print_json,
-                      refusals)
+from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console,
+                      print_json, refusals)
+from .training import KeepModels
 
 CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
 
@@ -37,6 +38,10 @@ USES = typer.Option(None, "--uses", min=1, max=1e12, help="--certify: how many t
                     "uses, and stops pushing a cheaper candidate whose runs cost more than it would save [default "
                     "1000: a plan is run many times between two certificates; or the store's search's]")
 PNG = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the certified lower bound) here")
+KEEP_SEARCH = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-models"), help="--certify: the "
+                           "models the search's runs train, kept as depl run keeps them (STORE's folder/models/RUN_ID; "
+                           "depl runs models, depl.load_model); once decided only the returned plan's stay: all, "
+                           "best (the lowest final test loss) or none [default: best]")
 
 def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], loss, quantile, deadline, alpha,
                    as_json: bool, opts: dict) -> None:
@@ -132,6 +137,10 @@ def _result(con, done) -> None:
               "command", markup=False, highlight=False)
     if done.png is not None:
         con.print(f"  candidates drawn at {done.png}", markup=False)
+    if c.get("models"):
+        m = c["models"]
+        con.print(f"  models ({m['keep']}) of the plan returned: {m['kept']} in {m['folder']} (depl runs models "
+                  f"{Path(m['folder']).parent.parent})", markup=False, highlight=False)
     if c["certified"]:
         r = c["candidates"][c["returned"]]
         con.print(f"certified: with probability ≥ {1 - c['alpha']:g} over the runs of the search, the plan returned "

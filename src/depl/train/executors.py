@@ -244,12 +244,13 @@ def tasks_of(store: Store, runs: Iterable[Run], executor: Executor, options: Opt
 
 def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, progress: OnEpoch | None = None,
             said: Callable[[str], None] | None = None, keep: Callable[[Any], None] | None = None,
-            **options) -> Decision:
+            keep_at: dict[str, tuple[int, ...]] | None = None, **options) -> Decision:
     """Train the pending seeds of every (run_id, job, seeds) to the end, into `store`, by `executor` (a registered
     name; None: `decide`), and return how they were trained; `options`: the fields of `Options` (seed_batch,
     workers, threads: None or absent unless given) and `decide`'s cache_dir.  `said(text)` is told how the
     seeds train (one line) before they do, and that a measurement starts when one does.  `keep(item)`: hears
-    every batch-epoch before it is written (the final models it brings: depl.train.models.ModelKeeper)."""
+    every batch-epoch before it is written (the final models it brings: depl.train.models.ModelKeeper);
+    `keep_at`: run id → the epochs before the last whose models it brings too."""
     from .data import check_draws
 
     runs = list(runs)
@@ -262,7 +263,7 @@ def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, p
     writer = Writer(store, None if progress is None else shown_rows(progress), keep)
     tasks = tasks_of(store, runs, d.executor, d.options)
     if keep is not None:   # the final models travel back only where they are kept
-        tasks = [replace(t, keep_models=True) for t in tasks]
+        tasks = [replace(t, keep_models=True, keep_at=(keep_at or {}).get(t.run_id, ())) for t in tasks]
     d.executor.run(tasks, writer, d.options)
     return d
 

@@ -28,10 +28,13 @@ and only there takes the new value: every past decision and counted seed stays a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from ..certificate.search import Search
@@ -39,6 +42,7 @@ from ..plan import Plan
 from ..store import Store, StoreError
 from . import execute
 from .federation import Job, job_from_plan
+from .models import ModelKeeper
 
 FORMAT = "depl.search/1"
 MANIFEST = "search-manifest"            # the run row binding a store to its search (kind and id)
@@ -276,6 +280,54 @@ def _layout(cands: list[Candidate]):
     return ids, group_runs, epochs, covering
 
 
+class SearchKeeper:
+    """Keeps the models of the search's runs as `depl run` does (depl.train.models.ModelKeeper, `keep`: best or
+    all): candidate i's model of each seed trained for it — at epoch K_i of its group's run, its own run or a
+    longer one's prefix — in RUN_FOLDER/models/<its run id>, so that the runs that certify the plan returned are
+    also its trained models (`depl runs models`, `depl.load_model`).  Called with every batch-epoch
+    (`depl.train.seeds.Item`) before the store commits it."""
+
+    def __init__(self, run_folder: Path, keep: str) -> None:
+        self.run_folder, self.keep = Path(run_folder), keep
+        self.keepers: dict[int, ModelKeeper] = {}
+        self.wanted: dict[str, list[tuple[int, int]]] = {}   # run id → [(candidate, its epochs K)]
+
+    def layout(self, cands: list[Candidate], ids: dict[int, str], covering: dict[int, list[str]]) -> None:
+        """The candidates and the runs that train each (after `_layout`; again after a proposal)."""
+        for i, c in enumerate(cands):
+            if i not in self.keepers:
+                p = dataclasses.replace(c.plan, solve_seconds=0.0)
+                summary = {"file": None, "sha256": hashlib.sha256(json.dumps(p.to_json(), sort_keys=True,
+                                                                             default=str).encode()).hexdigest(),
+                           "method": p.method, "scenario": p.scenario, "epochs": c.epochs}
+                self.keepers[i] = ModelKeeper(self.run_folder, ids[i], c.job, summary, self.keep)
+        self.wanted = {}
+        for i, runs in covering.items():
+            for rid in runs:
+                self.wanted.setdefault(rid, []).append((i, cands[i].epochs))
+
+    def keep_at(self) -> dict[str, tuple[int, ...]]:
+        """Each run's epochs whose models the candidates it trains want (`depl.train.executors.run_all`)."""
+        return {rid: tuple(sorted({k for _, k in want})) for rid, want in self.wanted.items()}
+
+    def __call__(self, item) -> None:
+        rows = {seed: row for seed, row, _, _ in item.entries}
+        for seed, payload in item.models:
+            row = rows.get(seed)
+            for i, k in self.wanted.get(item.run_id, ()):
+                if row is not None and row.epoch == k:
+                    self.keepers[i].final(seed, row, payload)
+
+    def folder(self, i: int) -> Path:
+        return self.keepers[i].folder
+
+    def keep_only(self, returned: int | None) -> None:
+        """A search decided: the models of every candidate but the one returned (none: refuted) removed."""
+        for i, k in self.keepers.items():
+            if i != returned and k.folder.is_dir():
+                shutil.rmtree(k.folder)
+
+
 PROPOSAL = "search-proposal"
 
 
@@ -329,7 +381,8 @@ def _batch(cands: list[Candidate], search: Search, st: Store, ids: dict[int, str
 def run_search(cands: list[Candidate], search: Search, *, store: str | Store, first_seed: int, batch: int = 32,
                options: dict | None = None, progress: Callable | None = None,
                on_batch: Callable | None = None, max_runs: list[tuple[int, int]] | None = None,
-               grow_to: int | None = None, propose: Callable | None = None, proposals: int = 0) -> Searched:
+               grow_to: int | None = None, propose: Callable | None = None, proposals: int = 0,
+               keep: SearchKeeper | None = None) -> Searched:
     """Train seeds F, F+1, … `batch` at a time for every group with a candidate in the race, each group its longest
     such candidate's job, feed each candidate's outcomes to `search` in seed order, until it is finished.
     `progress(run_id, seed, epoch, result)` after every epoch; `on_batch(search, seeds drawn, seconds)` after every
@@ -338,12 +391,15 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
     the record, or a batch needs training.  `propose(search, outcomes, candidates, seeds drawn)`: new candidates
     from the runs so far, asked for when the search is stalled (`Search.stalled`), at most `proposals` in all; each
     takes the next slot of the search's spending rule, counts the seeds drawn from then on, and is recorded in the
-    store (`search-proposal-K`): a rerun must propose the same at the same seed.  Raises ValueError (StoreError …)."""
+    store (`search-proposal-K`): a rerun must propose the same at the same seed.  `keep`: keeps the models of the
+    runs trained (`SearchKeeper`; once decided, only the returned candidate's).  Raises ValueError (StoreError …)."""
     from .executors import run_all
 
     cands = list(cands)
     st = store if isinstance(store, Store) else Store(store)
     ids, group_runs, epochs, covering = _layout(cands)
+    if keep is not None:
+        keep.layout(cands, ids, covering)
     check_store(st, ids, search.alpha, first_seed, search.prior, search.allocation)
     registered: set[str] = set()
     target = cands[0].plan.loss_target
@@ -368,6 +424,8 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
                 read_from[len(cands) - 1], outcomes[len(cands) - 1] = [], []
             if new:
                 ids, group_runs, epochs, covering = _layout(cands)
+                if keep is not None:
+                    keep.layout(cands, ids, covering)
         at_end = drawn >= seg[-1][0]
         if search.finished:
             if grow_to is not None and at_end and grow_to > search.max_runs:
@@ -383,7 +441,8 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
             registered.add(rid)
         todo = [(rid, cands[j].job, need) for rid, j, need in todo]
         if todo:
-            run_all(st, todo, progress=progress, **{**(options or {}), "seed_batch": batch})
+            kept = {} if keep is None else {"keep": keep, "keep_at": keep.keep_at()}
+            run_all(st, todo, progress=progress, **kept, **{**(options or {}), "seed_batch": batch})
             read.update({rid: (st.losses(rid), st.diverged(rid)) for rid, _, _ in todo})
         for j in longest.values():
             for s in seeds:
@@ -407,6 +466,8 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
         search.after_batch()
         if on_batch is not None:
             on_batch(search, start - first_seed, time.perf_counter() - t0)
+    if keep is not None and search.outcome in ("certified", "refuted"):
+        keep.keep_only(search.best())
     return Searched(search, cands, first_seed, start - first_seed, trained, group_runs, str(st.path),
                     time.perf_counter() - t0, outcomes, epochs,
                     {i: sorted(r, key=covering[i].index) for i, r in read_from.items()}, first_counted)

@@ -49,7 +49,8 @@ class Item:
     entries: tuple[Entry, ...]
     decisions: tuple[tuple[int, dict], ...] = ()  # adaptive runs: (seed, the decision's record after the epoch)
     decided: tuple[tuple[int, EpochRow, Any], ...] = ()  # adaptive runs: (seed, row, Decision), shown once written
-    models: tuple[tuple[int, dict], ...] = ()  # (seed, models.final_payload of its final model): a seed's last epoch
+    models: tuple[tuple[int, dict], ...] = ()  # (seed, models.final_payload of its model): a seed's last epoch, or
+                                               # an epoch of SeedBatch.keep_at
 
 
 class Task(Protocol):
@@ -136,6 +137,8 @@ class SeedBatch:
     checkpoints: tuple[bytes, ...] = ()
     device: str | None = None        # cpu, cuda or auto, resolved on the worker; None: the job's device
     keep_models: bool = False        # send each seed's final model back with its last epoch (Item.models)
+    keep_at: tuple[int, ...] = ()    # with keep_models, the epochs before the last whose models go back too (a
+                                     # search's shorter candidates end there: depl.train.search.SearchKeeper)
 
     def loaded(self, store: Store) -> "SeedBatch":
         """The task with its seeds' checkpoints (read only now: a long run's checkpoints are not all held at once)."""
@@ -159,12 +162,14 @@ class SeedBatch:
 
         def rows(seeds, results, models):
             final = results[0].epoch == n
+            send = self.keep_models and (final or results[0].epoch in self.keep_at)
             # a diverged seed's row goes to the store's `diverged` table, without a checkpoint
             blobs = [None] * len(results) if final else [None if diverges(r) else state_bytes(m)
                                                          for r, m in zip(results, models())]
-            # a seed's last epoch brings its trained model back (a stack's unstacked: one module per seed)
+            # a seed's last epoch (and each of keep_at) brings its trained model back (a stack's unstacked: one
+            # module per seed)
             kept = tuple((s, final_payload(m)) for s, r, m in zip(seeds, results, models()) if not diverges(r)) \
-                if final and self.keep_models else ()
+                if send else ()
             emit(Item(self.run_id, tuple((s, as_row(r), b, final) for s, r, b in zip(seeds, results, blobs)),
                       models=kept))
 

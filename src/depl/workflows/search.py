@@ -27,6 +27,7 @@ from ..certificate import DEFAULT_ALPHA, check_alpha
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
 from .planning import load, retarget, save_plan
+from .training import KEEP_MODELS
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -105,6 +106,7 @@ class Prepared:
     candidates: list["Candidate"]
     alpha: float
     device: str = "cpu"
+    given: Optional[str] = None        # the scenario as named (a file's path: its α ledger lies beside it)
 
 
 def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200,
@@ -127,7 +129,7 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     plans = propose(s, method, eta)
     with as_bad_input(*training_errors(), ValueError, OSError):
         cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
-    return Prepared(s, cands, alpha, dev)
+    return Prepared(s, cands, alpha, dev, scenario if isinstance(scenario, str) else None)
 
 
 @dataclass(frozen=True)
@@ -343,11 +345,14 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
                first_seed: Optional[int] = None, max_runs: Optional[int] = None, batch: Optional[int] = None,
                png: Optional[Path] = None, training: Training = Training(), progress: Optional[Callable] = None,
                on_batch: Optional[Callable] = None, prior: Optional[str] = None,
-               allocation: Optional[str] = None, uses: Optional[float] = None) -> SearchResult:
+               allocation: Optional[str] = None, uses: Optional[float] = None,
+               keep_models: Optional[str] = None) -> SearchResult:
     """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
     its certificate) at `out` and the candidates' picture at `png`.  `uses`: how many times the plan returned will
     be run [default USES, or the store's search's]: the search minimises its runs' expected cost plus `uses` × the
-    plan's cost (depl.certificate.search, "The price").
+    plan's cost (depl.certificate.search, "The price").  `keep_models`: none, best or all [default best] of the
+    models its runs train for each candidate, kept as `depl run` keeps them, in the store's folder's models/<run
+    id>; once the search is decided only the returned plan's stay (the certificate's `models`).
 
     The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
     began with — its first seed, batch, e-process (`prior`) and allocation are the defaults of a rerun, any other
@@ -359,7 +364,7 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spending
     from ..ledger import TaskSeeds, digest, lineage
     from ..store import Store
-    from ..train.search import bind, bound, manifest, run_ids, run_search as train
+    from ..train.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
 
     store = Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
     book = TaskSeeds.of(prep.scenario)
@@ -377,6 +382,9 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
             raise ValueError(f"--allocation {allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
         prior = prior or began.get("prior") or DEFAULT_PRIOR
         batch = batch or began.get("batch") or 32
+        if keep_models is not None and keep_models not in KEEP_MODELS:
+            raise ValueError(f"--keep-models {keep_models!r}: choose {', '.join(KEEP_MODELS)}")
+        keep_models = keep_models or "best"
         uses = check_uses(uses or began.get("uses") or USES)
         max_runs = max_runs or (seg[-1][1] if seg else 500)
         # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
@@ -401,11 +409,18 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
             if on_batch is not None:
                 on_batch(search, seeds, seconds)
 
+        keeper = None if keep_models == "none" else SearchKeeper(store.parent, keep_models)
         r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
                   options=training.seed_options(), progress=progress, on_batch=looked, max_runs=seg,
-                  grow_to=max_runs, propose=propose_from_runs(prep, prep.device), proposals=PROPOSALS)
+                  grow_to=max_runs, propose=propose_from_runs(prep, prep.device), proposals=PROPOSALS, keep=keeper)
     cert = certificate_json(r)
     b = search.best()
+    if b is not None:
+        cert["alpha_ledger"] = _spend(prep, cert, mark, r.candidates[b].plan)
+    if keeper is not None and b is not None:
+        folder = keeper.folder(b)
+        cert["models"] = {"folder": str(folder), "run": folder.name, "keep": keep_models,
+                          "kept": len(list(folder.glob("seed-*.json")))}
     plan = None
     if b is not None:
         plan = dataclasses.replace(r.candidates[b].plan)
@@ -415,6 +430,18 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     if png is not None:
         _draw(cert, Path(png), prep.scenario.name)
     return SearchResult(r, plan, cert, Path(out) if out and plan else None, Path(png) if png else None)
+
+
+def _spend(prep: Prepared, cert: dict, mark: str, plan: "Plan") -> dict:
+    """The search's α in the task's α ledger (depl.workflows.alpha_spent), its account the search's manifest: the
+    certificate it issued, beside the calibrations' ones.  A search's seeds are its own (the seed book), so its
+    account holds this certificate alone; a rerun issues the same one and spends nothing new."""
+    from .alpha_spent import ledger_path, plan_hash, record
+
+    spent = record(ledger_path(prep.given, prep.scenario.name),
+                   {"calibration": f"search:{mark}", "loss": cert["loss_target"], "omega": cert["omega"],
+                    "alpha": cert["alpha"], "plan": plan_hash(plan)})
+    return {"path": str(spent.path), "account": f"search:{mark}", "written": spent.written}
 
 
 def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
