@@ -58,7 +58,8 @@ def export_model(
     run: Optional[str] = RUN,
     fmt: str = typer.Option(ExportFormat.torch_export.value, "--format", **choice(ExportFormat, "--format"),
                             help="torch-export: a torch.export program (torch.export.load(FILE).module() runs it, "
-                            "without depl); onnx: NAME.onnx and its weights NAME.onnx.data, where depl[onnx] is installed"),
+                            "without depl); onnx: NAME.onnx and its weights NAME.onnx.data, where depl[onnx] is "
+                            "installed"),
     allow: Optional[List[Path]] = typer.Option(None, "--allow-code", metavar="DIR",
                                                help="your own network's code folder (net = MODULE:FUNCTION): "
                                                "docs/security.md"),
