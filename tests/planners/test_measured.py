@@ -1,7 +1,7 @@
 """A fitted scenario's [measured] conditions (written by `depl fit`): plans are made of them only.
 
 Without them a law fitted on runs over all the data, on 2 nodes, planned half the data or another node count,
-which no run measured (the README's chain: a plan on one of two datasets, 0 of 100 fresh runs met ℓmax)."""
+which no run measured (docs/commands.md's chain, before [measured]: a plan on one of two datasets, 0 of 100 fresh runs met ℓmax)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ test loss recomputed on the run's own test data is the stored one), listed by `d
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -174,14 +175,38 @@ def test_the_default_is_all_up_to_16_seeds_then_best(depl_cli):
     assert "all for up to 16 seeds" in r.stdout
 
 
+def test_onnx_export_writes_the_model_and_its_weights_as_a_pair_that_runs_where_it_is_moved(depl_cli, digits,
+                                                                                            tmp_path):
+    pytest.importorskip("onnxscript")   # the `onnx` extra: onnx and onnxscript
+    onnx = pytest.importorskip("onnx")
+    from onnx.reference import ReferenceEvaluator
+
+    (tmp_path / "m.onnx.data").write_text("an earlier export's weights")
+    r = depl_cli("export-model", "r", "--seed", "1", "--out", tmp_path / "m.onnx", "--format", "onnx", "--json",
+                 cwd=digits)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["data_file"] == str(tmp_path / "m.onnx.data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]   # no temporary file left
+    model = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
+    assert {e.value for i in model.graph.initializer for e in i.external_data if e.key == "location"} == \
+        {"m.onnx.data"}
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for name in ("m.onnx", "m.onnx.data"):
+        (tmp_path / name).rename(moved / name)
+    x = run_test_data(job_from_plan(Plan.load(digits / "p.json")).data)[0][:5]
+    session = ReferenceEvaluator(str(moved / "m.onnx"))
+    (got,) = session.run(None, {session.input_names[0]: x.numpy()})
+    want = depl.load_model(digits / "r", seed=1)(x).detach().numpy()
+    assert got.shape == (5, 10) and abs(got - want).max() < 1e-4
+
+
 def test_a_missing_model_is_refused_in_one_line(depl_cli, digits, tmp_path):
     r = depl_cli("export-model", "r", "--seed", "9", "--out", tmp_path / "x.pt2", cwd=digits)
     assert r.returncode == 2 and "no model of seed 9" in r.stderr and "Traceback" not in r.stderr
     r = depl_cli("export-model", "r", "--seed", "0", "--out", tmp_path / "x.onnx", "--format", "onnx", cwd=digits)
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        assert r.returncode == 2 and "onnx" in r.stderr and "Traceback" not in r.stderr
+    if not all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript")):   # what `depl[onnx]` installs
+        assert r.returncode == 2 and 'pip install "depl[onnx]"' in r.stderr and "Traceback" not in r.stderr
     from depl.workflows import BadInput
 
     r = depl_cli("export-model", "r", "--seed", "0", "--out", tmp_path, cwd=digits)   # a folder

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -64,12 +65,20 @@ def write_project(folder: Path) -> Path:
     return folder
 
 
-def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path):
+def model_blocks() -> list[str]:
+    """The Python of step 4 (the model: load, predict, the exported files), in order."""
+    text = TUTORIAL.read_text(encoding="utf-8").split("## 4. The model", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path, monkeypatch):
     project = write_project(tmp_path / "project")
     assert {"mymodel.py", "my-digits.toml"} <= set(tutorial_files())
     commands = tutorial_commands()
-    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run", "validate"]
-    assert "--certify" in commands[2].split()
+    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run", "validate", "runs", "export-model",
+                                                "export-model"]
+    assert "--certify" in commands[2].split() and "--format onnx" in commands[-1]
+    onnx = all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript"))   # the `onnx` extra
     out = {}
     for cmd in commands:
         name = cmd.split()[1]
@@ -78,8 +87,22 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path):
         # safe_path: the working folder is not on the path, as with the installed `depl` script; the user's module
         # must be found through the scenario file's folder
         r = out[name] = depl_cli(*shlex.split(cmd)[1:], cwd=project, safe_path=True)
+        if "--format onnx" in cmd and not onnx:   # without the extra: one line saying what to install
+            assert r.returncode == 2 and 'pip install "depl[onnx]"' in r.stderr, r.stderr
+            continue
         assert r.returncode == 0, f"{cmd}\n{r.stdout}\n{r.stderr}"
         assert "Traceback" not in r.stderr
+    # step 4: the model in Python, and the exported files without depl (the ONNX pair where the extra is installed)
+    assert (project / "model.pt2").is_file() and (project / "model.onnx.data").is_file() is onnx
+    model_code = model_blocks()
+    assert len(model_code) == 3
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.delitem(sys.modules, "mymodel", raising=False)   # this project's, not another test's
+    namespace: dict = {"__name__": "tutorial"}
+    for code in model_code[:3 if onnx else 2]:
+        exec(code, namespace)
+    assert tuple(namespace["program"](namespace["x"][:8]).shape) == (8, 10)
 
     # each step names the page's next one: the profile the fit as printed, the fit the certified search
     assert out["profile"].stdout.rstrip().splitlines()[-1] == f"next: {commands[1]}"

@@ -58,7 +58,8 @@ def export_model(
     run: Optional[str] = RUN,
     fmt: str = typer.Option(ExportFormat.torch_export.value, "--format", **choice(ExportFormat, "--format"),
                             help="torch-export: a torch.export program (torch.export.load(FILE).module() runs it, "
-                            "without depl); onnx: where the onnx package is installed"),
+                            "without depl); onnx: NAME.onnx and its weights NAME.onnx.data, where depl[onnx] is "
+                            "installed"),
     allow: Optional[List[Path]] = typer.Option(None, "--allow-code", metavar="DIR",
                                                help="your own network's code folder (net = MODULE:FUNCTION): "
                                                "docs/security.md"),
@@ -73,6 +74,9 @@ def export_model(
         print_json(done.to_json())
         return
     shape = "×".join(str(d) for d in done.input_shape)
-    console.print(f"wrote {escape(str(done.file))} ({done.format}): run {escape(done.run)} seed {done.seed}, version "
+    wrote = escape(str(done.file))
+    if done.data_file:
+        wrote += f" and its weights {escape(str(done.data_file))} (keep them side by side: the model names them)"
+    console.print(f"wrote {wrote} ({done.format}): run {escape(done.run)} seed {done.seed}, version "
                   f"{escape(done.version)}, final test loss {done.final_test_loss:.4f}; inputs {shape} → "
                   f"{escape(done.output)}", highlight=False)

@@ -39,15 +39,17 @@ A diverged seed (non-finite loss) leaves no model.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import math
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -427,13 +429,14 @@ def export(model: nn.Module, spec: VersionSpec, out: Path, fmt: str = "torch-exp
     example = (torch.zeros(2, *spec.input_shape),)
     dims = ({0: torch.export.Dim.AUTO},)
     if fmt == "onnx":
-        try:
-            import onnx  # noqa: F401
-        except ImportError:
-            raise ModelError("ONNX export needs the `onnx` package, which is not installed here; "
-                             "use the torch-export format (torch.export.load reads it)") from None
-        write_new(out, lambda tmp: torch.onnx.export(model, example, str(tmp), dynamo=True, dynamic_shapes=dims))
-        return {"format": "onnx", "file": str(out), "input_shape": ["batch", *spec.input_shape]}
+        missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ModelError(f"ONNX export needs {' and '.join(f'`{m}`' for m in missing)}, not installed here: "
+                             "pip install \"depl[onnx]\"; or use the torch-export format (torch.export.load reads it)")
+        data = write_onnx(out, lambda path: torch.onnx.export(model, example, str(path), dynamo=True, verbose=False,
+                                                              dynamic_shapes=dims))
+        return {"format": "onnx", "file": str(out), "input_shape": ["batch", *spec.input_shape],
+                "data_file": str(data) if data else None}
     program = torch.export.export(model, example, dynamic_shapes=dims)
     archive = io.BytesIO()   # in memory: torch's own file writer aborts the process (SIGABRT) when a write fails
     torch.export.save(program, archive)
@@ -459,6 +462,33 @@ def write_new(path: Path, write: Callable[[Path], Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_onnx(out: Path, export: Callable[[Path], Any]) -> Optional[Path]:
+    """`export(path)` writes an ONNX model at `path` and, where it keeps the weights apart, `path`.data beside it,
+    which the model names.  Both are written under `out`'s own name in a new folder beside `out` (so the model names
+    `out`.data, not a temporary name), synced, and moved onto `out`.data and `out`, the weights first; a `out`.data
+    of an earlier export that this one does not write is removed.  Returns `out`.data where it was written.  When
+    anything fails, `out` is as it was and the new folder removed."""
+    folder = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".tmp"))
+    try:
+        made = folder / out.name
+        export(made)
+        weights = made.with_name(made.name + ".data")
+        written = [f for f in (weights, made) if f.exists()]
+        for f in written:
+            with open(f, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(f, 0o666 & ~_umask())
+        data = out.with_name(out.name + ".data")
+        if weights.exists():
+            os.replace(weights, data)
+        else:
+            data.unlink(missing_ok=True)
+        os.replace(made, out)
+        return data if weights in written else None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _umask() -> int:

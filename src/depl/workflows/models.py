@@ -69,6 +69,7 @@ class Exported:
     final_test_loss: float
     loss: Optional[str] = None   # the loss it was trained with (None: a model kept before its sidecar said)
     outputs: int = 0             # its outputs per sample (classes, or predicted values)
+    data_file: Optional[Path] = None   # ONNX: the weights beside the model (FILE.data), which FILE names
 
     @property
     def output(self) -> str:
@@ -89,13 +90,14 @@ class Exported:
         return {"file": str(self.file), "format": self.format, "run": self.run, "seed": self.seed,
                 "version": self.version, "input_shape": self.input_shape, "dynamic_batch": self.dynamic_batch,
                 "final_test_loss": self.final_test_loss, "loss": self.loss, "outputs": self.outputs,
-                "output": self.output}
+                "output": self.output, "data_file": str(self.data_file) if self.data_file else None}
 
 
 def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLike, *, run: Optional[str] = None,
                  fmt: str = "torch-export", allow_code: Optional[list[str | os.PathLike]] = None) -> Exported:
     """Write seed `seed`'s model as a program that runs without depl: torch.export (`torch.export.load(out)
-    .module()(x)`, a .pt2 file), or ONNX (.onnx) where the `onnx` package is installed.
+    .module()(x)`, a .pt2 file), or ONNX (.onnx, with its weights in .onnx.data beside it) where `depl[onnx]` is
+    installed.
 
     `out` is a new file or an earlier export, in a folder that exists: never a kept model (nor anything else in
     a run folder's models/), a runs store, a plan or another file depl keeps (`refuse_overwriting`), and its
@@ -129,7 +131,7 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
     return Exported(out, done["format"], side["run"], int(side["seed"]), side["version"], done["input_shape"],
                     bool(done.get("dynamic_batch", True)), float(side["final_test_loss"]), side.get("loss"),
-                    spec.n_classes)
+                    spec.n_classes, Path(done["data_file"]) if done.get("data_file") else None)
 
 
 # what a JSON file of depl's is, by its format's name (depl.NAME/VERSION)
