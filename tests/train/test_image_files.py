@@ -232,7 +232,8 @@ def test_paper_alexnet_trains_on_cifar10s_binary_batches_found_by_data(tmp_path,
     _paper_alexnet_plan(tmp_path / "plan.json")
     monkeypatch.setenv("DEPL_DATA", str(tmp_path / "elsewhere"))
     monkeypatch.chdir(tmp_path)
-    code, _, err = cli("run", "plan.json", "--seeds", "1", "--workers", "1", "--data", tmp_path / "data", "--out", "out")
+    code, _, err = cli("run", "plan.json", "--seeds", "1", "--workers", "1", "--data", tmp_path / "data",
+                       "--out", "out")
     assert code == 0, err
     with Store(tmp_path / "out" / "runs.sqlite") as st:
         (run,) = st.runs("plan")
@@ -257,7 +258,8 @@ def test_a_pickle_where_binary_batches_are_expected_stops_the_run_in_one_line(tm
 # ---- on the command line: one line, exit 2, nothing trained -------------------------------------------------------
 
 BREAKS = {
-    "truncated": lambda f: (f / "train-images-idx3-ubyte").write_bytes((f / "train-images-idx3-ubyte").read_bytes()[:-1]),
+    "truncated": lambda f: (f / "train-images-idx3-ubyte").write_bytes(
+        (f / "train-images-idx3-ubyte").read_bytes()[:-1]),
     "magic": lambda f: (f / "t10k-images-idx3-ubyte").write_bytes(
         struct.pack(">I", 2049) + (f / "t10k-images-idx3-ubyte").read_bytes()[4:]),
     "label": lambda f: (f / "train-labels-idx1-ubyte").write_bytes(_idx_labels(np.full(60, 10))),

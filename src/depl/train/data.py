@@ -633,8 +633,8 @@ def _idx_blob(folder: Path, name: str, roots: list[Path] | None) -> tuple[Path, 
             if path.suffix == ".gz":
                 raise DataError(f"{path}: not a gzip file (it does not start as one)")
             return path, blob
-    raise DataError(f"{folder / name}(.gz): missing; an MNIST-format folder holds {', '.join(n for p in IDX_FILES.values() for n in p)} "
-                    "(each gzipped or not)")
+    names = ", ".join(n for pair in IDX_FILES.values() for n in pair)
+    raise DataError(f"{folder / name}(.gz): missing; an MNIST-format folder holds {names} (each gzipped or not)")
 
 
 def _idx_array(path: Path, blob: bytes, kind: str) -> np.ndarray:
@@ -649,9 +649,10 @@ def _idx_array(path: Path, blob: bytes, kind: str) -> np.ndarray:
                         f"{dims} dimension{'s' if dims > 1 else ''})")
     shape = tuple(int(v) for v in head[1:])
     need = math.prod(shape)
-    if len(blob) - header != need:
+    got = len(blob) - header
+    if got != need:
         raise DataError(f"{path}: its header says {' × '.join(f'{v:,}' for v in shape)} {kind} ({need:,} bytes) but "
-                        f"{len(blob) - header:,} bytes follow it ({'truncated' if len(blob) - header < need else 'too many'})")
+                        f"{got:,} bytes follow it ({'truncated' if got < need else 'too many'})")
     if kind == "images" and not (shape[1] == shape[2] >= 1):
         raise DataError(f"{path}: images of {shape[1]} × {shape[2]} pixels; square ones are expected")
     return np.frombuffer(blob, dtype=np.uint8, offset=header).reshape(shape)
