@@ -10,7 +10,7 @@ LOCK   := requirements/lock.txt
 # The installer itself, pinned likewise.
 PIP    := pip==26.3
 
-.PHONY: demo test install install-plan clean bench lock
+.PHONY: demo test install install-plan clean bench lock fashion-data
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,9 +37,21 @@ demo: $(VENV)/.plan-installed
 # The layers of the house first (pyproject's [tool.importlinter]), then every test and doctest,
 # one pytest worker per core (tests train with one torch thread each); a test file stays on one
 # worker, so its module fixtures are built once.
-test: $(STAMP)
+test: $(STAMP) fashion-data
 	$(BIN)/lint-imports --no-cache
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile
+
+# Fashion-MNIST (fashion-small's data) where the tests can have it: Debian's dataset-fashion-mnist, installed when
+# its folder is missing and this runs as root with apt-get; otherwise one line saying how.  Never fails: the tests
+# that train on it skip without it (depl never downloads data).
+FASHION := /usr/share/datasets/fashion-mnist
+fashion-data:
+	@if [ -e $(FASHION)/train-images-idx3-ubyte.gz ] || [ -e $(FASHION)/train-images-idx3-ubyte ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: installing Fashion-MNIST (apt-get install dataset-fashion-mnist)"; \
+	  { apt-get install -y -q dataset-fashion-mnist || { apt-get update -q && apt-get install -y -q dataset-fashion-mnist; }; } \
+	    >/dev/null 2>&1 || echo "make: dataset-fashion-mnist could not be installed; the tests that train on Fashion-MNIST skip"; \
+	else echo "make: Fashion-MNIST is not in $(FASHION): \`sudo apt-get install dataset-fashion-mnist\` (Debian/Ubuntu), or DEPL_DATA=DIR holding its idx files; the tests that train on it skip"; fi
 
 bench: $(VENV)/.plan-installed
 	$(BIN)/python benchmarks/bench_planner.py

@@ -3,7 +3,8 @@ import torch
 
 from depl.train.nets import NETS, build_net
 
-SHAPES = {"cnn1d": (1, 40), "cnn2d": (1, 8, 8), "alexnet": (3, 32, 32), "mobilenet": (3, 32, 32)}
+SHAPES = {"cnn1d": (1, 40), "cnn2d": (1, 8, 8), "alexnet": (3, 32, 32), "mobilenet": (3, 32, 32),
+          "alexnet28": (1, 28, 28)}
 
 
 @pytest.mark.parametrize("name", NETS)
@@ -12,6 +13,13 @@ def test_every_net_maps_its_input_to_class_scores(name):
     out = net(torch.randn(3, *SHAPES[name]))
     assert out.shape == (3, 10)
     assert torch.isfinite(out).all()
+
+
+def test_alexnet28_takes_square_images_down_to_15_pixels():
+    for side in (15, 28, 32):
+        assert build_net("alexnet28", 4, (1, side, side), 10)(torch.randn(2, 1, side, side)).shape == (2, 10)
+    with pytest.raises(ValueError, match="at least 15 × 15 pixels"):
+        build_net("alexnet28", 4, (1, 14, 14), 10)
 
 
 def test_width_sets_the_channels():

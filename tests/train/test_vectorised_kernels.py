@@ -20,11 +20,12 @@ def _loss_and_grads(stack: Stack, x: torch.Tensor, y: torch.Tensor, laid_out: bo
     return loss.detach(), {k: p.grad for k, p in params.items()}
 
 
-@pytest.mark.parametrize("net,shape", [("cnn1d", (1, 40)), ("cnn2d", (1, 8, 8)), ("alexnet", (3, 32, 32))])
+@pytest.mark.parametrize("net,shape", [("cnn1d", (1, 40)), ("cnn2d", (1, 8, 8)), ("alexnet", (3, 32, 32)),
+                                       ("alexnet28", (1, 28, 28))])
 def test_gemm_kernels_give_vmaps_losses_and_gradients(net, shape):
     # alexnet max-pools right after its first convolutions: two float32 orders of summation can pick another
     # maximum of a near tie and send its gradient elsewhere (1 % of the layer's scale), so it is compared in float64
-    dtype = torch.float64 if net == "alexnet" else torch.float32
+    dtype = torch.float64 if net.startswith("alexnet") else torch.float32
     torch.manual_seed(0)
     models = [build_net(net, 4, shape, 10).to(dtype) for _ in range(3)]
     gemm, vmap = Stack(models, "gemm"), Stack(models, "vmap")
@@ -155,3 +156,26 @@ def test_a_flatten_keeps_channels_last_order_and_its_consumers_see_pytorchs():
             own.sum().backward()
             for k, p in m.named_parameters():
                 torch.testing.assert_close(params[k].grad[i], p.grad, rtol=0, atol=1e-10)
+
+
+def test_fashion_smalls_versions_train_as_stacks_on_the_gemm_kernels():
+    """fashion-small's runs draw their own data of one size (data_subset): their seeds stack (the automatic choice
+    measures stacks for them), and every version of its net — full, pruned 0.5 and 0.75 — has the batched-GEMM
+    form.  (Built on arrays of Fashion-MNIST's shape: no file is read.)"""
+    import numpy as np
+
+    from depl.scenario import load_scenario
+    from depl.train.autochoice import candidates_for
+    from depl.train.data import DataSpec, Source
+    from depl.train.federation import Job, TrainOptions, version_specs
+    from depl.train.prune import build_version
+
+    s = load_scenario("fashion-small")
+    shape = Source(np.zeros((4, 1, 28, 28), np.float32), np.zeros(4, np.int64), np.zeros((2, 1, 28, 28), np.float32),
+                   np.zeros(2, np.int64))
+    versions = version_specs(s, shape, [m.name for m in s.models])
+    for name, v in versions.items():
+        assert Stack([build_version(v, seed) for seed in (0, 1)], "gemm").gemm is not None, name
+    data = DataSpec("fashion-mnist", ((0.0, 1.0),), draws=s.training.data_draw, subset=s.training.data_subset)
+    job = Job(data, versions, {c.name: c.nodes for c in s.clusters}, [(1, "full", "edge")], TrainOptions.of(s.training))
+    assert job.stacks and any(c.seed_batch > 1 for c in candidates_for(job, 32, cores=2))

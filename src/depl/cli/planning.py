@@ -93,9 +93,9 @@ def _real_runs(plan, out: Optional[Path]) -> None:
     pathless = [d.get("name") for d in spec.get("datasets", [])
                 if d.get("name") in plan.datasets and d.get("source") == "cifar10" and not d.get("path")]
     if plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable and pathless:
-        console.print(f"  real runs       the plan trains on CIFAR-10, read from your disk: give dataset "
-                      f"{pathless[0]!r} a `path` (a folder with CIFAR-10's python batches) in the scenario to run "
-                      "or certify it", markup=False)
+        console.print(f"  real runs       the plan trains on CIFAR-10, read from your disk: run it with --data DIR, a "
+                      "folder holding its binary version (cifar-10-batches-bin) or python version "
+                      f"(cifar-10-batches-py), or give dataset {pathless[0]!r} a `path`", markup=False)
     elif plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # it can run for real
         from ..certificate import DEFAULT_ALPHA, fewest_runs
 

@@ -1,5 +1,5 @@
 """What the training commands share: the options every command that trains seeds takes (`trains_seeds`: --threads,
---device, --seed-batch, --workers, --ray-address, --executor, --allow-code), the lines they print about seeds
+--device, --seed-batch, --workers, --ray-address, --executor, --allow-code, --data), the lines they print about seeds
 (diverged, a run's summary) and the closed loop's run (`show_adaptive_run`, for `depl run --adaptive` and
 `depl validate --adaptive`).  The commands: depl.cli.run (run), depl.cli.profile (profile), depl.cli.runs (runs
 show), depl.cli.apps (export-app, run-app, fleet-gateway), depl.cli.models, depl.cli.validation, depl.cli.certify,
@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from ..workflows.common import Training
 from ..workflows.common import allow_code as allow_folders
+from ..workflows.common import data_folders
 from ..workflows.common import check_executor as known_executor
 from ..workflows.common import check_ray_address as probe_ray
 from .console import choice, command_line, console, epoch_progress, fail, refusals, warn
@@ -133,6 +134,12 @@ ALLOW_CODE = typer.Option(None, "--allow-code", metavar="DIR",
                           "docs/security.md")
 
 
+DATA = typer.Option(None, "--data", metavar="DIR",
+                    help="a folder data is read from (repeatable; before $DEPL_DATA's): a dataset's `path` must lie "
+                    "in one, and a Fashion-MNIST or CIFAR-10 dataset without one is looked for there (Fashion-MNIST "
+                    "then in /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist)")
+
+
 def allow_code(folders: Optional[List[Path]]) -> None:
     """--allow-code's folders allowed for this process and those it starts; a refusal to import code then repeats
     this command line with --allow-code FOLDER."""
@@ -151,7 +158,7 @@ def _local_options() -> dict:
 
 def trains_seeds(*, seed_batch: bool = True, local: bool = False):
     """The options every command that trains seeds takes, declared once: --threads, --device, --seed-batch
-    (unless the command batches seeds its own way), --workers, --ray-address, --executor and --allow-code, after
+    (unless the command batches seeds its own way), --workers, --ray-address, --executor, --allow-code and --data, after
     the command's own options (`local`: their help says they are the local back end's, as in `depl run`).  The
     command receives them as `training` (a depl.workflows.common.Training), with the folders of --allow-code
     already allowed.  (typer has no option groups: the wrapper's signature is the command's, less `training`,
@@ -162,7 +169,7 @@ def trains_seeds(*, seed_batch: bool = True, local: bool = False):
     shared += [("workers", Optional[int], own_options.get("workers", WORKERS if seed_batch else FIXED_WORKERS)),
                ("ray_address", Optional[str], own_options.get("ray_address", RAY_ADDRESS)),
                ("executor", Optional[str], own_options.get("executor", EXECUTOR)),
-               ("allow", Optional[List[Path]], ALLOW_CODE)]
+               ("allow", Optional[List[Path]], ALLOW_CODE), ("data", Optional[List[Path]], DATA)]
 
     def decorate(command):
         own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "training"]
@@ -172,7 +179,8 @@ def trains_seeds(*, seed_batch: bool = True, local: bool = False):
         @functools.wraps(command)
         def with_training(*args, **kwargs):
             allow_code(kwargs.pop("allow"))
-            options = {n: kwargs.pop(n) for n, _, _ in shared[:-1]}
+            data_folders(kwargs.pop("data"))
+            options = {n: kwargs.pop(n) for n, _, _ in shared[:-2]}
             return command(*args, training=training_options(**options), **kwargs)
 
         with_training.__signature__ = inspect.Signature(own + added)

@@ -106,6 +106,8 @@ class Conditions(Strict):
         if data.get("alpha") is not None:
             training["dirichlet_alpha"] = float(data["alpha"])
         training["data_draw"] = str(data.get("draws", "fixed"))
+        if data.get("subset") is not None:
+            training["data_subset"] = int(data["subset"])
         return cls(nodes=int(next(iter((job.get("nodes") or {}).values()), 1)), source=str(data["source"]),
                    shares=[tuple(s) for s in data["shares"]], fraction=float(data.get("fraction", 1.0)),
                    epochs=len(job.get("epochs") or []), training=training)

@@ -64,9 +64,10 @@ class Dataset(Strict):
     _name = field_validator("name")(plain_name)
     samples: float = Field(gt=0.0)
     transfer_cost: dict[str, float] = Field(default_factory=dict, description="β(d, n); a missing cluster = 0")
-    source: str | None = Field(default=None, description="real data: mnist1d, digits, cifar10 or MODULE:FUNCTION (for `depl run`)")
+    source: str | None = Field(default=None, description="real data: mnist1d, digits, cifar10, fashion-mnist or MODULE:FUNCTION (for `depl run`)")
     share: tuple[float, float] = Field(default=(0.0, 1.0), description="the slice [from, to) of the source's training set")
-    path: str | None = Field(default=None, description="a local folder (CIFAR-10)")
+    path: str | None = Field(default=None, description="a local folder (CIFAR-10, Fashion-MNIST); unset: the first "
+                             "of --data DIR / $DEPL_DATA that holds the source, or its system folder (Fashion-MNIST)")
 
     @field_validator("transfer_cost")
     @classmethod

@@ -51,6 +51,11 @@ class TrainingOptions(Strict):
         default="fixed", description="fixed: every run trains on the same data, node split and test set; run: each "
         "run (seed) draws its own — MNIST-1D samples from the generator's pool, a new train/test split of other "
         "sources (or your source's own draw where it takes `seed`), a new fraction and split over nodes")
+    data_subset: int | None = Field(
+        default=None, ge=1, le=10_000_000, description="the training samples each run draws from its source (its "
+        "train and test samples pooled), with a test set in the source's proportion (Fashion-MNIST: 1 test sample "
+        "for 6 training ones), drawn anew by every run where data_draw = \"run\", once for all where \"fixed\"; "
+        "the datasets' shares are slices of these; unset: all the source's samples")
 
     loss: str = Field(default="cross_entropy", min_length=1, description="the loss trained and tested: "
                       "cross_entropy, mse, l1, bce_with_logits, or your own per-sample loss MODULE:FUNCTION")

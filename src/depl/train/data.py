@@ -19,11 +19,13 @@ generate more gives them out of the plan's training samples (`validation`).
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import pickletools
 import re
 import stat
+import zlib
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -32,8 +34,8 @@ import numpy as np
 
 from .source import CLASSES, DataError, Source, targets_of  # noqa: F401  (DataError, Source re-exported: their home is below data and custom)
 
-SOURCES = ("mnist1d", "digits", "cifar10")
-FILE_SOURCES = ("cifar10",)  # the sources read from files under a dataset's `path`
+SOURCES = ("mnist1d", "digits", "cifar10", "fashion-mnist")
+FILE_SOURCES = ("cifar10", "fashion-mnist")  # the sources read from files under a dataset's `path`
 PARTITION_SEED = 20240601  # node shares are a property of the system, not of a run's seed (unless runs draw data)
 DRAWS = ("fixed", "run")  # [training] data_draw: every run on the same data, or each run its own draw
 
@@ -72,8 +74,9 @@ def confined(path: str) -> Path:
     return real
 
 
-def confined_file(path: Path) -> Path:
-    """The file or folder `path` with every symlink followed, if it exists and lies inside a data root.
+def confined_file(path: Path, roots: list[Path] | None = None) -> Path:
+    """The file or folder `path` with every symlink followed, if it exists and lies inside a data root
+    (`roots`: those folders instead, e.g. a system folder a source is installed in: `SYSTEM_FOLDERS`).
 
     Checked on each file and folder data.py reads, right before reading it: the folder a
     scenario names may lie inside a data root while a batch file or a subfolder in it is a
@@ -85,13 +88,13 @@ def confined_file(path: Path) -> Path:
     except (OSError, RuntimeError) as e:  # a symlink loop (RuntimeError before Python 3.13), no permission
         why = getattr(e, "strerror", None) or "a symlink loop"
         raise DataError(f"{path}: cannot be followed to a file ({why})") from None
-    roots = data_roots()
+    roots = data_roots() if roots is None else roots
     if not _inside(real, roots):
         raise _outside(str(path), real, roots)
     return real
 
 
-def read_confined(path: Path, limit: int, what: str = "the file") -> bytes:
+def read_confined(path: Path, limit: int, what: str = "the file", roots: list[Path] | None = None) -> bytes:
     """The bytes of the regular file at `path`, if it resolves inside a data root (`confined_file`)
     and holds at most `limit` bytes (`what` says what it should be): the only way data.py reads a file.
 
@@ -99,7 +102,8 @@ def read_confined(path: Path, limit: int, what: str = "the file") -> bytes:
     actually opened is checked again, so a link swapped in after the check is not followed out of
     the data folder; a FIFO or a device is refused, and an oversized file is refused on its size,
     before a byte of it is read."""
-    real = confined_file(path)
+    real = confined_file(path, roots)
+    roots = data_roots() if roots is None else roots
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(real, flags)
@@ -109,7 +113,7 @@ def read_confined(path: Path, limit: int, what: str = "the file") -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise DataError(f"{path}: not a regular file")
-        opened, roots = _opened_path(fd), data_roots()
+        opened = _opened_path(fd)
         if opened is not None and not _inside(opened, roots):  # a link swapped in since `confined_file`
             raise _outside(str(path), opened, roots)
         if st.st_size > limit:
@@ -488,39 +492,260 @@ def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data, labels
 
 
+CIFAR_FOLDERS = ("cifar-10-batches-bin", "cifar-10-batches-py")  # the binary and the python version, extracted
+CIFAR_RECORD = 3073  # a record of CIFAR-10's binary version: the label byte, then 3 × 32 × 32 pixels
+
+
+def _cifar_binary(path: Path, roots: list[Path] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of CIFAR-10's binary version (records of a label byte and 3,072 pixels): its images (uint8,
+    N×3×32×32) and labels (int64), or DataError naming the file and why."""
+    try:
+        blob = read_confined(path, MAX_BATCH_BYTES, "a CIFAR-10 binary batch (30,730,000 bytes)", roots)
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing; CIFAR-10's binary version holds data_batch_1.bin … data_batch_5.bin and "
+                        "test_batch.bin") from None
+    if blob[:1] == b"\x80" or (blob[-1:] == b"." and blob[:1] in (b"(", b"}", b"]")):
+        raise DataError(f"{path}: a pickle (CIFAR-10's python version), not the binary version's 3,073-byte records; "
+                        "the python batches are named data_batch_1 … test_batch, without .bin")
+    if not blob or len(blob) % CIFAR_RECORD:
+        raise DataError(f"{path}: {len(blob):,} bytes, not a whole number of 3,073-byte records (a label byte and "
+                        "3,072 pixels each): truncated, or not CIFAR-10's binary version")
+    records = np.frombuffer(blob, dtype=np.uint8).reshape(-1, CIFAR_RECORD)
+    labels = records[:, 0]
+    bad = np.flatnonzero(labels > 9)
+    if bad.size:
+        raise DataError(f"{path}: record {int(bad[0])} has label {int(labels[bad[0]])}; CIFAR-10's classes are 0..9")
+    return records[:, 1:].reshape(-1, 3, 32, 32), labels.astype(np.int64)
+
+
+def _cifar_folder(root: Path) -> Path:
+    """The folder of CIFAR-10's batches under `root`: its cifar-10-batches-bin or -py subfolder where one is there
+    (each checked to lie inside the data folder before it is looked into), else `root` itself."""
+    for name in CIFAR_FOLDERS:
+        sub = root / name
+        if os.path.lexists(sub):
+            try:
+                real = confined_file(sub)
+            except FileNotFoundError:  # a broken link
+                continue
+            if real.is_dir():
+                return real
+    return root
+
+
+def _cifar_is_binary(folder: Path) -> bool:
+    return any(os.path.lexists(folder / f) for f in ("data_batch_1.bin", "test_batch.bin"))
+
+
+@lru_cache(maxsize=2)
+def cifar10_images(folder: str) -> "Images":
+    """CIFAR-10's images as stored (uint8) from a local folder holding its binary version (data_batch_1.bin …
+    test_batch.bin) or its python version (data_batch_1 … test_batch, pickles read by `_cifar_batch`), or a folder
+    above either; `load_source` confines the folder, `confined_file` every folder and file read under it."""
+    root = _cifar_folder(Path(folder).expanduser())
+    if not root.is_dir():
+        raise DataError(f"{folder}: no such folder (CIFAR-10 is never downloaded; point `path` or --data at its "
+                        "extracted binary version, cifar-10-batches-bin, or python version, cifar-10-batches-py)")
+    if _cifar_is_binary(root):
+        parts = [_cifar_binary(root / f"data_batch_{i}.bin") for i in range(1, 6)]
+        xt, yt = _cifar_binary(root / "test_batch.bin")
+    else:
+        parts = [_cifar_batch(root / f"data_batch_{i}") for i in range(1, 6)]
+        xt, yt = _cifar_batch(root / "test_batch")
+    return Images(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), xt, yt,
+                  tuple(_CIFAR_MEAN.ravel().tolist()), tuple(_CIFAR_STD.ravel().tolist()))
+
+
 @lru_cache(maxsize=2)
 def cifar10(folder: str) -> Source:
-    """CIFAR-10 from a local folder in its standard python-pickle format (`load_source` confines the folder,
-    `confined_file` every folder and file read under it)."""
-    root = Path(folder).expanduser()
-    sub = root / "cifar-10-batches-py"
-    if os.path.lexists(sub):  # checked before it is looked into
-        try:
-            real = confined_file(sub)
-        except FileNotFoundError:  # a broken link
-            real = None
-        if real is not None and real.is_dir():
-            root = real
+    """CIFAR-10 from a local folder (`cifar10_images`), normalised with its channel means and sds."""
+    return cifar10_images(folder).source()
+
+
+@dataclass(frozen=True)
+class Images:
+    """A file source's images as stored (uint8, N×C×H×W) and labels (int64), and the per-channel mean and sd
+    (of pixels scaled to [0, 1]) that make them a network's inputs."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def inputs(self, x: np.ndarray) -> np.ndarray:
+        mean = np.asarray(self.mean, dtype=np.float32)[:, None, None]
+        std = np.asarray(self.std, dtype=np.float32)[:, None, None]
+        return ((x.astype(np.float32) / np.float32(255.0)) - mean) / std
+
+    def source(self) -> Source:
+        return Source(self.inputs(self.x_train), self.y_train, self.inputs(self.x_test), self.y_test)
+
+    def take(self, train: np.ndarray, test: np.ndarray) -> Source:
+        """The samples at `train` and `test`, positions in the training images followed by the test images."""
+        def pick(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            idx = np.sort(idx)
+            cut = np.searchsorted(idx, len(self.y_train))
+            a, b = idx[:cut], idx[cut:] - len(self.y_train)
+            return (self.inputs(np.concatenate([self.x_train[a], self.x_test[b]])),
+                    np.concatenate([self.y_train[a], self.y_test[b]]))
+
+        (xa, ya), (xb, yb) = pick(train), pick(test)
+        return Source(xa, ya, xb, yb)
+
+
+# ---- MNIST-format idx files: Fashion-MNIST -----------------------------------------------------------------------
+
+# Fashion-MNIST (Zalando Research, MIT licence): 60,000 training and 10,000 test images, 28×28 grey, 10 classes, in
+# four MNIST-format idx files, gzipped or not; Debian and Ubuntu install them with `apt-get install
+# dataset-fashion-mnist`.  Never downloaded: read from that folder, from --data DIR / $DEPL_DATA, or a dataset's `path`.
+FASHION = "fashion-mnist"
+IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+             "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
+IDX_MAGIC = {"images": 2051, "labels": 2049}  # unsigned bytes in 3 dimensions (N, rows, columns) / in 1 (N,)
+MAX_IDX_BYTES = 64 * 2**20  # an idx file, uncompressed (Fashion-MNIST's training images: 47,040,016 bytes)
+_FASHION_MEAN, _FASHION_STD = 0.2860, 0.3530  # Fashion-MNIST's training pixels (scaled to [0, 1]): mean and sd
+SYSTEM_FOLDERS = {FASHION: Path("/usr/share/datasets/fashion-mnist")}  # where a package of the system installs it
+INSTALL = {FASHION: "apt-get install dataset-fashion-mnist"}
+
+
+def _gunzip(path: Path, blob: bytes, limit: int) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(blob, limit + 1)
+    except zlib.error:
+        raise DataError(f"{path}: a damaged gzip file (it does not decompress)") from None
+    if len(out) > limit:
+        raise DataError(f"{path}: decompresses to more than an idx file of images holds (at most {limit:,} bytes)")
+    if not d.eof:
+        raise DataError(f"{path}: a truncated gzip file (it ends before its data does)")
+    return out
+
+
+def _idx_blob(folder: Path, name: str, roots: list[Path] | None) -> tuple[Path, bytes]:
+    """The bytes of idx file `name` in `folder` (NAME.gz, decompressed, or NAME), and which file they came from."""
+    for path in (folder / f"{name}.gz", folder / name):
+        if os.path.lexists(path):
+            blob = read_confined(path, MAX_IDX_BYTES, "an idx file", roots)
+            if blob[:2] == b"\x1f\x8b":
+                return path, _gunzip(path, blob, MAX_IDX_BYTES)
+            if path.suffix == ".gz":
+                raise DataError(f"{path}: not a gzip file (it does not start as one)")
+            return path, blob
+    names = ", ".join(n for pair in IDX_FILES.values() for n in pair)
+    raise DataError(f"{folder / name}(.gz): missing; an MNIST-format folder holds {names} (each gzipped or not)")
+
+
+def _idx_array(path: Path, blob: bytes, kind: str) -> np.ndarray:
+    """An idx file's array (uint8) after checking its magic number and that its size is what its header says."""
+    dims = 3 if kind == "images" else 1
+    magic, header = IDX_MAGIC[kind], 4 * (1 + dims)
+    if len(blob) < header:
+        raise DataError(f"{path}: {len(blob)} bytes, shorter than the header of an idx file of {kind} ({header} bytes)")
+    head = np.frombuffer(blob, dtype=">u4", count=1 + dims)
+    if int(head[0]) != magic:
+        raise DataError(f"{path}: magic number {int(head[0])}, not {magic} (an idx file of {kind}: unsigned bytes in "
+                        f"{dims} dimension{'s' if dims > 1 else ''})")
+    shape = tuple(int(v) for v in head[1:])
+    need = math.prod(shape)
+    got = len(blob) - header
+    if got != need:
+        raise DataError(f"{path}: its header says {' × '.join(f'{v:,}' for v in shape)} {kind} ({need:,} bytes) but "
+                        f"{got:,} bytes follow it ({'truncated' if got < need else 'too many'})")
+    if kind == "images" and not (shape[1] == shape[2] >= 1):
+        raise DataError(f"{path}: images of {shape[1]} × {shape[2]} pixels; square ones are expected")
+    return np.frombuffer(blob, dtype=np.uint8, offset=header).reshape(shape)
+
+
+def _idx_split(folder: Path, which: str, roots: list[Path] | None) -> tuple[np.ndarray, np.ndarray]:
+    (ipath, iblob), (lpath, lblob) = (_idx_blob(folder, n, roots) for n in IDX_FILES[which])
+    x, y = _idx_array(ipath, iblob, "images"), _idx_array(lpath, lblob, "labels")
+    bad = np.flatnonzero(y > 9)
+    if bad.size:
+        raise DataError(f"{lpath}: label {int(y[bad[0]])} at position {int(bad[0])}; the classes are 0..9")
+    if len(x) != len(y):
+        raise DataError(f"{lpath}: {len(y):,} labels for the {len(x):,} images of {ipath.name}")
+    return x[:, None], y.astype(np.int64)
+
+
+@lru_cache(maxsize=1)
+def fashion_images(folder: str, system: bool = False) -> Images:
+    """Fashion-MNIST's images as stored (uint8, N×1×28×28) from a folder of its four idx files (`system`: a folder of
+    SYSTEM_FOLDERS, read only inside itself; else inside the data folders)."""
+    root = Path(folder)
+    roots = [root.resolve()] if system else None
     if not root.is_dir():
-        raise DataError(f"{folder}: no such folder (CIFAR-10 is never downloaded; point `path` at its "
-                        "extracted python version, cifar-10-batches-py)")
-    parts = [_cifar_batch(root / f"data_batch_{i}") for i in range(1, 6)]
-    xt, yt = _cifar_batch(root / "test_batch")
+        raise DataError(f"{folder}: no such folder (Fashion-MNIST is never downloaded: `{INSTALL[FASHION]}`, or "
+                        "--data DIR, a folder holding its four idx files)")
+    xa, ya = _idx_split(root, "train", roots)
+    xb, yb = _idx_split(root, "test", roots)
+    if xa.shape[1:] != xb.shape[1:]:
+        raise DataError(f"{root}: training images of {xa.shape[2]} × {xa.shape[3]} pixels but test images of "
+                        f"{xb.shape[2]} × {xb.shape[3]}")
+    return Images(xa, ya, xb, yb, (_FASHION_MEAN,), (_FASHION_STD,))
 
-    def norm(x: np.ndarray) -> np.ndarray:
-        return ((x.astype(np.float32) / 255.0) - _CIFAR_MEAN) / _CIFAR_STD
 
-    return Source(norm(np.concatenate([p[0] for p in parts])), np.concatenate([p[1] for p in parts]),
-                  norm(xt), yt)
+@lru_cache(maxsize=1)
+def fashion_mnist(folder: str, system: bool = False) -> Source:
+    return fashion_images(folder, system).source()
+
+
+def _holds(source: str, folder: Path) -> bool:
+    if source == FASHION:
+        first = IDX_FILES["train"][0]
+        return any(os.path.lexists(folder / f) for f in (f"{first}.gz", first))
+    return any(os.path.lexists(folder / f) for f in ("data_batch_1.bin", "data_batch_1"))
+
+
+def source_folder(source: str, path: str | None) -> tuple[str, bool]:
+    """Where a file source (FILE_SOURCES) is read from: the dataset's `path` (confined to the data folders), else
+    the first of the data folders given by --data DIR / $DEPL_DATA that holds it (itself, or its subfolder named
+    after the source), else the folder a system package installs it in (SYSTEM_FOLDERS).  Returns the folder and
+    whether it is a system folder (read inside itself only); DataError saying where it looked otherwise."""
+    if path:
+        return str(confined(path)), False
+    names = {FASHION: (FASHION,), "cifar10": CIFAR_FOLDERS}[source]
+    looked: list[str] = []
+    given = [x for x in os.environ.get(DATA_ENV, "").split(os.pathsep) if x.strip()]
+    for root in (data_roots() if given else []):
+        for folder in [root / n for n in names] + [root]:
+            looked.append(str(folder))
+            if folder.is_dir() and _holds(source, folder):
+                return str(folder), False
+    system = SYSTEM_FOLDERS.get(source)
+    if system is not None:
+        looked.append(str(system))
+        if system.is_dir() and _holds(source, system):
+            return str(system), True
+    where = f" (looked in {', '.join(looked)})" if looked else f" (${DATA_ENV} is not set)"
+    if source == FASHION:
+        raise DataError(f"its idx files are not on this machine{where}; Fashion-MNIST is never downloaded: "
+                        f"install it (`{INSTALL[FASHION]}`, Debian/Ubuntu) or give --data DIR, a folder holding "
+                        "train-images-idx3-ubyte.gz and its three other idx files")
+    raise DataError(f"no CIFAR-10 batches{where}; CIFAR-10 is never downloaded: give --data DIR, a folder "
+                    "holding its extracted binary version (cifar-10-batches-bin) or python version "
+                    "(cifar-10-batches-py), or the dataset a `path`")
+
+
+def file_images(source: str, path: str | None) -> Images:
+    """A file source's images as stored (`source_folder` says where from)."""
+    folder, system = source_folder(source, path)
+    return fashion_images(folder, system) if source == FASHION else cifar10_images(folder)
 
 
 def load_source(source: str, path: str | None = None, code_dir: str | None = None,
-                draw: int | None = None, seed: int | None = None, loss: str = "cross_entropy") -> Source:
+                draw: int | None = None, seed: int | None = None, loss: str = "cross_entropy",
+                subset: int | None = None) -> Source:
     """A source's data: its own fixed split, or (`draw`) run `seed`'s own draw of it (`drawn`); its labels as `loss`
-    reads them (`source.fit_targets`: the built-in sources hold class labels, for a classification loss)."""
+    reads them (`source.fit_targets`: the built-in sources hold class labels, for a classification loss).
+    `subset`: `subset` training samples and a test set in the source's proportion (`_subset`), drawn from all of its
+    samples by the run's draw (a fixed draw without one)."""
     if targets_of(loss) != CLASSES and ":" not in source:
         raise DataError(f"{source!r} holds class labels; [training] loss = {loss!r} trains on real-valued targets "
                         "(your own source, MODULE:FUNCTION, gives them; see docs/tutorial-own-model.md)")
+    if subset is not None:
+        return _subset(source, path, code_dir, draw, seed, loss, int(subset))
     if draw is not None:
         return _drawn(source, path, code_dir, int(draw), seed, loss)
     if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
@@ -531,11 +756,43 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
         return mnist1d()
     if source == "digits":
         return digits()
-    if source == "cifar10":
-        if not path:
-            raise DataError("a cifar10 dataset needs `path`, a local folder with CIFAR-10's python batches")
-        return cifar10(str(confined(path)))  # checked on every call, not only on the first (cached) one
+    if source == "cifar10":  # the folder checked on every call, not only on the first (cached) one
+        return cifar10(source_folder(source, path)[0])
+    if source == FASHION:
+        return fashion_mnist(*source_folder(source, path))
     raise DataError(f"unknown data source {source!r} (known: {', '.join(SOURCES)}, or MODULE:FUNCTION)")
+
+
+SUBSET_SEED = 20261129  # the draw of a subset of data kept fixed for every run (data_draw = "fixed")
+
+
+def subset_sizes(n_train: int, n_test: int, subset: int) -> tuple[int, int]:
+    """The training and test samples of a subset of `subset` training samples of a source of n_train + n_test:
+    the test set in the source's proportion (at least one sample)."""
+    test = max(1, int(round(subset * n_test / n_train)))
+    if subset < 1 or subset + test > n_train + n_test:
+        raise DataError(f"data_subset = {subset}: the source holds {n_train + n_test:,} samples, fewer than "
+                        f"{subset:,} to train on and {test:,} to test on")
+    return subset, test
+
+
+def _subset(source: str, path: str | None, code_dir: str | None, draw: int | None, seed: int | None, loss: str,
+            subset: int) -> Source:
+    """`subset` training samples and their test samples (`subset_sizes`) drawn without replacement from all the
+    source's samples, train and test (a file source's as stored: only the drawn ones become float inputs)."""
+    rng = np.random.default_rng(derive_seed(SUBSET_SEED if draw is None else draw, DRAW_SPLIT))
+    if source in FILE_SOURCES:
+        images = file_images(source, path)
+        n_train, n_test = subset_sizes(len(images.y_train), len(images.y_test), subset)
+        idx = rng.choice(len(images.y_train) + len(images.y_test), n_train + n_test, replace=False)
+        return images.take(idx[:n_train], idx[n_train:])
+    src = load_source(source, path, code_dir, draw, seed, loss)  # the run's own draw, where the source has one
+    n_train, n_test = subset_sizes(len(src.y_train), len(src.y_test), subset)
+    x = np.concatenate([src.x_train, src.x_test])
+    y = np.concatenate([src.y_train, src.y_test])
+    idx = rng.choice(len(y), n_train + n_test, replace=False)
+    tr, te = np.sort(idx[:n_train]), np.sort(idx[n_train:])
+    return Source(x[tr], y[tr], x[te], y[te], src.n_classes, src.given_dtypes)
 
 
 def _drawn(source: str, path: str | None, code_dir: str | None, draw: int, seed: int | None = None,
@@ -655,9 +912,10 @@ class DataSpec:
     draw: int | None = None  # this run's draw (None: the source's own data); a function of the seed, never stored
     loss: str = "cross_entropy"  # [training] loss: the labels as it reads them (class indices, or real values)
     seed: int | None = field(default=None, compare=False)  # the run whose draw it is (named when the draw fails)
+    subset: int | None = None  # [training] data_subset: the training samples drawn from the source (`_subset`)
 
     def load(self) -> Source:
-        return load_source(self.source, self.path, self.code_dir, self.draw, self.seed, self.loss)
+        return load_source(self.source, self.path, self.code_dir, self.draw, self.seed, self.loss, self.subset)
 
     def seeded(self, seed: int) -> "DataSpec":
         """The data run `seed` trains and is tested on: its own draw where runs draw their data, else this."""
@@ -684,6 +942,8 @@ class DataSpec:
             d["draws"] = self.draws
         if self.loss != "cross_entropy":  # likewise: the labels of a classification are read as they always were
             d["loss"] = self.loss
+        if self.subset is not None:  # likewise: runs on all of a source's samples keep their identity
+            d["subset"] = self.subset
         return d
 
     @classmethod
@@ -691,7 +951,7 @@ class DataSpec:
         return cls(d["source"], tuple((float(a), float(b)) for a, b in d["shares"]), d.get("path"),
                    float(d.get("fraction", 1.0)), d.get("code_dir"), d.get("alpha"), float(d.get("validation", 0.0)),
                    str(d.get("split", "carved")), str(d.get("draws", "fixed")), None,
-                   str(d.get("loss", "cross_entropy")))
+                   str(d.get("loss", "cross_entropy")), subset=None if d.get("subset") is None else int(d["subset"]))
 
 
 def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> DataSpec:
@@ -707,17 +967,24 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
         raise DataError(f"the selected datasets {dataset_names} come from several sources {sorted(map(str, sources))}; "
                         "one run trains on one source (one input shape, one test set)")
     source, path = sources.pop()
+    i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
+    subset = scenario.training.data_subset
     if path is not None:  # refused before anything is read
-        i = next(i for i, d in enumerate(scenario.datasets) if d.name == chosen[0].name)
         try:
             confined(path)
         except DataError as e:
             raise DataError(f"scenario {scenario.name!r}: datasets[{i}].{e}") from None
-        if source in FILE_SOURCES:  # read now (then cached), so a bad file is told with the field that led to it
+    if source in FILE_SOURCES:  # read now (then cached), so a bad file is told with the field that led to it
+        field_ = f"path = {path!r}" if path is not None else f"source = {source!r}"
+        try:
+            images = load_source(source, path) if subset is None else file_images(source, path)
+        except DataError as e:
+            raise DataError(f"scenario {scenario.name!r}: datasets[{i}].{field_}: {e}") from None
+        if subset is not None:
             try:
-                load_source(source, path)
+                subset_sizes(len(images.y_train), len(images.y_test), subset)
             except DataError as e:
-                raise DataError(f"scenario {scenario.name!r}: datasets[{i}].path = {path!r}: {e}") from None
+                raise DataError(f"scenario {scenario.name!r}: [training] {e}") from None
     code_dir = None
     loss = scenario.training.loss
     if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
@@ -739,8 +1006,13 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
         raise DataError(f"scenario {scenario.name!r}: datasets[{i}].source = {source!r} holds class labels; "
                         f"[training] loss = {loss!r} trains on real-valued targets (your own source, MODULE:FUNCTION, "
                         "gives them; see docs/tutorial-own-model.md)")
+    if subset is not None and source not in FILE_SOURCES:
+        try:
+            load_source(source, path, code_dir, loss=loss, subset=subset)
+        except DataError as e:
+            raise DataError(f"scenario {scenario.name!r}: [training] {e}") from None
     return DataSpec(source, tuple(tuple(d.share) for d in chosen), path, fraction, code_dir,
-                    scenario.training.dirichlet_alpha, draws=scenario.training.data_draw, loss=loss)
+                    scenario.training.dirichlet_alpha, draws=scenario.training.data_draw, loss=loss, subset=subset)
 
 
 MAX_CARVED_SHARE, MAX_FRESH_SHARE = 0.5, 4.0  # a carved split leaves half to train on; fresh ones cost forward passes

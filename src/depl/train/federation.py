@@ -79,6 +79,7 @@ def _options_json(o: TrainOptions) -> dict:
     d.pop("dirichlet_alpha", None)
     d.pop("data_draw", None)  # likewise: it travels as DataSpec.draws
     d.pop("loss_may_be_negative", None)  # what the first batch's check allows (check_version), not how runs train
+    d.pop("data_subset", None)  # likewise: DataSpec.subset
     # the recipe (loss, optimizer, weight_decay, schedule, step_every, step_gamma, local_epochs, clip): only what
     # differs from the default training, so that every run made before these keys existed keeps its identity
     for k, v in RECIPE_DEFAULTS.items():

@@ -11,6 +11,10 @@ from a name, a width and the shape of its data:
   layers; default width 64, i.e. 64-192-384-256-256 channels).
 * ``mobilenet``: MobileNet-style, CIFAR-10 sized (depthwise-separable blocks
   with batch norm; default width 32).
+* ``alexnet28``: AlexNet-style, sized for 28×28 grey images such as
+  Fashion-MNIST (a strided 5×5 convolution and three 3×3 ones in three
+  convolution–ReLU–pooling blocks, three linear layers; default width 16,
+  i.e. 16-32-64-32 channels and 128 hidden units).
 
 >>> net = build_net("cnn1d", width=8, input_shape=(1, 40), n_classes=10)
 >>> tuple(net(torch.zeros(2, 1, 40)).shape)
@@ -24,8 +28,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-NETS = ("cnn1d", "cnn2d", "alexnet", "mobilenet")
-DEFAULT_WIDTH = {"cnn1d": 32, "cnn2d": 16, "alexnet": 64, "mobilenet": 32}
+NETS = ("cnn1d", "cnn2d", "alexnet", "mobilenet", "alexnet28")
+DEFAULT_WIDTH = {"cnn1d": 32, "cnn2d": 16, "alexnet": 64, "mobilenet": 32, "alexnet28": 16}
 
 
 class CNN1D(nn.Module):
@@ -89,6 +93,29 @@ class AlexNetCifar(nn.Module):
         return self.classifier(self.features(x))
 
 
+class AlexNet28(nn.Module):
+    """AlexNet's shape scaled to 28×28: a strided 5×5 convolution (AlexNet's first is a strided 11×11), then 3×3
+    ones, in three convolution–ReLU–max-pooling blocks (28 → 14 → 7 → 3 → 1), and three linear layers."""
+
+    def __init__(self, width: int = 16, side: int = 28, n_classes: int = 10, in_channels: int = 1):
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, w, 5, stride=2, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(w, 2 * w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(2 * w, 4 * w, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(4 * w, 2 * w, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(2 * w * (((side + 1) // 2) // 8) ** 2, 8 * w), nn.ReLU(),
+            nn.Linear(8 * w, 8 * w), nn.ReLU(),
+            nn.Linear(8 * w, n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
 def _separable(cin: int, cout: int, stride: int) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(cin, cin, 3, stride=stride, padding=1, groups=cin, bias=False),
@@ -123,10 +150,14 @@ def build_net(name: str, width: int | None, input_shape: tuple[int, ...], n_clas
         if len(input_shape) != 2:
             raise ValueError(f"cnn1d takes 1-D signals (channels, length); this data has shape {input_shape}")
         return CNN1D(w, length=input_shape[1], n_classes=n_classes, in_channels=input_shape[0])
-    if name in ("cnn2d", "alexnet", "mobilenet"):
+    if name in ("cnn2d", "alexnet", "mobilenet", "alexnet28"):
         if len(input_shape) != 3 or input_shape[1] != input_shape[2]:
             raise ValueError(f"{name} takes square images (channels, side, side); this data has shape {input_shape}")
-        cls = {"cnn2d": CNN2D, "alexnet": AlexNetCifar, "mobilenet": MobileNetCifar}[name]
+        least = {"alexnet": 8, "alexnet28": 15}.get(name, 1)
+        if input_shape[1] < least:
+            raise ValueError(f"{name} halves its images {'four' if name == 'alexnet28' else 'three'} times: it takes "
+                             f"images of at least {least} × {least} pixels; this data has shape {input_shape}")
+        cls = {"cnn2d": CNN2D, "alexnet": AlexNetCifar, "mobilenet": MobileNetCifar, "alexnet28": AlexNet28}[name]
         return cls(w, side=input_shape[1], n_classes=n_classes, in_channels=input_shape[0])
     raise ValueError(f"unknown network {name!r} (known: {', '.join(NETS)})")
 

@@ -111,6 +111,17 @@ def allow_code(folders: Optional[list[Path]], command: Optional[list[str]] = Non
     allow(folders, command)
 
 
+def data_folders(folders: Optional[list[Path]]) -> None:
+    """--data DIR: folders data is read from for this process and those it starts, before $DEPL_DATA's
+    (depl.train.data.data_roots); a source without a `path` (Fashion-MNIST, CIFAR-10) is looked for in them."""
+    if folders:
+        from ..train.data import DATA_ENV
+
+        given = [str(Path(f).expanduser().resolve()) for f in folders]
+        before = [x for x in os.environ.get(DATA_ENV, "").split(os.pathsep) if x.strip()]
+        os.environ[DATA_ENV] = os.pathsep.join(given + [x for x in before if x not in given])
+
+
 def check_ray_address(address: Optional[str]) -> Optional[str]:
     """A Ray cluster's address, refused where no cluster answers (before any work: a store made, a line printed)."""
     if address is not None:
