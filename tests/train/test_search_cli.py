@@ -334,3 +334,16 @@ def test_the_searchs_alpha_goes_to_the_alpha_ledger_once(depl_cli, searched):
     entries = json.loads(open(led["path"]).read())["entries"]
     mine = [e for e in entries if e["calibration"] == led["account"]]
     assert len(mine) == 1 and mine[0]["alpha"] == 0.05 and mine[0]["omega"] == 0.5 and mine[0]["loss"] == 1.5
+
+
+def test_the_price_printed_is_at_the_share_of_alpha_the_search_tests_at(searched):
+    """Each candidate's price is its test's at the α it gets: the first candidates' shares of the spending rule's
+    first part (what the certificate records as each one's weight), not of the whole α."""
+    from depl.workflows.search import USES, prepare_search, price
+
+    folder, r = searched
+    cert = json.loads(r.stdout)["certificate"]
+    fixed = [c for c in cert["candidates"] if not c["proposal"]]
+    prices = price(prepare_search("digits-small", quantile=0.5, loss=1.5), 30, USES)
+    assert [p["share"] for p in prices] == pytest.approx([c["weight"] for c in fixed])
+    assert [0.05 * p["share"] for p in prices] == pytest.approx([c["alpha"] for c in fixed])

@@ -252,7 +252,8 @@ def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> 
     P(certified within them) — and their cost (each run trains the candidate's plan once: runs × its cost).  The
     law's p is a guess the runs may refute; where it is optimistic the runs are more."""
     omega, uses = float(prep.scenario.target.quantile), check_uses(uses)
-    return [{"share": w, **_price_row(p, omega, prep.alpha * w, max_runs, c.plan.cost)}
+    # the candidates fixed in advance hold FIRST of α between them (the rest is the proposals'): each its share of it
+    return [{"share": FIRST * w, **_price_row(p, omega, prep.alpha * FIRST * w, max_runs, c.plan.cost)}
             for c, w, p in zip(prep.candidates, shares(prep, uses, max_runs), guesses(prep))]
 
 
