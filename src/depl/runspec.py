@@ -14,6 +14,10 @@ Its keys, all written by `depl.train.execute.register`:
     ``weight_decay``, ``schedule``, ``step_every``, ``step_gamma``,
     ``local_epochs``, ``clip``, and ``code_dir`` for your own loss; a
     regression's ``data`` holds ``loss`` too (its labels are read as targets).
+``code``
+    runs of your own code (a network, data factory or loss ``MODULE:FUNCTION``): the sha256 of each file of it
+    the run ran, by its path in its folder (``{"mymodel.py": "sha256:…"}``, the keys of a scenario's
+    ``code_hashes``); what the run trained, where the job's ``code_dir`` says only where it lay.
 ``backend``
     plan runs: ``local`` or ``flower``.
 ``plan``
@@ -89,6 +93,7 @@ class RunSpec:
     experiment: Experiment | None = None
     scenario: str | None = None
     adaptive: dict[str, Any] | None = None
+    code: dict[str, str] | None = None
 
     @property
     def epochs(self) -> int:
@@ -121,7 +126,7 @@ class RunSpec:
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"job": self.job, "backend": self.backend, "plan": self.plan,
                              "experiment": None if self.experiment is None else self.experiment.to_json(),
-                             "scenario": self.scenario, "adaptive": self.adaptive}
+                             "scenario": self.scenario, "adaptive": self.adaptive, "code": self.code}
         return {k: v for k, v in d.items() if v is not None}
 
     @classmethod
@@ -129,9 +134,11 @@ class RunSpec:
         """The record of a stored spec; keys it does not know are ignored (a store may be newer than the reader)."""
         exp = d.get("experiment")
         adaptive = d.get("adaptive")
+        code = d.get("code")
         return cls(dict(d.get("job") or {}), d.get("backend"), d.get("plan"),
                    Experiment.from_json(exp) if exp else None, d.get("scenario"),
-                   dict(adaptive) if isinstance(adaptive, dict) else None)
+                   dict(adaptive) if isinstance(adaptive, dict) else None,
+                   {str(k): str(v) for k, v in code.items()} if isinstance(code, dict) else None)
 
 
 class SpecError(ValueError):

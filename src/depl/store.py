@@ -164,6 +164,13 @@ def drop_code_dirs(value):
     return value
 
 
+def _same_run(spec: dict[str, Any]) -> Any:
+    """What two specifications of one run must share: the spec without its plan's timings, the folders its code
+    lay in, and the digests of that code (its run id holds them: a run of other code is another run; a run
+    registered before its spec recorded them has none)."""
+    return drop_code_dirs(untimed({k: v for k, v in spec.items() if k != "code"}))
+
+
 class StoreError(ValueError):
     """A store that cannot be used; the message is meant for the user."""
 
@@ -401,8 +408,7 @@ class Store:
         row = self._db.execute("SELECT kind, spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, kind, text, time.time()))
-        elif row[0] != kind or (drop_code_dirs(untimed(self._spec(run_id, row[1])))
-                                  != drop_code_dirs(untimed(json.loads(text)))):
+        elif row[0] != kind or _same_run(self._spec(run_id, row[1])) != _same_run(json.loads(text)):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
                              "train it into another store (--store, or another --out folder)")
 

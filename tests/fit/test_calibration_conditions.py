@@ -234,3 +234,29 @@ def test_a_switch_experiments_shared_prefix_counts_each_run_once_in_the_pooled_c
     again = Profile("level-toy", [prof.experiments[0], prof.experiments[0]])
     cal2, _ = calibrate_with_pits(level_scenario, again, 0.9)
     assert [r.size for r in cal2.epochs] == [6, 6, 6, 6] and cal2.runs == 6
+
+
+@pytest.mark.parametrize("loss, first", [
+    # the law as fitted meets ℓmax 1.5: the calibration binds, and says what to profile
+    (None, "No calibration experiment may certify a plan with a confidence"),
+    # it does not meet ℓmax 0.5: that binds whatever runs certify, said first, with its lowest reachable quantile
+    (0.5, "By the deadline the lowest reachable 0.9-quantile is 1.337"),
+])
+def test_an_unreachable_target_gives_one_reason_on_stderr_and_in_json_the_binding_one_first(depl_cli, tmp_path,
+                                                                                             loss, first):
+    text = (ROOT / "src" / "depl" / "scenarios" / "mnist1d-small.toml").read_text()
+    edited = tmp_path / "fast.toml"
+    edited.write_text(text.replace("\nlr = 0.02\n", "\nlr = 0.05\n"))
+    r = depl_cli("plan", edited, "--alpha", 0.05, "--json", *(["--loss", loss] if loss else []))
+    assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    said = json.loads(r.stdout)
+    assert said["exit_code"] == 3 and r.stderr.strip() == f"error: {said['reason']}"
+    target = f"no plan meets the target: the 0.9-quantile of the final loss ≤ {loss or 1.5:g} by the deadline 120. "
+    assert said["reason"].startswith(target + first), said["reason"]
+    assert "[training] lr: the scenario has 0.05, the calibration runs had 0.02" in said["reason"]
+    if loss:
+        assert said["lowest_reachable_quantile"] == pytest.approx(1.3366, abs=1e-4)
+        assert "Besides, no calibration experiment may certify" in said["reason"]
+        assert "--uncalibrated" not in said["reason"]   # the law as fitted does not meet it either
+    else:
+        assert "`depl profile SCENARIO --first-seed N`, then `depl calibrate SCENARIO RUNS`" in said["reason"]

@@ -137,3 +137,86 @@ def write_regression(folder, targets: str = "column", epochs: int = 2, loss: str
     schedule = [Epoch(k + 1, "full", "edge", 1.0) for k in range(epochs)]
     with_figures(Plan("hand", s.name, True, ["a"], schedule, 0.0, 0.0, 0.0, 0.0, 0.0), s).save(folder / "plan.json")
     return folder
+
+
+# ---- a task of your own with your own loss: a Friedman #1 regression, an MLP, a Huber loss -------------------------
+
+HUBER_MODULE = '''"""Friedman #1 (5 inputs): an MLP, its data drawn per seed, and a Huber loss of my own."""
+import torch
+from torch import nn
+
+
+def make_net(hidden: int = 16) -> nn.Module:
+    """(N, 5) in, one prediction per sample (N, 1) out."""
+    return nn.Sequential(nn.Linear(5, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+
+
+def make_wide(hidden: int = 16) -> nn.Module:
+    """Another network of the same file."""
+    return nn.Sequential(nn.Linear(5, 2 * hidden), nn.ReLU(), nn.Linear(2 * hidden, 1))
+
+
+def load_data(seed: int = 0):
+    """(train, test): 160 and 40 samples of y = Friedman #1, standardised, plus noise; the seed draws them."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(200, 5, generator=g)
+    y = 10 * torch.sin(torch.pi * x[:, 0] * x[:, 1]) + 20 * (x[:, 2] - 0.5) ** 2 + 10 * x[:, 3] + 5 * x[:, 4]
+    y = (y - 14.4) / 4.9 + 0.1 * torch.randn(200, generator=g)
+    return (x[:160], y[:160]), (x[160:], y[160:])
+
+
+def huber(out, y):
+    """One loss per sample, shape (batch,)."""
+    return torch.nn.functional.huber_loss(out.reshape(len(y)), y, reduction="none")
+'''
+
+HUBER_SCENARIO = '''name = "friedman"
+initial_loss = 1.0
+max_epochs = 3
+
+[target]
+loss = 0.6
+quantile = 0.5
+deadline = 200.0
+
+[training]
+loss = "friedman:huber"
+optimizer = "adam"
+lr = 0.02
+batch_size = 32
+data_draw = "run"
+
+[[clusters]]
+name = "edge"
+capacity = 100.0
+bandwidth = 10.0
+unit_cost = 1.0
+nodes = 1
+
+[[datasets]]
+name = "a"
+samples = 160
+source = "friedman:load_data"
+share = [0.0, 1.0]
+
+[[models]]
+name = "full"
+size = 1.0
+work = 1.0
+progress = { A = 0.5, B = 1.0 }
+noise = { family = "invgamma", mean = 1.0, var = 0.01 }
+train = { net = "friedman:make_net", net_args = { hidden = 16 } }
+'''
+
+
+def write_own_loss_task(folder):
+    """A project folder of your own task with your own loss (friedman.py: network, data factory, Huber loss;
+    friedman.toml: `[training] loss = "friedman:huber"`); returns the folder.  Its code must be allowed
+    (--allow-code FOLDER or $DEPL_CODE) to be run."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "friedman.py").write_text(HUBER_MODULE, encoding="utf-8")
+    (folder / "friedman.toml").write_text(HUBER_SCENARIO, encoding="utf-8")
+    return folder

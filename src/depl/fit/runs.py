@@ -146,10 +146,11 @@ def _samples(scenario: Scenario, data: dict) -> float:
     return float(total) * float(data.get("fraction", 1.0))
 
 
-def _conditions(job: dict, where: str, run_id: str) -> Conditions:
-    """The conditions a stored job trained under; FitError naming the run where its spec cannot say them."""
+def _conditions(job: dict, code: dict | None, where: str, run_id: str) -> Conditions:
+    """The conditions a stored job (and the code it ran) trained under; FitError naming the run where its spec
+    cannot say them."""
     try:
-        return Conditions.of_job(job)
+        return Conditions.of_job(job, code)
     except (KeyError, TypeError, ValueError) as e:
         raise FitError(f"{where}: runs.spec of run {run_id!r} does not say its data or options as depl writes them "
                        f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
@@ -181,7 +182,7 @@ def load_profile(store: Store, scenario: Scenario, min_seeds: int = 3) -> Profil
         out.experiments.append(ProfiledExperiment(
             exp.kind, exp.version, exp.fraction, exp.to, exp.switch_after,
             _samples(scenario, spec.data), spec.nodes, np.array(done), np.array([losses[s] for s in done]),
-            str(spec.data.get("draws", "fixed")), _conditions(spec.job, store.path, run["run_id"]),
+            str(spec.data.get("draws", "fixed")), _conditions(spec.job, spec.code, store.path, run["run_id"]),
             np.array(rest, dtype=int),
             np.array([(list(losses.get(s, []))[:E] + [math.inf] * E)[:E] for s in rest], dtype=float).reshape(-1, E)))
     if not out.versions(None):

@@ -79,6 +79,9 @@ def _path(schedule) -> tuple[str, ...]:
 
 
 UNRECORDED = "its runs' conditions were not recorded"
+DIFFER = "its runs differ from the scenario's conditions"
+AS_FITTED = ", or plan with the law as fitted (`depl plan --uncalibrated`: no certificate)"
+"""How a calibration that certifies nothing ends its words (`shortfall`, `unusable`): the other way to plan."""
 
 
 def _problem(e, scenario) -> str | None:
@@ -92,7 +95,7 @@ def _problem(e, scenario) -> str | None:
     if scenario is not None:
         differ = e.conditions.mismatches(scenario)
         if differ:
-            return "its runs differ from the scenario's conditions — " + "; ".join(m.words() for m in differ)
+            return f"{DIFFER} — " + "; ".join(m.words() for m in differ)
     return None
 
 
@@ -394,8 +397,11 @@ class CalibratedModel(LossModel):
         by: dict[str, list[str]] = {}
         for label, why in [(e.label, why) for e, why in zip(self.records, self.problems)] + self.refused_experiments:
             by.setdefault(why, []).append(label)
+        differ = any(why.startswith(DIFFER) for why in by)
         return "no calibration experiment may certify a plan with a confidence: " + "; ".join(
-            f"{', '.join(labels[:4])}{', …' if len(labels) > 4 else ''}: {why}" for why, labels in by.items())
+            f"{', '.join(labels[:4])}{', …' if len(labels) > 4 else ''}: {why}" for why, labels in by.items()) + (
+            "; profile calibration runs of the scenario as it is (`depl profile SCENARIO --first-seed N`, then "
+            "`depl calibrate SCENARIO RUNS`)" + AS_FITTED if differ else "")
 
     def shortfall(self) -> str | None:
         """Why no schedule is certified at (ℓmax, ω) with confidence 1 − α, and how many runs would do, in words;
@@ -419,8 +425,7 @@ class CalibratedModel(LossModel):
                 f"{self.alpha / E:.3g}, the law's likeliest first, a chain stopping at its first failure; every chain "
                 f"failed its first test ({firsts}), which "
                 f"takes at least {need} runs of it meeting ℓmax = {loss:g} ({have} runs per experiment here); profile "
-                f"more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`), or plan with the law as fitted "
-                f"(`depl plan --uncalibrated`: no certificate)")
+                "more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`)" + AS_FITTED)
 
     def experiment_words(self, i: int) -> str:
         """Calibration experiment `i` by what sets it apart from the others: its label, the versions it trained

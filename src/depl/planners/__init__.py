@@ -12,6 +12,7 @@ import itertools
 import time
 
 from ..loss import LossModel, loss_model_for
+from ..loss.calibrated import AS_FITTED
 from ..plan import Plan
 from ..scenario import Scenario
 from ..state import START, RunState
@@ -67,7 +68,7 @@ def measured_only(scenario: Scenario) -> Scenario:
 
 
 __all__ = ["make_plan", "planner_names", "get_planner", "register", "Planner", "Options", "Infeasible", "Plan",
-           "certify_by_calibration", "infeasible_reason"]
+           "certify_by_calibration", "infeasible_reason", "binding"]
 
 
 def certify_by_calibration(s: Scenario, p: Plan, promise: float | None = None) -> None:
@@ -114,17 +115,29 @@ def certify_by_calibration(s: Scenario, p: Plan, promise: float | None = None) -
             p.info["certificate"].update(omega_certified=p.omega, promise=promise)
 
 
-def infeasible_reason(e: Infeasible, s: Scenario) -> str:
-    """The planner's message, and where a calibrated law certifies nothing with its α, why and what would."""
-    message = str(e)
+def infeasible_reason(e: Infeasible, s: Scenario, method: str = "depl", options: Options | None = None) -> str:
+    """Why no plan meets the target, in one message (`binding`)."""
+    return str(binding(e, s, method, options))
+
+
+def binding(e: Infeasible, s: Scenario, method: str = "depl", options: Options | None = None) -> Infeasible:
+    """The reason that binds, first, with the figures it speaks of: where a calibrated law certifies nothing with
+    its α, the law as fitted is planned too (`method`, `options`); if it cannot reach the target either, that binds
+    (its lowest reachable quantile, its earliest time), and the calibration's failing is said after it; if it can,
+    the calibration binds: the target, then why its runs certify nothing and what would."""
     if s.target.alpha is None or s.calibration is None or not s.calibration.use:
-        return message
+        return e
     mismatch = s.calibration_mismatch()
-    if mismatch:
-        return f"{message} {mismatch[0].upper()}{mismatch[1:]}."
-    why = loss_model_for(s).shortfall()
+    why = mismatch or loss_model_for(s).shortfall()
     if why is None:
-        return message
+        return e
+    try:
+        make_plan(s.uncalibrated(), method, options)
+    except Infeasible as fitted:
+        # ... nor is planning with it a way out: the calibration's words end without it
+        return Infeasible(f"{fitted} Besides, {why.removesuffix(AS_FITTED)}.", best_quantile=fitted.best_quantile,
+                          shortest_time=fitted.shortest_time, target=fitted.target)
     # nothing certified: every schedule's quantile is the law's ceiling, and what the planner's message says of
     # reaching the target would be about that ceiling, not the law; its sentence naming the target is kept
-    return f"{e.target or message} {why[0].upper()}{why[1:]}."
+    head = str(e) if mismatch else (e.target or str(e))
+    return Infeasible(f"{head} {why[0].upper()}{why[1:]}.", target=e.target)

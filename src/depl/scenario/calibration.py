@@ -89,7 +89,13 @@ class Conditions(Strict):
     epochs: int = Field(ge=1, description="the epochs each run trained")
     training: dict[str, bool | int | float | str] = Field(
         default_factory=dict, description="the runs' [training] options as recorded (lr, momentum, batch_size, iid, "
-        "dirichlet_alpha, data_draw, and any other key of the run spec); an unset option is absent")
+        "dirichlet_alpha, data_draw, and any other key of the run spec); an unset option is absent; where your code "
+        "lay (code_dir) is no condition: what it is is (`code`)")
+    networks: dict[str, str] = Field(default_factory=dict, description="the network each version of the runs "
+                                     "trained, in words (`network_words`), by version name")
+    code: dict[str, str] = Field(default_factory=dict, description="sha256 of each file of your code the runs ran "
+                                 "(network, data factory, loss), by its path in its folder: the keys of a scenario's "
+                                 "code_hashes")
 
     @field_validator("shares")
     @classmethod
@@ -97,12 +103,17 @@ class Conditions(Strict):
         return sorted((float(a), float(b)) for a, b in v)
 
     @classmethod
-    def of_job(cls, job: dict[str, Any]) -> "Conditions":
-        """The conditions of a stored job (`runs.spec` job: `depl.train.federation.Job.to_json`).  The Dirichlet
-        partition and the data draw travel with its data (alpha, draws); here they are [training] options, as the
-        scenario states them; where the run chose the device is no condition of its losses."""
+    def of_job(cls, job: dict[str, Any], code: dict[str, str] | None = None) -> "Conditions":
+        """The conditions of a stored job (`runs.spec` job: `depl.train.federation.Job.to_json`) and of the code it
+        ran (`runs.spec` code: sha256 by path).  The Dirichlet partition and the data draw travel with its data
+        (alpha, draws); here they are [training] options, as the scenario states them; where the run chose the
+        device, and the folder its code was imported from, are no conditions of its losses: the code's files are."""
         data = dict(job.get("data") or {})
-        training = {k: v for k, v in dict(job.get("options") or {}).items() if k != "device" and v is not None}
+        training = {k: v for k, v in dict(job.get("options") or {}).items()
+                    if k not in ("device", "code_dir") and v is not None}
+        networks = {str(name): network_words(v["net"], v.get("width"), float(v.get("ratio", 0.0)),
+                                             json.loads(v.get("net_args") or "{}"))
+                    for name, v in dict(job.get("versions") or {}).items()}
         if data.get("alpha") is not None:
             training["dirichlet_alpha"] = float(data["alpha"])
         training["data_draw"] = str(data.get("draws", "fixed"))
@@ -110,7 +121,8 @@ class Conditions(Strict):
             training["data_subset"] = int(data["subset"])
         return cls(nodes=int(next(iter((job.get("nodes") or {}).values()), 1)), source=str(data["source"]),
                    shares=[tuple(s) for s in data["shares"]], fraction=float(data.get("fraction", 1.0)),
-                   epochs=len(job.get("epochs") or []), training=training)
+                   epochs=len(job.get("epochs") or []), training=training, networks=networks,
+                   code=dict(code or {}))
 
     def mismatch(self, scenario, *, nodes=None, data=None) -> Mismatch | None:
         """The first condition these runs differ from `scenario`'s in (`mismatches`), or None."""
@@ -162,7 +174,33 @@ class Conditions(Strict):
             have = self.training.get(key, fields[key].default)  # absent: the run was made before the key (its default)
             if not _same(want, have):
                 out.append(Mismatch(f"[training] {key}", want, have))
+        models = {m.name: m.train for m in scenario.models}
+        for name, words in sorted(self.networks.items()):
+            train = models.get(name)
+            if train is not None:
+                want = network_words(train.net, train.width, float(train.prune_ratio), train.net_args)
+                if want != words:
+                    out.append(Mismatch(f"models {name!r} train (the network)", want, words))
+        pinned = scenario.code_hashes or {}
+        for path, digest in sorted(self.code.items()):
+            if path in pinned and pinned[path] != digest:
+                out.append(Mismatch(f"your code {path} (sha256)", _short(pinned[path]), _short(digest)))
         return out
+
+
+def network_words(net: str, width: int | None, ratio: float, net_args: dict[str, Any]) -> str:
+    """A version's network in words, as a run's job records it and as a scenario's `train` states it: the one form
+    both are compared in (`mymodel:make_net(hidden=32) pruned 0.5`, `cnn1d width 16`)."""
+    if ":" in net:
+        words = net + "(" + ", ".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(net_args.items())) + ")"
+    else:
+        words = net if width is None else f"{net} width {width}"
+    return words + (f" pruned {ratio:g}" if ratio else "")
+
+
+def _short(digest: str) -> str:
+    """A file's sha256 as a message shows it (its first 12 hex digits)."""
+    return digest.removeprefix("sha256:")[:12]
 
 
 Loss = Annotated[float, AllowInfNan(True)]

@@ -29,8 +29,9 @@ def run_id_for(job: Job, backend: str, prefix: str = "plan") -> str:
 
 
 def register(store: Store, run_id: str, kind: str, job: Job, extra: dict | None = None) -> None:
-    """Record the run with its spec (`depl.runspec.RunSpec`: the job and the `extra` keys)."""
-    store.start_run(run_id, kind, RunSpec.from_json({**(extra or {}), "job": job.to_json()}).to_json())
+    """Record the run with its spec (`depl.runspec.RunSpec`: the job, the digests of your code it runs and the
+    `extra` keys)."""
+    store.start_run(run_id, kind, RunSpec.from_json({**(extra or {}), "job": job.to_json(), "code": job.code()}).to_json())
 
 
 def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:

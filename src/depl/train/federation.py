@@ -115,18 +115,32 @@ class Job:
         file is a new run.  A built-in job's identity is its `to_json`.  Where the code cannot be read (a folder
         not allowed here, a file gone) the folder itself stands for it, as before."""
         d = self.to_json()
+        code = self._digests()
+        if not code:
+            return d
+        return {**drop_code_dirs(d), "code": {f"{ref} {path}": h for (ref, path), h in code.items()}}
+
+    def code(self) -> dict[str, str] | None:
+        """sha256 of every file of your code the job runs, by its path in its folder (the keys of a scenario's
+        `code_hashes`), as its run spec records them (`depl.runspec`, ``code``); None for a built-in job or where
+        the code cannot be read."""
+        code = self._digests()
+        return {path: h for (_, path), h in sorted(code.items())} if code else None
+
+    def _digests(self) -> dict[tuple[str, str], str] | None:
+        """{(reference, path): sha256} of the files of your code the job runs; None where there is none or it cannot
+        be read (a folder not allowed here, a file gone)."""
         refs = {(v.net, v.code_dir) for v in self.versions.values() if v.own}
         if self.data.code_dir is not None and ":" in self.data.source:
             refs.add((self.data.source, self.data.code_dir))
         if self.options.code_dir is not None and ":" in self.options.loss:
             refs.add((self.options.loss, self.options.code_dir))
         if not refs:
-            return d
+            return None
         try:
-            code = {f"{ref} {path}": h for ref, folder in sorted(refs, key=str) for path, h in digests(ref, folder).items()}
+            return {(ref, path): h for ref, folder in sorted(refs, key=str) for path, h in digests(ref, folder).items()}
         except (data_mod.DataError, OSError, ImportError):  # CodeRefused is a DataError
-            return d
-        return {**drop_code_dirs(d), "code": code}
+            return None
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":

@@ -282,12 +282,12 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
 
     from ..fit.calibrate import recalibrate, reliability
     from ..fit.runs import load_profile
-    from ..scenario import parse_scenario, read_toml, scenario_source
+    from ..scenario import load_scenario, scenario_source
     from ..store import Store
 
     with as_bad_input(*fitting_errors()):
         text, source = scenario_source(scenario)
-        base = parse_scenario(read_toml(text, source), source)
+        base = load_scenario(scenario)   # with the digests of your code it names: the runs' must be the same
         omega = base.target.quantile if omega is None else omega
         # every run that started counts: one that diverged or stopped is a run that met no ℓmax (+inf)
         prof = load_profile(Store(store, readonly=True), base, min_seeds=1).every_run()

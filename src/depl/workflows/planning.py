@@ -95,7 +95,7 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
     (optimal: its incumbent, bound and gap as they change). Raises Unreachable when no plan meets the target,
     BadInput for a scenario or option that cannot be used.
     """
-    from ..planners import Infeasible, Options, certify_by_calibration, infeasible_reason, make_plan, planner_names
+    from ..planners import Infeasible, Options, binding, certify_by_calibration, make_plan, planner_names
 
     out = None if out is None else Path(out)
     time_limit = check_time_limit(method, time_limit)
@@ -113,14 +113,14 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         s = retarget(s, quantile=stricter(s, slack))
     say = on_status or (lambda line: None)
     refuse_legacy(s)
+    options = Options(eta=eta, time_limit=time_limit, on_status=say) if method == "optimal" else Options(eta=eta)
     try:
-        if method == "optimal":  # its own live status: incumbent, bound, gap, elapsed
-            p = make_plan(s, method, Options(eta=eta, time_limit=time_limit, on_status=say))
-        else:
+        if method != "optimal":  # optimal has its own live status: incumbent, bound, gap, elapsed
             say(f"planning {s.name} with {method} (η = {eta}) …")
-            p = make_plan(s, method, Options(eta=eta))
+        p = make_plan(s, method, options)
     except Infeasible as e:
-        raise Unreachable(infeasible_reason(e, s), infeasible_result(s, method, e)) from None
+        why = binding(e, s, method, options)   # one reason, the binding one first: on stderr and in --json alike
+        raise Unreachable(str(why), infeasible_result(s, method, why)) from None
     certify_by_calibration(s, p, promise)
     if promise is not None and not (p.info.get("certificate") or {}).get("certified"):
         raise Unreachable(f"--slack {slack:g}: the plan at ω′ = {p.omega:g} is not certified by the calibration runs "
