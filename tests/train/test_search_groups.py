@@ -354,3 +354,22 @@ def test_the_margin_the_runs_showed_tightens_the_target_a_proposal_is_planned_fo
     keys = {(tuple(c.plan.datasets), tuple((e.model, e.cluster) for e in c.plan.epochs)) for c in prep.candidates}
     assert (tuple(new.plan.datasets), tuple((e.model, e.cluster) for e in new.plan.epochs)) not in keys
     assert new.plan.loss_target == prep.scenario.target.loss      # tested at the scenario's own target
+
+
+@pytest.mark.parametrize("name, scenario, first", [("mnist1d-small-2", "mnist1d-small", 1800000),
+                                                   ("mnist1d-noniid-2", "mnist1d-noniid", 1900000)])
+def test_a_committed_search_of_the_price_rule_replays_through_its_command(depl_cli, tmp_path, name, scenario, first):
+    """The command that made it, on a copy of its store: the candidates planned again from the scenario, the store
+    bound to the same search, every decision replayed, not one epoch trained."""
+    cert = json.loads((RECORDS / name / "plan.json").read_text())["info"]["certificate"]
+    shutil.copy(RECORDS / name / "runs.sqlite", tmp_path / "runs.sqlite")
+    before = _epochs(tmp_path / "runs.sqlite")
+    r = depl_cli("plan", scenario, "--certify", "--first-seed", first, "--batch", 16, "--max-runs", 300, "--uses",
+                 1000, "--keep-models", "none", "--out", tmp_path / "plan.json", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = json.loads(r.stdout)["certificate"]
+    keep = ("verdict", "runs", "met", "lower_bound", "cost", "weight")
+    assert [[c[k] for k in keep] for c in again["candidates"]] == [[c[k] for k in keep] for c in cert["candidates"]]
+    assert (again["returned"], again["runs_trained"], again["seeds"]) == \
+        (cert["returned"], cert["runs_trained"], cert["seeds"])
+    assert _epochs(tmp_path / "runs.sqlite") == before
