@@ -89,12 +89,15 @@ def _candidates(con, prep, rows: list[dict], prices: list[dict]) -> None:
         con.print(f"  [{r['index']}] cost {r['cost']:.6g}, K = {r['epochs']}: {r['schedule']} (planned at ω "
                   f"{at['omega']:.4g}, ℓmax {at['loss']:.4g}, law {at['law']}); {_price(pr)}",
                   markup=False, highlight=False)
-    b = next((i for i, pr in enumerate(prices) if pr["p_certify"] >= 0.5), None)
-    if b is None:
+    # the order the search tries them in: their shares of α halve along it (depl.certificate.search.value_shares)
+    order = sorted(range(len(prices)), key=lambda i: (-prices[i]["share"], i))
+    tried = next((order[:k + 1] for k, i in enumerate(order) if prices[i]["p_certify"] >= 0.5), None)
+    if tried is None:
         con.print("  price, by the law: no candidate is likely to certify within --max-runs", markup=False)
         return
-    runs = sum(pr["expected_runs"] for pr in prices[:b + 1])
-    cost = sum(pr["expected_cost"] for pr in prices[:b + 1])
+    b = tried[-1]
+    runs = sum(prices[i]["expected_runs"] for i in tried)
+    cost = sum(prices[i]["expected_cost"] for i in tried)
     con.print(f"  price, by the law: [{b}] (cost {rows[b]['cost']:.6g} per use) certified after about {runs:.0f} "
               f"runs counted, runs' cost ~{cost:.3g}; the law is a guess the runs may refute", markup=False,
               highlight=False)
