@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..certificate import DEFAULT_ALPHA
 from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, print_json,
                       refusals)
 
@@ -14,7 +15,7 @@ CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEAS
 
 # `depl plan`'s options for --certify (one object per option)
 CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in advance, on fresh seeds and return "
-                       "the cheapest one the runs certify with confidence 1 − α [default α 0.05] (docs/certificate.md, "
+                       f"the cheapest one the runs certify with confidence 1 − α [default α {DEFAULT_ALPHA:g}] (docs/certificate.md, "
                        "\"The certified search\"); exits 3 when none is certified within --max-runs, 4 when every "
                        "candidate is refuted")
 MAX_RUNS_SEARCH = typer.Option(None, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
