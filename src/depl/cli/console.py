@@ -33,6 +33,7 @@ class _Output:
 
     json = False
     printed = False  # a JSON object is on stdout already: a later refusal adds none
+    verbose = False  # `depl --verbose`: a refusal's detail (what its one line counts) follows it
 
 
 output = _Output()
@@ -62,14 +63,18 @@ def print_json(obj) -> None:
     output.printed = True
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None) -> None:
+def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None, detail: tuple[str, ...] = ()) -> None:
     """Print one clear message to stderr and exit with `code` (no traceback).
 
     Under --json, stdout gets one JSON object too: `result` (what the command has to say, e.g. an infeasible
-    plan's reachable quantile) or else `{"error": message}`, with `"exit_code": code` added.
+    plan's reachable quantile) or else `{"error": message}`, with `"exit_code": code` added.  `detail`: what the
+    message only counts (every seed range a refusal met), a line each after it under `depl --verbose`.
     """
     # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+    if output.verbose:
+        for line in detail:
+            err_console.print(f"  {line}", highlight=False, markup=False)
     if output.json and not output.printed:
         print_json({**(result if result is not None else {"error": message}), "exit_code": code})
     raise typer.Exit(code)
@@ -92,7 +97,7 @@ def refusals():
         yield
     except WorkflowError as e:
         code = 1 if isinstance(e, Failed) else EXIT_INFEASIBLE if isinstance(e, Unreachable) else EXIT_BAD_INPUT
-        fail(str(e), code, e.result)
+        fail(str(e), code, e.result, e.detail)
 
 
 def command_line() -> list[str] | None:

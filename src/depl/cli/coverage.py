@@ -78,8 +78,10 @@ def coverage(
     code = EXIT_REFUTED if refuted else EXIT_OK
     if as_json:
         print_json({**result.to_json(), "exit_code": code})
-    con.print(("[red]refuted[/]: " + escape(", ".join(c.key for c in refuted)) + f"; exit {code}") if refuted
-              else f"no cell refuted; exit {code}", markup=True)
+    keys = [c.key for c in refuted]
+    shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more ({result.json_file} lists them)" if len(keys) > 5 else "")
+    con.print(("[red]refuted[/]: " + escape(shown) + f"; exit {code}")
+              if refuted else f"no cell refuted; exit {code}", markup=True)
     raise typer.Exit(code)
 
 
