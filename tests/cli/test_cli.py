@@ -53,6 +53,12 @@ def test_simulate_judges_at_the_plans_alpha(depl_cli, tmp_path):
     assert f"holds (one-sided 99 % lower bound {d['p_meet_ci'][0]:.4f} ≥ ω = 0.99" in r.stdout
 
 
+def test_plan_help_says_max_runs_counts_runs_per_candidate_not_runs_trained(depl_cli):
+    r = depl_cli("plan", "--help", env={"COLUMNS": "400"})
+    said = " ".join(r.stdout.split())
+    assert "the most runs each candidate's test counts" in said and "not the runs trained" in said
+
+
 @pytest.mark.parametrize("method", ["optimal", "best-exp"])
 def test_other_methods_from_a_toml_path(depl_cli, tmp_path, method):
     from importlib import resources

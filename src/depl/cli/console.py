@@ -24,6 +24,7 @@ EXIT_REFUTED = 4
 # a pipe or a file gets whole lines (soft wrap) and wide tables, not 80 columns of folded text
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, soft_wrap=True)
+WHOLE_LINES = 10_000   # the width of a progress line written to a file or a pipe: never cut
 
 JSON_HELP = "print one JSON object on stdout (nothing else there)"
 
@@ -149,6 +150,8 @@ def epoch_progress(unit: str = "epochs"):
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.progress import Progress as Bar
 
+    # a file or a pipe gets whole lines (rich would cut them at 80 columns): a console as wide as the line
+    con = err_console if err_console.is_terminal else Console(stderr=True, soft_wrap=True, width=WHOLE_LINES)
     return Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=con,
                     transient=False)
