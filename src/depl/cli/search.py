@@ -155,9 +155,14 @@ def _result(con, done) -> None:
                   f"(each at its share of α = {c['alpha']:g}); no plan written", markup=False, highlight=False)
     else:
         m = c["expected_more_runs"] or {}
-        hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
-                f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
-                if m else "")
+        r = c["candidates"][m["candidate"]] if m else {}
+        if m and r["met"] == r["runs"] and m.get("if_all_meet") is not None:   # Laplace's rate would read 4/4 as 0.83
+            hint = (f"; candidate [{m['candidate']}]: every run it counted met ℓmax ({r['met']} of {r['runs']}), it "
+                    f"certifies after {m['if_all_meet']} more runs if each meets ℓmax too")
+        else:
+            hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
+                    f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
+                    if m else "")
         con.print(f"undecided: no candidate certified within --max-runs {c['max_runs']} runs counted each{hint}: rerun "
                   "with a larger "
                   "--max-runs to go on where this stopped; no plan written", markup=False, highlight=False)

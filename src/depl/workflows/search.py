@@ -306,7 +306,12 @@ def certificate_json(r: "Searched") -> dict:
     more = None
     if b is None and s.outcome != "refuted":
         i = s.likeliest()
-        more = {"candidate": i, **s.more_runs(i)} if i is not None else None
+        if i is not None:
+            from ..certificate import more_runs_if_all_meet
+
+            t = s.arms[i].test   # the fewest more runs that certify it, each meeting ℓmax (the least going on takes)
+            more = {"candidate": i, **s.more_runs(i),
+                    "if_all_meet": more_runs_if_all_meet(t.hits, t.runs, float(s.omega), t.alpha, s.prior)}
     return {"format": "depl.search/1", "certified": b is not None, "outcome": s.outcome, "alpha": s.alpha,
             "omega": float(s.omega), "loss_target": cands[0].plan.loss_target, "returned": b,
             "runs": s.arms[b].state.runs if b is not None else 0,
