@@ -129,7 +129,7 @@ def paired(task: str, omega: float, out: Path, args, run_id: str | None = None) 
 def markdown(rows: list[dict], seeds: int, first: int, rule: str = "slack") -> str:
     head = (f"{seeds} held-out seeds ({first}..{first + seeds - 1}) per cell, the calibrated law's plan; "
             f"adaptive = `depl validate TASK PLAN --adaptive --rule {rule}`\n\n"
-            "| task | ω | plan (open loop) | δ spent | open-loop coverage | adaptive coverage [Clopper–Pearson 95%] "
+            "| task | ω | plan (open loop) | δ spent | open-loop coverage | adaptive coverage [one-sided 1 − α bounds] "
             "| verdict | stops | mean epochs | mean cost: open → adaptive | saved | seeds lost / gained |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []
