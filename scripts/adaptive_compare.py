@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from depl.certificate import confidence_words
+from depl.plan import Plan
 from depl.store import Store
 from depl.train.adaptive import finished, outcome
 from depl.validate import coverage
@@ -28,10 +30,12 @@ def main(adaptive_store: str, open_store: str) -> None:
     losses, gone = o.losses(orun["run_id"]), o.diverged(orun["run_id"])
     ofinal = np.array([np.inf if s in gone else losses[s][K - 1] for s in seeds])
     print(f"{len(seeds)} held-out seeds ({min(seeds)}..{max(seeds)}), ℓmax {target:g}, ω {omega:g}")
-    print("| execution | coverage | Clopper–Pearson 95% | mean final test loss | mean cost |")
+    alpha = Plan.from_json(plan).alpha
+    print(f"| execution | coverage | Clopper–Pearson one-sided {confidence_words(alpha)} bounds | mean final test loss "
+          "| mean cost |")
     print("|---|---|---|---|---|")
     for name, f, c in (("open loop", ofinal, np.full(len(seeds), plan["cost"])), ("adaptive", finals, costs)):
-        cv = coverage(f, target, omega)
+        cv = coverage(f, target, omega, alpha)
         print(f"| {name} | {cv.rate:.3f} ({cv.hits}/{cv.runs}) | [{cv.ci[0]:.3f}, {cv.ci[1]:.3f}] | "
               f"{np.mean(f[np.isfinite(f)]):.4f} | {np.mean(c):.1f} |")
     print("decisions: " + ", ".join(f"{k} {v}" for k, v in sorted(actions.items())))

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depl.certificate import DEFAULT_ALPHA
 from depl.plan import Plan
 from depl.store import Store
 from depl.train import adaptive as ad
@@ -87,9 +88,9 @@ def stored(out: Path, args) -> dict:
         run = the_run(st)
         finals, costs, actions = ad.outcome(st, run["run_id"], seeds)
     plan = Plan.from_json(run["spec"]["plan"])
-    c = coverage(finals, plan.loss_target, plan.omega)
+    c = coverage(finals, plan.loss_target, plan.omega, plan.alpha)
     return {"adaptive": True, "runs": c.runs, "hits": c.hits, "coverage": c.rate, "ci_low": c.ci[0],
-            "ci_high": c.ci[1], "omega": c.omega, "target": c.target, "not_refuted": c.not_refuted,
+            "ci_high": c.ci[1], "alpha": c.alpha, "omega": c.omega, "target": c.target, "not_refuted": c.not_refuted,
             "mean_cost": float(np.nanmean(costs)), "plan_cost": plan.cost, "actions": actions,
             "rule": run["spec"].get("adaptive") or {}, "run_id": run["run_id"]}
 
@@ -116,7 +117,7 @@ def paired(task: str, omega: float, out: Path, args, run_id: str | None = None) 
     opened = np.array([open_final.get(s, math.inf) for s in seeds])
     target = cell["target"]
     ok_a, ok_o = finals <= target, opened <= target
-    c = coverage(opened, target, omega)
+    c = coverage(opened, target, omega, float(cell.get("alpha", DEFAULT_ALPHA)))
     return {"slack": slack, "stops": int(stopped.sum()), "mean_epochs": float(epochs.mean()),
             "planned_epochs": int(cell["epochs"]), "open_cost": float(cell["cost"]), "open_hits": int(c.hits),
             "open_coverage": c.rate, "open_ci": list(c.ci), "lost": int((ok_o & ~ok_a).sum()),
@@ -128,7 +129,7 @@ def paired(task: str, omega: float, out: Path, args, run_id: str | None = None) 
 def markdown(rows: list[dict], seeds: int, first: int, rule: str = "slack") -> str:
     head = (f"{seeds} held-out seeds ({first}..{first + seeds - 1}) per cell, the calibrated law's plan; "
             f"adaptive = `depl validate TASK PLAN --adaptive --rule {rule}`\n\n"
-            "| task | ω | plan (open loop) | δ spent | open-loop coverage | adaptive coverage [Clopper–Pearson 95%] "
+            "| task | ω | plan (open loop) | δ spent | open-loop coverage | adaptive coverage [one-sided 1 − α bounds] "
             "| verdict | stops | mean epochs | mean cost: open → adaptive | saved | seeds lost / gained |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     lines = []

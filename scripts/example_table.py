@@ -6,7 +6,7 @@ from pathlib import Path
 
 docs = Path(sys.argv[1])
 rows = ["| loss model | plan (versions × epochs, cluster) | cost | certified q_ω(ℓ(K)) | measured mean ℓ(K) (sd) | "
-        "measured q_ω | coverage P(ℓ(K) ≤ ℓmax) | Clopper–Pearson 95% | verdict |",
+        "measured q_ω | coverage P(ℓ(K) ≤ ℓmax) | one-sided 1 − α bounds | verdict |",
         "|---|---|---|---|---|---|---|---|---|"]
 for m in ("increments", "level"):
     plan_f, val_f = docs / f"plan-{m}.json", docs / f"plan-{m}-validate.json"

@@ -26,6 +26,30 @@ def test_the_lineage_line_names_experiments_on_the_same_seeds_once():
     assert Ledger([FIT, CAL]).words() == "kept clear of the plan's lineage: fit 0..19; calibration 300000..300063"
 
 
+def test_a_refusal_that_meets_many_uses_is_one_short_line_with_every_use_behind_it():
+    """Twelve searches in other stores, each on its own seeds, met by one range: the line names the first use and
+    counts the rest (their seeds' first, last and number); `detail` (depl --verbose) and `result` (--json) list
+    each use with its seeds, and the lineage line is capped too."""
+    book = "/home/someone/.local/share/depl/seeds/task-0123456789abcdef.json"
+    uses = [Use("search", f"search in /data/experiments/run-{i:02d}/runs.sqlite (the task's seed book {book})",
+                as_ranges([400_000 + 10 * i + k for k in (0, 1, 3, 5, 7)])) for i in range(12)]
+    with pytest.raises(SeedsUsed) as e:
+        Ledger([FIT, *uses]).check(400_000, 400_199, "--first-seed 400000 --seeds 200", "validate")
+    line = str(e.value)
+    assert "\n" not in line and len(line) < 600, len(line)
+    assert line.startswith("--first-seed 400000 --seeds 200 (seeds 400000..400199): the plan's lineage used seeds "
+                           "400000..400001, 400003 and 2 more ranges by search in /data/experiments/run-00/")
+    assert "and 11 more uses (search ×11): 60 seeds in all, 400000..400117" in line
+    assert "the first free seed is" in line and "--verbose" in line
+    assert len(e.value.detail) == 12 and e.value.detail[11].startswith(
+        "seeds 400110..400111, 400113, 400115, 400117 by search in /data/experiments/run-11/runs.sqlite")
+    assert [u["seeds"] for u in e.value.result["seeds_used"]][0] == [[400000, 400001], [400003, 400003],
+                                                                    [400005, 400005], [400007, 400007]]
+    assert e.value.result["error"] == line
+    words = Ledger(uses).words()
+    assert len(words) < 300 and words.endswith("; and 7 more")
+
+
 def test_a_new_range_must_miss_the_ledger_and_the_default_does():
     ledger = Ledger([FIT, CAL])
     assert resolve(ledger, "validate", "plan-x", None, 200, "") == 410_000

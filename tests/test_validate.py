@@ -22,14 +22,48 @@ def pooled_only(name: str):
     return parse_scenario(d, f"{name} (pooled calibration)")
 
 
-def test_coverage_is_clopper_pearson():
+def test_coverage_is_clopper_pearson_one_sided_at_alpha():
     final = np.r_[np.zeros(170), np.ones(30)]
-    c = coverage(final, target=0.5, omega=0.9)
-    ci = stats.binomtest(170, 200).proportion_ci(method="exact")
+    c = coverage(final, target=0.5, omega=0.9, alpha=0.05)
     assert (c.hits, c.runs, c.rate) == (170, 200, 0.85)
+    # the two one-sided 95 % bounds (together scipy's two-sided 90 % interval)
+    ci = stats.binomtest(170, 200).proportion_ci(0.9, method="exact")
     assert c.ci == pytest.approx((ci.low, ci.high))
     assert c.ci[1] < 0.9 and not c.not_refuted        # 85% of 200 refutes ω = 0.9
-    assert coverage(np.r_[np.zeros(175), np.ones(25)], 0.5, 0.9).not_refuted  # 87.5%: not refuted
+    assert coverage(np.r_[np.zeros(175), np.ones(25)], 0.5, 0.9, 0.05).not_refuted  # 87.5%: not refuted
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01])
+def test_the_bounds_shown_are_the_ones_the_verdict_tests(alpha):
+    """For every count of 200 runs, refuted exactly where the upper bound shown lies below ω, certified exactly
+    where the lower bound shown reaches it — no interval that holds ω beside "refuted" (a two-sided 95 % interval
+    is wider than the one-sided bounds: 171 of 200 gave [0.798, 0.901] and "refuted" at ω = 0.9)."""
+    omega, n = 0.9, 200
+    for h in range(n + 1):
+        c = coverage(np.r_[np.zeros(h), np.ones(n - h)], 0.5, omega, alpha)
+        lower, upper = c.ci
+        assert (c.verdict == "refuted") == (upper < omega), h
+        assert (c.verdict == "certified") == (lower >= omega), h
+        pct = f"{100 * (1 - alpha):g} %"
+        shown = {"refuted": f"one-sided {pct} upper bound {upper:.3f} < ω", "certified":
+                 f"one-sided {pct} lower bound {lower:.3f} ≥ ω"}.get(c.verdict, f"one-sided {pct} bounds [{lower:.3f}")
+        assert c.bound_words.startswith(shown), (h, c.bound_words)
+
+
+def test_a_plan_is_judged_at_its_own_alpha(tmp_path):
+    """validate's verdict is at the α the plan was made with ([target] alpha), not at a fixed 95 %."""
+    from depl.loss import loss_model_for
+    from depl.scenario import parse_scenario, scenario_dict, with_target
+
+    s = parse_scenario(with_target(scenario_dict(load_scenario("paper-alexnet")), alpha=0.01), "α = 0.01")
+    plan = make_plan(s)
+    assert plan.alpha == 0.01
+    traj = loss_model_for(s).simulate(plan.schedule, s.phi(s.samples(plan.datasets)), 50, np.random.default_rng(5))
+    v = validate(plan, s, traj, list(range(50)), mc_runs=200)
+    c = v.coverage
+    assert c.alpha == 0.01 and v.to_json()["alpha"] == 0.01
+    assert c.ci == pytest.approx(stats.binomtest(c.hits, 50).proportion_ci(0.98, method="exact"))
+    assert "99 %" in c.bound_words
 
 
 def test_validate_judges_runs_drawn_from_the_plans_own_law(tmp_path):

@@ -55,7 +55,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from .certificate import anytime_lower, check_alpha
+from .certificate import DEFAULT_ALPHA, anytime_lower, check_alpha
 from .gap import MeasuredGap
 from .loss import LossModel, loss_model_for
 from .omega import OMEGA_MAX
@@ -600,6 +600,7 @@ class MonteCarlo:
     actions: dict[str, int] = field(default_factory=dict)
     target: float = 0.0
     omega: float = 0.0
+    alpha: float = DEFAULT_ALPHA   # the plan's α: the confidence of `interval`'s bounds
 
     @property
     def coverage(self) -> float:
@@ -609,9 +610,10 @@ class MonteCarlo:
     def open_coverage(self) -> float:
         return float(np.mean(self.open_final <= self.target))
 
-    def interval(self, closed: bool = True, level: float = 0.95) -> tuple[float, float]:
-        """Clopper–Pearson interval of the closed (or open) loop's coverage, as `depl validate` computes it."""
-        return measured_coverage(self.final if closed else self.open_final, self.target, self.omega, level).ci
+    def interval(self, closed: bool = True) -> tuple[float, float]:
+        """The one-sided (1 − α) Clopper–Pearson bounds of the closed (or open) loop's coverage at the plan's α, as
+        `depl validate` computes them."""
+        return measured_coverage(self.final if closed else self.open_final, self.target, self.omega, self.alpha).ci
 
 
 def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
@@ -650,7 +652,7 @@ def monte_carlo(policy: Policy, runs: int, seed: int = 0, *, every: int = 1,
                 rest, at = list(d.rest), state.epoch
                 path = loss.simulate([x.model for x in rest], phi, 1, rng, start=state)[0]
         finals[i], costs[i] = true, state.cost_spent
-    return MonteCarlo(finals, costs, paths[:, -1], float(plan.cost), actions, policy.target, policy.omega)
+    return MonteCarlo(finals, costs, paths[:, -1], float(plan.cost), actions, policy.target, policy.omega, plan.alpha)
 
 
 def simulated_gap(policy: Policy, runs: int, gap: float, seed: int = 0) -> MeasuredGap:

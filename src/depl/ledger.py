@@ -66,7 +66,15 @@ SAID = {"search": "plan --certify"}   # a command as the user types it, where it
 
 class SeedsUsed(ValueError):
     """A seed range that meets the ledger, or a resumed command given other values than it began with; the message
-    names the seeds, what used them and the first free seed."""
+    names the seeds, what used them and the first free seed, in one short line.  Where many uses meet the range,
+    the line names the first and counts the rest: `detail` holds every use in a line each (printed by
+    `depl --verbose`) and `result` the same as data (the JSON object of a command's --json)."""
+
+    def __init__(self, message: str, uses: list[dict] | None = None):
+        super().__init__(message)
+        self.detail = tuple(f"seeds {ranges_text(map(tuple, u['seeds']), len(u['seeds']))} by {u['what']}"
+                            for u in uses or ())
+        self.result = {"error": message, "seeds_used": uses} if uses else None
 
 
 def as_ranges(seeds: Iterable[int]) -> tuple[tuple[int, int], ...]:
@@ -78,6 +86,17 @@ def as_ranges(seeds: Iterable[int]) -> tuple[tuple[int, int], ...]:
         else:
             out.append([s, s])
     return tuple((a, b) for a, b in out)
+
+
+def _merged(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Closed ranges merged where they meet or touch: ((5, 9), (1, 3), (4, 4)) → [(1, 9)]."""
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def ranges_text(ranges: Iterable[tuple[int, int]], most: int = 6) -> str:
@@ -156,13 +175,21 @@ class Ledger:
         hits = self.overlaps(first, last)
         if not hits:
             return
-        by: dict[tuple, list[str]] = {}     # the same seeds used by several steps: named together
-        for u, o in hits:
-            by.setdefault(o, []).append(u.what)
-        said = "; ".join(f"seeds {ranges_text(o)} by {', '.join(whats)}" for o, whats in by.items())
+        first_use, first_seeds = hits[0]
+        said = f"seeds {ranges_text(first_seeds, 2)} by {first_use.what}"
+        if len(hits) > 1:
+            kinds = Counter(u.kind for u, _ in hits[1:])
+            union = _merged(r for _, o in hits for r in o)
+            count = sum(b - a + 1 for a, b in union)
+            said += (f" and {len(hits) - 1} more use{'s' * (len(hits) > 2)} ("
+                     + ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())
+                     + f"): {count} seeds in all, {union[0][0]}..{union[-1][1]}")
         raise SeedsUsed(f"{asked} (seeds {first}..{last}): the plan's lineage used {said}. Seeds that judge a plan "
                         f"are used once ({RULE}): the first free seed is {self.default(command)} (the default of "
-                        f"`depl {SAID.get(command, command)}`; the ledger's seeds end at {self.highest()})")
+                        f"`depl {SAID.get(command, command)}`; the ledger's seeds end at {self.highest()})"
+                        + ("; `depl --verbose …` or --json lists every use" if len(hits) > 1 else ""),
+                        [{"kind": u.kind, "what": u.what, "seeds": [list(r) for r in o],
+                          **({"run_id": u.run_id} if u.run_id else {})} for u, o in hits])
 
     def to_json(self) -> list[dict]:
         return [u.to_json() for u in self.uses]
@@ -177,8 +204,10 @@ class Ledger:
         def times(kind: str, n: int) -> str:
             return "" if n == 1 else f" ({n} experiments)" if kind == "calibration" else f" (×{n})"
 
-        return "kept clear of the plan's lineage: " + "; ".join(f"{kind} {seeds}{times(kind, n)}"
-                                                                for (kind, seeds), n in seen.items())
+        said = [f"{kind} {seeds}{times(kind, n)}" for (kind, seeds), n in seen.items()]
+        most = 5   # a line: the rest counted (--json lists every use: the command's `ledger`)
+        return ("kept clear of the plan's lineage: " + "; ".join(said[:most])
+                + (f"; and {len(said) - most} more" if len(said) > most else ""))
 
 
 def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .certificate import alpha_or_default
 from .plan_check import PlanError, check_figures, check_plan, check_types
 from .scenario import (MAX_NESTING, Scenario, ScenarioError, parse_scenario, scenario_dict, shown_value, too_deep,
                        unreadable_text)
@@ -72,6 +73,12 @@ class Plan:
     def schedule(self) -> list[str]:
         """The model of every epoch, in order."""
         return [e.model for e in self.epochs]
+
+    @property
+    def alpha(self) -> float:
+        """The α the plan is judged at (its scenario's [target] alpha, as planned or given by --alpha), the default
+        where it records none (`depl.certificate.alpha_or_default`): the confidence of every verdict on it."""
+        return alpha_or_default(((self.scenario_spec or {}).get("target") or {}).get("alpha"))
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .band import Band
-from .certificate import clopper_pearson_interval, quantile_ranks
+from .certificate import one_sided_bounds, quantile_ranks_at
 from .loss import LossModel, loss_model_for
 from .plan import Plan, plan_cost
 
@@ -33,17 +33,18 @@ class Simulation:
     final: np.ndarray  # ℓ(K) of every run
     band: Band
     p_meet: float  # empirical P(ℓ(K) ≤ ℓmax)
-    p_meet_ci: tuple[float, float]  # Clopper–Pearson, 95%
+    p_meet_ci: tuple[float, float]  # Clopper–Pearson one-sided (1 − α) lower and upper bounds, α the plan's
     quantile: float  # empirical ω-quantile of ℓ(K)
-    quantile_ci: tuple[float, float]  # distribution-free (order statistics), 95%
+    quantile_ci: tuple[float, float]  # distribution-free (order statistics) one-sided (1 − α) bounds
     cost: float = float("nan")  # the plan's cost from its epochs under the scenario's cost model (depl.plan.plan_cost)
     cost_model: str = "per-epoch"
+    alpha: float = float("nan")  # the plan's α, the confidence of both intervals
 
 
-def quantile_ci(x: np.ndarray, q: float, level: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the q-quantile from order statistics."""
+def quantile_ci(x: np.ndarray, q: float, alpha: float) -> tuple[float, float]:
+    """Distribution-free bounds on the q-quantile from order statistics, each one-sided at confidence 1 − α."""
     xs = np.sort(x)
-    lo, hi = quantile_ranks(xs.size, q, level)
+    lo, hi = quantile_ranks_at(xs.size, q, alpha)
     return float(xs[lo]), float(xs[hi])
 
 
@@ -61,7 +62,7 @@ def simulate_plan(plan: Plan, runs: int = 10_000, seed: int = 0, loss: LossModel
     hits = int(np.sum(final <= plan.loss_target))
     return Simulation(
         runs=runs, seed=seed, omega=plan.omega, target=plan.loss_target, final=final, band=Band.of(traj),
-        p_meet=hits / runs, p_meet_ci=clopper_pearson_interval(hits, runs, 0.95),
-        quantile=float(np.quantile(final, plan.omega)), quantile_ci=quantile_ci(final, plan.omega),
-        cost=plan_cost(s, plan.datasets, plan.epochs), cost_model=s.cost_model or "per-epoch",
+        p_meet=hits / runs, p_meet_ci=one_sided_bounds(hits, runs, plan.alpha),
+        quantile=float(np.quantile(final, plan.omega)), quantile_ci=quantile_ci(final, plan.omega, plan.alpha),
+        cost=plan_cost(s, plan.datasets, plan.epochs), cost_model=s.cost_model or "per-epoch", alpha=plan.alpha,
     )

@@ -2,7 +2,7 @@
 
 A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω.  Run for real over n seeds that the loss
 model was not fitted on, the number of runs meeting ℓmax is Binomial(n, p);
-the one-sided Clopper–Pearson bounds of p (exact, α = 0.05 each) give one of
+the one-sided (1 − α) Clopper–Pearson bounds of p (exact, at the plan's α) give one of
 the three verdicts every command uses: certified (the lower bound reaches ω),
 refuted (the upper bound lies below ω) or undecided.  The measured band (mean and 1–99%
 per epoch) is drawn over the band the loss model plans (Monte Carlo) by
@@ -14,9 +14,10 @@ another ℓ(K) for the plan is refused (`law_mismatch`), so the report's text
 and its plot cannot disagree.
 
 >>> import numpy as np
->>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9)
->>> v.hits, v.verdict
-(95, 'undecided')
+>>> from depl.certificate import DEFAULT_ALPHA
+>>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9, alpha=DEFAULT_ALPHA)
+>>> v.hits, v.verdict, [round(b, 3) for b in v.ci]
+(95, 'undecided', [0.898, 0.98])
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .band import Band, quantiles
-from .certificate import DEFAULT_ALPHA, clopper_pearson_interval, fixed_n_verdict
+from .certificate import confidence_words, fixed_n_verdict, one_sided_bounds
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .omega import Omega
@@ -40,7 +41,13 @@ class Coverage:
     hits: int
     omega: float
     target: float
-    ci: tuple[float, float]      # Clopper–Pearson, 95%
+    alpha: float                 # the plan's α: each bound one-sided at confidence 1 − α
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        """The one-sided (1 − α) lower and upper Clopper–Pearson bounds the verdict tests (together the two-sided
+        interval at 1 − 2α)."""
+        return one_sided_bounds(self.hits, self.runs, self.alpha)
 
     @property
     def rate(self) -> float:
@@ -48,18 +55,30 @@ class Coverage:
 
     @property
     def verdict(self) -> str:
-        """certified, refuted or undecided (`depl.certificate.fixed_n_verdict`: one-sided bounds at α = 0.05)."""
-        return fixed_n_verdict(self.hits, self.runs, self.omega, DEFAULT_ALPHA)
+        """certified, refuted or undecided (`depl.certificate.fixed_n_verdict`: the one-sided bounds `ci` at α)."""
+        return fixed_n_verdict(self.hits, self.runs, self.omega, self.alpha)
+
+    @property
+    def bound_words(self) -> str:
+        """The bound behind the verdict, as every command prints it beside the verdict: the lower bound where
+        certified, the upper where refuted, both where undecided."""
+        lower, upper = self.ci
+        pct = confidence_words(self.alpha)
+        if self.verdict == "certified":
+            return f"one-sided {pct} lower bound {lower:.3f} ≥ ω = {self.omega:g}"
+        if self.verdict == "refuted":
+            return f"one-sided {pct} upper bound {upper:.3f} < ω = {self.omega:g}"
+        return f"one-sided {pct} bounds [{lower:.3f}, {upper:.3f}] hold ω = {self.omega:g}"
 
     @property
     def not_refuted(self) -> bool:
         return self.verdict != "refuted"
 
 
-def coverage(final: np.ndarray, target: float, omega: Omega, level: float = 0.95) -> Coverage:
-    """Empirical P(ℓ(K) ≤ target) with its exact (Clopper–Pearson) interval."""
+def coverage(final: np.ndarray, target: float, omega: Omega, alpha: float) -> Coverage:
+    """Empirical P(ℓ(K) ≤ target), judged by its exact (Clopper–Pearson) one-sided (1 − α) bounds."""
     n, hits = int(final.size), int(np.sum(final <= target))
-    return Coverage(n, hits, omega, target, clopper_pearson_interval(hits, n, level))
+    return Coverage(n, hits, omega, target, alpha)
 
 
 @dataclass(frozen=True)
@@ -91,7 +110,7 @@ class Validation:
         d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
         c = self.coverage
         d.update(runs=c.runs, hits=c.hits, omega=c.omega, target=c.target, coverage=c.rate,
-                 ci_low=c.ci[0], ci_high=c.ci[1], not_refuted=c.not_refuted, guarantee=self.guarantee,
+                 ci_low=c.ci[0], ci_high=c.ci[1], alpha=c.alpha, not_refuted=c.not_refuted, guarantee=self.guarantee,
                  measured_band=self.measured.to_json(), planned_band=self.planned.to_json())
         # strict JSON: an infinite quantile, a band's +∞ (its `infinite` epochs) or an empty band is null
         return clean(d)
@@ -138,7 +157,7 @@ def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: li
     return Validation(
         plan_file, plan.method, scenario.loss_model or "increments", len(plan.epochs), float(plan.cost),
         float(plan.loss_quantile), float(plan.loss_mean), list(map(int, seeds)),
-        coverage(every, plan.loss_target, plan.omega), float(final.mean()) if final.size else float("nan"),
+        coverage(every, plan.loss_target, plan.omega, plan.alpha), float(final.mean()) if final.size else float("nan"),
         float(final.std(ddof=1)) if final.size > 1 else 0.0,
         _quantile(every, plan.omega), measured, Band.of(planned), list(map(int, diverged)))
 

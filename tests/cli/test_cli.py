@@ -33,10 +33,30 @@ def test_plan_then_simulate(depl_cli, tmp_path):
     r = depl_cli("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
     assert r.returncode == 0, r.stderr
     assert "P(ℓ(K) ≤ 9)" in r.stdout and ("law's Monte Carlo: holds" in r.stdout or "undecided" in r.stdout)
-    assert "certified" not in r.stdout.split("law's Monte Carlo:")[1].splitlines()[0]   # a word kept for real runs
+    verdict = r.stdout.split("law's Monte Carlo:")[1].splitlines()[0]
+    assert "certified" not in verdict   # a word kept for real runs
+    assert "one-sided 95 % lower bound" in verdict or "one-sided 95 % bounds" in verdict  # the bound it tests
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = depl_cli("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
     assert again.stdout == r.stdout  # same seed, same numbers
+
+
+def test_simulate_judges_at_the_plans_alpha(depl_cli, tmp_path):
+    """A plan made at α = 0.01 is judged by its Monte Carlo at one-sided 99 % bounds, the bound beside the verdict."""
+    out = tmp_path / "plan.json"
+    assert depl_cli("plan", "paper-mobilenet", "--alpha", "0.01", "--out", str(out)).returncode == 0
+    r = depl_cli("simulate", str(out), "--runs", "2000", "--png", str(tmp_path / "band.png"), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["alpha"] == 0.01 and d["p_meet_ci"][0] >= 0.99 and d["verdict"] == "certified"
+    r = depl_cli("simulate", str(out), "--runs", "2000", "--png", str(tmp_path / "band.png"))
+    assert f"holds (one-sided 99 % lower bound {d['p_meet_ci'][0]:.4f} ≥ ω = 0.99" in r.stdout
+
+
+def test_plan_help_says_max_runs_counts_runs_per_candidate_not_runs_trained(depl_cli):
+    r = depl_cli("plan", "--help", env={"COLUMNS": "400"})
+    said = " ".join(r.stdout.split())
+    assert "the most runs each candidate's test counts" in said and "not the runs trained" in said
 
 
 @pytest.mark.parametrize("method", ["optimal", "best-exp"])

@@ -75,6 +75,28 @@ def test_the_uniform_prior_decides_as_depl_0_1_0_did(depl_cli, plan):
     assert met[-1] >= cert_at[len(met)] and not np.any(met[:-1] >= cert_at[1:len(met)])
 
 
+@pytest.mark.parametrize("omega", [0.9, 0.5])
+def test_after_every_run_met_lmax_the_advice_is_how_many_more_such_runs_certify(omega):
+    """4 of 4 runs met ℓmax: Laplace's rate (5/6 = 0.83 < ω = 0.9) gave "unlikely to be certified at all"; the
+    advice is now the runs that certify if each meets ℓmax too — exactly as many as the test takes."""
+    from depl.certificate import DEFAULT_PRIOR, Sequential, expected_runs, more_runs_if_all_meet
+    from depl.cli.certify import going_on
+
+    rate = 5 / 6
+    need = expected_runs(rate, omega, 0.05, max_runs=1000, hits=4, runs=4)
+    more = {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
+            "p_certify": need.certify, "if_all_meet": more_runs_if_all_meet(4, 4, omega, 0.05)}
+    said = going_on(4, 4, 4, more)
+    assert "unlikely" not in said and said.startswith("every run so far met ℓmax (4 of 4)")
+    k = more["if_all_meet"]
+    assert f"certifies after {k} more runs" in said and f"--max-runs ({4 + k} or more)" in said
+    test = Sequential(omega, 0.05, DEFAULT_PRIOR)
+    verdicts = [test.add(True).verdict for _ in range(4 + k)]
+    assert verdicts[-1] == "certified" and verdicts[-2] == "undecided"
+    missed = going_on(1, 4, 4, {**more, "rate": 2 / 6, "p_certify": 0.0})   # most runs missed: that advice stays
+    assert "unlikely to be certified" in missed
+
+
 def test_an_undecided_certificate_exits_3_and_says_what_more_it_needs(depl_cli, plan):
     r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "u", cwd=plan.parent)
     assert r.returncode == 3, r.stderr

@@ -117,8 +117,12 @@ def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_p
     r = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2",
                  "--batch", "2", "--out", "p.json", cwd=tmp_path)
     assert r.returncode == 3, r.stderr
-    assert "undecided: no candidate certified within --max-runs 2" in r.stdout and "more runs" in r.stdout
-    assert not (tmp_path / "p.json").exists()
+    assert "undecided: no candidate certified within --max-runs 2 runs counted each" in r.stdout
+    assert "more runs" in r.stdout and not (tmp_path / "p.json").exists()
+    # --max-runs counts runs per candidate; the search trained whole batches for every job: the cost line says so
+    trained = int(r.stdout.split("  cost: ")[1].split(" runs trained")[0])
+    assert trained > 2 and "--max-runs 2 caps the runs each candidate counts (the most counted: 2), not those " \
+        "trained" in r.stdout
     # undecided: a larger --max-runs may go on, so every candidate's models stay — by default its best one
     kept = {p.name: len(list(p.glob("seed-*.json"))) for p in (tmp_path / "models").iterdir()}
     assert len(kept) >= 2 and set(kept.values()) == {1}

@@ -37,6 +37,25 @@ def alpha_problem(value: float, where: str = "α =") -> str | None:
     return f"{where} {value:g}: must be {ALPHA_RULE}"
 
 
+def alpha_or_default(value: float | None) -> float:
+    """The α a verdict is judged at: `value` (a plan's or scenario's [target] alpha, or a command's --alpha), the
+    default where it names none (a plan certified by the marginal rank records α = None).
+
+    >>> alpha_or_default(None), alpha_or_default(0.01)
+    (0.05, 0.01)
+    """
+    return DEFAULT_ALPHA if value is None else float(value)
+
+
+def confidence_words(alpha: float) -> str:
+    """1 − α as a percentage, as every command prints a one-sided bound's confidence.
+
+    >>> confidence_words(0.05), confidence_words(0.001)
+    ('95 %', '99.9 %')
+    """
+    return f"{100 * (1 - alpha):.6g} %"
+
+
 def check_alpha(value: float, where: str = "α =") -> float:
     """`value` when it is a usable α; else ValueError with `alpha_problem`'s one line."""
     why = alpha_problem(value, where)

@@ -6,7 +6,9 @@ distribution's quantile, scipy.special.betaincinv — no scipy.stats, so plannin
 * `clopper_pearson_lower(h, n, α)`: the one-sided (1 − α) lower bound, 0 when h = 0;
 * `clopper_pearson_upper(h, n, α)`: the one-sided (1 − α) upper bound, 1 when h = n;
 * `clopper_pearson_interval(h, n, level)`: the two-sided interval at `level` (each side (1 − level)/2),
-  scipy.stats.binomtest(h, n).proportion_ci(level, "exact") to rounding (tests/test_certificate.py).
+  scipy.stats.binomtest(h, n).proportion_ci(level, "exact") to rounding (tests/test_certificate.py);
+* `one_sided_bounds(h, n, α)`: the lower and the upper one-sided (1 − α) bound together — the two numbers
+  `fixed_n_verdict` tests, as every command prints them beside its verdict.
 """
 
 from __future__ import annotations
@@ -34,14 +36,25 @@ def clopper_pearson_interval(hits: int, runs: int, level: float = 0.95) -> tuple
     return clopper_pearson_lower(hits, runs, tail), clopper_pearson_upper(hits, runs, tail)
 
 
+def one_sided_bounds(hits: int, runs: int, alpha: float) -> tuple[float, float]:
+    """The one-sided (1 − α) lower and upper Clopper–Pearson bounds on p: what `fixed_n_verdict` tests (together
+    the two-sided interval at 1 − 2α)."""
+    return clopper_pearson_lower(hits, runs, alpha), clopper_pearson_upper(hits, runs, alpha)
+
+
 def quantile_ranks(n: int, q: float, level: float = 0.95) -> tuple[int, int]:
     """The 0-based order statistics (lo, hi) of n sorted values that bracket their q-quantile with confidence
     `level`, whatever their law (distribution-free; each side (1 − level)/2), clipped to [0, n − 1]."""
+    return quantile_ranks_at(n, q, (1.0 - level) / 2.0)
+
+
+def quantile_ranks_at(n: int, q: float, alpha: float) -> tuple[int, int]:
+    """`quantile_ranks` with each side at `alpha` (each order statistic a one-sided (1 − α) bound on the
+    q-quantile: the pair a two-sided 1 − 2α interval)."""
     from scipy import stats   # only here: planning imports this module and never loads scipy.stats
 
-    a = (1.0 - level) / 2.0
-    lo = int(stats.binom.ppf(a, n, q)) - 1
-    hi = int(stats.binom.ppf(1.0 - a, n, q))
+    lo = int(stats.binom.ppf(alpha, n, q)) - 1
+    hi = int(stats.binom.ppf(1.0 - alpha, n, q))
     return max(lo, 0), min(hi, n - 1)
 
 

@@ -318,6 +318,26 @@ def fewest_runs(omega: Omega, alpha: float, prior: "str | Prior" = DEFAULT_PRIOR
         n *= 2
 
 
+def more_runs_if_all_meet(hits: int, runs: int, omega: Omega, alpha: float,
+                          prior: "str | Prior" = DEFAULT_PRIOR, most: int = 1_000_000) -> int | None:
+    """The fewest more runs after which the sequential test, having counted `hits` of `runs`, certifies ω at
+    level α if every one of them meets ℓmax (`fewest_runs` from no run at all); None beyond `most` more runs.
+
+    >>> more_runs_if_all_meet(4, 4, 0.9, 0.05) == fewest_runs(0.9, 0.05) - 4
+    True
+    """
+    n = max(64, 2 * runs)
+    while True:
+        cert, _ = boundaries(omega, alpha, runs + n, prior)
+        k = np.arange(1, n + 1)
+        hit = np.flatnonzero(hits + k >= cert[runs + k])
+        if hit.size:
+            return int(k[hit[0]]) if k[hit[0]] <= most else None
+        if n >= most:
+            return None
+        n *= 2
+
+
 @dataclass(frozen=True)
 class RunsNeeded:
     """The sequential test's cost and outcome when every run meets ℓmax with probability p."""
@@ -379,7 +399,7 @@ def fixed_n_for(p: float, omega: Omega, alpha: float, power: float, max_runs: in
     return None
 
 
-__all__ = ["Sequential", "Verdict", "RunsNeeded", "Prior", "PRIORS", "DEFAULT_PRIOR", "prior_named",
+__all__ = ["more_runs_if_all_meet", "Sequential", "Verdict", "RunsNeeded", "Prior", "PRIORS", "DEFAULT_PRIOR", "prior_named",
            "boundaries", "fewest_runs", "expected_runs", "fixed_n_for",
            "anytime_lower", "anytime_upper",
            "log_evidence_above", "log_evidence_below"]

@@ -95,8 +95,11 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
-                                       help="print depl's version and exit")) -> None:
+                                       help="print depl's version and exit"),
+          verbose: bool = typer.Option(False, "--verbose", help="a refusal that counts what it met (e.g. the seed "
+                                       "ranges other steps used) lists each after its line")) -> None:
     output.json = output.printed = False  # until the command's own --json says otherwise
+    output.verbose = verbose
 
 
 def _parser_errors() -> tuple[type[Exception], type[Exception]]:
@@ -126,7 +129,7 @@ def main() -> None:
 
     usage_error, cli_error = _parser_errors()
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # Flower asks before it phones home; depl never does
-    output.json = output.printed = False
+    output.json = output.printed = output.verbose = False
     try:
         code = typer.main.get_command(app).main(prog_name="depl", standalone_mode=False)
     except usage_error as e:

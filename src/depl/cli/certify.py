@@ -70,6 +70,26 @@ def certify(
     raise typer.Exit(code)
 
 
+def going_on(hits: int, runs: int, max_runs: int, more: dict) -> str:
+    """What going on would take, by the counts observed: where every run met ℓmax, how many more such runs
+    certify (Laplace's rate, (hits + 1)/(runs + 2), reads 4 of 4 as 0.83: no advice to give up on it); else
+    the test's expected runs at that rate, and the advice its chance of certifying gives."""
+    need, med = more.get("if_all_meet"), more["median_more_runs"]
+    if hits == runs:
+        return (f"every run so far met ℓmax ({hits} of {runs}): the test certifies after {need} more runs if each "
+                f"meets ℓmax too; rerun with a larger --max-runs ({runs + need} or more) to go on where this stopped"
+                if need is not None else f"every run so far met ℓmax ({hits} of {runs}), and the test's bound needs "
+                "more runs than depl counts: certify at a larger α or a smaller ω")
+    rate = (f"{hits} of {runs} met ℓmax; taken as ({hits} + 1)/({runs} + 2) = {more['rate']:.3f}, "
+            "Laplace's rule, so that no run count reads as certainty")
+    advice = ("rerun with a larger --max-runs to go on where this stopped" if more["p_certify"] >= 0.5 else
+              "at this rate it is unlikely to be certified: plan one that meets ℓmax more often (a "
+              "stricter --omega or --loss), and certify it on new seeds")
+    return (f"at the rate observed ({rate}) the test expects about {more['mean_more_runs']:.0f} more runs "
+            f"(median {med if med is not None else 'beyond ' + str(10 * max(max_runs, 100))}) and would "
+            f"certify with probability {more['p_certify']:.2f}: {advice}")
+
+
 def _print(con, c, cert: dict, report: Path) -> None:
     v = c.verdict
     con.print(f"{c.plan_file}: {c.plan.method} plan, {len(c.plan.epochs)} epochs, ℓmax {c.plan.loss_target:g}, "
@@ -82,14 +102,6 @@ def _print(con, c, cert: dict, report: Path) -> None:
               + (f"; {len(c.trained_after)} after the decision, not counted" if c.trained_after else "")
               + f"), {c.seconds / 60:.1f} min in this command", markup=False)
     if c.more:
-        med = c.more["median_more_runs"]
-        rate = (f"{v.hits} of {v.runs} met ℓmax; taken as ({v.hits} + 1)/({v.runs} + 2) = {c.more['rate']:.3f}, "
-                "Laplace's rule, so that no run count reads as certainty")
-        next_step = ("rerun with a larger --max-runs to go on where this stopped" if c.more["p_certify"] >= 0.5 else
-                     "this plan is unlikely to be certified at all: plan one that meets ℓmax more often (a stricter "
-                     "--omega or --loss), and certify it on new seeds")
-        con.print(f"  at the rate observed ({rate}) the test expects about {c.more['mean_more_runs']:.0f} more runs "
-                  f"(median {med if med is not None else 'beyond ' + str(10 * max(c.max_runs, 100))}) and would "
-                  f"certify with probability {c.more['p_certify']:.2f}: {next_step}", markup=False)
+        con.print("  " + going_on(v.hits, v.runs, c.max_runs, c.more), markup=False)
     con.print(f"  certificate written to {report}", markup=False)
     con.print(f"{v.verdict}: {c.statement()}", markup=False)

@@ -24,6 +24,7 @@ EXIT_REFUTED = 4
 # a pipe or a file gets whole lines (soft wrap) and wide tables, not 80 columns of folded text
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, soft_wrap=True)
+WHOLE_LINES = 10_000   # the width of a progress line written to a file or a pipe: never cut
 
 JSON_HELP = "print one JSON object on stdout (nothing else there)"
 
@@ -33,6 +34,7 @@ class _Output:
 
     json = False
     printed = False  # a JSON object is on stdout already: a later refusal adds none
+    verbose = False  # `depl --verbose`: a refusal's detail (what its one line counts) follows it
 
 
 output = _Output()
@@ -62,14 +64,18 @@ def print_json(obj) -> None:
     output.printed = True
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None) -> None:
+def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None, detail: tuple[str, ...] = ()) -> None:
     """Print one clear message to stderr and exit with `code` (no traceback).
 
     Under --json, stdout gets one JSON object too: `result` (what the command has to say, e.g. an infeasible
-    plan's reachable quantile) or else `{"error": message}`, with `"exit_code": code` added.
+    plan's reachable quantile) or else `{"error": message}`, with `"exit_code": code` added.  `detail`: what the
+    message only counts (every seed range a refusal met), a line each after it under `depl --verbose`.
     """
     # names in messages are the user's ("[/]", "[nan, 0.5]"): never parsed as markup
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+    if output.verbose:
+        for line in detail:
+            err_console.print(f"  {line}", highlight=False, markup=False)
     if output.json and not output.printed:
         print_json({**(result if result is not None else {"error": message}), "exit_code": code})
     raise typer.Exit(code)
@@ -92,7 +98,7 @@ def refusals():
         yield
     except WorkflowError as e:
         code = 1 if isinstance(e, Failed) else EXIT_INFEASIBLE if isinstance(e, Unreachable) else EXIT_BAD_INPUT
-        fail(str(e), code, e.result)
+        fail(str(e), code, e.result, e.detail)
 
 
 def command_line() -> list[str] | None:
@@ -144,6 +150,8 @@ def epoch_progress(unit: str = "epochs"):
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.progress import Progress as Bar
 
+    # a file or a pipe gets whole lines (rich would cut them at 80 columns): a console as wide as the line
+    con = err_console if err_console.is_terminal else Console(stderr=True, soft_wrap=True, width=WHOLE_LINES)
     return Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=con,
                     transient=False)

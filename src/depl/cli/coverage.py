@@ -53,8 +53,8 @@ def coverage(
 ) -> None:
     """The coverage table: for each task × ω × loss law, plan, run on held-out seeds, judge. Resumes.
 
-    Writes OUT/coverage.json and the markdown table; exits 4 when a cell's guarantee is refuted (the Clopper–Pearson
-    interval lies below ω; the cells are named), 0 otherwise."""
+    Writes OUT/coverage.json and the markdown table; exits 4 when a cell's guarantee is refuted (its one-sided 1 − α
+    Clopper–Pearson upper bound lies below ω, α the task's; the cells are named), 0 otherwise."""
     from ..workflows.coverage import prepare_coverage, train_coverage
 
     con = err_console if as_json else console
@@ -78,8 +78,10 @@ def coverage(
     code = EXIT_REFUTED if refuted else EXIT_OK
     if as_json:
         print_json({**result.to_json(), "exit_code": code})
-    con.print(("[red]refuted[/]: " + escape(", ".join(c.key for c in refuted)) + f"; exit {code}") if refuted
-              else f"no cell refuted; exit {code}", markup=True)
+    keys = [c.key for c in refuted]
+    shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more ({result.json_file} lists them)" if len(keys) > 5 else "")
+    con.print(("[red]refuted[/]: " + escape(shown) + f"; exit {code}")
+              if refuted else f"no cell refuted; exit {code}", markup=True)
     raise typer.Exit(code)
 
 
@@ -96,7 +98,7 @@ def _summary(table, con) -> None:
     from rich.table import Table as RichTable
 
     t = RichTable(title="coverage on held-out real runs")
-    for col in ("task", "ω", "law", "plan", "cost", "law q_ω", "runs", "coverage", "Clopper–Pearson", "meas. q_ω",
+    for col in ("task", "ω", "law", "plan", "cost", "law q_ω", "runs", "coverage", "one-sided bounds", "meas. q_ω",
                 "meas. mean", "verdict"):
         t.add_column(col)
     for c in table.cells:
@@ -107,5 +109,5 @@ def _summary(table, con) -> None:
                   str(c.runs), f"{c.coverage:.3f}" if c.runs else "—",
                   f"[{c.ci_low:.3f}, {c.ci_high:.3f}]" if c.runs else "—",
                   f"{c.measured_quantile:.4f}" if c.runs else "—", f"{c.measured_mean:.4f}" if c.runs else "—",
-                  c.verdict)
+                  f"{c.verdict} ({c.bound_words})" if c.runs else c.verdict)
     con.print(t)

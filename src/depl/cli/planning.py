@@ -99,21 +99,13 @@ def _real_runs(plan, out: Optional[Path]) -> None:
     elif plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # it can run for real
         from ..certificate import DEFAULT_ALPHA, fewest_runs
 
-        alpha = plan_alpha(plan)
+        alpha = plan.alpha
         shown = (shlex.quote(str(out)) if out else "PLAN.json") + ("" if alpha == DEFAULT_ALPHA else f" --alpha {alpha:g}")
         by_runs = (plan.info.get("certificate") or {}).get("certified")
         state = "certified by its calibration runs above; fresh seeds confirm it" if by_runs else "not certified yet"
         console.print(f"  real runs       {state}: `depl certify {shown}` runs fresh seeds until it can say "
                       f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence {1 - alpha:g} (at least "
                       f"{fewest_runs(plan.omega, alpha)} runs: that many if every one meets the target)", markup=False)
-
-
-def plan_alpha(plan) -> float:
-    """The α the plan was made at (its scenario's [target] alpha, or --alpha), the default where it has none."""
-    from ..certificate import DEFAULT_ALPHA
-
-    alpha = ((plan.scenario_spec or {}).get("target") or {}).get("alpha")
-    return DEFAULT_ALPHA if alpha is None else float(alpha)
 
 
 COST_WORDS = {"per-epoch": "eq. (2), κ·x·nodes per epoch", "resource-time": "κ·x·nodes·T(k) per epoch"}
@@ -242,7 +234,8 @@ def simulate(
 ) -> None:
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band.
 
-    Exits 4 when the guarantee is refuted (the 95% interval of P(ℓ(K) ≤ ℓmax) lies below ω)."""
+    Exits 4 when the guarantee is refuted (the one-sided 1 − α upper bound on P(ℓ(K) ≤ ℓmax) lies below ω, α the
+    plan's); the verdict's line names the bound."""
     from ..workflows import simulate as monte_carlo
 
     with refusals():
@@ -258,20 +251,26 @@ def simulate(
 
 
 def _simulation_text(r) -> None:
+    from ..certificate import confidence_words
+
     p, sim = r.plan, r.simulation
     lo, hi = sim.p_meet_ci
     qlo, qhi = sim.quantile_ci
+    pct = f"one-sided {confidence_words(sim.alpha)}"
     console.print(f"[bold]Monte Carlo[/] of {escape(str(r.plan_file))} ({escape(p.method)}, {len(p.epochs)} epochs), "
                   f"{r.runs} runs, seed {r.seed}")
-    console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   95% CI [{lo:.4f}, {hi:.4f}]   (ω = {p.omega:g})")
-    console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   95% CI [{qlo:.5g}, {qhi:.5g}]"
+    console.print(f"  P(ℓ(K) ≤ {p.loss_target:g}) = {sim.p_meet:.4f}   {pct} bounds [{lo:.4f}, {hi:.4f}]   "
+                  f"(ω = {p.omega:g}, α = {sim.alpha:g})")
+    console.print(f"  {p.omega:g}-quantile of ℓ(K) = {sim.quantile:.5g}   {pct} bounds [{qlo:.5g}, {qhi:.5g}]"
                   f"   (the law's for the plan: {p.loss_quantile:.5g})")
     console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
     console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
     # "certified" is kept for real runs: the law's own Monte Carlo says the law's plan holds by the law
+    bound = {"certified": f"{pct} lower bound {lo:.4f} ≥ ω = {p.omega:g}",
+             "refuted": f"{pct} upper bound {hi:.4f} < ω = {p.omega:g}",
+             "undecided": f"{pct} bounds [{lo:.4f}, {hi:.4f}] hold ω = {p.omega:g}"}[r.verdict]
     word = {"certified": "[green]holds[/]", "undecided": "undecided", "refuted": "[red]refuted[/]"}[r.verdict]
-    console.print(f"  by the law's Monte Carlo: {word} (one-sided 95 % bounds against ω = {p.omega:g}; a "
-                  "certificate takes real runs)")
+    console.print(f"  by the law's Monte Carlo: {word} ({bound}; a certificate takes real runs)")
     note = sim.band.infinite_note()
     console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)
     if r.infinite_why:

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..certificate import DEFAULT_ALPHA
 from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console,
                       print_json, refusals)
 from .training import KeepModels
@@ -15,12 +16,14 @@ CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEAS
 
 # `depl plan`'s options for --certify (one object per option)
 CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in advance, on fresh seeds and return "
-                       "the cheapest one the runs certify with confidence 1 − α [default α 0.05] (docs/certificate.md, "
+                       f"the cheapest one the runs certify with confidence 1 − α [default α {DEFAULT_ALPHA:g}] (docs/certificate.md, "
                        "\"The certified search\"); exits 3 when none is certified within --max-runs, 4 when every "
                        "candidate is refuted")
-MAX_RUNS_SEARCH = typer.Option(None, "--max-runs", min=1, max=100_000, help="--certify: the most runs any candidate "
-                               "counts [default: 500, or what the store's search went on to; a rerun may only raise "
-                               "it, and goes on where it stopped]")
+MAX_RUNS_SEARCH = typer.Option(None, "--max-runs", min=1, max=100_000, help="--certify: the most runs each "
+                               "candidate's test counts (it stops there, undecided) — not the runs trained: the search "
+                               "trains whole batches, --batch seeds for every job in the race, so it trains at least "
+                               "one batch and may train more runs than it counts [default: 500, or what the store's "
+                               "search went on to; a rerun may only raise it, and goes on where it stopped]")
 FIRST_SEED = typer.Option(None, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
                           "(F, F+1, … in order) [default: above every seed the scenario's fit and calibration used; "
                           "those are refused]")
@@ -125,6 +128,18 @@ def _line(search, seeds: int, seconds: float) -> str:
             f"{seeds} seeds, {runs} runs; {best}{eta}")
 
 
+def cost_line(c: dict) -> str:
+    """What the search trained, and what --max-runs counted where the two differ (it caps the runs each candidate
+    counts; the search trains whole batches for every job in the race)."""
+    counted = max((r["runs"] for r in c["candidates"]), default=0)
+    differ = (f"; --max-runs {c['max_runs']} caps the runs each candidate counts (the most counted: {counted}), not "
+              f"those trained: each batch trains --batch seeds for every job in the race"
+              if c["runs_trained"] > c["max_runs"] else "")
+    return (f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs, runs' cost "
+            f"{c['runs_cost']:.4g}), seeds {'..'.join(map(str, c['seeds'])) or 'none'}, store {c['store']}, "
+            f"{c['seconds'] / 60:.1f} min in this command{differ}")
+
+
 def _result(con, done) -> None:
     c = done.certificate
     for r in c["candidates"]:
@@ -134,10 +149,7 @@ def _result(con, done) -> None:
         con.print(f"  [{r['index']}] {said:<10} {r['met']}/{r['runs']} met ℓmax, lower bound "
                   f"{r['lower_bound']:.3f} (α {r['alpha']:.3g}), cost {r['cost']:.6g}: {r['schedule']}{new}",
                   markup=False, highlight=False)
-    con.print(f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs, runs' cost "
-              f"{c['runs_cost']:.4g}), seeds "
-              f"{'..'.join(map(str, c['seeds'])) or 'none'}, store {c['store']}, {c['seconds'] / 60:.1f} min in this "
-              "command", markup=False, highlight=False)
+    con.print(cost_line(c), markup=False, highlight=False)
     if done.png is not None:
         con.print(f"  candidates drawn at {done.png}", markup=False)
     if c.get("models"):
@@ -155,8 +167,14 @@ def _result(con, done) -> None:
                   f"(each at its share of α = {c['alpha']:g}); no plan written", markup=False, highlight=False)
     else:
         m = c["expected_more_runs"] or {}
-        hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
-                f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
-                if m else "")
-        con.print(f"undecided: no candidate certified within --max-runs {c['max_runs']}{hint}: rerun with a larger "
+        r = c["candidates"][m["candidate"]] if m else {}
+        if m and r["met"] == r["runs"] and m.get("if_all_meet") is not None:   # Laplace's rate would read 4/4 as 0.83
+            hint = (f"; candidate [{m['candidate']}]: every run it counted met ℓmax ({r['met']} of {r['runs']}), it "
+                    f"certifies after {m['if_all_meet']} more runs if each meets ℓmax too")
+        else:
+            hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
+                    f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
+                    if m else "")
+        con.print(f"undecided: no candidate certified within --max-runs {c['max_runs']} runs counted each{hint}: rerun "
+                  "with a larger "
                   "--max-runs to go on where this stopped; no plan written", markup=False, highlight=False)

@@ -39,10 +39,10 @@ def validate(
     certificate: Optional[Path] = typer.Option(None, "--certificate", metavar="FILE", help=CERTIFICATE_HELP),
     training: Training = None,
 ) -> None:
-    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with a Clopper–Pearson interval vs ω. Resumes.
+    """Run a plan for real on held-out seeds; coverage P(ℓ(K) ≤ ℓmax) with Clopper–Pearson bounds vs ω. Resumes.
 
-    SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the interval's
-    upper end lies below ω), 0 when it is not; the last line says which."""
+    SCENARIO must have the loss law the plan was made with. Exits 4 when the guarantee is refuted (the one-sided
+    1 − α upper bound lies below ω, α the plan's), 0 when it is not; the last line says which, with the bound."""
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     asked = "" if first_seed is None else f"--first-seed {first_seed} --seeds {seeds}"
     if adaptive:  # what the closed loop does not use is refused, as `depl run --adaptive` does, before any work
@@ -77,18 +77,18 @@ def validate(
 
 
 def _verdict_words(c) -> str:
-    """The verdict (certified, refuted, undecided: one word in every command) and the bound behind it."""
-    from ..certificate import DEFAULT_ALPHA, clopper_pearson_lower, clopper_pearson_upper
+    """The verdict (certified, refuted, undecided: one word in every command) and the bound behind it, at the
+    plan's α (`depl.validate.Coverage.bound_words`)."""
+    word = {"certified": "[green]certified[/]", "refuted": "[red]refuted[/]"}.get(c.verdict, c.verdict)
+    tail = "; the runs cannot tell the coverage from ω; not refuted" if c.verdict == "undecided" else ""
+    return f"{word} ({escape(c.bound_words)}{tail})"
 
-    lower, upper = clopper_pearson_lower(c.hits, c.runs, DEFAULT_ALPHA), clopper_pearson_upper(c.hits, c.runs,
-                                                                                               DEFAULT_ALPHA)
-    pct = f"{100 * (1 - DEFAULT_ALPHA):g} %"
-    if c.verdict == "certified":
-        return f"[green]certified[/] (one-sided {pct} lower bound {lower:.3f} ≥ ω = {c.omega:g})"
-    if c.verdict == "refuted":
-        return f"[red]refuted[/] (one-sided {pct} upper bound {upper:.3f} < ω = {c.omega:g})"
-    return (f"undecided (one-sided {pct} bounds [{lower:.3f}, {upper:.3f}] hold ω = {c.omega:g}: the runs cannot "
-            "tell the coverage from ω; not refuted)")
+
+def _bounds(c) -> str:
+    """The two one-sided Clopper–Pearson bounds the verdict tests, at the plan's α."""
+    from ..certificate import confidence_words
+
+    return f"Clopper–Pearson one-sided {confidence_words(c.alpha)} bounds [{c.ci[0]:.3f}, {c.ci[1]:.3f}]"
 
 
 def _say_start(h, plan_file: Path, con) -> None:
@@ -121,8 +121,8 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
     con.print(f"[bold]validation[/] of {escape(str(plan_file))}: {escape(p.method)} plan with the {v.loss_model} "
               f"loss model of {escape(h.scenario.name)}, "
               f"cost {p.cost:.4g}, {h.epochs} epochs; {c.runs} real runs in {done.seconds:.0f} s", markup=True)
-    con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
-              f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}", markup=False)
+    con.print(f"  coverage P(ℓ(K) ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   {_bounds(c)}   ω = {c.omega:g}",
+              markup=False)
     if v.diverged:
         gone = h.store.diverged(h.run_id)
         con.print("  " + diverged_line(len(h.seeds), [("", {s: gone[s] for s in v.diverged})])
@@ -142,8 +142,8 @@ def _validate_adaptive(scenario: str, plan_file: Path, seed_list: list[int], sto
                              certificate)
     r = judge_adaptive(plan_file, done)
     c = r.coverage
-    con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   Clopper–Pearson 95% "
-              f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]   ω = {c.omega:g}   mean cost {r.mean_cost:.4g} (open-loop plan "
+    con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   {_bounds(c)}"
+              f"   ω = {c.omega:g}   mean cost {r.mean_cost:.4g} (open-loop plan "
               f"{r.plan.cost:.4g})", markup=False)
     code = EXIT_OK if c.not_refuted else EXIT_REFUTED
     if as_json:

@@ -28,7 +28,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..certificate import clopper_pearson_lower, clopper_pearson_upper, fixed_n_verdict
+from ..certificate import (DEFAULT_ALPHA, alpha_or_default, clopper_pearson_lower, clopper_pearson_upper,
+                           confidence_words, fixed_n_verdict)
 from ..laws import law_names
 from ..ledger import check_certificate, recomputed_certificate
 from ..loss.base import segments
@@ -39,7 +40,6 @@ from ..validate import Validation
 
 CALIBRATED = "calibrated"
 CERTIFIED = "certified"
-LEVEL = 0.95     # each cell's one-sided bounds
 DEFAULT_LAWS = ("increments", "level", CALIBRATED)
 DEFAULT_OMEGAS = (0.8, 0.9, 0.95)
 
@@ -138,6 +138,7 @@ class Cell:
     plan_file: str = ""
     run_id: str = ""                 # the store's run of the plan's job ("" until registered)
     schedule: str = ""               # e.g. "pruned-0.75 ×12 on far-edge; data a+b"
+    alpha: float = DEFAULT_ALPHA     # the task's α ([target] alpha; the plan's where planned): each bound at 1 − α
     epochs: int = 0
     cost: float = math.nan
     certified_quantile: float = math.nan
@@ -166,23 +167,35 @@ class Cell:
 
     @property
     def lower(self) -> float:
-        """The one-sided 95 % (Clopper–Pearson) lower bound on P(ℓ(K) ≤ ℓmax) from the cell's held-out runs."""
-        return clopper_pearson_lower(self.hits, self.runs, 1 - LEVEL) if self.runs else math.nan
+        """The one-sided (1 − α) Clopper–Pearson lower bound on P(ℓ(K) ≤ ℓmax) from the cell's held-out runs."""
+        return clopper_pearson_lower(self.hits, self.runs, self.alpha) if self.runs else math.nan
 
     @property
     def upper(self) -> float:
-        """The one-sided 95 % upper bound."""
-        return clopper_pearson_upper(self.hits, self.runs, 1 - LEVEL) if self.runs else math.nan
+        """The one-sided (1 − α) upper bound."""
+        return clopper_pearson_upper(self.hits, self.runs, self.alpha) if self.runs else math.nan
 
     @property
     def verdict(self) -> str:
-        """certified, refuted or undecided (`depl.certificate.fixed_n_verdict` at the one-sided 95 % bounds, the
+        """certified, refuted or undecided (`depl.certificate.fixed_n_verdict` at the one-sided (1 − α) bounds, the
         words of every command); missing / pending where the cell has no plan / no runs yet."""
         if not self.planned:
             return "missing"
         if self.runs == 0:
             return "pending"
-        return fixed_n_verdict(self.hits, self.runs, self.omega, 1 - LEVEL)
+        return fixed_n_verdict(self.hits, self.runs, self.omega, self.alpha)
+
+    @property
+    def bound_words(self) -> str:
+        """The bound behind the verdict (`depl.validate.Coverage.bound_words`); "" without runs."""
+        if self.verdict not in ("certified", "refuted", "undecided"):
+            return ""
+        pct = confidence_words(self.alpha)
+        if self.verdict == "certified":
+            return f"one-sided {pct} lower bound {self.lower:.3f} ≥ ω"
+        if self.verdict == "refuted":
+            return f"one-sided {pct} upper bound {self.upper:.3f} < ω"
+        return f"one-sided {pct} bounds [{self.lower:.3f}, {self.upper:.3f}] hold ω"
 
     def judge(self, v: Validation) -> None:
         c = v.coverage
@@ -202,7 +215,8 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
     from ..planners import Infeasible, certify_by_calibration, infeasible_reason, make_plan
 
     s = task.scenario
-    cell = Cell(task.name, omega, law, s.target.loss, base_law=(s.loss_model or "increments") if law == CALIBRATED else law)
+    cell = Cell(task.name, omega, law, s.target.loss, base_law=(s.loss_model or "increments") if law == CALIBRATED else law,
+                alpha=alpha_or_default(s.target.alpha))
     sc, why = cell_scenario(task, omega, law)
     if sc is None:
         cell.missing = why
@@ -222,7 +236,7 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
         p.source = str(path)
     else:   # a plan file read: its certificate text is its calibration runs', or it is refused (never printed)
         check_certificate(p, str(path))
-    cell.plan_file, cell.epochs = str(path), len(p.epochs)
+    cell.plan_file, cell.epochs, cell.alpha = str(path), len(p.epochs), p.alpha
     cell.schedule = schedule_text(p)
     cell.cost, cell.certified_quantile, cell.planned_mean = float(p.cost), float(p.loss_quantile), float(p.loss_mean)
     cell.extrapolated = sc.extrapolated(len(p.epochs)) is not None
@@ -296,9 +310,10 @@ class Table:
         return [c for c in self.cells if c.planned and c.runs]
 
     def joint_lower(self, c: Cell) -> float:
-        """`c`'s lower bound at 95 % for all judged cells at once (Bonferroni: each one-sided at 5 %/m)."""
+        """`c`'s lower bound for all m judged cells at once (Bonferroni: each one-sided at its α/m; together at
+        1 − α where the cells share α)."""
         m = max(1, len(self.judged))
-        return clopper_pearson_lower(c.hits, c.runs, (1 - LEVEL) / m) if c.runs else math.nan
+        return clopper_pearson_lower(c.hits, c.runs, c.alpha / m) if c.runs else math.nan
 
     @property
     def refuted(self) -> list[Cell]:

@@ -45,7 +45,8 @@ class Outcome:
 
     @property
     def meets(self) -> bool:
-        """The Monte Carlo check does not refute ω: the 95% CI of P(ℓ(K) ≤ ℓmax) reaches ω."""
+        """The Monte Carlo check does not refute ω: the one-sided (1 − α) upper bound on P(ℓ(K) ≤ ℓmax) (`p_meet_ci`,
+        α the plan's) reaches ω."""
         return self.feasible and self.p_meet_ci[1] >= self.omega
 
     @property

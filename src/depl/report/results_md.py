@@ -153,8 +153,9 @@ def _mc_section(r: Results) -> list[str]:
     cfg = r.config
     L = ["## Monte Carlo check of every plan", "",
          f"{cfg.mc_runs:,} trajectories per plan (`depl.simulate.simulate_plan`, seed derived from `--seed "
-         f"{cfg.seed}` and the plan's name). *meets* = the 95% Clopper–Pearson interval of P(ℓ(K) ≤ ℓmax) "
-         f"reaches ω = 0.99, i.e. the Monte Carlo does not refute the plan's guarantee.", ""]
+         f"{cfg.seed}` and the plan's name). *meets* = the one-sided (1 − α) Clopper–Pearson upper bound on "
+         f"P(ℓ(K) ≤ ℓmax), α the plan's, reaches ω = 0.99, i.e. the Monte Carlo does not refute the plan's guarantee; "
+         f"each [low, high] is the pair of one-sided (1 − α) bounds.", ""]
     rows = []
     for (net, t, m, cm), o in sorted(r.sweep.items(), key=lambda kv: (kv[0][0], kv[0][3], kv[0][1])):
         if not o.feasible:
@@ -164,8 +165,8 @@ def _mc_section(r: Results) -> list[str]:
                      f"{o.p_meet:.4f} [{o.p_meet_ci[0]:.4f}, {o.p_meet_ci[1]:.4f}]",
                      f"{o.mc_quantile:.4f} [{o.mc_quantile_ci[0]:.4f}, {o.mc_quantile_ci[1]:.4f}]",
                      f"{o.loss_mean:.4f}", tick(o)])
-    return L + table(["scenario", "cost model", "ℓmax", "method", "certified 99th pct", "MC P(ℓ(K) ≤ ℓmax) [95% CI]",
-                       "MC 99th pct [95% CI]", "E[ℓ(K)]", "meets"], rows)
+    return L + table(["scenario", "cost model", "ℓmax", "method", "certified 99th pct", "MC P(ℓ(K) ≤ ℓmax) [bounds]",
+                       "MC 99th pct [bounds]", "E[ℓ(K)]", "meets"], rows)
 
 
 def _eta_section(r: Results) -> list[str]:
@@ -324,7 +325,7 @@ def render(r: Results, figure_names: dict) -> str:
            + ("all three methods pick the same plan at every target, so there is nothing to save — see *Why* below."
               if max(savings) < 1e-9 else "see *Why* below.")),
         f"* **Monte Carlo check** — {st['meets']} of {st['plans']} plans meet the 99th-percentile target "
-        "(95% interval of P(ℓ(K) ≤ ℓmax) reaches 0.99).",
+        "(the one-sided (1 − α) upper bound on P(ℓ(K) ≤ ℓmax) reaches 0.99).",
         *readings_headline(r),
         *_variant_headline(r), "",
     ]

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs
+from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs, more_runs_if_all_meet
 from ..ledger import Ledger, TaskSeeds, check_certificate, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario
@@ -203,7 +203,9 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None
         need = expected_runs(rate, p.omega, alpha, max_runs=10 * max(max_runs, 100), hits=test.hits, runs=test.runs,
                              prior=test.prior)
         more = {"rate": rate, "mean_more_runs": need.mean_runs, "median_more_runs": need.median_runs,
-                "p_certify": need.certify, "p_refute": need.refute}
+                "p_certify": need.certify, "p_refute": need.refute,
+                # the fewest more runs that certify, each meeting ℓmax (the least going on can take)
+                "if_all_meet": more_runs_if_all_meet(test.hits, test.runs, p.omega, alpha, test.prior)}
     return Certificate(str(prep.plan_file), p, prep.scenario, test.state, first_seed, counted, finals, after, run_id,
                        str(st.path), time.perf_counter() - t0, max_runs, more, test.rule,
                        [u.to_json() for u in prep.ledger.uses if u.run_id != run_id])

@@ -14,12 +14,14 @@ from contextlib import contextmanager
 class WorkflowError(Exception):
     """A workflow refused or could not finish; the message says why, in one line.
 
-    `result`: what the workflow can still say (e.g. what an infeasible target can reach), as JSON-ready data.
+    `result`: what the workflow can still say (e.g. what an infeasible target can reach), as JSON-ready data;
+    `detail`: lines that the message only counts (every seed range a refusal met), printed by `depl --verbose`.
     """
 
-    def __init__(self, message: str, result: dict | None = None):
+    def __init__(self, message: str, result: dict | None = None, detail: tuple[str, ...] = ()):
         super().__init__(message)
         self.result = result
+        self.detail = tuple(detail)
 
 
 class BadInput(WorkflowError):
@@ -79,8 +81,11 @@ def fitting_errors() -> tuple[type[Exception], ...]:
 
 @contextmanager
 def as_bad_input(*errors: type[Exception], prefix: str = ""):
-    """Within: one of `errors` (their messages are the user's) becomes BadInput, its message after `prefix`."""
+    """Within: one of `errors` (their messages are the user's) becomes BadInput, its message after `prefix` (and
+    its `result` and `detail`, where it has them: depl.ledger.SeedsUsed)."""
     try:
         yield
     except errors as e:
-        raise BadInput(prefix + str(e)) from None
+        result = getattr(e, "result", None)
+        result = {**result, "error": prefix + str(e)} if isinstance(result, dict) else None
+        raise BadInput(prefix + str(e), result, getattr(e, "detail", ())) from None

@@ -210,11 +210,11 @@ class Simulated:
     @property
     def verdict(self) -> str:
         """The law's Monte Carlo judging the plan's ω, in the words of every command: certified, refuted or undecided
-        (`depl.certificate.fixed_n_verdict`, one-sided bounds at α = 0.05)."""
-        from ..certificate import DEFAULT_ALPHA, fixed_n_verdict
+        (`depl.certificate.fixed_n_verdict`: the one-sided bounds `p_meet_ci` at the plan's α)."""
+        from ..certificate import fixed_n_verdict
 
         hits = int(round(self.simulation.p_meet * self.runs))
-        return fixed_n_verdict(hits, self.runs, self.plan.omega, DEFAULT_ALPHA)
+        return fixed_n_verdict(hits, self.runs, self.plan.omega, self.simulation.alpha)
 
     @property
     def not_refuted(self) -> bool:
@@ -248,7 +248,7 @@ class Simulated:
         return {"plan": str(self.plan_file), "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
                 "runs": self.runs, "seed": self.seed, "omega": p.omega, "target": p.loss_target,
                 "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
-                "quantile_ci": list(sim.quantile_ci), "law_quantile": p.loss_quantile,
+                "quantile_ci": list(sim.quantile_ci), "alpha": sim.alpha, "law_quantile": p.loss_quantile,
                 "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": self.not_refuted,
                 "verdict": self.verdict,
                 "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import DEFAULT_ALPHA, check_alpha
+from ..certificate import alpha_or_default, check_alpha
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
 from .planning import load, retarget, save_plan
@@ -116,9 +116,9 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     """Everything checked and the candidates made (and their code and data checked), nothing written."""
     from ..train.search import make_candidate
 
-    alpha = DEFAULT_ALPHA if alpha is None else alpha
-    with as_bad_input(ValueError):
-        check_alpha(alpha, "--alpha")
+    if alpha is not None:
+        with as_bad_input(ValueError):
+            check_alpha(alpha, "--alpha")
     for flag, path in (("--out", out), ("--png", png)):
         if path is not None:
             check_output_file(flag, Path(path))
@@ -126,6 +126,7 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
         raise BadInput(f"--store {store}: is a folder; give the store's file, e.g. {Path(store) / 'runs.sqlite'}")
     dev = start_training(training.threads, training.device)
     s = retarget(load(scenario), loss, quantile, deadline)
+    alpha = alpha_or_default(s.target.alpha if alpha is None else alpha)   # --alpha, else the scenario's
     plans = propose(s, method, eta)
     with as_bad_input(*training_errors(), ValueError, OSError):
         cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
@@ -277,7 +278,7 @@ def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 5
     try:
         s = plan.scenario_object()
         p = p_meet(law_of(plan, s), plan.loss_target)
-        alpha = alpha or s.target.alpha or DEFAULT_ALPHA
+        alpha = alpha_or_default(alpha if alpha is not None else s.target.alpha)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return {"alpha": alpha, "max_runs": max_runs, **_price_row(p, plan.omega, alpha, max_runs, plan.cost)}
@@ -308,7 +309,12 @@ def certificate_json(r: "Searched") -> dict:
     more = None
     if b is None and s.outcome != "refuted":
         i = s.likeliest()
-        more = {"candidate": i, **s.more_runs(i)} if i is not None else None
+        if i is not None:
+            from ..certificate import more_runs_if_all_meet
+
+            t = s.arms[i].test   # the fewest more runs that certify it, each meeting ℓmax (the least going on takes)
+            more = {"candidate": i, **s.more_runs(i),
+                    "if_all_meet": more_runs_if_all_meet(t.hits, t.runs, float(s.omega), t.alpha, s.prior)}
     return {"format": "depl.search/1", "certified": b is not None, "outcome": s.outcome, "alpha": s.alpha,
             "omega": float(s.omega), "loss_target": cands[0].plan.loss_target, "returned": b,
             "runs": s.arms[b].state.runs if b is not None else 0,

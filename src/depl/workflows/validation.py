@@ -109,8 +109,8 @@ class AdaptiveValidated:
     def to_json(self) -> dict:
         c = self.coverage
         return {"plan_file": str(self.plan_file), "adaptive": True, "runs": c.runs, "hits": c.hits,
-                "coverage": c.rate, "ci_low": c.ci[0], "ci_high": c.ci[1], "omega": c.omega, "target": c.target,
-                "not_refuted": c.not_refuted, "mean_cost": self.mean_cost, "plan_cost": self.plan.cost,
+                "coverage": c.rate, "ci_low": c.ci[0], "ci_high": c.ci[1], "alpha": c.alpha, "omega": c.omega,
+                "target": c.target, "not_refuted": c.not_refuted, "guarantee": c.verdict, "mean_cost": self.mean_cost, "plan_cost": self.plan.cost,
                 "actions": self.actions, "rule": self.rule, "run_id": self.run_id}
 
 
@@ -147,7 +147,7 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
     from ..validate import coverage
 
     p = done.plan
-    return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p)),
+    return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p), p.alpha),
                              float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id)
 
 
