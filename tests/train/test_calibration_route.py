@@ -32,7 +32,8 @@ def cli(*args) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
     """The project folder after the chain, run from it as the user would: profile (seeds 0..5), fit (the last one
-    set apart), profile the fitted scenario on seeds 100..105, calibrate on them, plan the calibrated file."""
+    set apart), profile the fitted scenario on seeds 100..105, calibrate on them, plan the calibrated file, run
+    the plan (seed 200) and export its model."""
     project = write_own_loss_task(tmp_path_factory.mktemp("own-loss"))
     mp = pytest.MonkeyPatch()
     mp.chdir(project)
@@ -43,7 +44,9 @@ def calibrated(tmp_path_factory):
                  ["profile", "fitted.toml", "--epochs", 3, "--seeds", 6, "--first-seed", 100, "--out", "calibration",
                   "--allow-code", "."],
                  ["calibrate", "fitted.toml", "calibration/runs.sqlite", "--out", "calibrated.toml"],
-                 ["plan", "calibrated.toml", "--out", "plan.json"]]
+                 ["plan", "calibrated.toml", "--out", "plan.json"],
+                 ["run", "plan.json", "--seeds", 1, "--first-seed", 200, "--out", "run", "--allow-code", "."],
+                 ["export-model", "run", "--seed", 200, "--out", "model.pt2", "--allow-code", "."]]
         for args in chain:
             code, out, err = cli(*args)
             assert code == 0, f"depl {' '.join(map(str, args))}\n{out}\n{err}"
@@ -115,3 +118,37 @@ def test_a_calibration_of_another_network_certifies_nothing_and_plan_says_one_re
     assert said["reason"] == err.removeprefix("error: ")
     assert "its runs differ from the scenario's conditions — models 'full' train (the network)" in said["reason"]
     assert "`depl profile SCENARIO --first-seed N`, then `depl calibrate SCENARIO RUNS`" in said["reason"]
+
+
+def _predicts_as_trained(project, folder, seed: int, exported) -> None:
+    """The kept model (depl.load_model) and its export (torch.export.load, without depl) give the same
+    predictions, one per sample: a regressor's."""
+    import torch
+
+    import depl
+
+    model = depl.load_model(project / folder, seed, allow_code=[project])
+    width = next(m for m in model.modules() if isinstance(m, torch.nn.Linear)).in_features
+    x = torch.randn(5, width, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        mine = model(x)
+        theirs = torch.export.load(str(exported)).module()(x)
+    assert mine.shape[0] == 5 and torch.allclose(mine, theirs, atol=1e-6)
+
+
+def test_the_calibrated_plan_runs_to_a_loaded_and_exported_model(calibrated):
+    _predicts_as_trained(calibrated, "run", 200, calibrated / "model.pt2")
+
+
+def test_the_certified_search_on_the_same_task_runs_to_a_loaded_and_exported_model(calibrated, monkeypatch):
+    """The other route on the same task: `depl plan fitted.toml --certify`, then run and export its plan."""
+    monkeypatch.chdir(calibrated)
+    for args in (["plan", "fitted.toml", "--certify", "--quantile", "0.5", "--max-runs", 12, "--batch", 6,
+                  "--first-seed", 300, "--out", "search/plan.json"],
+                 ["run", "search/plan.json", "--seeds", 1, "--first-seed", 400, "--out", "search-run",
+                  "--allow-code", "."],
+                 ["export-model", "search-run", "--seed", 400, "--out", "search-model.pt2", "--allow-code", "."]):
+        code, out, err = cli(*args)
+        assert code == 0, f"depl {' '.join(map(str, args))}\n{out}\n{err}"
+    assert json.loads((calibrated / "search" / "plan.json").read_text())["info"]["certificate"]["certified"]
+    _predicts_as_trained(calibrated, "search-run", 400, calibrated / "search-model.pt2")
