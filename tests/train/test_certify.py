@@ -111,3 +111,13 @@ def test_certify_refuses_bad_options_in_one_line(depl_cli, plan, args, why):
     r = depl_cli("certify", plan, *args, "--out", "x", cwd=plan.parent)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (plan.parent / "x").exists()  # refused before any work
+
+
+def test_certify_tests_at_the_plans_alpha_where_alpha_is_not_given(depl_cli, tmp_path):
+    """A plan made at α 0.1 ([target] alpha through --alpha) is certified at 0.1, not at the default."""
+    r = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.0", "--alpha", "0.1", "--out", "p.json",
+                 cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    c = depl_cli("certify", "p.json", "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=tmp_path)
+    assert c.returncode in (0, 3, 4), c.stderr
+    assert json.loads(c.stdout)["alpha"] == 0.1

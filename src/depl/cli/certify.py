@@ -19,8 +19,10 @@ CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEAS
 @trains_seeds(seed_batch=False)
 def certify(
     plan_file: Path = typer.Argument(..., metavar="PLAN.json", help="a plan written by `depl plan --out`"),
-    alpha: float = typer.Option(DEFAULT_ALPHA, "--alpha",
-                                help=f"the certificate's risk: it is wrong with probability at most α, {ALPHA_RULE}"),
+    alpha: Optional[float] = typer.Option(None, "--alpha",
+                                          help=f"the certificate's risk: it is wrong with probability at most α, "
+                                          f"{ALPHA_RULE} [default: the plan's α, its scenario's [target] alpha, else "
+                                          f"{DEFAULT_ALPHA}]"),
     first_seed: Optional[int] = typer.Option(None, "--first-seed", min=0, max=2**31 - 1,
                                              help="F: the first fresh seed (F, F+1, … in order); seeds the plan's "
                                              "lineage used (its fit, its calibration, the store's runs of it) are "

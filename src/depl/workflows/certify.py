@@ -32,18 +32,23 @@ class Certified:
         return {**self.data, "report": str(self.report)}
 
 
-def prepare_certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
+def prepare_certify(plan_file: str | Path, alpha: Optional[float] = None, *, out: str | Path = Path("depl-certify"),
                     training: Training = Training(), store: Optional[str] = None, first_seed: Optional[int] = None,
                     max_runs: int = 500, prior: Optional[str] = None) -> Any:
     """The plan, its certificate text, its code, α, the e-process and the seeds checked before anything is written
     (depl.train.certify.Prepared, its first seed chosen: `first_seed`, or the plan's first free seed; seeds its
-    lineage used, or another α or first seed than a resumed run began with, are refused)."""
+    lineage used, or another α or first seed than a resumed run began with, are refused).  `alpha` None: the
+    plan's (its scenario's [target] alpha, else DEFAULT_ALPHA)."""
     plan_file, out = Path(plan_file), Path(out)
     dev = start_training(training.threads, training.device)
     from ..train.certify import prepare, seeds_for
 
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
+        if alpha is None:
+            from ..plan import Plan
+
+            alpha = Plan.load(plan_file).alpha
         check_alpha(alpha, "--alpha")
         if prior is not None and prior not in PRIORS:
             raise ValueError(f"--prior {prior}: must be one of {', '.join(PRIORS)} (the sequential test's e-process)")
@@ -70,7 +75,7 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
     return Certified(c, data, report)
 
 
-def certify(plan_file: str | Path, alpha: float = DEFAULT_ALPHA, *, out: str | Path = Path("depl-certify"),
+def certify(plan_file: str | Path, alpha: Optional[float] = None, *, out: str | Path = Path("depl-certify"),
             store: Optional[str] = None,
             first_seed: Optional[int] = None, max_runs: int = 500, batch: int = 32, training: Training = Training(),
             progress: Optional[Callable] = None, on_decision: Optional[Callable] = None,
