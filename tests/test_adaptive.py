@@ -95,6 +95,7 @@ def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline(conditional):
     assert d.action == "deadline-miss" and "Tmax" in d.note
 
 
+@pytest.mark.slow  # the planner inside the closed loop, 200 runs
 def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
     """mnist1d-small ships calibrated at the plan's length: its early epochs' levels sit at 0 or 1, where the
     law cannot be conditioned on a run's state. The policy then keeps the plan (no replacement, only sure stops):
