@@ -1,5 +1,5 @@
 # The two commands of the README's Quick start: `make demo` and `make test`; `make test-fast` is the quick check
-# while working (the tests not marked slow, about two minutes on two cores).
+# while working (the tests not marked slow).
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -43,8 +43,8 @@ test: $(STAMP)
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile
 
 # The same without the tests marked slow (pyproject's [tool.pytest.ini_options] markers: those that train a
-# search or a federation, export a model, run the planner in a closed loop): every module still imported and
-# checked, in about two minutes on two cores. CI runs `make test`.
+# search or a federation, export a model, run the planner in a closed loop): every other test, and the layers.
+# CI runs `make test`.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
