@@ -109,6 +109,7 @@ def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
     assert mc.cost.mean() <= mc.open_cost * (1 + 1e-9)
 
 
+@pytest.mark.slow  # three Monte Carlos of 2,000 runs per law
 def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
     """The law-free closed loop (`conditional=False`; `depl run --adaptive`'s default rule, slack): a run stops
     when its model's test loss exceeds ℓmax with probability at most δ, the policy observing each epoch's loss
