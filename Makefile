@@ -43,7 +43,8 @@ test: $(STAMP)
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile
 
 # The same without the tests marked slow (pyproject's [tool.pytest.ini_options] markers: those that train a
-# search or a federation, export a model, run the planner in a closed loop): every other test, and the layers.
+# search or a federation, fit laws on runs, export a model, run the planner or a Monte Carlo for many draws):
+# every other test, and the layers.
 # CI runs `make test`.
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
