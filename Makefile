@@ -1,4 +1,5 @@
-# The two commands of the README's Quick start: `make demo` and `make test`.
+# The two commands of the README's Quick start: `make demo` and `make test`; `make test-fast` is the quick check
+# while working (the tests not marked slow).
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -10,7 +11,7 @@ LOCK   := requirements/lock.txt
 # The installer itself, pinned likewise.
 PIP    := pip==26.3
 
-.PHONY: demo test install install-plan clean bench lock fashion-data
+.PHONY: demo test test-fast install install-plan clean bench lock fashion-data
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +41,14 @@ demo: $(VENV)/.plan-installed
 test: $(STAMP) fashion-data
 	$(BIN)/lint-imports --no-cache
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile
+
+# The same without the tests marked slow (pyproject's [tool.pytest.ini_options] markers: those that train a
+# search or a federation, fit laws on runs, export a model, run the planner or a Monte Carlo for many draws):
+# every other test, and the layers.
+# CI runs `make test`.
+test-fast: $(STAMP) fashion-data
+	$(BIN)/lint-imports --no-cache
+	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
 
 # Fashion-MNIST (fashion-small's data) where the tests can have it: Debian's dataset-fashion-mnist, installed when
 # its folder is missing and this runs as root with apt-get; otherwise one line saying how.  Never fails: the tests

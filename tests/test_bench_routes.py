@@ -15,6 +15,8 @@ import pytest
 from depl.certificate.bounds import clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper
 from depl.certificate.conformal import pac_scores_needed
 
+pytestmark = pytest.mark.slow  # its module fixture runs the routes study: searches that train
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_routes.py"
 

@@ -36,6 +36,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_benchmark_runs(script, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FLWR_TELEMETRY_ENABLED": "0", "MPLBACKEND": "Agg"}

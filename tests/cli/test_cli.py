@@ -205,6 +205,7 @@ main()
 '''
 
 
+@pytest.mark.slow
 def test_the_planning_commands_need_nothing_undeclared(depl_cli, tmp_path):
     from functools import partial
     from pathlib import Path

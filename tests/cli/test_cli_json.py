@@ -70,6 +70,7 @@ def test_every_json_command_refusing_its_input_says_so_in_json(cli, tmp_path, ar
     assert set(d) == {"error", "exit_code"} and d["exit_code"] == 2 and d["error"] in r.stderr
 
 
+@pytest.mark.slow
 def test_simulate_json_and_exit_4_when_refuted(cli, tmp_path):
     plan = tmp_path / "p.json"
     assert cli("plan", "paper-alexnet", "--out", plan).returncode == 0
@@ -140,6 +141,7 @@ def test_predict_bad_schedule_is_bad_input(cli):
     assert r.returncode == 2 and "version 'nope': not a model of 'mnist1d-small'" in r.stderr and not r.stdout
 
 
+@pytest.mark.slow
 def test_predict_says_in_words_where_a_level_lies_outside_the_laws_range_and_flags_a_negative_loss(cli):
     """mnist1d-small (calibrated): at q = 1e-6 the calibration runs scored below every loss the law allows (the
     quantile is −∞: it was printed "≤ -inf (exact bracket [-inf, -inf])"); q = 0.999999999 is beyond what 192

@@ -29,6 +29,8 @@ from depl.experiments.results import Results
 from depl.report.results_md import TIMING_MARKER, write
 from depl.scenario import load_scenario
 
+pytestmark = pytest.mark.slow  # its module fixture runs a `depl reproduce --quick` sweep
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -83,6 +83,7 @@ def fitted(depl_cli, tmp_path_factory):
     return out, r.stdout
 
 
+@pytest.mark.slow
 def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
     out, stdout = fitted
     table = tomllib.loads(out.read_text())["calibration"]
@@ -121,6 +122,7 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
     assert d.quantile(0.9) == pytest.approx(float(law.base.distribution(["full"] * 6).quantile(level)))
 
 
+@pytest.mark.slow
 def test_plan_and_its_uncalibrated_twin_from_the_cli(depl_cli, fitted, tmp_path):
     out, _ = fitted
     r = depl_cli("plan", out, "--json", "--quantile", 0.95)
@@ -135,6 +137,7 @@ def test_plan_and_its_uncalibrated_twin_from_the_cli(depl_cli, fitted, tmp_path)
     assert r.returncode in (0, 3), r.stderr     # planned (or honestly infeasible) with the law as fitted
 
 
+@pytest.mark.slow
 def test_too_few_calibration_runs_are_reported_not_certified(depl_cli, tmp_path):
     out = tmp_path / "few.toml"
     r = depl_cli("fit", DIGITS, "--calibration-seeds", 2, "--bootstrap", 0, "--omega", 0.95, "--target-loss", 0.5,

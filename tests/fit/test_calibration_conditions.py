@@ -135,6 +135,7 @@ def test_an_old_table_without_conditions_is_read_but_certifies_nothing_with_a_co
     assert r.returncode == 3 and "recalibrate with `depl calibrate" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_the_plans_certificate_names_the_alpha_spent_and_plan_warns_of_the_total(depl_cli, tmp_path):
     env = {"DEPL_ALPHA_LEDGER": str(tmp_path / "ledger")}
     r = depl_cli("plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05, "--out", tmp_path / "a.json", env=env)

@@ -80,6 +80,7 @@ def test_data_law_s0_is_recovered():
     assert fit_s0(np.array([4000.0]), np.array([1.0]), 4000.0) is None
 
 
+@pytest.mark.slow
 def test_level_runs_are_fitted_and_the_level_model_is_chosen(tmp_path):
     truth = LevelModel(_level_truth())
     st = _store(_simulate(truth), tmp_path)
@@ -102,6 +103,7 @@ def test_level_runs_are_fitted_and_the_level_model_is_chosen(tmp_path):
         assert s.training == BASE.training
 
 
+@pytest.mark.slow
 def test_increments_runs_make_the_increments_model_win(tmp_path):
     data = __import__("depl.scenario", fromlist=["scenario_dict"]).scenario_dict(BASE)
     data["loss_model"] = "increments"

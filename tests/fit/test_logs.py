@@ -20,6 +20,7 @@ CLI = ("import atexit, sys; atexit.register(lambda: print('torch imported:', 'to
        "from depl.cli import main; main()")
 
 
+@pytest.mark.slow
 def test_a_handwritten_csv_is_fitted_without_torch_and_planned_with(depl_cli, tmp_path):
     logs = tmp_path / "logs.csv"
     write_csv(logs, rows())

@@ -10,8 +10,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from depl.store import Store
+
+pytestmark = pytest.mark.slow  # fits the laws on real runs' logs
 
 STORE = Path(__file__).resolve().parents[2] / "docs/certificate-store/calibration/mnist1d/runs.sqlite"
 FIT_SEEDS = 20

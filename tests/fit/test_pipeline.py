@@ -12,6 +12,8 @@ import pytest
 from depl.plan import Plan
 from depl.scenario import load_scenario
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 pytest.importorskip("torch")
 
 

@@ -13,6 +13,8 @@ from depl.loss import loss_model_for
 from depl.loss.calibrated import CalibratedModel
 from depl.scenario import load_scenario
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 pytest.importorskip("torch")
 
 # one version at two data fractions, 3 epochs; one seed at a time so that a seed's run is the same in any store

@@ -15,6 +15,8 @@ from depl.train import data as data_mod
 from depl.train.federation import node_data
 from trainkit import scenario_dict
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def plan_file(tmp_path, target: float, epochs: int = 4, omega: float = 0.9):
     d = scenario_dict(lr=0.2)

@@ -13,6 +13,8 @@ from depl.train import execute, executors
 from depl.train.federation import job_from_plan
 from trainkit import make_plan
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 @pytest.fixture
 def auto(tmp_path, monkeypatch):

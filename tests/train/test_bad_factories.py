@@ -19,6 +19,8 @@ import pytest
 from depl.store import Store
 from depl.train.data import derive_seed
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 NET_AND_DRAW = '''import torch
 from torch import nn
 

@@ -9,6 +9,8 @@ from depl.plan import Plan, with_figures
 from depl.scenario import builtin_names, load_scenario, parse_scenario
 from depl.store import Store
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 TASKS = {"digits-small": ("digits", None), "mnist1d-noniid": ("mnist1d", 0.5)}
 
 

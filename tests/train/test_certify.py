@@ -11,6 +11,8 @@ import pytest
 from depl.certificate import boundaries
 from depl.store import Store
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 @pytest.fixture(scope="module")
 def plan(depl_cli, tmp_path_factory):

@@ -3,6 +3,9 @@ import subprocess
 import sys
 
 from depl.store import Store
+import pytest
+
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
 
 def test_the_commands_module_does_not_import_torch():

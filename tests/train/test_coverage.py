@@ -17,6 +17,8 @@ from depl.ledger import lineage
 from depl.plan import Plan
 from depl.scenario import load_scenario, scenario_dict
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 @pytest.fixture
 def optimistic(tmp_path):

@@ -20,6 +20,8 @@ from depl.train import federation
 from depl.train.federation import job_from_plan, node_data
 from trainkit import SWITCH_PLAN, make_plan, scenario_dict
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def drawn_plan(schedule, **kw) -> Plan:
     p = make_plan(schedule, **kw)

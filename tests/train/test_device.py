@@ -4,6 +4,9 @@ import torch
 
 from depl.store import Store
 from trainkit import make_plan
+import pytest
+
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
 
 def test_auto_is_cpu_without_a_gpu_and_cuda_is_refused_unless_there_is_one(depl_cli, tmp_path):

@@ -24,6 +24,8 @@ from depl.train.executors import run_all
 from depl.train.vectorised import walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resumes_cleanly(depl_cli, tmp_path):
     scen = resources.files("depl.scenarios").joinpath("mnist1d-small.toml").read_text()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 pytest.importorskip("flwr")
 
 import depl  # noqa: E402

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 pytest.importorskip("flwr")
 if not (shutil.which("openssl") and shutil.which("ssh-keygen")):
     pytest.skip("needs openssl and ssh-keygen to make the certificates and keys", allow_module_level=True)

@@ -21,6 +21,8 @@ from depl.train.federation import evaluate, job_from_plan
 from depl.train.federation import test_data as run_test_data
 from depl.train.prune import make_net
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def finals(folder) -> dict[int, float]:
     with Store(folder / "runs.sqlite") as st:

@@ -28,6 +28,8 @@ from depl.train.data import DataError, data_spec
 from depl.train.federation import JobError, job_from_plan, version_specs
 from depl.train.prune import build_version, switch
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial-own-model.md"
 
 

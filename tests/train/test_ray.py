@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 pytest.importorskip("ray")
 
 from depl.scenario import load_scenario  # noqa: E402

@@ -29,6 +29,8 @@ from depl.train.vectorised import walk_plan_stack
 from test_own_code import write_project
 from trainkit import make_plan
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 DEFAULT_PLAN = [("full", "B"), ("full", "B")]  # cluster B: one node
 
 

@@ -24,6 +24,8 @@ from depl.train.federation import LocalFederation, derive_seed, job_from_plan, w
 
 from test_own_code import tutorial_commands, tutorial_files, write_project
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 SMALL = [(r"--epochs \d+", "--epochs 4"), (r"profile (.*)--seeds \d+", r"profile \1--seeds 6"),
          (r"run (.*)--seeds \d+", r"run \1--seeds 2"), (r"validate (.*)--seeds \d+", r"validate \1--seeds 6"),
          (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0"), (r"--max-runs 400\b", "--max-runs 4"),

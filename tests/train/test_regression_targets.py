@@ -17,6 +17,8 @@ from depl.train.federation import LocalFederation, job_from_plan, node_data, wal
 from depl.train.vectorised import walk_plan_stack
 from trainkit import write_regression
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def regression_job(folder, targets: str, monkeypatch):
     monkeypatch.setenv("DEPL_CODE", str(folder))   # the user allows their project's code

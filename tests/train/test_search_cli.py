@@ -11,6 +11,8 @@ import pytest
 from depl.plan import Plan
 from depl.store import Store
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 # every candidate in the race on every seed (`--allocation all`): the nested candidates share their runs
 ARGS = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "30", "--batch",
         "10", "--out", "plan.json", "--json", "--allocation", "all")

@@ -18,6 +18,8 @@ from depl.train.executors import run_all
 from depl.train.federation import Job
 from depl.train.search import Candidate, _register, covers, group, recorded_candidates, run_search
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "docs" / "certificate-store" / "search"
 TRAIN = dict(workers=1, threads=1)

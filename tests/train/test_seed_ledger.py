@@ -13,6 +13,8 @@ import pytest
 from depl.ledger import lineage, round_up
 from depl.scenario import load_scenario
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 FORGED = "FORGED: 10000 held-out runs"
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,6 +9,8 @@ import pytest
 from depl.store import EpochRow, Store, StoreError, store_path
 from trainkit import SWITCH_PLAN, make_plan
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def row(k, loss=1.0):
     return EpochRow(k, "full", "A", loss, 0.5, 1.5, 0.01)

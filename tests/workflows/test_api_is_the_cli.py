@@ -50,6 +50,7 @@ def test_plan_refusals_are_workflow_errors_with_the_commands_message():
         workflows.plan("paper-alexnet", "magic")
 
 
+@pytest.mark.slow
 def test_run_from_python_trains_what_the_command_trains(tmp_path):
     pytest.importorskip("torch")
     plan_file = tmp_path / "plan.json"
