@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the README's commands, a run and a search among them: make test runs it, make test-fast does not
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 

@@ -17,6 +17,8 @@ import tomllib
 
 from trainkit import write_own_loss_task
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 def cli(*args) -> tuple[int, str, str]:
     """depl in this process (no interpreter to start per command): exit code, stdout, stderr."""

@@ -15,6 +15,8 @@ from depl.train.federation import JobError, LocalFederation, job_from_plan, walk
 from depl.train.source import DataError
 from trainkit import write_regression
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 LOSSES = '''import torch
 
 

@@ -17,6 +17,8 @@ from depl.store import Store
 from depl.train import data
 from trainkit import make_plan
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 def _fashion_here() -> bool:
     try:
         data.source_folder(data.FASHION, None)

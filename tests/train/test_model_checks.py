@@ -19,6 +19,8 @@ import torch
 import depl
 from trainkit import write_regression
 
+pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
 
 @pytest.fixture(scope="module")
 def kept(depl_cli, tmp_path_factory):

@@ -26,6 +26,8 @@ from depl.store import Store
 from depl.train.federation import LocalFederation, job_from_plan, walk_plan
 from trainkit import make_plan, scenario_dict
 
+pytestmark = pytest.mark.slow  # Ray and Flower across network namespaces: make test runs it, test-fast not
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "bench_netns_handoff.py"
 _spec = importlib.util.spec_from_file_location("bench_netns_handoff", SCRIPT)
