@@ -16,7 +16,7 @@ from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
 from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
-                     KeepModels, plan_certified)
+                     KeepModels, plan_certified, search_only)
 from .training import trains_seeds
 
 
@@ -158,20 +158,18 @@ def plan(
                     allocation=allocation, uses=uses, training=training, keep_models=keep,
                     unused={"--slack": slack, "--time-limit": time_limit, "--uncalibrated": uncalibrated or None})
         return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json, opts)
-    search_only = {"--max-runs": max_runs, "--first-seed": first_seed, "--prior": prior, "--allocation": allocation,
-                   "--batch": batch, "--uses": uses, "--store": store, "--png": png, "--keep-models": keep}
-    with refusals():
-        said = [flag for flag, v in search_only.items() if v is not None]
-        if said:
-            from ..workflows.errors import BadInput
-
-            raise BadInput(f"{', '.join(said)}: used only by --certify (the certified search on real runs); add "
-                           "--certify, or drop it")
+    search_only({"--max-runs": max_runs, "--first-seed": first_seed, "--prior": prior, "--allocation": allocation,
+                 "--batch": batch, "--uses": uses, "--store": store, "--png": png, "--keep-models": keep})
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
                        time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say, alpha=alpha,
                        slack=slack)
+    _planned(planned, method, out, as_json)
+
+
+def _planned(planned, method: str, out: Optional[Path], as_json: bool) -> None:
+    """What `depl plan` prints of the plan it made: its warnings, then its JSON or its summary."""
     for line in planned.warnings:
         warn(line)
     p = planned.plan

@@ -46,6 +46,17 @@ KEEP_SEARCH = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-m
                            "depl runs models, depl.load_model); once decided only the returned plan's stay: all, "
                            "best (the lowest final test loss) or none [default: best]")
 
+def search_only(given: dict) -> None:
+    """Refuse the search's options on a plan without --certify (exit 2), where they would do nothing."""
+    said = [flag for flag, v in given.items() if v is not None]
+    with refusals():
+        if said:
+            from ..workflows.errors import BadInput
+
+            raise BadInput(f"{', '.join(said)}: used only by --certify (the certified search on real runs); add "
+                           "--certify, or drop it")
+
+
 def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], loss, quantile, deadline, alpha,
                    as_json: bool, opts: dict) -> None:
     """Propose the candidates, say them, train them on fresh seeds until the search finishes, and say what it
