@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .band import Band, quantiles
-from .certificate import confidence_words, fixed_n_verdict, one_sided_bounds
+from .certificate import bound_words, fixed_n_verdict, one_sided_bounds
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .omega import Omega
@@ -62,13 +62,7 @@ class Coverage:
     def bound_words(self) -> str:
         """The bound behind the verdict, as every command prints it beside the verdict: the lower bound where
         certified, the upper where refuted, both where undecided."""
-        lower, upper = self.ci
-        pct = confidence_words(self.alpha)
-        if self.verdict == "certified":
-            return f"one-sided {pct} lower bound {lower:.3f} ≥ ω = {self.omega:g}"
-        if self.verdict == "refuted":
-            return f"one-sided {pct} upper bound {upper:.3f} < ω = {self.omega:g}"
-        return f"one-sided {pct} bounds [{lower:.3f}, {upper:.3f}] hold ω = {self.omega:g}"
+        return bound_words(self.verdict, *self.ci, self.alpha, self.omega)
 
     @property
     def not_refuted(self) -> bool:

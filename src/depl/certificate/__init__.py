@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .alpha import (ALPHA_MAX, ALPHA_RULE, DEFAULT_ALPHA, Alpha, alpha_or_default, alpha_problem, check_alpha,
                     confidence_words)
-from .bounds import (VERDICTS, clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper, fixed_n_verdict,
+from .bounds import (VERDICTS, bound_words, clopper_pearson_interval, clopper_pearson_lower, clopper_pearson_upper, fixed_n_verdict,
                      one_sided_bounds, quantile_ranks, quantile_ranks_at)
 from .sequential import (DEFAULT_PRIOR, PRIORS, Prior, RunsNeeded, Sequential, Verdict, anytime_lower, anytime_upper,
                          boundaries, expected_runs, fewest_runs, fixed_n_for, more_runs_if_all_meet, log_evidence_above,
@@ -28,7 +28,7 @@ from .sequential import (DEFAULT_PRIOR, PRIORS, Prior, RunsNeeded, Sequential, V
 
 __all__ = ["ALPHA_MAX", "ALPHA_RULE", "DEFAULT_ALPHA", "Alpha", "alpha_or_default", "alpha_problem", "check_alpha",
            "confidence_words", "one_sided_bounds", "quantile_ranks_at",
-           "VERDICTS", "fixed_n_verdict", "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper",
+           "VERDICTS", "bound_words", "fixed_n_verdict", "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper",
            "quantile_ranks", "DEFAULT_PRIOR", "PRIORS", "Prior", "prior_named", "RunsNeeded", "Sequential", "Verdict",
            "anytime_lower", "anytime_upper", "boundaries", "expected_runs",
            "fewest_runs", "fixed_n_for", "more_runs_if_all_meet", "log_evidence_above", "log_evidence_below"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from scipy import special
 
+from .alpha import confidence_words
+
 
 def clopper_pearson_lower(hits: int, runs: int, alpha: float) -> float:
     """The one-sided (1 − α) Clopper–Pearson lower bound on p from `hits` of `runs` (0 when hits = 0)."""
@@ -61,6 +63,21 @@ def quantile_ranks_at(n: int, q: float, alpha: float) -> tuple[int, int]:
 VERDICTS = ("certified", "refuted", "undecided")
 """The one word each command gives a promise "P(ℓ(K) ≤ ℓmax) ≥ ω" judged on runs: certified (with confidence
 1 − α, p ≥ ω), refuted (with confidence 1 − α, p < ω), undecided (the runs cannot tell p from ω)."""
+
+
+def bound_words(verdict: str, lower: float, upper: float, alpha: float, omega: float | None = None) -> str:
+    """The bound behind a verdict of `fixed_n_verdict`, as every command prints it beside the verdict: the lower
+    bound where certified, the upper where refuted, both where undecided; `omega` named where given.
+
+    >>> bound_words("refuted", 0.80, 0.89, 0.05, 0.9)
+    'one-sided 95 % upper bound 0.890 < ω = 0.9'
+    """
+    pct, at = confidence_words(alpha), "" if omega is None else f" = {omega:g}"
+    if verdict == "certified":
+        return f"one-sided {pct} lower bound {lower:.3f} ≥ ω{at}"
+    if verdict == "refuted":
+        return f"one-sided {pct} upper bound {upper:.3f} < ω{at}"
+    return f"one-sided {pct} bounds [{lower:.3f}, {upper:.3f}] hold ω{at}"
 
 
 def fixed_n_verdict(hits: int, runs: int, omega: float, alpha: float) -> str:

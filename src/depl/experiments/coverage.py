@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..certificate import (DEFAULT_ALPHA, alpha_or_default, clopper_pearson_lower, clopper_pearson_upper,
-                           confidence_words, fixed_n_verdict)
+                           bound_words, fixed_n_verdict)
 from ..laws import law_names
 from ..ledger import check_certificate, recomputed_certificate
 from ..loss.base import segments
@@ -190,12 +190,7 @@ class Cell:
         """The bound behind the verdict (`depl.validate.Coverage.bound_words`); "" without runs."""
         if self.verdict not in ("certified", "refuted", "undecided"):
             return ""
-        pct = confidence_words(self.alpha)
-        if self.verdict == "certified":
-            return f"one-sided {pct} lower bound {self.lower:.3f} ≥ ω"
-        if self.verdict == "refuted":
-            return f"one-sided {pct} upper bound {self.upper:.3f} < ω"
-        return f"one-sided {pct} bounds [{self.lower:.3f}, {self.upper:.3f}] hold ω"
+        return bound_words(self.verdict, self.lower, self.upper, self.alpha)
 
     def judge(self, v: Validation) -> None:
         c = v.coverage
