@@ -27,7 +27,7 @@ from ..certificate import alpha_or_default, check_alpha
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
 from .planning import load, retarget, save_plan
-from .training import KEEP_MODELS
+from .training import check_keep
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -389,9 +389,8 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
             raise ValueError(f"--allocation {allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
         prior = prior or began.get("prior") or DEFAULT_PRIOR
         batch = batch or began.get("batch") or 32
-        if keep_models is not None and keep_models not in KEEP_MODELS:
-            raise ValueError(f"--keep-models {keep_models!r}: choose {', '.join(KEEP_MODELS)}")
-        keep_models = keep_models or "best"
+        # depl run's check of --keep-models; a search's default is best whatever its seeds (how many is not known)
+        keep_models = check_keep(keep_models or "best", 0, "local")
         uses = check_uses(uses or began.get("uses") or USES)
         max_runs = max_runs or (seg[-1][1] if seg else 500)
         # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
