@@ -31,19 +31,15 @@ Tables:
   `depl coverage`) began a run with — its seeds first..last and its α — so a
   later command knows which seeds judged the plan (depl.ledger).
 
-The schema version is SQLite's ``user_version``: 0 for stores written before
-``diverged`` existed (a writer adds the table and sets 1; a reader sees no
-diverged seed), 1 for stores written before ``decisions`` (a writer adds it
-and sets 2; a reader sees no decision), 2 for stores written before
-``batches`` (a writer adds it and sets 3; a reader sees no recorded batch),
-3 for stores written before ``seed_uses`` (a writer adds it and sets 4; a
-reader sees no recorded use), 4 now; a larger one is a store of a newer depl and refused.
+The schema has one version, SQLite's ``user_version`` (`SCHEMA_VERSION`): a store of
+any other version was written by another version of depl and is refused, in one line, whether it
+is read or written; depl reads and writes no other schema (from the first tagged release on, a
+change of schema comes with an explicit migration command; before it, the committed stores were
+migrated once, scripts/migrate_stores.py).  A new store is an empty SQLite file: its writer creates
+the tables and sets the version.
 
 ``epochs.test_accuracy`` is NULL where the run's loss has no accuracy (a
-regression: [training] loss = "mse", depl.train.losses).  Stores made before
-were created with the column NOT NULL; the first such row written to one
-rebuilds ``epochs`` (same columns, same rows) with the column nullable, in
-that row's transaction; a store that never holds one is left as it is.
+regression: [training] loss = "mse", depl.train.losses).
 
 An epoch's row and its checkpoint are written in one transaction: after a
 ``kill -9`` either both are there or neither, so a restarted run neither loses
@@ -166,8 +162,7 @@ def drop_code_dirs(value):
 
 def _same_run(spec: dict[str, Any]) -> Any:
     """What two specifications of one run must share: the spec without its plan's timings, the folders its code
-    lay in, and the digests of that code (its run id holds them: a run of other code is another run; a run
-    registered before its spec recorded them has none)."""
+    lay in, and the digests of that code (its run id holds them: a run of other code is another run)."""
     return drop_code_dirs(untimed({k: v for k, v in spec.items() if k != "code"}))
 
 
@@ -237,6 +232,26 @@ _TYPED = (
     ("seed_uses", ("run_id", "command"), {"command": ("text",), "first": _WHOLE, "last": _WHOLE,
                                           "alpha": (*_NUMBER, "null")}),
 )
+
+def _shape() -> dict[str, list[tuple]]:
+    """Every table's columns as `SCHEMA` makes them: (name, type, NOT NULL, place in the primary key)."""
+    global _SHAPE
+    if _SHAPE is None:
+        db = sqlite3.connect(":memory:")
+        db.executescript(SCHEMA)
+        _SHAPE = {t: [(r[1], r[2], r[3], r[5]) for r in db.execute(f"PRAGMA table_info({t})")] for t in COLUMNS}
+        db.close()
+    return _SHAPE
+
+
+_SHAPE: dict[str, list[tuple]] | None = None
+
+
+def _words(column: tuple) -> str:
+    """A column of `_shape` in words: "REAL NOT NULL"."""
+    name, kind, notnull, key = column
+    return f"{kind}{' NOT NULL' if notnull else ''}{' (key)' if key else ''}"
+
 
 # One writer per store file: a second `depl run` into the same folder would interleave
 # epochs with the first.  flock locks belong to an open file, so the lock is held once per
@@ -314,12 +329,15 @@ class Store:
                         raise StoreError(f"{url}: cannot write here ({e.strerror})") from None
                     self._locked = True
                 self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+                new = self._empty()
+                if not new:
+                    self._check_version()   # a store of another version is refused before anything is written
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")  # durable across a process kill
-                self._check_version()
-                # one transaction: a reader never sees half a schema (the migration from version 0 too: it adds
-                # `diverged`); the schema is CREATE ... IF NOT EXISTS, so on an existing store it changes nothing
-                self._db.executescript(f"BEGIN IMMEDIATE; {SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+                if new:
+                    # one transaction: a reader never sees half a schema
+                    self._db.executescript(f"BEGIN IMMEDIATE; {SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION}; "
+                                           "COMMIT;")
             self._check()
         except sqlite3.DatabaseError as e:
             self._release()
@@ -328,28 +346,37 @@ class Store:
             self._release()
             raise
 
-    def _check_version(self) -> int:
+    def _empty(self) -> bool:
+        """A file with no table and no version yet: a new store."""
+        return (int(self._db.execute("PRAGMA user_version").fetchone()[0]) == 0
+                and self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None)
+
+    def _check_version(self) -> None:
         v = int(self._db.execute("PRAGMA user_version").fetchone()[0])
-        if v > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: a store of schema version {v}, written by a newer depl "
-                             f"(this one reads versions up to {SCHEMA_VERSION}); upgrade depl")
-        return v
+        if v == 0:   # SQLite's default: no depl store says it
+            raise StoreError(f"{self.path}: no schema version (SQLite user_version 0): not a depl store, or one "
+                             f"written by another version of depl (this one reads schema version {SCHEMA_VERSION} "
+                             "only)")
+        if v != SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: a store of schema version {v}, written by another version of depl (this "
+                             f"one reads schema version {SCHEMA_VERSION} only); read it with the depl that wrote it")
 
     def _check(self) -> None:
         """Schema and integrity, before anything is read or written."""
-        # a version-0 store opened read-only has no `diverged` table: none of its seeds diverged
-        version = self._check_version()
-        self._has_diverged = version >= 1 or not self.readonly
-        self._has_decisions = version >= 2 or not self.readonly  # likewise, no decision before version 2
-        self._has_batches = version >= 3 or not self.readonly    # and no recorded batch before version 3
-        self._has_seed_uses = version >= 4 or not self.readonly  # nor a recorded use of seeds before version 4
+        if self._empty():
+            raise StoreError(f"{self.path}: an empty SQLite file, not a depl store")
+        self._check_version()
         for table, cols in COLUMNS.items():
-            if not self._has_table(table):
-                continue
-            have = [r[1] for r in self._db.execute(f"PRAGMA table_info({table})")]
+            info = [(r[1], r[2], r[3], r[5]) for r in self._db.execute(f"PRAGMA table_info({table})")]
+            have = [r[0] for r in info]
             if have != cols:
                 raise StoreError(f"{self.path}: table {table!r} has columns {have}, not depl's {cols}; "
                                  "not a depl store (or one of another version)")
+            other = next((c for c, want in zip(info, _shape()[table]) if c != want), None)
+            if other is not None:
+                raise StoreError(f"{self.path}: column {table}.{other[0]} is {_words(other)}, not "
+                                 f"{_words(_shape()[table][have.index(other[0])])} as in depl's schema; a store "
+                                 "of another version of depl (or altered)")
         bad = self._db.execute("PRAGMA quick_check").fetchone()[0]
         if bad != "ok":
             raise StoreError(f"{self.path}: the SQLite file is damaged ({bad}); restore it from a copy")
@@ -360,8 +387,6 @@ class Store:
         column), so an altered store is refused here, naming the table, column, row and value, before any
         command reads a loss.  depl writes finite numbers only (a non-finite loss goes to `diverged`)."""
         for table, key, cols in _TYPED:
-            if not self._has_table(table):
-                continue
             tests = [f"typeof({c}) NOT IN ({', '.join(repr(k) for k in kinds)})"
                      + (f" OR abs({c}) > 1.7976931348623157e308" if "real" in kinds else "") for c, kinds in cols.items()]
             names = list(cols)
@@ -380,11 +405,6 @@ class Store:
                 want = "a whole number" if kinds == _WHOLE else "a finite number" if "real" in kinds else "text"
                 raise StoreError(f"{self.path}: {table}.{col} of {where} = {shown}: not {want}; the store was "
                                  "altered")
-
-    def _has_table(self, table: str) -> bool:
-        """False for a table added after the schema of a store opened read-only (a writer has added it)."""
-        return {"diverged": self._has_diverged, "decisions": self._has_decisions,
-                "batches": self._has_batches, "seed_uses": self._has_seed_uses}.get(table, True)
 
     def _release(self) -> None:
         if self._locked:
@@ -466,8 +486,6 @@ class Store:
                 if row.epoch != last + 1:
                     raise StoreError(f"run {run_id!r} seed {seed}: epoch {row.epoch} recorded after epoch {last}")
                 if not diverges(row):
-                    if row.test_accuracy is None:
-                        self._nullable_accuracy()
                     self._db.execute("INSERT INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                      (run_id, seed, *astuple(row), time.time()))
                 else:
@@ -480,22 +498,8 @@ class Store:
                     self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
                                      (run_id, seed, row.epoch, sqlite3.Binary(checkpoint)))
 
-    def _nullable_accuracy(self) -> None:
-        """Within a transaction: `epochs` rebuilt with test_accuracy nullable, if this store made it NOT NULL."""
-        cols = {r[1]: r[3] for r in self._db.execute("PRAGMA table_info(epochs)")}
-        if not cols.get("test_accuracy"):
-            return
-        ddl = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS epochs"):]
-        ddl = ddl[:ddl.index(");") + 2].replace("IF NOT EXISTS epochs", "epochs_nullable")
-        self._db.execute(ddl)
-        self._db.execute("INSERT INTO epochs_nullable SELECT * FROM epochs")
-        self._db.execute("DROP TABLE epochs")
-        self._db.execute("ALTER TABLE epochs_nullable RENAME TO epochs")
-
     def decisions(self, run_id: str, seed: int | None = None) -> list[dict[str, Any]]:
-        """The closed loop's decisions of a run (of one seed), by seed and epoch; [] in a store without them."""
-        if not self._has_decisions:
-            return []
+        """The closed loop's decisions of a run (of one seed), by seed and epoch."""
         q = ("SELECT seed, epoch, observed, p_plan, p_new, quantile, action, detail FROM decisions WHERE run_id = ?"
              + (" AND seed = ?" if seed is not None else "") + " ORDER BY seed, epoch")
         out = []
@@ -521,9 +525,7 @@ class Store:
                                  [(run_id, int(s), int(b)) for s, b in batches.items()])
 
     def batches(self, run_id: str) -> dict[int, int]:
-        """Every seed of the run whose batch is recorded → the first seed of its batch; {} in a store without."""
-        if not self._has_batches:
-            return {}
+        """Every seed of the run whose batch is recorded → the first seed of its batch."""
         return {int(s): int(b) for s, b in self._db.execute(
             "SELECT seed, batch FROM batches WHERE run_id = ? ORDER BY seed", (run_id,))}
 
@@ -535,8 +537,6 @@ class Store:
 
     def uses(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """The recorded uses of seeds (`record_use`), of one run or all, oldest first."""
-        if not self._has_seed_uses:
-            return []
         q = "SELECT run_id, command, first, last, alpha FROM seed_uses"
         rows = self._db.execute(q + (" WHERE run_id = ?" if run_id else "") + " ORDER BY created, run_id",
                                 (run_id,) if run_id else ()).fetchall()
@@ -544,15 +544,11 @@ class Store:
 
     def diverged(self, run_id: str) -> dict[int, int]:
         """The seeds of a run that diverged, each with the epoch where its loss became non-finite."""
-        if not self._has_diverged:
-            return {}
         return {int(s): int(k) for s, k in self._db.execute(
             "SELECT seed, epoch FROM diverged WHERE run_id = ? ORDER BY seed", (run_id,))}
 
     def diverged_at(self, run_id: str, seed: int) -> int | None:
         """The epoch where (run, seed) diverged; None if it did not."""
-        if not self._has_diverged:
-            return None
         r = self._db.execute("SELECT epoch FROM diverged WHERE run_id = ? AND seed = ?", (run_id, seed)).fetchone()
         return None if r is None else int(r[0])
 

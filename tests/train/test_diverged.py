@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import sqlite3
 from importlib import resources
 
 import pytest
@@ -125,28 +124,6 @@ def test_the_store_records_a_divergence_once_and_nothing_after_it(tmp_path):
         s.record_epoch("r", 0, row(2))
     s.record_epoch("r", 5, row(1, math.inf))  # diverged at its first epoch: a seed with no epoch row
     assert s.seeds("r") == [0, 5]
-
-
-def test_a_store_of_the_previous_schema_is_read_and_migrated_and_a_newer_one_refused(tmp_path):
-    old = tmp_path / "old.sqlite"
-    with Store(old) as s:
-        s.start_run("r", "plan", {})
-        s.record_epoch("r", 0, row(1))
-        s._db.execute("DROP TABLE diverged")  # as written before the table existed
-        s._db.execute("DROP TABLE decisions")
-        s._db.execute("DROP TABLE batches")
-        s._db.execute("PRAGMA user_version = 0")
-    with Store(old, readonly=True) as s:  # a reader changes nothing: no table, no divergence
-        assert s.diverged("r") == {} and s.losses("r") == {0: [1.0]} and s.batches("r") == {}
-    with Store(old) as s:  # a writer adds the table
-        s.record_epoch("r", 1, row(1, math.nan))
-        assert s.diverged("r") == {1: 1}
-    with sqlite3.connect(old) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4  # and the tables added since
-        db.execute("PRAGMA user_version = 7")
-    for ro in (True, False):
-        with pytest.raises(StoreError, match="schema version 7, written by a newer depl"):
-            Store(old, readonly=ro)
 
 
 def test_fit_skips_diverged_seeds_and_says_how_many(tmp_path):

@@ -8,7 +8,6 @@ and stored MSEs, in tests/train/test_regression_chain.py.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import torch.nn.functional as F
 
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import ScenarioError, load_scenario, parse_scenario
-from depl.store import EpochRow, Store
 from depl.train.custom import CodeRefused
 from depl.train.execute import run_id_for
 from depl.train.federation import (JobError, LocalFederation, TrainOptions, derive_seed, evaluate, initial_model,
@@ -252,24 +250,6 @@ def test_your_own_loss_on_class_labels_trains_as_cross_entropy_does_in_the_loop_
     np.testing.assert_allclose(losses(mine), losses(theirs), rtol=1e-5)
     assert mine[0].test_accuracy is None and theirs[0].test_accuracy is not None  # your loss: no accuracy assumed
     np.testing.assert_allclose([e[0].test_loss for e in walk_plan_stack(own, [0])], losses(mine), rtol=2e-4)
-
-
-def test_an_old_store_takes_a_regressions_null_accuracy(tmp_path):
-    path = tmp_path / "old.sqlite"
-    with Store(path) as st:
-        st.start_run("r", "plan", {"epochs": 2})
-        st.record_epoch("r", 0, EpochRow(1, "full", "A", 1.0, 0.5, 1.1, 0.1), checkpoint=b"w")
-    db = sqlite3.connect(path)  # the column as stores made before regressions have it: NOT NULL
-    ddl = db.execute("SELECT sql FROM sqlite_master WHERE name = 'epochs'").fetchone()[0]
-    db.executescript("ALTER TABLE epochs RENAME TO e0; " + ddl.replace("test_accuracy REAL", "test_accuracy REAL NOT NULL")
-                     + "; INSERT INTO epochs SELECT * FROM e0; DROP TABLE e0;")
-    db.close()
-    with Store(path) as st:
-        st.start_run("reg", "plan", {"epochs": 1})
-        st.record_epoch("reg", 0, EpochRow(1, "full", "A", 0.4, None, 0.5, 0.1), final=True)
-        assert st.trajectory("r", 0)[0].test_accuracy == 0.5 and st.trajectory("reg", 0)[0].test_accuracy is None
-    with Store(path, readonly=True) as st:
-        assert st.trajectory("reg", 0)[0].test_accuracy is None
 
 
 def test_the_scenario_knows_the_losses_depl_computes():

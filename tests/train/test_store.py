@@ -140,6 +140,10 @@ def test_a_damaged_or_foreign_store_is_refused_on_open(tmp_path):
     foreign = tmp_path / "foreign.sqlite"
     with sqlite3.connect(foreign) as db:
         db.execute("CREATE TABLE runs (a, b)")
+    with pytest.raises(StoreError, match="no schema version .* not a depl store"):
+        Store(foreign)
+    with sqlite3.connect(foreign) as db:
+        db.execute("PRAGMA user_version = 4")
     with pytest.raises(StoreError, match="table 'runs' has columns"):
         Store(foreign)
     ok = tmp_path / "spec.sqlite"
@@ -148,6 +152,57 @@ def test_a_damaged_or_foreign_store_is_refused_on_open(tmp_path):
         s._db.execute("UPDATE runs SET spec = '{not json'")
     with Store(ok, readonly=True) as s, pytest.raises(StoreError, match="runs.spec of run 'r'.*not a JSON object"):
         s.runs()
+
+
+@pytest.mark.parametrize("version", [1, 3, 5])
+def test_a_store_of_another_schema_version_is_refused_in_one_line_and_left_as_it_is(tmp_path, version):
+    """One schema: a store another version of depl wrote (older or newer) is neither read nor migrated."""
+    import sqlite3
+
+    path = tmp_path / "other.sqlite"
+    with Store(path) as s:
+        s.start_run("r", "plan", {})
+        s.record_epoch("r", 0, row(1))
+        s._db.execute("DROP TABLE seed_uses")   # a table that version had not, say
+        s._db.execute(f"PRAGMA user_version = {version}")
+        s._db.execute("PRAGMA journal_mode = DELETE")
+    before = path.read_bytes()
+    for readonly in (True, False):
+        with pytest.raises(StoreError) as e:
+            Store(path, readonly=readonly)
+        assert str(e.value) == (f"{path}: a store of schema version {version}, written by another version of depl "
+                                "(this one reads schema version 4 only); read it with the depl that wrote it")
+    assert path.read_bytes() == before
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 0")   # as stores were before versions were kept
+    with pytest.raises(StoreError, match="no schema version .* written by another version of depl"):
+        Store(path)
+
+
+def test_a_store_whose_columns_differ_from_the_schema_is_refused(tmp_path):
+    """Same names, other constraints: test_accuracy NOT NULL (a regression's epoch has no accuracy) is refused on
+    open, naming the column, not when the first such epoch is written."""
+    import sqlite3
+
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    ddl = db.execute("SELECT sql FROM sqlite_master WHERE name = 'epochs'").fetchone()[0]
+    db.executescript("DROP TABLE epochs; " + ddl.replace("test_accuracy REAL", "test_accuracy REAL NOT NULL"))
+    db.close()
+    with pytest.raises(StoreError, match=r"column epochs.test_accuracy is REAL NOT NULL, not REAL as in depl's schema"):
+        Store(path, readonly=True)
+
+
+def test_an_empty_file_becomes_a_store_when_written_and_is_refused_when_read(tmp_path):
+    path = tmp_path / "new.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match="an empty SQLite file, not a depl store"):
+        Store(path, readonly=True)
+    with Store(path) as s:
+        s.start_run("r", "plan", {})
+    with Store(path, readonly=True) as s:
+        assert [r["run_id"] for r in s.runs()] == ["r"]
 
 
 def test_resume_refuses_a_gap_or_a_stale_checkpoint(tmp_path):
