@@ -258,8 +258,7 @@ def store_uses(store: "Store", plan_run: str, certify_run: str) -> Ledger:
     spans = [(u.first, u.last) for u in uses if u.run_id == plan_run]
     rest = [x for x in store.seeds(plan_run) if not any(a <= x <= b for a, b in spans)]
     if rest:
-        uses.append(Use("runs", f"runs of the plan's job {plan_run} {where} (`depl run`, or a validation made before "
-                        "seeds were recorded)", as_ranges(rest), plan_run))
+        uses.append(Use("runs", f"runs of the plan's job {plan_run} {where} (`depl run`)", as_ranges(rest), plan_run))
     return Ledger(uses)
 
 
@@ -375,7 +374,7 @@ def began_with(ledger: Ledger, command: str, run_id: str) -> Use | None:
 
 
 def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count: int, asked: str,
-            alpha: float | None = None, legacy_ok: bool = True) -> int:
+            alpha: float | None = None) -> int:
     """The first seed of a judging command on `run_id` for `count` seeds (`first`: --first-seed, None: the
     default), checked against the ledger: a resumed command (its recorded use) keeps its first seed and α, and
     its seeds; a new one takes seeds nothing used.  Raises SeedsUsed."""
@@ -407,16 +406,8 @@ def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count:
                         f"began with seeds {own.first}..{own.last}; it resumes only from its first seed (--first-seed "
                         f"{own.first}), and another {command} of the plan takes another store (--out, --store) and "
                         f"seeds free of these ({RULE}): the first free seed is {ledger.default(command)}")
-    runs = next((u for u in ledger.uses if u.kind == "runs" and u.run_id == run_id), None)
-    if first is None:
-        if legacy_ok and runs is not None and command == "coverage":
-            first = runs.seeds[0][0]       # a table's runs trained before seeds were recorded: resumed
-        else:
-            first = ledger.default(command)
-    last = first + count - 1
-    if runs is not None and legacy_ok and runs.seeds[0][0] >= first and runs.highest <= last:
-        ledger = ledger.without(runs)      # every unrecorded run lies in the range: its resumption (before seed_uses)
-    return _checked(ledger, first, last, asked, command)
+    first = ledger.default(command) if first is None else first
+    return _checked(ledger, first, first + count - 1, asked, command)
 
 
 def _checked(ledger: Ledger, first: int, last: int, asked: str, command: str) -> int:
@@ -448,8 +439,6 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
     if isinstance(cert, dict) and cert.get("format") == "depl.search/1":
         return search_problem(plan, where)
     s = scenario if scenario is not None else plan.scenario_object()
-    if _legacy(s):   # its certificate cannot be recomputed under today's rule: not refused, never printed as read
-        return None
     got = recomputed_certificate(plan, s)
     for k in CERTIFICATE_KEYS:
         have, want = plan.info.get(k), got.get(k)
@@ -464,15 +453,6 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
                     "a plan's certificate is recomputed, never taken as written (the file was edited, or made by "
                     "another calibration: make the plan again with `depl plan --out`)")
     return None
-
-
-def _legacy(s: "Scenario") -> bool:
-    """A calibration whose experiments recorded neither their runs' conditions nor their losses (written by an
-    earlier depl): today's rule certifies nothing by it, so a plan's recorded certificate of then is not compared;
-    commands print what today's rule gives (docs/certificate.md, "Seeds are used once")."""
-    c = s.calibration
-    exps = (c.experiments or []) if c is not None and c.use else []
-    return bool(exps) and all(e.losses is None and e.conditions is None for e in exps)
 
 
 def search_problem(plan: "Plan", where: str) -> str | None:

@@ -203,8 +203,8 @@ class Plan:
         spec = self.scenario_spec
         target = spec.get("target")
         if isinstance(target, dict) and "alpha" not in target:
-            # a plan's scenario always records its α; one without (written before α existed, or planned with the
-            # marginal rule) was certified by the marginal rank: read it so, not at today's default
+            # a plan's scenario records its α unless it was None (planned with the marginal rule: scenario_dict
+            # leaves None out): read it so, not at today's default
             spec = {**spec, "target": {**target, "alpha": None}}
         return parse_scenario(spec, f"{self.source}: scenario_spec (the plan's scenario)")
 

@@ -120,13 +120,13 @@ def test_a_diverged_calibration_run_counts_as_a_miss(depl_cli, tmp_path):
     assert (runs, met) == (12, 10)                            # ℓmax = 10: every finished run met it, not those two
 
 
-def test_an_old_table_without_conditions_is_read_but_certifies_nothing_with_a_confidence(depl_cli, tmp_path):
+def test_a_table_without_its_runs_losses_and_conditions_is_read_but_certifies_nothing_with_a_confidence(depl_cli, tmp_path):
     from depl.fit.report import toml_dumps
 
     data = tomllib.loads((ROOT / "src" / "depl" / "scenarios" / "mnist1d-small.toml").read_text())
     for e in data["calibration"]["experiments"]:
         del e["losses"], e["conditions"]
-    old = tmp_path / "old.toml"
+    old = tmp_path / "unrecorded.toml"
     old.write_text(toml_dumps(data))
     s = parse_scenario(tomllib.loads(old.read_text()), str(old))
     law = loss_model_for(s.model_copy(update={"target": s.target.model_copy(update={"alpha": None})}))

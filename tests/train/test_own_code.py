@@ -464,7 +464,7 @@ def test_a_plan_runs_only_the_code_it_was_made_with(project, tmp_path, monkeypat
     code, line = route("run", tmp_path / "plan.json")
     assert code == 2 and "mymodel.py is not the file this plan was made with" in line and "depl plan" in line, line
     d = json.loads((tmp_path / "plan.json").read_text())
-    del d["scenario_spec"]["code_hashes"]  # a plan of an older depl, or edited: nothing pins its code
+    del d["scenario_spec"]["code_hashes"]  # a plan edited: nothing pins its code
     (tmp_path / "plan.json").write_text(json.dumps(d))
     code, line = route("run", tmp_path / "plan.json")
     assert code == 2 and "the plan records no digest of mymodel.py" in line, line

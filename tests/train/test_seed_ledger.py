@@ -133,23 +133,22 @@ def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tm
         assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("train", [False, True])
-def test_coverage_never_prints_a_forged_certificate_of_its_stored_plans(depl_cli, tmp_path, train):
-    """docs/coverage.md's command on a copy of its committed store, one of whose plans says FORGED: never printed.
-    Those plans were made on calibration tables that recorded neither their runs' conditions nor their losses,
-    whose certificates today's rule cannot recompute: the table says what today's rule gives instead (a forgery
-    in a plan made today is refused: the certify and validate tests above)."""
+def test_coverage_refuses_a_forged_certificate_of_its_stored_plans(depl_cli, tmp_path):
+    """docs/coverage.md's command on a copy of its committed store, one of whose plans says FORGED: the plan's
+    certificate is recomputed from the calibration runs its file records, the forgery refused (exit 2) before
+    anything is judged or written, and never printed — as for a plan made today (the certify and validate tests
+    above)."""
     store = tmp_path / "store"
     shutil.copytree(ROOT / "docs" / "certificate-store" / "coverage", store)
     victim = store / "plans" / "digits-small-w0.9-calibrated.json"
     forge(victim, certified_by=FORGED)
     r = depl_cli("coverage", "--tasks", "mnist1d-small,digits-small,mnist1d-noniid", "--omegas", "0.8,0.9",
-                 "--laws", "calibrated", "--runs", "200", "--out", store, "--md", tmp_path / "c.md",
-                 *([] if train else ["--no-train"]), cwd=tmp_path)
-    assert r.returncode in (0, 4), r.stdout + r.stderr
-    assert FORGED not in r.stdout + r.stderr and FORGED not in (tmp_path / "c.md").read_text(encoding="utf-8")
-    if not train:   # the stored plans judged as they were planned: what today's rule says of their calibration
-        assert "its runs' conditions were not recorded" in (tmp_path / "c.md").read_text(encoding="utf-8")
+                 "--laws", "calibrated", "--runs", "200", "--out", store, "--md", tmp_path / "c.md", "--no-train",
+                 cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "digits-small-w0.9-calibrated.json: the plan's info.certified_by is not what its calibration runs give" \
+        in r.stderr and "63 of them met ℓmax" in r.stderr
+    assert FORGED not in r.stdout + r.stderr and not (tmp_path / "c.md").exists()
 
 
 def test_coverage_refuses_seeds_of_a_tasks_lineage_even_where_its_law_is_the_fitted_one(depl_cli, tmp_path):

@@ -381,15 +381,6 @@ class CalibratedModel(LossModel):
                         f"{m.words('the plan')}; only runs of the plan's own conditions certify it")
         return None
 
-    @property
-    def legacy(self) -> bool:
-        """A table written before its runs' conditions and losses were recorded (by an earlier depl): nothing is
-        certified with a confidence, and a plan's quantile is read at its groups' levels as such a table was read
-        when the plan was made (so a plan file of then still checks); `depl plan` refuses to make a new plan on it
-        with α (depl.workflows.planning).  (A table from training logs records the losses: today's rule.)"""
-        return (bool(self.records) and not self.usable and not self.refused_experiments
-                and all(e.losses is None for e in self.records))
-
     def unusable(self) -> str | None:
         """Why no calibration experiment may certify with a confidence, in words; None when one may."""
         if self.usable:
@@ -491,7 +482,7 @@ class CalibratedModel(LossModel):
         whole = (tuple(start.past) if start is not None else ()) + tuple(schedule)
         own = self.own_groups(whole, phi) if self.experiments and len(whole) == epoch else ()
         refused = None
-        if self.alpha is not None and self.target is not None and start is None and not self.legacy and \
+        if self.alpha is not None and self.target is not None and start is None and \
                 (self.experiments or self.refused_experiments):
             # with α, only a schedule its own runs certify (none, where no experiment may certify: unrecorded or
             # other conditions) — never the pooled scores instead

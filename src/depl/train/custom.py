@@ -266,8 +266,8 @@ def check_code(scenario, pinned: bool) -> None:
             continue
         for path, digest in found.items():
             if pins is None or path not in pins:
-                raise CodeRefused(f"{field} = {ref!r}: the plan records no digest of {path} (made by an older depl, "
-                                  "or where that file was not found), so nothing says it is the code the plan was made "
+                raise CodeRefused(f"{field} = {ref!r}: the plan records no digest of {path} (the plan was edited, "
+                                  "or made where that file was not found), so nothing says it is the code the plan was made "
                                   "with; make the plan again where your code is: depl plan SCENARIO.toml --out PLAN.json")
             if pins[path] != digest:
                 raise CodeRefused(f"{field} = {ref!r}: {path} is not the file this plan was made with ({digest[:19]}… "

@@ -216,8 +216,7 @@ def make_tasks(store: Store, run_id: str, job, seeds: list[int], size: int,
 
     A seed whose batch the store records (`Store.batches`) trains in that batch, whatever `size` is now: a
     resumed run stacks its seeds as the first attempt did.  The other seeds are cut into batches of `size` in
-    the order of `seeds` (a run begun before batches were recorded: as it was then, given the same options),
-    and those still to train are recorded before any of them trains."""
+    the order of `seeds`, and those still to train are recorded before any of them trains."""
     n = len(job.epochs)
     spec = job.to_json()
     gone = store.diverged(run_id)

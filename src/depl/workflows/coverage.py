@@ -136,9 +136,9 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
 
 
 def default_first_seed(tasks: list, out: Path) -> int:
-    """The table's first seed when none is given: the one the table in OUT began with (its store's record, or
-    OUT/coverage.json of a table made before seeds were recorded), else above every seed of the tasks' lineages
-    (their fits and calibrations), in `depl coverage`'s block (depl.ledger.Ledger.default)."""
+    """The table's first seed when none is given: the one the table in OUT began with (its store's record), else
+    above every seed of the tasks' lineages (their fits and calibrations), in `depl coverage`'s block
+    (depl.ledger.Ledger.default)."""
     from ..store import Store
 
     store = out / "runs.sqlite"
@@ -147,14 +147,6 @@ def default_first_seed(tasks: list, out: Path) -> int:
             began = [u["first"] for u in st.uses() if u["command"] == "coverage"]
         if began:
             return began[0]
-    table = out / "coverage.json"
-    if store.is_file() and table.is_file():
-        try:
-            seeds = json.loads(table.read_text(encoding="utf-8")).get("seeds")
-            if isinstance(seeds, list) and seeds and isinstance(seeds[0], int) and seeds[0] >= 0:
-                return seeds[0]
-        except (OSError, ValueError, AttributeError):
-            pass
     return tasks_ledger(tasks).default("coverage")
 
 

@@ -112,7 +112,6 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         promise = s.target.quantile
         s = retarget(s, quantile=stricter(s, slack))
     say = on_status or (lambda line: None)
-    refuse_legacy(s)
     options = Options(eta=eta, time_limit=time_limit, on_status=say) if method == "optimal" else Options(eta=eta)
     try:
         if method != "optimal":  # optimal has its own live status: incumbent, bound, gap, elapsed
@@ -147,23 +146,6 @@ def spend_alpha(given: "str | Scenario", s: "Scenario", p: "Plan") -> Optional[s
     cert["alpha_ledger"] = {"path": str(spent.path), "certificates_before": spent.before,
                             "alpha_total": spent.total}
     return spent.warning(f"the calibration of {s.name!r} (table {cal['digest'][:12]})")
-
-
-def refuse_legacy(s: "Scenario") -> None:
-    """With α, a calibration whose runs' conditions and losses were not recorded certifies nothing: a new plan is
-    refused (exit 3) saying what to profile, not planned at levels no confidence backs (a plan file made on such a
-    table before still reads: depl.loss.calibrated.CalibratedModel.legacy)."""
-    if s.target.alpha is None or s.calibration is None or not s.calibration.use:
-        return
-    from ..loss import loss_model_for
-    from ..planners import Infeasible
-
-    law = loss_model_for(s)
-    if getattr(law, "legacy", False):
-        why = law.unusable() or "its calibration runs' conditions were not recorded"
-        raise Unreachable(f"scenario {s.name!r}: {why}; or plan with the law as fitted (`depl plan --uncalibrated`: "
-                          "no certificate), or search for a plan fresh runs certify (`depl plan --certify`)",
-                          infeasible_result(s, "depl", Infeasible(why)))
 
 
 def stricter(s: "Scenario", slack: float) -> float:
