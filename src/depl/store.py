@@ -54,6 +54,7 @@ an epoch nor counts one twice.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
@@ -233,23 +234,21 @@ _TYPED = (
                                           "alpha": (*_NUMBER, "null")}),
 )
 
+
+@functools.cache
 def _shape() -> dict[str, list[tuple]]:
     """Every table's columns as `SCHEMA` makes them: (name, type, NOT NULL, place in the primary key)."""
-    global _SHAPE
-    if _SHAPE is None:
-        db = sqlite3.connect(":memory:")
+    db = sqlite3.connect(":memory:")
+    try:
         db.executescript(SCHEMA)
-        _SHAPE = {t: [(r[1], r[2], r[3], r[5]) for r in db.execute(f"PRAGMA table_info({t})")] for t in COLUMNS}
+        return {t: [(r[1], r[2], r[3], r[5]) for r in db.execute(f"PRAGMA table_info({t})")] for t in COLUMNS}
+    finally:
         db.close()
-    return _SHAPE
-
-
-_SHAPE: dict[str, list[tuple]] | None = None
 
 
 def _words(column: tuple) -> str:
     """A column of `_shape` in words: "REAL NOT NULL"."""
-    name, kind, notnull, key = column
+    _, kind, notnull, key = column
     return f"{kind}{' NOT NULL' if notnull else ''}{' (key)' if key else ''}"
 
 
