@@ -18,16 +18,17 @@ runs (`[calibration] method = NAME`); it is registered beside the laws:
 and built as `MyCalibratedModel(law, scores, method, epoch_scores,
 experiments)` (depl.loss.calibrated.CalibratedModel is the built-in one).
 
-The built-in laws are registered here by dotted path, resolved on first use:
-depl.scenario checks names against this registry, and sits below the laws
-(depl.loss imports the scenario), so it must know the names without
-importing them.  Kept in a module of its own at the bottom of the house,
-beside depl.state.
+The built-in laws are declared here by name (with their tables), so that
+depl.scenario, which sits below the laws (depl.loss imports the scenario),
+checks names without importing them; their classes are registered by the
+packages that define them, at import (`provide`: depl.loss registers the
+models and the calibrator, depl.fit the fitting sides), so every edge is an
+import the layers contract sees.  Kept in a module of its own at the bottom
+of the house, beside depl.state.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,33 +39,29 @@ DEFAULT = "increments"
 @dataclass
 class Law:
     name: str
-    model: Any            # the LossModel class, or "module:attribute" until first use
-    fit: Any = None       # the fitting side (an object, or "module:attribute"); None: `depl fit` does not fit it
+    model: Any = None     # the LossModel class (None: declared, its package not imported yet)
+    fit: Any = None       # the fitting side (an object); None: `depl fit` does not fit it
     tables: tuple[str, ...] = ()
     about: str = ""
 
-    def _resolve(self, attr: str):
-        v = getattr(self, attr)
-        if isinstance(v, str):
-            module, _, name = v.partition(":")
-            v = getattr(importlib.import_module(module), name)
-            setattr(self, attr, v)
-        return v
-
     @property
     def model_class(self):
-        return self._resolve("model")
+        if self.model is None:
+            raise LookupError(f"the law {self.name!r} is declared but its class is not registered "
+                              "(import depl.loss, which registers the built-in ones)")
+        return self.model
 
     @property
     def fitter(self):
-        return self._resolve("fit") if self.fit is not None else None
+        return self.fit
 
 
 _LAWS: dict[str, Law] = {}
 
 
-def register_law(name: str, model, *, fit=None, tables: tuple[str, ...] = (), about: str = "") -> Law:
-    """Make `loss_model = name` mean `model` (replacing an earlier law of that name)."""
+def register_law(name: str, model=None, *, fit=None, tables: tuple[str, ...] = (), about: str = "") -> Law:
+    """Make `loss_model = name` mean `model` (replacing an earlier law of that name); `model=None` declares the
+    name and its tables, the class registered later by `provide`."""
     if not name or not name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"a law's name is a plain word, got {name!r}")
     _LAWS[name] = law = Law(name, model, fit, tuple(tables), about)
@@ -89,11 +86,24 @@ def get_law(name: str | None) -> Law:
         raise KeyError(f"no loss law {name!r} (known: {', '.join(_LAWS)})") from None
 
 
-register_law("increments", "depl.loss.increments:IncrementsModel", fit="depl.fit.increments:FITTER",
-             about="the paper's model (eq. 8)")
-register_law("level", "depl.loss.level:LevelModel", fit="depl.fit.level:FITTER", tables=("level",),
+def provide(name: str, *, model=None, fit=None, calibrator=None) -> None:
+    """Register the class (`model`), the fitting side (`fit`) of the declared law `name`, or the class of the
+    declared calibrator `name` (`calibrator`): called by the package that defines it, when it is imported."""
+    entry = (_CALIBRATORS if calibrator is not None else _LAWS).get(name)
+    if entry is None:
+        raise KeyError(f"provide: nothing called {name!r} is declared")
+    if model is not None:
+        entry.model = model
+    if fit is not None:
+        entry.fit = fit
+    if calibrator is not None:
+        entry.model = calibrator
+
+
+register_law("increments", about="the paper's model (eq. 8)")
+register_law("level", tables=("level",),
              about="the measured level: a median curve to a floor times log-normal noise")
-register_law("level-memory", "depl.loss.level:LevelMemoryModel", fit="depl.fit.level:MEMORY_FITTER", tables=("level",),
+register_law("level-memory", tables=("level",),
              about="the level law with memory: after a switch, the new version resumes its curve at the level reached")
 
 
@@ -104,7 +114,7 @@ register_law("level-memory", "depl.loss.level:LevelMemoryModel", fit="depl.fit.l
 _CALIBRATORS: dict[str, Law] = {}
 
 
-def register_calibrator(name: str, model, *, about: str = "") -> Law:
+def register_calibrator(name: str, model=None, *, about: str = "") -> Law:
     """Make `[calibration] method = name` mean `model` (a class built as model(law, scores, method,
     epoch_scores, experiments); replacing an earlier calibrator of that name)."""
     if not name or not name.replace("-", "").replace("_", "").isalnum():
@@ -130,5 +140,4 @@ def get_calibrator(name: str) -> Law:
         raise KeyError(f"no calibration method {name!r} (known: {', '.join(_CALIBRATORS)})") from None
 
 
-register_calibrator("conformal-pit", "depl.loss.calibrated:CalibratedModel",
-                    about="split conformal on the PIT scores of held-out runs")
+register_calibrator("conformal-pit", about="split conformal on the PIT scores of held-out runs")

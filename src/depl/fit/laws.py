@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from ..laws import get_law, law_names
 from .runs import Profile
 
 
@@ -63,8 +64,6 @@ class LawFitter(ABC):
 
 def fitters() -> dict[str, LawFitter]:
     """The registered laws that `depl fit` fits, by name, in registration order."""
-    from ..laws import get_law, law_names
-
     out = {}
     for n in law_names():
         f = get_law(n).fitter
