@@ -22,17 +22,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from depl.adaptive import Policy, Rule, monte_carlo, simulated_gap
+from depl.adaptive import ConditionalRule, NaiveRule, Policy, SlackRule, monte_carlo, simulated_gap
 from depl.certificate import anytime_lower, clopper_pearson_lower
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 
 # `--rule slack`: the stops that spend the slack
-STOPS = dict(rule=Rule(replan=False, truncate=False, conditional=False))
+STOPS = dict(rule=SlackRule())
 ROWS = (  # (policy label, Policy options, runs, decide every, gap sd of the observed loss)
-    ("stop", dict(rule=Rule(replan=False, truncate=False)), 200, 1, 0.0),
-    ("stop + cut, every 4 epochs", dict(rule=Rule(replan=False)), 300, 4, 0.0),
-    ("naive (cut at P ≥ ω), every 4", dict(rule=Rule(replan=False, naive=True)), 300, 4, 0.0),
+    ("stop", dict(rule=ConditionalRule(replan=False, truncate=False)), 200, 1, 0.0),
+    ("stop + cut, every 4 epochs", dict(rule=ConditionalRule(replan=False)), 300, 4, 0.0),
+    ("naive (cut at P ≥ ω), every 4", dict(rule=NaiveRule(replan=False)), 300, 4, 0.0),
     ("slack stops, no certified slack (δ = 0)", STOPS, 2000, 1, 0.05),
     ("slack stops, δ = V₀ − ω given (not certified)", dict(STOPS, own=True), 2000, 1, 0.05),
     ("slack stops, δ = L − ω", dict(STOPS, certificate=1000), 2000, 1, 0.05),

@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 import pytest
 
-from depl.adaptive import Policy, Rule, monte_carlo, simulated_gap
+from depl.adaptive import ConditionalRule, NaiveRule, Policy, SlackRule, monte_carlo, simulated_gap
 from depl.certificate import anytime_lower, clopper_pearson_lower
 from depl.loss import loss_model_for
 from depl.planners import Options, make_plan
@@ -38,7 +38,7 @@ def planned(request):
 
 def test_stopping_keeps_coverage_and_costs_less(planned):
     s, plan = planned
-    mc = monte_carlo(Policy(plan, s, rule=Rule(replan=False, truncate=False)), 800, seed=3)
+    mc = monte_carlo(Policy(plan, s, rule=ConditionalRule(replan=False, truncate=False)), 800, seed=3)
     # the law's own runs: a run stops only with its loss at or below ℓmax, so it succeeds wherever the
     # open loop does (same draws), and the marginal coverage is at least the open loop's
     assert mc.coverage >= mc.open_coverage
@@ -50,8 +50,8 @@ def test_stopping_keeps_coverage_and_costs_less(planned):
 def test_conditioned_rule_is_sound_and_the_naive_rule_is_not():
     s = scenario("level")
     plan = make_plan(s, "depl")
-    sound = monte_carlo(Policy(plan, s, rule=Rule(replan=False)), 300, seed=1, every=4)
-    naive = monte_carlo(Policy(plan, s, rule=Rule(replan=False, naive=True)), 300, seed=1, every=4)
+    sound = monte_carlo(Policy(plan, s, rule=ConditionalRule(replan=False)), 300, seed=1, every=4)
+    naive = monte_carlo(Policy(plan, s, rule=NaiveRule(replan=False)), 300, seed=1, every=4)
     assert sound.interval()[1] >= plan.omega and sound.cost.mean() < sound.open_cost
     # same draws up to the first decision: the naive rule cuts more runs short and loses coverage for it
     assert naive.actions.get("replan", 0) > sound.actions.get("replan", 0)
@@ -74,13 +74,14 @@ def test_a_decision_never_lowers_the_conditional_probability():
         assert d.saved > 0
 
 
-@pytest.mark.parametrize("conditional", [True, False])  # the slack rule (`--rule slack`) keeps deadline re-plans
-def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline(conditional):
+# the conditional rule's stops, and the slack rule (`--rule slack`): both keep deadline re-plans
+@pytest.mark.parametrize("rule", [ConditionalRule(replan=False, truncate=False), SlackRule()])
+def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline(rule):
     s = scenario("level")
     plan = make_plan(s, "depl")
     assert plan.time == pytest.approx(s.target.deadline, rel=1e-6)  # no slack: any slowdown overruns
     slow = plan.epochs[0].cluster
-    pol = Policy(plan, s, rule=Rule(replan=False, truncate=False, conditional=conditional))
+    pol = Policy(plan, s, rule=rule)
     e = plan.epochs[0]
     secs = 1.5 * pol.planned_time(e)
     pol.observe(e, secs)
@@ -120,10 +121,10 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
     below ω: the budget is what keeps the guarantee."""
     s, plan = planned
     n = 2000
-    own = Policy(plan, s, rule=Rule(replan=False, truncate=False, conditional=False))
+    own = Policy(plan, s, rule=SlackRule())
     assert own.slack == 0.0 and own.slack_record.source == "none"      # nothing certifies the law's slack
     v0 = own.initial().p_new
-    pol = Policy(plan, s, rule=Rule(replan=False, truncate=False, conditional=False), slack=v0 - plan.omega)
+    pol = Policy(plan, s, rule=SlackRule(), slack=v0 - plan.omega)
     assert pol.slack == pytest.approx(v0 - plan.omega) and pol.slack > 0
     assert pol.slack_record.source == "given" and "not certified" in pol.slack_record.describe()
     mc = monte_carlo(pol, n, seed=5, gap=0.05)
@@ -132,7 +133,7 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
     spent = pol.slack * stops / n  # the most the stops may take, in expectation
     assert mc.open_coverage - mc.coverage <= spent + 3 * np.sqrt(spent / n)
     assert mc.interval()[1] >= plan.omega
-    stops_only = Rule(replan=False, truncate=False, conditional=False)
+    stops_only = SlackRule()
     none = monte_carlo(Policy(plan, s, slack=0.0, rule=stops_only), n, seed=5,
                        gap=0.05)
     assert none.coverage == none.open_coverage and none.cost.mean() > mc.cost.mean()  # only sure stops
@@ -144,7 +145,7 @@ def test_stops_that_spend_the_plans_slack_keep_omega_and_cost_less(planned):
 def test_a_slack_stop_needs_the_validation_loss_below_lmax_by_the_gaps_quantile():
     s = scenario("level")
     plan = make_plan(s, "depl")
-    pol = Policy(plan, s, gap_sd=0.05, rule=Rule(replan=False, truncate=False, conditional=False), slack=0.03)
+    pol = Policy(plan, s, gap_sd=0.05, rule=SlackRule(), slack=0.03)
     bar = plan.loss_target - stats.norm.ppf(1 - pol.slack) * pol.gap_sd  # the highest loss a stop accepts
     state = START
     for e in plan.epochs[:5]:
@@ -160,8 +161,8 @@ def test_the_slack_is_the_plans_before_the_first_epoch_whenever_it_is_first_read
     one that left the stack, in a new policy that replays its recorded epochs) gets the δ an uninterrupted run has,
     not that of a plan re-planned at the measured speeds (which no certificate covers: none)."""
     plan = slack_plan(0.02).plan
-    fresh = Policy(plan, rule=Rule(conditional=False))
-    late = Policy(plan, rule=Rule(conditional=False))
+    fresh = Policy(plan, rule=SlackRule())
+    late = Policy(plan, rule=SlackRule())
     for e in plan.epochs[:3]:
         late.observe(e, 2 * late.planned_time(e))   # the cluster ran twice as slow: the plan no longer fits Tmax
     assert not late.fits(plan.epochs, START)
@@ -172,10 +173,10 @@ def test_the_slack_is_the_plans_before_the_first_epoch_whenever_it_is_first_read
 def test_the_command_line_offers_exactly_the_rules_the_loop_knows():
     """The rules are named once (depl.adaptive.RULES); the CLI's choices, kept import-light, must agree."""
     from depl.adaptive import DEFAULT_RULE, RULES
-    from depl.cli.training import Rule
+    from depl.cli.training import Rule as RuleChoice
     from depl.train.executors import names
 
-    assert {r.value for r in Rule} == set(RULES) and DEFAULT_RULE in RULES
+    assert {r.value for r in RuleChoice} == set(RULES) and DEFAULT_RULE in RULES
     assert {"loop", "stack", "processes", "ray"} <= set(names())
 
 
@@ -183,7 +184,7 @@ def test_the_command_line_offers_exactly_the_rules_the_loop_knows():
 # δ from the lower confidence bound, the gap measured (docs/adaptive.md, "Stops that spend the plan's slack")
 # --------------------------------------------------------------------------- #
 
-STOPS = Rule(replan=False, truncate=False, conditional=False)  # `--rule slack`
+STOPS = SlackRule()  # `--rule slack`
 
 
 def certified(plan, runs: int, met: int, alpha: float = 0.05, experiments: int = 1):

@@ -3,7 +3,8 @@
 The plan `depl plan --out` writes is the plan `depl.workflows.plan` returns,
 `certified_by` included (mnist1d-noniid's calibration scores experiments);
 a run of `depl run` trains the same losses into its store as
-`depl.workflows.run`, which reports every epoch through its callback.
+`depl.workflows.run`, which reports every epoch through its callback; `depl
+validate --adaptive --json` prints `depl.workflows.validate_adaptive`'s result.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from depl import workflows
+from depl.jsonout import dumps
 from depl.plan import Plan
 from depl.store import Store
 
@@ -64,3 +66,22 @@ def test_run_from_python_trains_what_the_command_trains(tmp_path):
     with Store(tmp_path / "cli" / "runs.sqlite") as cli, Store(tmp_path / "api" / "runs.sqlite") as api:
         assert [x["run_id"] for x in cli.runs("plan")] == [x["run_id"] for x in api.runs("plan")] == [done.run_id]
         assert cli.losses(done.run_id) == api.losses(done.run_id) == done.store.losses(done.run_id)
+
+
+@pytest.mark.slow
+def test_validate_adaptive_from_python_judges_what_the_command_prints(tmp_path):
+    """`depl validate --adaptive --json` is `workflows.validate_adaptive`'s result, exit code aside: the same seeds
+    (the plan's first free ones) trained by the closed loop into the same run, judged alike."""
+    pytest.importorskip("torch")
+    plan_file = tmp_path / "plan.json"
+    workflows.plan("digits-small", quantile=0.5, loss=1.0, out=plan_file)
+    r = depl("validate", "digits-small", plan_file, "--adaptive", "--seeds", "2", "--out", tmp_path / "cli", "--json")
+    assert r.returncode in (0, 4), r.stderr
+    started, seen = [], []
+    v = workflows.validate_adaptive("digits-small", plan_file, 2, out=tmp_path / "api", started=started.append,
+                                    progress=lambda seed, epoch, result, decision: seen.append((seed, decision)))
+    assert [a.run_id for a in started] == [v.run_id] and v.run.seeds == started[0].seeds
+    assert {seed for seed, _ in seen} == set(v.run.seeds) and all(not d.rest for s, d in seen if d.action == "stop")
+    printed = json.loads(r.stdout)
+    assert printed.pop("exit_code") == (0 if v.not_refuted else 4)
+    assert printed == json.loads(dumps(v.to_json()))   # strict JSON, as printed

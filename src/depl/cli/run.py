@@ -14,8 +14,8 @@ from rich.markup import escape
 
 from ..workflows.common import MAX_SEED, MAX_SEEDS, Training, seed_range
 from .console import choice, console, epoch_progress, err_console, fail, json_option, next_step, print_json, refusals
-from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, KEEP_HELP, RULE_HELP, VALIDATION_HELP, KeepModels, Rule,
-                       refuse_adaptive_options, said, show_adaptive_run, summary, trains_seeds)
+from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, KEEP_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, KeepModels,
+                       Rule, refuse_adaptive_options, said, summary, trains_seeds)
 
 
 class Backend(str, Enum):
@@ -90,7 +90,7 @@ def run(
 def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, out: Path, training: Training,
               validation, slow, rule, gap_from, as_json: bool, keep_models, certificate=None) -> None:
     """`depl run --adaptive`: the closed loop on the local back end, its decisions said as it goes."""
-    from ..workflows.training import parse_slow
+    from ..workflows.training import parse_slow, run_adaptive
 
     if as_json:
         fail("--json: an adaptive run prints its decisions as text (`depl runs show --json` has them all)")
@@ -98,8 +98,11 @@ def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, 
         fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
     with refusals():
         slowed = parse_slow(slow)
-    done = show_adaptive_run(plan, seed_list, store, out, training, validation, slowed, rule or Rule.slack.value,
-                             gap_from=gap_from, certificate=certificate, keep_models=keep_models)
+    with AdaptiveShow() as show, refusals():
+        done = run_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
+                            slow=slowed, rule=rule or Rule.slack.value, gap_from=gap_from, certificate=certificate,
+                            keep_models=keep_models, started=show.started, progress=show.progress)
+    show.done(done)
     next_step(f"depl runs models {shlex.quote(str(out))}" if done.models is not None else
               f"depl runs show {shlex.quote(str(store or out / 'runs.sqlite'))}")
 

@@ -1,6 +1,6 @@
 """What the training commands share: the options every command that trains seeds takes (`trains_seeds`: --threads,
 --device, --seed-batch, --workers, --ray-address, --executor, --allow-code, --data), the lines they print about seeds
-(diverged, a run's summary) and the closed loop's run (`show_adaptive_run`, for `depl run --adaptive` and
+(diverged, a run's summary) and the closed loop's run as it goes (`AdaptiveShow`, for `depl run --adaptive` and
 `depl validate --adaptive`).  The commands: depl.cli.run (run), depl.cli.profile (profile), depl.cli.runs (runs
 show), depl.cli.apps (export-app, run-app, fleet-gateway), depl.cli.models, depl.cli.validation, depl.cli.certify,
 depl.cli.coverage.
@@ -11,6 +11,7 @@ without the `train` extra.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from enum import Enum
@@ -241,39 +242,48 @@ def refuse_adaptive_options(rule: str | None, validation: float | None, what: st
         fail(f"--validation {validation:g}: applies to --adaptive {what} only (an open-loop one holds out no split)")
 
 
-def show_adaptive_run(plan: Path, seed_list: list[int], store, out: Path, training: Training,
-                      validation: float | None, slow: dict[str, float], rule: str, con=console, gap_from=None,
-                      certificate=None, keep_models="none"):
-    """Every seed trained by the closed loop (depl.workflows.training), said on `con` as it goes; its result."""
-    import numpy as np
+class AdaptiveShow:
+    """What the closed loop's workflows (`run_adaptive`, `validate_adaptive`) are given to say a run on `con` as it
+    goes: `started` prints the run's header and opens the seeds' progress bar, `progress` moves it; `done` prints
+    the seeds' outcome.  Used as a context (the bar closes with it)."""
 
-    from ..workflows.training import prepare_adaptive, train_adaptive
+    def __init__(self, con=console):
+        self.con, self._stack, self._bar, self._task = con, contextlib.ExitStack(), None, None
+        self.keep_models = "none"   # the run's, once started (--keep-models resolved)
 
-    with refusals():
-        a = prepare_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
-                             slow=slow, rule=rule, gap_from=gap_from, certificate=certificate, keep_models=keep_models)
-    _adaptive_header(a, con)
-    with epoch_progress("seeds") as bar, refusals():  # a seed's epochs are not known in advance: it counts seeds
-        task = bar.add_task("adaptive", total=len(a.todo))
+    def __enter__(self) -> "AdaptiveShow":
+        return self
 
-        def progress(seed, epoch, r, d):
-            bar.update(task, advance=0 if d.rest else 1,
-                       description=f"seed {seed} epoch {epoch} val {d.observed:.3f} {d.action}")
-            if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
-                warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
 
-        done = train_adaptive(a, training.seed_batch, progress)
-    con.print(f"done in {done.seconds:.1f} s")
-    p, finals, costs = done.plan, done.finals, done.costs
-    ok = np.isfinite(costs)
-    con.print(f"adaptive: {len(seed_list)} seeds · final test loss mean {np.mean(finals[np.isfinite(finals)]):.4f} · "
-              f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
-              f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
-              + ", ".join(f"{k} {v}" for k, v in sorted(done.actions.items())), markup=False)
-    if done.models is not None:
-        con.print(f"models ({a.keep_models}, each of the epoch its seed ended at): {escape(str(done.models))}"
-                  + (f", {len(done.models_written)} written now" if done.models_written else ""), highlight=False)
-    return done
+    def started(self, a) -> None:
+        _adaptive_header(a, self.con)
+        self.keep_models = a.keep_models
+        self._bar = self._stack.enter_context(epoch_progress("seeds"))  # a seed's epochs are not known: it counts seeds
+        self._task = self._bar.add_task("adaptive", total=len(a.todo))
+
+    def progress(self, seed, epoch, r, d) -> None:
+        self._bar.update(self._task, advance=0 if d.rest else 1,
+                         description=f"seed {seed} epoch {epoch} val {d.observed:.3f} {d.action}")
+        if d.action in ("deadline-miss",) or d.note.startswith("the rest overran"):
+            warn(f"seed {seed} after epoch {epoch}: {d.action}: {d.note}")
+
+    def done(self, done) -> None:
+        """The seeds' outcome (depl.workflows.training.AdaptiveResult), after the bar has closed."""
+        import numpy as np
+
+        con = self.con
+        con.print(f"done in {done.seconds:.1f} s")
+        p, finals, costs = done.plan, done.finals, done.costs
+        ok = np.isfinite(costs)
+        con.print(f"adaptive: {len(done.seeds)} seeds · final test loss mean {np.mean(finals[np.isfinite(finals)]):.4f} · "
+                  f"P(ℓ ≤ {p.loss_target:g}) {np.mean(finals <= p.loss_target):.3f} · mean cost "
+                  f"{np.mean(costs[ok]):.4g} (open-loop plan {p.cost:.4g}) · decisions "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(done.actions.items())), markup=False)
+        if done.models is not None:
+            con.print(f"models ({self.keep_models}, each of the epoch its seed ended at): {escape(str(done.models))}"
+                      + (f", {len(done.models_written)} written now" if done.models_written else ""), highlight=False)
 
 
 def _adaptive_header(a, con) -> None:

@@ -11,9 +11,8 @@ from rich.markup import escape
 from ..workflows.common import Training, seed_range
 from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
                       next_step, print_json, refusals, warn)
-from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, Rule, diverged_line,
-                       refuse_adaptive_options, said,
-                       show_adaptive_run, trains_seeds)
+from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, Rule, diverged_line,
+                       refuse_adaptive_options, said, trains_seeds)
 
 
 @trains_seeds()
@@ -50,13 +49,9 @@ def validate(
             fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
         if png is not None:
             fail("--png: an adaptive validation draws no band (its seeds stop at different epochs)")
-        from ..workflows.validation import check_same_law
-
-        with refusals():
-            first = check_same_law(scenario, plan_file, first_seed, seeds, asked)
-        seed_list = seed_range(first, seeds)
-        return _validate_adaptive(scenario, plan_file, seed_list, store, out, training, validation,
-                                  rule or Rule.slack.value, con, as_json, gap_from, certificate)
+        return _validate_adaptive(scenario, plan_file, seeds if first_seed is None else seed_range(first_seed, seeds),
+                                  asked, store, out, training, validation, rule or Rule.slack.value, con, as_json,
+                                  gap_from, certificate)
     refuse_adaptive_options(rule, validation, "validations", gap_from, certificate)
     from ..workflows.validation import prepare_validation
 
@@ -132,15 +127,18 @@ def _print_validation(done, h, plan_file: Path, con) -> None:
     con.print(f"  band written to {done.png}; report to {done.report}", markup=False)
 
 
-def _validate_adaptive(scenario: str, plan_file: Path, seed_list: list[int], store, out: Path, training,
+def _validate_adaptive(scenario: str, plan_file: Path, seeds: list[int] | int, asked: str, store, out: Path, training,
                        validation: float | None, rule: str, con, as_json: bool, gap_from=None,
                        certificate=None) -> NoReturn:
-    """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds; exit 4 when refuted."""
-    from ..workflows.validation import judge_adaptive
+    """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds (the workflow
+    `validate_adaptive`), said as they train; exit 4 when refuted."""
+    from ..workflows.validation import validate_adaptive
 
-    done = show_adaptive_run(plan_file, seed_list, store, out, training, validation, {}, rule, con, gap_from,
-                             certificate)
-    r = judge_adaptive(plan_file, done)
+    with AdaptiveShow(con) as show, refusals():
+        r = validate_adaptive(scenario, plan_file, seeds, out=out, store=store, training=training,
+                              validation=validation, rule=rule, gap_from=gap_from, certificate=certificate,
+                              asked=asked, started=show.started, progress=show.progress)
+    show.done(r.run)
     c = r.coverage
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   {_bounds(c)}"
               f"   ω = {c.omega:g}   mean cost {r.mean_cost:.4g} (open-loop plan "

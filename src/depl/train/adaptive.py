@@ -484,7 +484,7 @@ def outcome(store: Store, run_id: str, seeds: list[int]) -> tuple[np.ndarray, np
 
 
 # the keywords of `policy_for` and `run_batch` for each rule a command names (`--rule`); the rules are depl.adaptive's
-RULES = {name: {"rule": rule} for name, rule in RULES_BY_NAME.items()}
+RULES = {name: {"rule": rule_named(name)} for name in RULES_BY_NAME}
 
 
 def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE, gap: MeasuredGap | None = None,

@@ -436,10 +436,14 @@ def run_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional[str
                  training: Training = Training(), validation: Optional[float] = None,
                  slow: Optional[dict[str, float]] = None, rule: str = "slack",
                  progress: Optional[Callable] = None, gap_from: Optional[list[str | Path]] = None,
-                 certificate: Optional[str | Path] = None) -> AdaptiveResult:
-    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; resumes."""
+                 certificate: Optional[str | Path] = None, keep_models: Optional[str] = "none",
+                 started: Optional[Callable[[AdaptiveRun], None]] = None) -> AdaptiveResult:
+    """`depl run --adaptive`: every seed trained by the closed loop, its decisions into the store; resumes.
+    `started(run)`: hears the run once it is registered (`prepare_adaptive`), before any seed trains."""
     a = prepare_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                         slow=slow, rule=rule, gap_from=gap_from, certificate=certificate)
+                         slow=slow, rule=rule, gap_from=gap_from, certificate=certificate, keep_models=keep_models)
+    if started is not None:
+        started(a)
     return train_adaptive(a, training.seed_batch, progress)
 
 

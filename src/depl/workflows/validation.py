@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .common import Training, check_folder, check_output_file, run_seeds, start_training
+from .common import Training, check_folder, check_output_file, run_seeds, seed_range, start_training
 from .errors import BadInput, as_bad_input, training_errors
-from .training import AdaptiveResult, run_adaptive
+from .training import AdaptiveResult, AdaptiveRun, run_adaptive
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -101,6 +101,7 @@ class AdaptiveValidated:
     actions: dict = field(hash=False)
     rule: dict = field(default_factory=dict, hash=False)   # what decided the stops (the run spec's `adaptive`)
     run_id: str = ""
+    run: Optional[AdaptiveResult] = field(default=None, hash=False, compare=False)   # the seeds' outcomes
 
     @property
     def not_refuted(self) -> bool:
@@ -148,18 +149,23 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
 
     p = done.plan
     return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p), p.alpha),
-                             float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id)
+                             float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id, done)
 
 
-def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int], *, out: str | Path = Path("depl-validate"),
-                      store: Optional[str] = None, training: Training = Training(),
-                      validation: Optional[float] = None, rule: str = "slack",
-                      progress: Optional[Callable] = None,
-                      gap_from: Optional[list[str | Path]] = None,
-                      certificate: Optional[str | Path] = None) -> AdaptiveValidated:
-    """`depl validate --adaptive`: the seeds run by the closed loop (`run_adaptive`), judged. Resumes."""
+def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int] | int, *,
+                      out: str | Path = Path("depl-validate"), store: Optional[str] = None,
+                      training: Training = Training(), validation: Optional[float] = None, rule: str = "slack",
+                      progress: Optional[Callable] = None, gap_from: Optional[list[str | Path]] = None,
+                      certificate: Optional[str | Path] = None, asked: str = "",
+                      started: Optional[Callable[[AdaptiveRun], None]] = None) -> AdaptiveValidated:
+    """`depl validate --adaptive`: the seeds (a range F..F+N-1, or their count N from the plan's first free seed:
+    depl.ledger; `asked`: how the user named them, for a refusal) run by the closed loop (`run_adaptive`, with its
+    `started` and `progress`), judged. Resumes."""
     plan_file = Path(plan_file)
-    check_same_law(scenario, plan_file, seeds[0], len(seeds))
+    if isinstance(seeds, int):
+        seeds = seed_range(check_same_law(scenario, plan_file, None, seeds, asked), seeds)
+    else:
+        check_same_law(scenario, plan_file, seeds[0], len(seeds), asked)
     done = run_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                        rule=rule, progress=progress, gap_from=gap_from, certificate=certificate)
+                        rule=rule, progress=progress, gap_from=gap_from, certificate=certificate, started=started)
     return judge_adaptive(plan_file, done)
