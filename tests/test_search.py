@@ -168,3 +168,68 @@ def test_monte_carlo_an_optimistic_law_is_overcome_by_a_proposal_with_margin():
                  uses=100, guesses=[0.97] * 6, shares=shares, spending=Spending(0.75), propose=margin, proposals=3,
                  seed=6)
     assert r.certified >= 28 and r.mean_seeds <= 600 and r.wrong <= 1
+
+
+# --------------------------------------------------------------------------- #
+# The cap pauses the search; a larger cap goes on exactly where it stopped
+# --------------------------------------------------------------------------- #
+
+def _run(s: Search, outcome, grow_to: int | None = None, batch: int = 8, seed: int = 0) -> list[tuple]:
+    """Feed seeds 0, 1, … (each candidate's outcome on a seed a function of the two) until the search finishes, going
+    on to `grow_to` where it pauses at its cap; each batch's (counting, seeds) and the arms' end states."""
+    seen = []
+    while True:
+        if s.paused and grow_to is not None and grow_to > s.max_runs:
+            s.extend(grow_to)
+        if s.finished:
+            break
+        alive = s.counting()
+        for k in range(seed, seed + batch):
+            for i in alive:
+                s.record(i, outcome(i, k))
+        seen.append((tuple(alive), seed))
+        seed += batch
+        s.after_batch()
+    return seen + [(a.status, a.test.runs, a.test.hits, a.dropped_after, a.priced_out) for a in s.arms]
+
+
+def test_a_search_paused_at_its_cap_goes_on_as_one_uninterrupted_search_with_the_larger_cap():
+    """A candidate near ω (0.93) that a cap of 40 runs cannot certify pauses the search there — it is neither
+    dropped nor priced out by the cap — and going on to 400 gives, batch by batch, the decisions of a search that had
+    400 from the start."""
+    rng = np.random.default_rng(3)
+    u = rng.random((4, 2000))
+    ps = [0.93, 0.95, 0.999, 0.999]
+
+    def outcome(i, k):
+        return bool(u[i, k] < ps[i])
+
+    def search(cap):
+        return Search([352.0, 360.9, 470.3, 535.9], 0.9, 0.05, max_runs=cap, horizon=500, uses=1000,
+                      guesses=[0.99, 0.93, 0.9999, 0.9999])
+
+    small = search(40)
+    first = _run(small, outcome)
+    assert small.paused and small.finished and small.outcome != "refuted"
+    assert all(small.arms[i].status == "undecided" and small.arms[i].test.runs == 40 for i in small.paused)
+    grown = _run(small, outcome, grow_to=400, seed=8 * (len(first) - len(small.arms)))
+    whole = _run(search(400), outcome)
+    assert first[:-len(small.arms)] == whole[:len(first) - len(small.arms)]   # the same batches up to the pause
+    assert first[:-len(small.arms)] + grown[:-len(small.arms)] == whole[:-len(small.arms)]
+    assert grown[-len(small.arms):] == whole[-len(small.arms):]               # and the same end
+    assert not search(400).paused
+
+
+def test_monte_carlo_a_grown_cap_replays_an_uninterrupted_search_and_keeps_the_error_below_alpha():
+    """By Monte Carlo: searches paused at 60 runs and grown to 300 draw the same seeds, count the same runs and return
+    the same candidates as searches with 300 from the start (the same random stream: any decision taken otherwise
+    would shift it); the cap binds (a search left at 60 returns less often)."""
+    kw = dict(costs=[352.0, 360.9, 470.3], uses=1000, guesses=[0.99, 0.93, 0.9999], horizon=500, reps=60,
+              batch=16, seed=4)
+    grown = simulate([0.92, 0.95, 0.998], 0.9, 0.05, max_runs=60, grow_to=300, **kw)
+    whole = simulate([0.92, 0.95, 0.998], 0.9, 0.05, max_runs=300, **kw)
+    left = simulate([0.92, 0.95, 0.998], 0.9, 0.05, max_runs=60, **kw)
+    assert (grown.mean_seeds, grown.mean_runs, grown.returned.tolist(), grown.wrong) == \
+        (whole.mean_seeds, whole.mean_runs, whole.returned.tolist(), whole.wrong)
+    assert (left.mean_seeds, left.returned.tolist()) != (whole.mean_seeds, whole.returned.tolist())
+    assert whole.wrong_upper <= 0.1 and whole.wrong == 0

@@ -52,12 +52,14 @@ def tutorial_commands(regression: bool = False) -> list[str]:
 
 
 # the small version CI runs: same commands, fewer seeds and epochs; the search at ω 0.5, which a few runs certify
-# (ω 0.9 takes at least 34 runs even when every one meets ℓmax), in batches of 8, as JSON
+# (ω 0.9 takes at least 34 runs even when every one meets ℓmax), in batches of 8, as JSON, for 10 uses of its plan
+# (at 1000 uses a cheaper candidate near ω is worth the hundreds of runs its horizon allows: the search would pause
+# at --max-runs 24 with it)
 SMALL = [(r"--epochs \d+", "--epochs 6"), (r"--switch full:half:\d+", "--switch full:half:3"),
          (r"profile (.*)--seeds \d+", r"profile \1--seeds 5"), (r"run (.*)--seeds \d+", r"run \1--seeds 2"),
          (r"validate (.*)--seeds \d+", r"validate \1--seeds 8"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0"),
          (r"--max-runs \d+", "--max-runs 4"),
-         (r"^(depl plan .*--certify.*)$", r"\1 --omega 0.5 --max-runs 24 --batch 8 --json")]
+         (r"^(depl plan .*--certify.*)$", r"\1 --omega 0.5 --max-runs 24 --batch 8 --uses 10 --json")]
 
 
 def write_project(folder: Path) -> Path:

@@ -116,8 +116,9 @@ def test_a_rerun_that_would_analyse_the_stores_seeds_otherwise_is_refused(depl_c
 
 
 def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_path):
+    # every candidate counting every batch (`all`): the first batch brings each to the cap, and the search pauses
     r = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2",
-                 "--batch", "2", "--out", "p.json", cwd=tmp_path)
+                 "--batch", "2", "--allocation", "all", "--out", "p.json", cwd=tmp_path)
     assert r.returncode == 3, r.stderr
     assert "undecided: no candidate certified within --max-runs 2 runs counted each" in r.stdout
     assert "more runs" in r.stdout and not (tmp_path / "p.json").exists()
@@ -206,7 +207,8 @@ def test_an_edited_candidate_list_is_refused(depl_cli, searched, tmp_path):
 
 def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
     """--max-runs 2, then 6: every seed counted before is counted again as it was, the seeds go on from the
-    third, and a rerun at 6 replays it all without training; a smaller --max-runs is refused."""
+    third, the decisions are those of one search run with --max-runs 6 from the start on the same seeds, and a rerun
+    at 6 replays it all without training; a smaller --max-runs is refused."""
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--batch", "2", "--out",
             "p.json", "--json")
     one = depl_cli(*args, "--max-runs", "2", cwd=tmp_path)
@@ -228,9 +230,15 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
         for rid, losses in held.items():
             assert {s: v for s, v in st.losses(rid).items() if s in losses} == losses
         epochs = st.count_epochs()
+    keep = ("verdict", "runs", "met", "first_counted", "dropped_after", "priced_out", "lower_bound")
+    (tmp_path / "whole").mkdir()
+    whole = depl_cli(*args, "--max-runs", "6", "--first-seed", str(c1["first_seed"]), cwd=tmp_path / "whole",
+                     env=book(tmp_path / "whole"))
+    cw = json.loads(whole.stdout)["certificate"]
+    assert whole.returncode == two.returncode and (cw["returned"], cw["seeds"]) == (c2["returned"], c2["seeds"])
+    assert [[c[k] for k in keep] for c in cw["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
     three = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
     c3 = json.loads(three.stdout)["certificate"]
-    keep = ("verdict", "runs", "met", "first_counted")
     assert [[c[k] for k in keep] for c in c3["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
     with Store(tmp_path / "runs.sqlite") as st:
         assert st.count_epochs() == epochs

@@ -47,6 +47,18 @@ run, a proposed candidate counts seeds drawn after it was proposed only, and the
 seeds are independent and identically distributed Bernoulli trials (met ℓmax or not) — the assumption of `depl
 certify`.
 
+**The horizon and the cap** (`horizon`, `max_runs`).  Every judgement of what a candidate's next runs are worth —
+dropping, the price, whether it is promising, the order the allocation starts candidates in — reckons with the runs
+left to the *horizon* (`horizon` − its runs), fixed before the first run; `max_runs` only caps the runs a candidate
+counts (judged between batches: a batch a candidate starts below it, it counts whole).  When a candidate that would
+count the next batch has counted `max_runs`, the whole search **pauses**
+(`paused`; `finished` is true, the cheapest certified so far is returned): no decision is taken that a larger cap
+would take otherwise.  So `extend` to a larger cap (up to the horizon) goes on exactly where it stopped, and gives
+the decisions of one uninterrupted search with that cap: nothing before the pause depended on the cap.  A candidate
+near ω that the runs left to a small cap could not certify is paused at the cap, not priced out by it.  A rerun is one
+search observed longer, so its validity is the argument above, unchanged (every candidate ever certified is covered
+by the same union bound).
+
 `simulate` checks it by Monte Carlo on landscapes of true success probabilities (tests/test_search.py,
 benchmarks/bench_search.py).  Pure numbers: numpy and scipy through `sequential`, no law, no scenario, no torch.
 """
@@ -182,13 +194,14 @@ class Search:
     omega: Omega
     alpha: float
     shares: Sequence[float] | None = None   # w_i, Σ ≤ 1 [default: weights(n, "equal")]
-    max_runs: int = 500                     # the most runs any candidate counts
+    max_runs: int = 500                     # no candidate starts a batch once it has counted these (`paused`)
     drop_below: float = DROP_BELOW
     prior: str = DEFAULT_PRIOR              # each candidate's e-process (depl.certificate.PRIORS)
     allocation: str = DEFAULT_ALLOCATION    # which candidates in the race count the next batch (ALLOCATIONS)
     uses: float | None = None               # the plan's runs to come: weigh the certificate's runs (None: cost alone)
     guesses: Sequence[float] | None = None  # each first candidate's P(meets ℓmax) by its law, before any run
     spending: Spending = field(default_factory=Spending)   # α's shares, the first candidates' and the proposed
+    horizon: int | None = None              # the runs decisions reckon with (module docstring) [default: max_runs]
     arms: list[Arm] = field(init=False)
     started: list[int] = field(init=False)  # the candidates that started counting, in the order they started
 
@@ -202,6 +215,9 @@ class Search:
             raise ValueError("weights: one positive share per candidate, summing to at most 1")
         if self.max_runs < 1:
             raise ValueError("max_runs: at least 1")
+        self.horizon = int(self.max_runs if self.horizon is None else self.horizon)
+        if self.horizon < 1:
+            raise ValueError("horizon: at least 1")
         if self.prior not in PRIORS:
             raise ValueError(f"prior {self.prior!r}: must be one of {', '.join(PRIORS)}")
         if self.allocation not in ALLOCATIONS:
@@ -243,19 +259,30 @@ class Search:
         return next((a.index for a in self.by_cost() if a.status == "certified"), None)
 
     def alive(self) -> list[int]:
-        """The candidates that take the next runs, cheapest first: undecided, not dropped, runs left, cheaper than
-        the best."""
+        """The candidates in the race, cheapest first: undecided, not dropped, cheaper than the best (one that has
+        counted `max_runs` is in it still: it pauses the search, `paused`)."""
         b = self.best()
         top = math.inf if b is None else (self.arms[b].cost, b)
-        return [a.index for a in self.by_cost() if a.status == "undecided" and a.test.runs < self.max_runs
+        return [a.index for a in self.by_cost() if a.status == "undecided"
                 and (b is None or (a.cost, a.index) < top)]
+
+    def left(self, i: int) -> int:
+        """The runs candidate i's judgements reckon with: to the horizon (to the cap, where it grew past it; one
+        that reached the horizon has none left, and is dropped)."""
+        return max(self.horizon, self.max_runs) - self.arms[i].test.runs
+
+    @property
+    def paused(self) -> list[int]:
+        """The candidates that would count the next batch but have counted `max_runs`: the search stops there, to go
+        on where it stopped once the cap grows (`extend`)."""
+        return [i for i in self.counting() if self.arms[i].test.runs >= self.max_runs]
 
     def outlook(self, i: int) -> tuple[float, float]:
         """Candidate i's (mean more runs to a decision, P(certified)) within its runs left: at its observed rate
         (Laplace) once it has counted the runs its test needs when every one meets ℓmax, before that at its law's
         guess where it has one."""
         a, t = self.arms[i], self.arms[i].test
-        left = self.max_runs - t.runs
+        left = self.left(i)
         if a.guess is not None and t.runs < _fewest(float(self.omega), t.alpha, self.prior):
             rate = a.guess * (self.learned() if a.proposal == 0 else 1.0)
         else:
@@ -289,7 +316,7 @@ class Search:
         t = self.arms[i].test
         if t.runs < _fewest(float(self.omega), t.alpha, self.prior):
             return True
-        return p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) >= FOCUS
+        return p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.left(i), self.prior) >= FOCUS
 
     def _allocate(self) -> None:
         """`focus`: start the candidates in the race in `priority` order, one at a time, until one counting is
@@ -305,7 +332,8 @@ class Search:
 
     @property
     def finished(self) -> bool:
-        return not self.alive()
+        """Nothing left in the race, or the search paused at the cap (`paused`)."""
+        return not self.alive() or bool(self.paused)
 
     @property
     def stalled(self) -> bool:
@@ -336,18 +364,21 @@ class Search:
         return min(1.0, seen / (sum(a.guess for a in fell) / len(fell)))
 
     def extend(self, max_runs: int) -> None:
-        """Go on to `max_runs` (at least the current): candidates that stopped at the smaller limit, undecided, take
-        runs again; no past run or decision changes (each test is anytime-valid: Ville's inequality holds over its
-        whole sequence, however long it is let run)."""
+        """Go on to `max_runs` (at least the current): a search paused at the smaller cap goes on where it stopped,
+        as one uninterrupted search with the larger cap (up to the horizon) would have; no past run or decision
+        changes (each test is anytime-valid: Ville's inequality holds over its whole sequence, however long it is
+        let run)."""
         if max_runs < self.max_runs:
             raise ValueError(f"max_runs only grows: {max_runs} < {self.max_runs}")
         self.max_runs = int(max_runs)
         self._allocate()
 
     def record(self, i: int, met: bool) -> None:
-        """One run of candidate i (a run after its test decided is not counted)."""
+        """One run of candidate i (a run after its test decided is not counted).  The cap is judged between batches
+        (`paused`): a candidate that started a batch below `max_runs` counts it whole, so that a search paused at its
+        cap and one with a larger cap count the same seeds."""
         a = self.arms[i]
-        if not a.test.decided and a.test.runs < self.max_runs:
+        if not a.test.decided:
             a.test.add(bool(met))
 
     def after_batch(self) -> None:
@@ -358,8 +389,7 @@ class Search:
             t = a.test
             if t.runs < _fewest(float(self.omega), t.alpha, self.prior):  # too few runs for its rate to say anything
                 continue
-            if p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.max_runs - t.runs, self.prior) < \
-                    self.drop_below:
+            if p_certify(float(self.omega), t.alpha, t.hits, t.runs, self.left(i), self.prior) < self.drop_below:
                 a.dropped_after = t.runs
         self._price_out()
         self._allocate()
@@ -428,12 +458,15 @@ def simulate(ps: Sequence[float], omega: float, alpha: float, *, reps: int = 100
              drop_below: float = DROP_BELOW, seed: int = 0, allocation: str = DEFAULT_ALLOCATION,
              costs: Sequence[float] | None = None, uses: float | None = None,
              guesses: Sequence[float] | None = None, spending: Spending | None = None,
-             propose: Callable | None = None, proposals: int = 0) -> Simulated:
+             propose: Callable | None = None, proposals: int = 0, horizon: int | None = None,
+             grow_to: int | None = None) -> Simulated:
     """Run the search `reps` times on candidates (cheapest first) meeting ℓmax with true probabilities `ps`.
     `correlated`: a seed's outcomes are nested (one uniform u per seed, candidate i meets ℓmax iff u < p_i, as
     prefixes of one run are), else independent.  `costs` [default 0, 1, …], `uses`, `guesses` and `spending` as the
     search takes them.  `propose(search, rng) -> (p, cost, guess)`: a candidate proposed from the runs whenever the
-    search would finish with none certified, up to `proposals` times (its true p, which may be adversarial)."""
+    search would finish with none certified, up to `proposals` times (its true p, which may be adversarial).
+    `horizon` as the search takes it; `grow_to`: a search paused at `max_runs` goes on to this larger cap (`extend`),
+    as a rerun with a larger --max-runs does."""
     rng = np.random.default_rng(seed)
     base = [float(x) for x in ps]
     wrong, certified, seeds_total, runs_total, runs_cost, plan_cost = 0, 0, 0, 0, 0.0, 0.0
@@ -441,13 +474,16 @@ def simulate(ps: Sequence[float], omega: float, alpha: float, *, reps: int = 100
     for _ in range(reps):
         truth = list(base)
         s = Search(list(costs) if costs is not None else list(range(len(base))), omega, alpha, shares, max_runs,
-                   drop_below, allocation=allocation, uses=uses, guesses=guesses, spending=spending or Spending())
+                   drop_below, allocation=allocation, uses=uses, guesses=guesses, spending=spending or Spending(),
+                   horizon=horizon)
         seeds = 0
         while True:
             if s.stalled and propose is not None and s.proposed < proposals:
                 p, cost, guess = propose(s, rng)
                 s.add(cost, guess)
                 truth.append(float(p))
+            if s.paused and grow_to is not None and grow_to > s.max_runs:
+                s.extend(grow_to)
             if s.finished:
                 break
             alive = s.counting()

@@ -20,10 +20,12 @@ CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in
                        "\"The certified search\"); exits 3 when none is certified within --max-runs, 4 when every "
                        "candidate is refuted")
 MAX_RUNS_SEARCH = typer.Option(None, "--max-runs", min=1, max=100_000, help="--certify: the most runs each "
-                               "candidate's test counts (it stops there, undecided) — not the runs trained: the search "
+                               "candidate's test counts (the search pauses there, undecided; a batch a candidate started it "
+                               "counts whole) — not the runs trained: the search "
                                "trains whole batches, --batch seeds for every job in the race, so it trains at least "
                                "one batch and may train more runs than it counts [default: 500, or what the store's "
-                               "search went on to; a rerun may only raise it, and goes on where it stopped]")
+                               "search went on to; a rerun may only raise it, and goes on where it stopped, as one search with "
+                               "that --max-runs would have]")
 FIRST_SEED = typer.Option(None, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
                           "(F, F+1, … in order) [default: above every seed the scenario's fit and calibration used; "
                           "those are refused]")
@@ -154,7 +156,7 @@ def cost_line(c: dict) -> str:
 def _result(con, done) -> None:
     c = done.certificate
     for r in c["candidates"]:
-        said = ("priced out" if r.get("priced_out") else r["verdict"])
+        said = ("priced out" if r.get("priced_out") else "paused" if r["index"] in c["paused"] else r["verdict"])
         new = (f" — proposed from the runs after {r['proposed_at'].get('after_seeds')} seeds (ℓmax tightened to "
                f"{r['proposed_at'].get('loss'):.4g})" if r.get("proposal") else "")
         con.print(f"  [{r['index']}] {said:<10} {r['met']}/{r['runs']} met ℓmax, lower bound "
@@ -173,6 +175,10 @@ def _result(con, done) -> None:
                   f"([{r['index']}], cost {r['cost']:.6g}: {r['schedule']}) meets ℓmax = {c['loss_target']:g} with "
                   f"probability ≥ ω = {c['omega']:g} on a new run ({r['met']} of {r['runs']} runs met it)"
                   + (f"; written to {done.out}" if done.out else ""), markup=False, highlight=False)
+        if c["paused"]:
+            con.print(f"  cheaper candidates paused at --max-runs {c['max_runs']}: "
+                      f"{', '.join(f'[{i}]' for i in c['paused'])}; a rerun with a larger --max-runs goes on with them "
+                      "where this stopped (and may return a cheaper plan)", markup=False, highlight=False)
     elif c["outcome"] == "refuted":
         con.print(f"refuted: every candidate meets ℓmax = {c['loss_target']:g} with probability < ω = {c['omega']:g} "
                   f"(each at its share of α = {c['alpha']:g}); no plan written", markup=False, highlight=False)

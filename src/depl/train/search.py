@@ -21,8 +21,10 @@ first run is trained): the candidates (their runs, epochs, costs, schedules and 
 e-process, the allocation, the drop rule, the batch and the first seed — everything a decision depends on.  A rerun
 that differs in any of them is refused (`bind`): the same seeds are analysed once.  Only `--max-runs` may grow: each
 value is recorded with the seeds drawn when it took effect (`search-max-runs-K` rows), a rerun replays the store
-under the values recorded, batch by batch, to where the runs stop (the search finished, or a batch needs training)
-and only there takes the new value: every past decision and counted seed stays as it was.
+under the values recorded, batch by batch, to where the runs stop (the search finished or paused at its cap, or a
+batch needs training) and only there takes the new value: every past decision and counted seed stays as it was.
+The cap only pauses the search (`depl.certificate.search.Search.paused`; its decisions reckon with the manifest's
+horizon), so the rerun decides as one uninterrupted search with the larger cap would have.
 """
 
 from __future__ import annotations
@@ -194,14 +196,14 @@ def manifest(cands: list[Candidate], search: Search, ids: dict[int, str], first_
                            for i, (c, a) in enumerate(zip(cands, search.arms))],
             "omega": float(search.omega), "loss_target": float(cands[0].plan.loss_target), "alpha": search.alpha,
             "prior": search.prior, "allocation": search.allocation, "drop_below": search.drop_below,
-            "uses": search.uses, "spending": search.spending.to_json(),
+            "uses": search.uses, "spending": search.spending.to_json(), "horizon": search.horizon,
             "batch": int(batch), "first_seed": int(first_seed)}
 
 
 WORDS = {"candidates": "the candidates (runs, epochs, costs or shares of α)", "omega": "ω (--quantile)",
          "loss_target": "ℓmax (--loss)", "alpha": "--alpha", "prior": "--prior", "allocation": "--allocation",
          "drop_below": "the drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "the format",
-         "uses": "--uses", "spending": "the spending rule"}
+         "uses": "--uses", "spending": "the spending rule", "horizon": "the horizon (the runs its decisions reckon with)"}
 
 
 def bound(st: Store) -> tuple[dict | None, list[tuple[int, int]]]:
@@ -452,8 +454,8 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
                                      "training it")
                 trained[rid] = trained.get(rid, 0) + 1
         for s in seeds:
-            for i in alive:
-                if search.arms[i].test.decided or search.arms[i].test.runs >= search.max_runs:
+            for i in alive:   # a candidate counting the batch counts it whole (the cap is judged between batches)
+                if search.arms[i].test.decided:
                     continue
                 rid = source(read, covering[i], s, cands[i].epochs)
                 first_counted.setdefault(i, s)
@@ -466,7 +468,7 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
         search.after_batch()
         if on_batch is not None:
             on_batch(search, start - first_seed, time.perf_counter() - t0)
-    if keep is not None and search.outcome in ("certified", "refuted"):
+    if keep is not None and search.outcome in ("certified", "refuted") and not search.paused:
         keep.keep_only(search.best())
     return Searched(search, cands, first_seed, start - first_seed, trained, group_runs, str(st.path),
                     time.perf_counter() - t0, outcomes, epochs,

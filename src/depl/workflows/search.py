@@ -40,6 +40,9 @@ LEVELS = 5                    # ω, ω + (1 − ω)/5, …: the levels candidate
 # the plan's cost per use (`--uses`)
 USES = 1000
 TIGHTER = (1.0, 0.9, 0.8)     # ℓmax − (1 − t)|ℓmax|: the targets
+# the runs a new search's decisions reckon with (depl.certificate.search, "The horizon and the cap"), whatever
+# --max-runs is, so that a rerun with a larger --max-runs (up to it) decides as one search with that cap from the start
+HORIZON = 1000
 
 
 def _training_key(p: "Plan") -> tuple:
@@ -233,7 +236,7 @@ def check_uses(uses: float) -> float:
 def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = 500) -> list[float]:
     """Each candidate's share of α, fixed before any run where it buys most
     (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
-    and `uses`)."""
+    and `uses`, reckoning with `max_runs` runs: the search's horizon)."""
     from ..certificate.search import value_shares
 
     costs = [float(c.plan.cost) for c in prep.candidates]
@@ -255,7 +258,7 @@ def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> 
     omega, uses = float(prep.scenario.target.quantile), check_uses(uses)
     # the candidates fixed in advance hold FIRST of α between them (the rest is the proposals'): each its share of it
     return [{"share": FIRST * w, **_price_row(p, omega, prep.alpha * FIRST * w, max_runs, c.plan.cost)}
-            for c, w, p in zip(prep.candidates, shares(prep, uses, max_runs), guesses(prep))]
+            for c, w, p in zip(prep.candidates, shares(prep, uses, max(HORIZON, max_runs)), guesses(prep))]
 
 
 def _price_row(p: float, omega: float, alpha: float, max_runs: int, cost: float) -> dict:
@@ -324,7 +327,7 @@ def certificate_json(r: "Searched") -> dict:
             "first_seed": r.first_seed,
             "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
             "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
-            "allocation": s.allocation, "uses": s.uses,
+            "allocation": s.allocation, "uses": s.uses, "horizon": s.horizon, "paused": s.paused,
             "rule": f"weighted e-Bonferroni over the candidates fixed in advance and those proposed from the runs "
                     f"(spending: {s.spending.first:g} of α to the first, halving in the order the search tries them): "
                     f"each a sequential mixture test ({s.prior} prior) at its share of α on fresh seeds, "
@@ -399,9 +402,10 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     with as_bad_input(*training_errors(), ValueError, OSError):
         store.parent.mkdir(parents=True, exist_ok=True)
         first_max = seg[0][1] if seg else max_runs
+        horizon = began.get("horizon") or max(HORIZON, first_max)
         search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
-                        shares=shares(prep, uses, first_max), max_runs=first_max, prior=prior, allocation=allocation,
-                        uses=uses, guesses=guesses(prep), spending=Spending(FIRST))
+                        shares=shares(prep, uses, horizon), max_runs=first_max, prior=prior, allocation=allocation,
+                        uses=uses, guesses=guesses(prep), spending=Spending(FIRST), horizon=horizon)
         mine = manifest(prep.candidates, search, run_ids(prep.candidates), first_seed, batch)
         with Store(store) as st:
             seg = bind(st, mine, max_runs)
