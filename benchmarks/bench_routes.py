@@ -51,12 +51,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from depl.certificate import Certificate  # noqa: E402
 from depl.certificate.bounds import (clopper_pearson_interval, clopper_pearson_lower,  # noqa: E402
                                      clopper_pearson_upper)
 
 TASK = ROOT / "docs" / "certificate-store" / "search" / "my-digits"
 STRIDE = 10_000          # search i starts at F + STRIDE·i
-CODES = {"certified": 0, "refuted": 4, "undecided": 3}   # `depl plan --certify`'s exit codes (depl.cli.search)
 
 
 def say(text: str) -> None:
@@ -151,10 +151,11 @@ def run_searches(a, clock: Clock) -> list[dict]:
         res = run_search(prep, out=folder / "plan.json", store=folder / "runs.sqlite", first_seed=key["first_seed"],
                          max_runs=a.max_runs, batch=a.batch, training=training, on_batch=looked)
         c = res.certificate
-        r = {"key": key, "search": i, "exit_code": CODES[res.outcome], "outcome": res.outcome,
-             "returned": c["returned"], "cost": None if c["returned"] is None else
-             c["candidates"][c["returned"]]["cost"], "runs_trained": c["runs_trained"],
-             "seed_epochs": c["seed_epochs"], "runs_counted": c["runs"], "seeds": c["seeds"],
+        r = {"key": key, "search": i, "exit_code": c.exit_code(), "outcome": c.verdict.value,
+             "returned": c.returned, "cost": None if c.returned is None else
+             c.candidates[c.returned]["cost"], "runs_trained": c.evidence["runs_trained"],
+             "seed_epochs": c.evidence["seed_epochs"], "runs_counted": c.runs,
+             "seeds": list(c.seeds[0]) if c.seeds else [],
              "seconds": time.perf_counter() - t0,
              "candidates": [{k: row[k] for k in ("index", "schedule", "cost", "epochs", "proposed_at")}
                             for row in candidate_rows(prep)],
@@ -290,8 +291,8 @@ def calibration_route(a, clock: Clock) -> dict:
         if code != 0:
             raise SystemExit(f"depl calibrate exited {code} (see {log}): {err.strip()[-400:]}")
         code, out, err = run_cli(["plan", str(folder / "calibrated.toml"), "--out", str(plan_out), "--json"], log)
-        if code == 0 and not ((json.loads(plan_out.read_text(encoding="utf-8")).get("info") or {}).get("certificate")
-                              or {}).get("certified"):
+        made = Certificate.of_plan(json.loads(plan_out.read_text(encoding="utf-8")).get("info"), str(plan_out))
+        if code == 0 and not (made is not None and made.certified):
             # too few calibration runs to use at all: the table is kept unused and `depl plan` plans with the law
             # as fitted, "not certified yet" — not a certified plan; the route needs more runs
             code, err = 3, ("the calibration runs are too few to use (the plan is not certified yet); it takes at "

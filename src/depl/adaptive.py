@@ -55,7 +55,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from .certificate import DEFAULT_ALPHA, anytime_lower, check_alpha
+from .certificate import DEFAULT_ALPHA, Certificate, Kind, anytime_lower
 from .gap import MeasuredGap
 from .loss import LossModel, loss_model_for
 from .omega import OMEGA_MAX
@@ -171,36 +171,27 @@ class Slack:
 def promise(plan: Plan) -> float:
     """The ω a plan promises: its quantile, or, for a plan certified at a stricter ω′ to leave slack (`depl plan
     --slack`), the `promise` its certificate records."""
-    c = plan.info.get("certificate") if isinstance(plan.info, dict) else None
-    if isinstance(c, dict) and c.get("promise") is not None:
-        return float(c["promise"])
-    return plan.omega
+    c = Certificate.of_plan(plan.info)
+    return c.promise if c is not None and c.promise is not None else plan.omega
 
 
-CERTIFICATE_FORMAT = "depl.certificate/1"
-
-
-def check_certificate(plan: Plan, cert: dict, source: str = "the certificate") -> None:
-    """Refuse (ValueError naming the field) a `depl certify` certificate that is not of this plan: its scenario,
-    method, ℓmax, ω and epochs must be the plan's (the run id of its runs is checked where the job is known)."""
-    if not isinstance(cert, dict) or cert.get("format") != CERTIFICATE_FORMAT:
-        got = cert.get("format") if isinstance(cert, dict) else type(cert).__name__
-        raise ValueError(f"{source}: format = {got!r}: expected {CERTIFICATE_FORMAT!r} (a `depl certify` certificate)")
-    want = {"scenario": plan.scenario, "method": plan.method, "loss_target": plan.loss_target, "omega": plan.omega,
-            "epochs": len(plan.epochs)}
-    for key, value in want.items():
-        got = cert.get(key)
+def check_certificate(plan: Plan, cert: dict, source: str = "the certificate") -> Certificate:
+    """The `depl certify` certificate `cert` holds, or ValueError naming the field where it is not one (kind
+    sequential) or not of this plan: its scenario, method, ℓmax, ω and epochs must be the plan's (the run id of its
+    runs is checked where the job is known)."""
+    c = Certificate.from_json(cert, source)
+    if c.kind is not Kind.SEQUENTIAL:
+        raise ValueError(f"{source}: kind = {c.kind.value!r}: expected 'sequential' (a `depl certify` certificate)")
+    want = {"scenario": (c.evidence.get("scenario"), plan.scenario), "method": (c.evidence.get("method"), plan.method),
+            "loss_target": (c.loss_target, plan.loss_target), "omega": (c.omega, plan.omega),
+            "epochs": (c.evidence.get("epochs"), len(plan.epochs))}
+    for key, (got, value) in want.items():
         same = (isinstance(got, (int, float)) and math.isclose(float(got), float(value), rel_tol=1e-9, abs_tol=1e-12)
                 if isinstance(value, (int, float)) else got == value)
         if not same:
             raise ValueError(f"{source}: {key} = {got!r}, the plan's is {value!r}: a certificate of another plan "
                              "certifies nothing here")
-    for key in ("runs", "hits"):
-        if not isinstance(cert.get(key), int) or cert[key] < 0:
-            raise ValueError(f"{source}: {key} = {cert.get(key)!r}: expected a count of runs")
-    if cert["hits"] > cert["runs"]:
-        raise ValueError(f"{source}: hits = {cert['hits']} > runs = {cert['runs']}")
-    check_alpha(cert.get("alpha"), f"{source}: alpha")
+    return c
 
 
 # the rules a run may name (`--rule`); docs/adaptive.md has why slack is the default
@@ -549,8 +540,8 @@ class Policy:
         plan_phi = self.scenario.phi(self.scenario.samples(self.plan.datasets))
         as_certified = (d.action == "continue" and list(d.rest) == list(self.plan.epochs)
                         and math.isclose(plan_phi, self.phi, rel_tol=1e-6))
-        c = self.plan.info.get("certificate") if isinstance(self.plan.info, dict) else None
-        stricter = isinstance(c, dict) and c.get("omega_certified") is not None
+        c = Certificate.of_plan(self.plan.info)
+        stricter = c is not None and c.promise is not None
         if self.certificate is None and not stricter:
             return Slack(0.0, "none", omega=w, why="the plan was certified at its ω only (plan with `depl plan "
                          "--slack D` to certify ω + D, or give `--certificate FILE` of its fresh runs)")
@@ -562,12 +553,11 @@ class Policy:
             lower = anytime_lower(int(k["hits"]), int(k["runs"]), float(k["alpha"]))
             return Slack(max(0.0, lower - w), "certificate", lower, float(k["alpha"]), int(k["runs"]),
                          int(k["hits"]), w, self.certificate_source)
-        high = float(c["omega_certified"])
-        if not (c.get("certified") and math.isclose(high, self.plan.omega, rel_tol=1e-12)
-                and c.get("alpha") and c.get("runs") is not None):
+        high = c.omega
+        if not (c.certified and math.isclose(high, self.plan.omega, rel_tol=1e-12)):
             return Slack(0.0, "none", omega=w, why=f"the plan's certificate does not certify ω′ = {high:g} "
-                         f"(certified: {c.get('certified')}, the plan's quantile {self.plan.omega:g})")
-        return Slack(max(0.0, high - w), "plan", high, float(c["alpha"]), int(c["runs"]), int(c["met"]), w)
+                         f"(certified: {c.certified}, the plan's quantile {self.plan.omega:g})")
+        return Slack(max(0.0, high - w), "plan", high, c.alpha, c.runs, c.hits, w)
 
     def _initial(self) -> Decision:
         rest = tuple(self.plan.epochs)

@@ -14,7 +14,8 @@ from rich.markup import escape
 
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
-from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
+from ..certificate import Certificate
+from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
                      KeepModels, plan_certified, search_only)
 from .training import trains_seeds
@@ -77,11 +78,11 @@ def _summary(plan, out: Optional[Path] = None) -> None:
     _certify_price(plan)
     if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
-    cert = plan.info.get("certificate") or {}
-    if cert.get("promise") is not None:
-        console.print(f"  slack           certified at ω′ = {cert['omega_certified']:g}, promises ω = "
-                      f"{cert['promise']:g}: `depl run --adaptive` may spend δ = "
-                      f"{cert['omega_certified'] - cert['promise']:.4g}", markup=False)
+    cert = Certificate.of_plan(plan.info)
+    if cert is not None and cert.promise is not None:
+        console.print(f"  slack           certified at ω′ = {cert.omega:g}, promises ω = "
+                      f"{cert.promise:g}: `depl run --adaptive` may spend δ = "
+                      f"{cert.omega - cert.promise:.4g}", markup=False)
     _real_runs(plan, out)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
@@ -101,7 +102,8 @@ def _real_runs(plan, out: Optional[Path]) -> None:
 
         alpha = plan.alpha
         shown = (shlex.quote(str(out)) if out else "PLAN.json") + ("" if alpha == DEFAULT_ALPHA else f" --alpha {alpha:g}")
-        by_runs = (plan.info.get("certificate") or {}).get("certified")
+        cert = Certificate.of_plan(plan.info)
+        by_runs = cert is not None and cert.certified
         state = "certified by its calibration runs above; fresh seeds confirm it" if by_runs else "not certified yet"
         console.print(f"  real runs       {state}: `depl certify {shown}` runs fresh seeds until it can say "
                       f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence {1 - alpha:g} (at least "
@@ -244,8 +246,8 @@ def simulate(
         print_json(r.to_json())
     else:
         _simulation_text(r)
-    if not r.not_refuted:
-        raise typer.Exit(EXIT_REFUTED)
+    if r.verdict.exit_code("promise"):
+        raise typer.Exit(r.verdict.exit_code("promise"))
 
 
 def _simulation_text(r) -> None:
