@@ -20,6 +20,12 @@ from depl.jsonout import dumps
 SEARCH, SEQUENTIAL = "depl.search/1", "depl.certificate/1"
 
 
+def uniform_unless_named(evidence: dict) -> dict:
+    """The e-process's prior: a certificate written before it was named used depl 0.1.0's, the uniform one."""
+    evidence.setdefault("prior", "uniform")
+    return evidence
+
+
 def calibration(c: dict, plan: dict | None) -> dict:
     """`depl plan --alpha`'s certificate: certified or not by the calibration runs of the plan's schedule."""
     cal = c.get("calibration") or {}
@@ -35,7 +41,8 @@ def calibration(c: dict, plan: dict | None) -> dict:
 
 
 def search(c: dict) -> dict:
-    """`depl plan --certify`'s certificate (depl.search/1)."""
+    """`depl plan --certify`'s certificate (depl.search/1); one written before the e-process was named used the
+    uniform prior (depl 0.1.0's)."""
     b = c.get("returned")
     row = c["candidates"][b] if b is not None else None
     core = ("format", "certified", "outcome", "alpha", "omega", "loss_target", "runs", "met", "seeds")
@@ -43,16 +50,17 @@ def search(c: dict) -> dict:
             "loss_target": c["loss_target"], "alpha": c["alpha"], "alpha_share": row["alpha"] if row else None,
             "runs": c["runs"], "hits": c["met"], "seeds": [list(c["seeds"])] if c.get("seeds") else [],
             "lower_bound": row["lower_bound"] if row else None,
-            "evidence": {k: v for k, v in c.items() if k not in core}}
+            "evidence": uniform_unless_named({k: v for k, v in c.items() if k not in core})}
 
 
 def sequential(c: dict) -> dict:
-    """`depl certify`'s file (depl.certificate/1)."""
+    """`depl certify`'s file (depl.certificate/1); the prior as in `search`."""
     core = ("format", "verdict", "omega", "loss_target", "alpha", "runs", "hits", "seeds", "lower_bound")
     return {"format": "depl.certificate/2", "kind": Kind.SEQUENTIAL.value, "verdict": c["verdict"],
             "omega": c["omega"], "loss_target": c["loss_target"], "alpha": c["alpha"], "alpha_share": c["alpha"],
             "runs": c["runs"], "hits": c["hits"], "seeds": [list(r) for r in seed_ranges((s, s) for s in c["seeds"])],
-            "lower_bound": c["lower_bound"], "evidence": {k: v for k, v in c.items() if k not in core}}
+            "lower_bound": c["lower_bound"],
+            "evidence": uniform_unless_named({k: v for k, v in c.items() if k not in core})}
 
 
 def migrated(c: dict, plan: dict | None) -> dict:

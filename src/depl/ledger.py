@@ -486,13 +486,13 @@ def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
     import math
     from pathlib import Path
 
-    from .certificate import DEFAULT_PRIOR, Sequential
+    from .certificate import Sequential
     from .store import Store
 
     try:
         ev = c.evidence
         row = c.candidates[c.returned]
-        store, first, runs, met = Path(c.store), int(ev["first_seed"]), c.runs, c.hits
+        store, first, runs, met, prior = Path(c.store), int(ev["first_seed"]), c.runs, c.hits, str(ev["prior"])
         rid, K, a = row["trains_with"], int(row["epochs"]), float(row["alpha"])
         # the runs its seeds were read from, the longest first (one, its group's, before groups stopped short)
         rids = [str(x) for x in (row.get("read_from") or [rid])]
@@ -513,7 +513,7 @@ def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
             return (f"{where}: info.certificate: {why}, not what its search store {store} bound before its first "
                     "run; a plan's certificate is recomputed, never taken as written: run the search again "
                     "(`depl plan --certify`)")
-    test = Sequential(c.omega, a, ev.get("prior") or DEFAULT_PRIOR)
+    test = Sequential(c.omega, a, prior)
     for seed in range(first, first + runs):
         if test.decided:
             break

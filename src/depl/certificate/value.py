@@ -157,6 +157,11 @@ class Certificate:
     def exit_code(self, question: Question = "certify") -> int:
         return self.verdict.exit_code(question)
 
+    @property
+    def seed_list(self) -> list[int]:
+        """Every seed of `seeds`, in order."""
+        return [s for a, b in self.seeds for s in range(a, b + 1)]
+
     # the evidence a command reads, by name
     @property
     def calibration(self) -> dict | None:
