@@ -160,7 +160,7 @@ def run_searches(a, clock: Clock) -> list[dict]:
              "candidates": [{k: row[k] for k in ("index", "schedule", "cost", "epochs", "proposed_at")}
                             for row in candidate_rows(prep)],
              "verdicts": [{k: row[k] for k in ("index", "verdict", "runs", "met", "lower_bound")}
-                          for row in c["candidates"]]}
+                          for row in c.candidates]}
         done.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
         out.append(r)
         clock.tick(a.search_work)
@@ -325,7 +325,8 @@ def calibration_route(a, clock: Clock) -> dict:
         p = json.loads(plan_out.read_text(encoding="utf-8"))
         r["plan"] = str(plan_out)
         r["cost"] = p["cost"]
-        r["certificate"] = (p.get("info") or {}).get("certificate")
+        made = Certificate.of_plan(p.get("info"), str(plan_out))
+        r["certificate"] = made.to_json() if made is not None else None
     else:
         r["plan"] = None
         r["cost"] = None
@@ -354,12 +355,13 @@ def uncalibrated_route(a, clock: Clock) -> dict:
                               "--allow-code", str(a.code), "--json", *training_flags(a)], log)
     if code not in (0, 3, 4):
         raise SystemExit(f"depl certify exited {code} (see {log}): {err.strip()[-400:]}")
-    c = json.loads(out)
+    c = Certificate.from_json({k: v for k, v in json.loads(out).items() if k not in ("report", "exit_code")},
+                              "depl certify --json")
     p = json.loads(plan.read_text(encoding="utf-8"))
     r = {"key": key, "plan": str(plan), "cost": p["cost"], "epochs": len(p["epochs"]), "exit_code": code,
-         "verdict": c["verdict"], "runs_counted": c["runs"], "met": c["hits"],
-         "runs_trained": c["runs"] + len(c.get("trained_not_counted") or []), "seed_epochs": c["seed_epochs"],
-         "lower_bound": c.get("lower_bound"), "seconds": time.perf_counter() - t0}
+         "verdict": c.verdict.value, "runs_counted": c.runs, "met": c.hits,
+         "runs_trained": c.runs + len(c.evidence["trained_not_counted"]), "seed_epochs": c.evidence["seed_epochs"],
+         "lower_bound": c.lower_bound, "seconds": time.perf_counter() - t0}
     done.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
     clock.tick(a.certify_work)
     say(clock.line(f"route --uncalibrated + depl certify: {r['verdict']} (exit {code}) after {r['runs_counted']} runs"))

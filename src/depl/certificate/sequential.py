@@ -228,7 +228,7 @@ class Verdict:
         return anytime_upper(self.hits, self.runs, self.alpha)
 
     def to_json(self) -> dict:
-        return {"verdict": self.verdict.value, "runs": self.runs, "hits": self.hits, "omega": self.omega,
+        return {"verdict": Outcome(self.verdict).value, "runs": self.runs, "hits": self.hits, "omega": self.omega,
                 "alpha": self.alpha, "prior": self.prior, "lower_bound": self.lower, "upper_bound": self.upper,
                 "e_value_certify": math.exp(min(self.log_e_above, 700.0)),
                 "e_value_refute": math.exp(min(self.log_e_below, 700.0)),

@@ -28,8 +28,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..certificate import (DEFAULT_ALPHA, VERDICTS, Outcome, alpha_or_default, clopper_pearson_lower, clopper_pearson_upper,
-                           bound_words, fixed_n_verdict)
+from ..certificate import (DEFAULT_ALPHA, VERDICTS, Outcome, alpha_or_default, bound_words, clopper_pearson_lower,
+                           clopper_pearson_upper, fixed_n_verdict)
 from ..laws import law_names
 from ..ledger import check_certificate, recomputed_certificate
 from ..loss.base import segments
