@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
-from ..certificate import Certificate
+from ..certificate import Certificate, Outcome
 from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
                      KeepModels, plan_certified, search_only)
@@ -266,10 +266,11 @@ def _simulation_text(r) -> None:
     console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
     console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
     # "certified" is kept for real runs: the law's own Monte Carlo says the law's plan holds by the law
-    bound = {"certified": f"{pct} lower bound {lo:.4f} ≥ ω = {p.omega:g}",
-             "refuted": f"{pct} upper bound {hi:.4f} < ω = {p.omega:g}",
-             "undecided": f"{pct} bounds [{lo:.4f}, {hi:.4f}] hold ω = {p.omega:g}"}[r.verdict]
-    word = {"certified": "[green]holds[/]", "undecided": "undecided", "refuted": "[red]refuted[/]"}[r.verdict]
+    bound = {Outcome.CERTIFIED: f"{pct} lower bound {lo:.4f} ≥ ω = {p.omega:g}",
+             Outcome.REFUTED: f"{pct} upper bound {hi:.4f} < ω = {p.omega:g}",
+             Outcome.UNDECIDED: f"{pct} bounds [{lo:.4f}, {hi:.4f}] hold ω = {p.omega:g}"}[r.verdict]
+    word = {Outcome.CERTIFIED: "[green]holds[/]", Outcome.UNDECIDED: "undecided",
+            Outcome.REFUTED: "[red]refuted[/]"}[r.verdict]
     console.print(f"  by the law's Monte Carlo: {word} ({bound}; a certificate takes real runs)")
     note = sim.band.infinite_note()
     console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)

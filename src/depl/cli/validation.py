@@ -80,7 +80,7 @@ def validate(
 def _verdict_words(c) -> str:
     """The verdict (certified, refuted, undecided: one word in every command) and the bound behind it, at the
     plan's α (`depl.validate.Coverage.bound_words`)."""
-    word = {"certified": "[green]certified[/]", "refuted": "[red]refuted[/]"}.get(c.verdict, c.verdict)
+    word = {Outcome.CERTIFIED: "[green]certified[/]", Outcome.REFUTED: "[red]refuted[/]"}.get(c.verdict, c.verdict)
     tail = "; the runs cannot tell the coverage from ω; not refuted" if c.verdict is Outcome.UNDECIDED else ""
     return f"{word} ({escape(c.bound_words)}{tail})"
 

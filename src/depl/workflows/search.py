@@ -308,7 +308,7 @@ def search_certificate(r: "Searched") -> Certificate:
                      "first_counted": r.first_counted.get(a.index), "dropped_after": a.dropped_after,
                      "priced_out": a.priced_out, "law_p": a.guess, "proposal": a.proposal})
     more = None
-    if b is None and s.outcome != "refuted":
+    if b is None and s.outcome is not Outcome.REFUTED:
         i = s.likeliest()
         if i is not None:
             from ..certificate import more_runs_if_all_meet
