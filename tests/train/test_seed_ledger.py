@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from depl.certificate import Certificate
+from depl.certificate import Certificate, Kind, Outcome
 from depl.ledger import lineage, round_up
 from depl.scenario import load_scenario
 
@@ -119,8 +119,8 @@ def forge(path: Path, **info) -> None:
 
 
 @pytest.mark.parametrize("info", [{"certified_by": FORGED},
-                                  {"certificate": {"alpha": 0.05, "certified": True, "runs": 10000, "met": 10000,
-                                                   "experiments": 1}}])
+                                  {"certificate": Certificate(Kind.CALIBRATION, Outcome.CERTIFIED, 0.9, 0.3, 0.05, 0.05,
+                                                              10000, 10000, evidence={"experiments": 1}).to_json()}])
 def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tmp_path, info):
     forged = tmp_path / "forged.json"
     shutil.copy(plan, forged)
