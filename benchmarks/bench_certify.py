@@ -177,16 +177,16 @@ def tradeoff(alpha: float, reps: int = 4000, caps: tuple[float, ...] = (0.5, 0.9
 def replay(root: Path = ROOT / "docs" / "certificate-store",
            priors: tuple[str, ...] = ("uniform", DEFAULT_PRIOR)) -> str:
     """Each committed certificate's counted runs fed, in seed order, to the test under each prior."""
-    from depl.certificate import Sequential
+    from depl.certificate import Certificate, Sequential
 
     lines = ["| certificate | ω, α | runs (met ℓmax), as committed | " + " | ".join(priors) + " |",
              "|---|---|---|" + "---|" * len(priors)]
     for f in sorted(root.rglob("*-certificate.json")):
-        c = json.loads(f.read_text(encoding="utf-8"))
-        met = [x <= c["loss_target"] for x in c["finals"]]
+        c = Certificate.from_json(json.loads(f.read_text(encoding="utf-8")), str(f))
+        met = [x <= c.loss_target for x in c.evidence["finals"]]
         cells = []
         for name in priors:
-            t = Sequential(c["omega"], c["alpha"], name)
+            t = Sequential(c.omega, c.alpha, name)
             for m in met:
                 if t.decided:
                     break
@@ -199,7 +199,7 @@ def replay(root: Path = ROOT / "docs" / "certificate-store",
                 t.add(True)
                 more += 1
             cells.append(f"undecided after {len(met)}; certified after {more} more if all meet ℓmax")
-        lines.append(f"| {f.relative_to(ROOT)} | {c['omega']:g}, {c['alpha']:g} | {c['runs']} ({c['hits']}) | "
+        lines.append(f"| {f.relative_to(ROOT)} | {c.omega:g}, {c.alpha:g} | {c.runs} ({c.hits}) | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -51,12 +51,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from depl.certificate import Certificate  # noqa: E402
 from depl.certificate.bounds import (clopper_pearson_interval, clopper_pearson_lower,  # noqa: E402
                                      clopper_pearson_upper)
 
 TASK = ROOT / "docs" / "certificate-store" / "search" / "my-digits"
 STRIDE = 10_000          # search i starts at F + STRIDE·i
-CODES = {"certified": 0, "refuted": 4, "undecided": 3}   # `depl plan --certify`'s exit codes (depl.cli.search)
 
 
 def say(text: str) -> None:
@@ -151,15 +151,16 @@ def run_searches(a, clock: Clock) -> list[dict]:
         res = run_search(prep, out=folder / "plan.json", store=folder / "runs.sqlite", first_seed=key["first_seed"],
                          max_runs=a.max_runs, batch=a.batch, training=training, on_batch=looked)
         c = res.certificate
-        r = {"key": key, "search": i, "exit_code": CODES[res.outcome], "outcome": res.outcome,
-             "returned": c["returned"], "cost": None if c["returned"] is None else
-             c["candidates"][c["returned"]]["cost"], "runs_trained": c["runs_trained"],
-             "seed_epochs": c["seed_epochs"], "runs_counted": c["runs"], "seeds": c["seeds"],
+        r = {"key": key, "search": i, "exit_code": c.exit_code(), "outcome": c.verdict.value,
+             "returned": c.returned, "cost": None if c.returned is None else
+             c.candidates[c.returned]["cost"], "runs_trained": c.evidence["runs_trained"],
+             "seed_epochs": c.evidence["seed_epochs"], "runs_counted": c.runs,
+             "seeds": list(c.seeds[0]) if c.seeds else [],
              "seconds": time.perf_counter() - t0,
              "candidates": [{k: row[k] for k in ("index", "schedule", "cost", "epochs", "proposed_at")}
                             for row in candidate_rows(prep)],
              "verdicts": [{k: row[k] for k in ("index", "verdict", "runs", "met", "lower_bound")}
-                          for row in c["candidates"]]}
+                          for row in c.candidates]}
         done.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
         out.append(r)
         clock.tick(a.search_work)
@@ -290,8 +291,8 @@ def calibration_route(a, clock: Clock) -> dict:
         if code != 0:
             raise SystemExit(f"depl calibrate exited {code} (see {log}): {err.strip()[-400:]}")
         code, out, err = run_cli(["plan", str(folder / "calibrated.toml"), "--out", str(plan_out), "--json"], log)
-        if code == 0 and not ((json.loads(plan_out.read_text(encoding="utf-8")).get("info") or {}).get("certificate")
-                              or {}).get("certified"):
+        made = Certificate.of_plan(json.loads(plan_out.read_text(encoding="utf-8")).get("info"), str(plan_out))
+        if code == 0 and not (made is not None and made.certified):
             # too few calibration runs to use at all: the table is kept unused and `depl plan` plans with the law
             # as fitted, "not certified yet" — not a certified plan; the route needs more runs
             code, err = 3, ("the calibration runs are too few to use (the plan is not certified yet); it takes at "
@@ -324,7 +325,8 @@ def calibration_route(a, clock: Clock) -> dict:
         p = json.loads(plan_out.read_text(encoding="utf-8"))
         r["plan"] = str(plan_out)
         r["cost"] = p["cost"]
-        r["certificate"] = (p.get("info") or {}).get("certificate")
+        made = Certificate.of_plan(p.get("info"), str(plan_out))
+        r["certificate"] = made.to_json() if made is not None else None
     else:
         r["plan"] = None
         r["cost"] = None
@@ -353,12 +355,13 @@ def uncalibrated_route(a, clock: Clock) -> dict:
                               "--allow-code", str(a.code), "--json", *training_flags(a)], log)
     if code not in (0, 3, 4):
         raise SystemExit(f"depl certify exited {code} (see {log}): {err.strip()[-400:]}")
-    c = json.loads(out)
+    c = Certificate.from_json({k: v for k, v in json.loads(out).items() if k not in ("report", "exit_code")},
+                              "depl certify --json")
     p = json.loads(plan.read_text(encoding="utf-8"))
     r = {"key": key, "plan": str(plan), "cost": p["cost"], "epochs": len(p["epochs"]), "exit_code": code,
-         "verdict": c["verdict"], "runs_counted": c["runs"], "met": c["hits"],
-         "runs_trained": c["runs"] + len(c.get("trained_not_counted") or []), "seed_epochs": c["seed_epochs"],
-         "lower_bound": c.get("lower_bound"), "seconds": time.perf_counter() - t0}
+         "verdict": c.verdict.value, "runs_counted": c.runs, "met": c.hits,
+         "runs_trained": c.runs + len(c.evidence["trained_not_counted"]), "seed_epochs": c.evidence["seed_epochs"],
+         "lower_bound": c.lower_bound, "seconds": time.perf_counter() - t0}
     done.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
     clock.tick(a.certify_work)
     say(clock.line(f"route --uncalibrated + depl certify: {r['verdict']} (exit {code}) after {r['runs_counted']} runs"))

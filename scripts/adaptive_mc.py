@@ -23,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from depl.adaptive import ConditionalRule, NaiveRule, Policy, SlackRule, monte_carlo, simulated_gap
-from depl.certificate import anytime_lower, clopper_pearson_lower
+from depl.certificate import Certificate, Kind, anytime_lower, clopper_pearson_lower, fixed_n_verdict
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 
@@ -47,9 +47,10 @@ def certificate(plan, s, runs: int, seed: int = 11) -> dict:
     Monte Carlo's)."""
     pol = Policy(plan, s)
     final = pol.loss.simulate(plan.schedule, pol.phi, runs, np.random.default_rng([seed, 7]))[:, -1]
-    return {"format": "depl.certificate/1", "scenario": plan.scenario, "method": plan.method,
-            "loss_target": plan.loss_target, "omega": plan.omega, "epochs": len(plan.epochs), "runs": runs,
-            "hits": int(np.sum(final <= plan.loss_target)), "alpha": 0.05}
+    hits, alpha = int(np.sum(final <= plan.loss_target)), 0.05
+    return Certificate(Kind.SEQUENTIAL, fixed_n_verdict(hits, runs, plan.omega, alpha), plan.omega, plan.loss_target,
+                       alpha, alpha, runs, hits, evidence={"scenario": plan.scenario, "method": plan.method,
+                                                           "epochs": len(plan.epochs)}).to_json()
 
 
 def line(law, label, pol, mc, gap, runs):

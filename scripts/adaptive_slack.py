@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from depl.certificate import clopper_pearson_lower
+from depl.certificate import Certificate, clopper_pearson_lower
 from depl.gap import measure
 from depl.plan import Plan
 from depl.store import Store
@@ -61,12 +61,12 @@ def row(cell: str, gap_from: Path | None) -> str:
         return "| " + " | ".join([cell.replace("-w", " ω "), f"no schedule certified at ω (α = {ALPHA:g})", "–", "0"]
                                  + ["–"] * n) + " |"
     job = ad.adaptive_job(plan)
-    c = plan.info.get("certificate") or {}
-    after = (max(0.0, clopper_pearson_lower(c["met"], c["runs"], c["alpha"] / c["experiments"]) - plan.omega)
-             if c.get("runs") else math.nan)
+    c = Certificate.of_plan(plan.info)
+    after = (max(0.0, clopper_pearson_lower(c.hits, c.runs, c.alpha / c.evidence["experiments"]) - plan.omega)
+             if c is not None and c.runs else math.nan)
     pol = ad.policy_for(plan, job)
     pol.initial()
-    cells = [cell.replace("-w", " ω "), f"{c.get('met')}/{c.get('runs')}", f"{after:.4f}", f"{pol.slack:.4f}"]
+    cells = [cell.replace("-w", " ω "), f"{c.hits}/{c.runs}" if c is not None else "None/None", f"{after:.4f}", f"{pol.slack:.4f}"]
     gap = sd = None
     if gap_from is not None:
         store = gap_from / f"{cell}-calibrated"

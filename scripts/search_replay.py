@@ -15,34 +15,35 @@ import sys
 import tempfile
 from pathlib import Path
 
+from depl.certificate import Certificate
 from depl.certificate.search import Search
 from depl.store import Store
 from depl.train.search import recorded_candidates, run_search
 
 
 def replay(folder: Path, batch: int) -> dict:
-    cert = json.loads((folder / "plan.json").read_text())["info"]["certificate"]
-    rows = cert["candidates"]
+    cert = Certificate.of_plan(json.loads((folder / "plan.json").read_text())["info"], str(folder / "plan.json"))
+    rows, ev = cert.candidates, cert.evidence
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "runs.sqlite"
         shutil.copy(folder / "runs.sqlite", store)
         with Store(store) as st:
             cands = recorded_candidates(st, cert)
             held = st.count_epochs()
-        s = Search([c["cost"] for c in rows], cert["omega"], cert["alpha"], shares=[c["weight"] for c in rows],
-                   max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert.get("prior") or "uniform",
-                   allocation=cert.get("allocation", "all"))
+        s = Search([c["cost"] for c in rows], cert.omega, cert.alpha, shares=[c["weight"] for c in rows],
+                   max_runs=ev["max_runs"], drop_below=ev["drop_below"], prior=ev["prior"],
+                   allocation=ev.get("allocation", "all"))
         alive = [s.alive()]                                   # each batch's candidates in the race
-        r = run_search(cands, s, store=store, first_seed=cert["first_seed"], batch=batch,
+        r = run_search(cands, s, store=store, first_seed=ev["first_seed"], batch=batch,
                        on_batch=lambda search, seeds, seconds: alive.append(search.alive()))
         with Store(store) as st:
             trained_now = st.count_epochs() - held
     short = sum(batch * max(cands[i].epochs for i in a if cands[i].group == g)
                 for a in alive[:-1] for g in {cands[i].group for i in a})
     same = [[a.status, a.test.runs, a.test.hits] for a in s.arms] == [[c["verdict"], c["runs"], c["met"]] for c in rows]
-    return {"search": str(folder), "same_decisions": same and s.best() == cert["returned"],
+    return {"search": str(folder), "same_decisions": same and s.best() == cert.returned,
             "epochs_trained_by_the_replay": trained_now, "seeds": r.seeds, "runs": r.runs_trained,
-            "seed_epochs_held": r.seed_epochs, "seed_epochs_recorded": cert["seed_epochs"],
+            "seed_epochs_held": r.seed_epochs, "seed_epochs_recorded": ev["seed_epochs"],
             "seed_epochs_stopping_short": short}
 
 

@@ -13,7 +13,7 @@ from scipy import stats
 import pytest
 
 from depl.adaptive import ConditionalRule, NaiveRule, Policy, SlackRule, monte_carlo, simulated_gap
-from depl.certificate import anytime_lower, clopper_pearson_lower
+from depl.certificate import Certificate, Kind, Outcome, anytime_lower, clopper_pearson_lower
 from depl.loss import loss_model_for
 from depl.planners import Options, make_plan
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
@@ -192,15 +192,19 @@ def certified(plan, runs: int, met: int, alpha: float = 0.05, experiments: int =
     writes it)."""
     from dataclasses import replace
 
-    return replace(plan, info={**plan.info, "certificate": {"alpha": alpha, "certified": True, "runs": runs,
-                                                            "met": met, "experiments": experiments}})
+    cert = Certificate(Kind.CALIBRATION, Outcome.CERTIFIED, plan.omega, plan.loss_target, alpha, alpha, runs, met,
+                       evidence={"experiments": experiments})
+    return replace(plan, info={**plan.info, "certificate": cert.to_json()})
 
 
 def certificate_file(plan, runs: int, hits: int, alpha: float = 0.05, **changed) -> dict:
-    """A `depl certify` certificate of `plan` as its file reads: `hits` of `runs` fresh runs met ℓmax."""
-    return {"format": "depl.certificate/1", "plan_file": "plan.json", "method": plan.method, "scenario": plan.scenario,
-            "loss_target": plan.loss_target, "epochs": len(plan.epochs), "verdict": "certified", "runs": runs,
-            "hits": hits, "omega": plan.omega, "alpha": alpha, **changed}
+    """A `depl certify` certificate of `plan` as its file reads: `hits` of `runs` fresh runs met ℓmax (`changed`:
+    its fields, or its evidence's: scenario, method, epochs)."""
+    evidence = {"plan_file": "plan.json", "method": plan.method, "scenario": plan.scenario, "epochs": len(plan.epochs)}
+    moved = {k: changed.pop(k) for k in list(changed) if k in evidence}
+    c = Certificate(Kind.SEQUENTIAL, Outcome.CERTIFIED, plan.omega, plan.loss_target, alpha, alpha, runs, hits,
+                    ((1, runs),), None, {**evidence, **moved})
+    return {**c.to_json(), **changed}
 
 
 @pytest.fixture(scope="module")
@@ -242,11 +246,11 @@ def test_slack_d_certifies_the_plan_at_omega_plus_d_and_spends_d(slack_plan_02):
     closed loop's ω is the promise and δ = ω′ − ω = 0.02, with confidence 1 − α over the calibration runs."""
     planned = slack_plan_02
     plan, s = planned.plan, planned.scenario
-    c = plan.info["certificate"]
+    c = Certificate.of_plan(plan.info)
     assert plan.omega == pytest.approx(0.92) and s.target.quantile == pytest.approx(0.92)
-    assert c["omega_certified"] == pytest.approx(0.92) and c["promise"] == pytest.approx(0.9) and c["certified"]
+    assert c.omega == pytest.approx(0.92) and c.promise == pytest.approx(0.9) and c.certified
     ok, runs, met = loss_model_for(s).certificate(plan.schedule, s.phi(s.samples(plan.datasets)))
-    assert ok and (runs, met) == (c["runs"], c["met"])
+    assert ok and (runs, met) == (c.runs, c.hits)
     at_omega = make_plan(scenario("level", calibrated=True, quantile=0.9), "depl")
     assert plan.cost >= at_omega.cost      # the stricter level costs at least as much
     pol = Policy(plan, rule=STOPS)
@@ -298,7 +302,9 @@ def test_a_certificate_of_another_plan_is_refused():
                            ({"scenario": "digits-small"}, "scenario"), ({"loss_target": 1.4}, "loss_target"),
                            ({"format": "depl.plan/1"}, "format"), ({"hits": 61}, "hits"), ({"alpha": 0.7}, "alpha")):
         with pytest.raises(ValueError, match=field):
-            Policy(plan, s, certificate={**certificate_file(plan, 60, 59), **changed})
+            moved = {k: v for k, v in changed.items() if k in ("epochs", "scenario")}   # its evidence
+            cert = {**certificate_file(plan, 60, 59, **moved), **{k: v for k, v in changed.items() if k not in moved}}
+            Policy(plan, s, certificate=cert)
 
 
 def test_no_slack_where_the_lower_bound_is_below_omega_and_then_no_stop_but_a_sure_one():
@@ -473,8 +479,8 @@ def test_depl_plan_slack_on_the_command_line(depl_cli, tmp_path):
     r = depl_cli("plan", "mnist1d-small", "--slack", "0.02", "--out", str(tmp_path / "p.json"))
     assert r.returncode == 0, r.stderr
     assert "certified at ω′ = 0.92, promises ω = 0.9" in r.stdout and "may spend δ = 0.02" in r.stdout
-    c = json.loads((tmp_path / "p.json").read_text())["info"]["certificate"]
-    assert (c["omega_certified"], c["promise"], c["certified"]) == (pytest.approx(0.92), 0.9, True)
+    c = Certificate.of_plan(json.loads((tmp_path / "p.json").read_text())["info"])
+    assert (c.omega, c.promise, c.certified) == (pytest.approx(0.92), 0.9, True)
     r = depl_cli("plan", "mnist1d-small", "--slack", "0.2")
     assert r.returncode == 2 and "ω′ = ω + D" in r.stderr and "Traceback" not in r.stderr
     r = depl_cli("plan", "mnist1d-small", "--slack", "0.06")

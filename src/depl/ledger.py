@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from .certificate import Certificate, CertificateError, Kind, Outcome
+
 if TYPE_CHECKING:
     from .plan import Plan
     from .scenario import Scenario
@@ -226,13 +228,12 @@ def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
 
 def plan_lineage(plan: "Plan", s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
     """`lineage` of the plan's scenario, and the seeds of the certified search that returned the plan (its
-    `info.certificate`, `depl.search/1`): a search's runs judged the plan, so they never judge it again."""
+    `info.certificate` of kind search): a search's runs judged the plan, so they never judge it again."""
     ledger = lineage(s, whose)
-    cert = (plan.info or {}).get("certificate") or {}
-    if cert.get("format") == "depl.search/1" and len(cert.get("seeds") or []) == 2:
-        a, b = (int(x) for x in cert["seeds"])
+    cert = Certificate.of_plan(plan.info)
+    if cert is not None and cert.kind is Kind.SEARCH and cert.seeds:
         ledger = ledger + Ledger([Use("search", f"the certified search that returned the plan (info.certificate, "
-                                      f"store {cert.get('store')})", ((a, b),))])
+                                      f"store {cert.store})", cert.seeds)])
     return ledger
 
 
@@ -427,23 +428,26 @@ def recomputed_certificate(plan: "Plan", scenario: "Scenario | None" = None) -> 
 
     s = scenario if scenario is not None else plan.scenario_object()
     q = dataclasses.replace(plan, info={k: v for k, v in plan.info.items() if k not in CERTIFICATE_KEYS})
-    promise = (plan.info.get("certificate") or {}).get("promise") if isinstance(plan.info, dict) else None
-    certify_by_calibration(s, q, promise)
+    cert = Certificate.of_plan(plan.info)
+    certify_by_calibration(s, q, cert.promise if cert is not None else None)
     return {k: q.info[k] for k in CERTIFICATE_KEYS if k in q.info}
 
 
 def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = None) -> str | None:
     """Why the plan file's certificate text is not what its calibration runs give (None: it is, or the file has
     none: a plan written before plans said it, whose certificate is then the recomputed one)."""
-    cert = plan.info.get("certificate")
-    if isinstance(cert, dict) and cert.get("format") == "depl.search/1":
-        return search_problem(plan, where)
+    try:
+        cert = Certificate.of_plan(plan.info, where)
+    except CertificateError as e:
+        return str(e)
+    if cert is not None and cert.kind is Kind.SEARCH:
+        return search_problem(plan, where, cert)
     s = scenario if scenario is not None else plan.scenario_object()
     got = recomputed_certificate(plan, s)
     for k in CERTIFICATE_KEYS:
         have, want = plan.info.get(k), got.get(k)
-        if k == "certificate" and isinstance(have, dict):   # the α account kept beside it, not a claim of runs
-            have = {key: v for key, v in have.items() if key not in ACCOUNT_KEYS}
+        if k == "certificate" and cert is not None:   # the α account kept beside it, not a claim of runs
+            have = cert.without_evidence(*ACCOUNT_KEYS).to_json()
         if have is not None and json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
             def shown(v):
                 t = "nothing" if v is None else repr(v)
@@ -455,27 +459,27 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
     return None
 
 
-def search_problem(plan: "Plan", where: str) -> str | None:
+def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
     """Why a certified search's certificate in a plan file is not what its runs give: its store's runs of the plan
     returned, recounted (runs, met ℓmax) and its sequential test replayed at its share of α (None: it is; the
     store is not at hand: the certificate is then not printed as certified by a command that judges the plan)."""
     import math
     from pathlib import Path
 
-    from .certificate import DEFAULT_PRIOR, Sequential
+    from .certificate import Sequential
     from .store import Store
 
-    c = plan.info["certificate"]
     try:
-        row = c["candidates"][c["returned"]]
-        store, first, runs, met = Path(c["store"]), int(c["first_seed"]), int(c["runs"]), int(c["met"])
+        ev = c.evidence
+        row = c.candidates[c.returned]
+        store, first, runs, met, prior = Path(c.store), int(ev["first_seed"]), c.runs, c.hits, str(ev["prior"])
         rid, K, a = row["trains_with"], int(row["epochs"]), float(row["alpha"])
         # the runs its seeds were read from, the longest first (one, its group's, before groups stopped short)
         rids = [str(x) for x in (row.get("read_from") or [rid])]
         # its seeds are consecutive from the first it counted (the search's first, before the allocation was named)
         first = int(row["first_counted"]) if row.get("first_counted") is not None else first
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return f"{where}: info.certificate: not a certified search's record (depl.search/1): make the plan again"
+        return f"{where}: info.certificate: not a certified search's record (kind search): make the plan again"
     if not store.is_file():
         return None
     with Store(store, readonly=True) as st:
@@ -489,7 +493,7 @@ def search_problem(plan: "Plan", where: str) -> str | None:
             return (f"{where}: info.certificate: {why}, not what its search store {store} bound before its first "
                     "run; a plan's certificate is recomputed, never taken as written: run the search again "
                     "(`depl plan --certify`)")
-    test = Sequential(c.get("omega", plan.omega), a, c.get("prior", "uniform") or DEFAULT_PRIOR)
+    test = Sequential(c.omega, a, prior)
     for seed in range(first, first + runs):
         if test.decided:
             break
@@ -498,16 +502,17 @@ def search_problem(plan: "Plan", where: str) -> str | None:
         row_losses = losses.get(seed) or []
         x = math.inf if (seed in gone and gone[seed] <= K) or len(row_losses) < K else float(row_losses[K - 1])
         test.add(x <= plan.loss_target)
-    if (test.runs, test.hits, test.state.verdict) != (runs, met, "certified") or \
-            (c.get("certified"), c.get("outcome"), row.get("verdict")) != (True, "certified", "certified") or \
-            abs(float(row.get("lower_bound", -1.0)) - test.state.lower) > 1e-9:
+    bounds = (c.lower_bound, float(row.get("lower_bound", -1.0)))
+    if (test.runs, test.hits, test.state.verdict) != (runs, met, Outcome.CERTIFIED) or not c.certified or \
+            row.get("verdict") != Outcome.CERTIFIED.value or bounds[0] is None or \
+            any(abs(x - test.state.lower) > 1e-9 for x in bounds):
         return (f"{where}: info.certificate: its search store {store} gives {test.hits} of {test.runs} runs meeting "
                 f"ℓmax ({test.state.verdict}) for the plan returned, not what the file says; a plan's certificate is "
                 "recomputed, never taken as written: run the search again (`depl plan --certify`)")
     return None
 
 
-def _not_as_bound(plan: "Plan", c: dict, m: dict) -> str | None:
+def _not_as_bound(plan: "Plan", cert: Certificate, m: dict) -> str | None:
     """What of a search's certificate differs from its store's manifest (depl.train.search.manifest): α, ω, ℓmax,
     the e-process, the first seed, a candidate's schedule, cost or share of α, or the plan's own schedule and cost
     from the candidate returned; None where nothing does."""
@@ -517,13 +522,14 @@ def _not_as_bound(plan: "Plan", c: dict, m: dict) -> str | None:
         except (TypeError, ValueError):
             return False
 
+    c = {**cert.evidence, "alpha": cert.alpha, "omega": cert.omega, "loss_target": cert.loss_target}
     for key, words in (("alpha", "α"), ("omega", "ω"), ("loss_target", "ℓmax"), ("first_seed", "the first seed")):
         if not same(c.get(key), m.get(key)):
             return f"{words} {c.get(key)!r} where the search's was {m.get(key)!r}"
     if c.get("prior") != m.get("prior") or c.get("allocation", m.get("allocation")) != m.get("allocation"):
         return f"the e-process or allocation {c.get('prior')!r}/{c.get('allocation')!r}"
-    rows, bound = c.get("candidates") or [], m.get("candidates") or []
-    if len(rows) != len(bound) or not (c.get("seeds") or [None])[0] == m.get("first_seed"):
+    rows, bound = cert.candidates, m.get("candidates") or []
+    if len(rows) != len(bound) or not (cert.seeds[0][0] if cert.seeds else None) == m.get("first_seed"):
         return "another list of candidates or seeds"
     if sum(float(b["share"]) for b in bound) > 1.0 + 1e-9:
         return "shares of α summing to more than 1"
@@ -532,7 +538,7 @@ def _not_as_bound(plan: "Plan", c: dict, m: dict) -> str | None:
                 and same(r.get("cost"), b["cost"]) and r.get("epochs") == b["epochs"]
                 and r.get("schedule") == b["schedule"]):
             return f"candidate [{b['index']}] with another schedule, cost or share of α"
-    b = bound[c["returned"]]
+    b = bound[cert.returned]
     if not same(plan.cost, b["cost"]) or len(plan.epochs) != b["epochs"]:
         return f"a plan other than candidate [{b['index']}] it returned"
     return None

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .band import Band, quantiles
-from .certificate import bound_words, fixed_n_verdict, one_sided_bounds
+from .certificate import Outcome, bound_words, fixed_n_verdict, one_sided_bounds
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .omega import Omega
@@ -54,7 +54,7 @@ class Coverage:
         return self.hits / self.runs
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Outcome:
         """certified, refuted or undecided (`depl.certificate.fixed_n_verdict`: the one-sided bounds `ci` at α)."""
         return fixed_n_verdict(self.hits, self.runs, self.omega, self.alpha)
 
@@ -66,7 +66,7 @@ class Coverage:
 
     @property
     def not_refuted(self) -> bool:
-        return self.verdict != "refuted"
+        return self.verdict.not_refuted
 
 
 def coverage(final: np.ndarray, target: float, omega: Omega, alpha: float) -> Coverage:

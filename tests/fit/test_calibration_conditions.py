@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from depl.certificate import Certificate
 from depl.loss import loss_model_for
 from depl.scenario import Conditions, load_scenario, parse_scenario
 
@@ -140,13 +141,13 @@ def test_the_plans_certificate_names_the_alpha_spent_and_plan_warns_of_the_total
     env = {"DEPL_ALPHA_LEDGER": str(tmp_path / "ledger")}
     r = depl_cli("plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05, "--out", tmp_path / "a.json", env=env)
     assert r.returncode == 0 and "α spent" not in r.stderr, r.stderr
-    cert = json.loads((tmp_path / "a.json").read_text())["info"]["certificate"]
+    cert = Certificate.of_plan(json.loads((tmp_path / "a.json").read_text())["info"])
     s = load_scenario("mnist1d-small")
-    assert cert["certified"] is True and cert["alpha_spent"] == 0.05
-    assert cert["calibration"]["digest"] == s.calibration.digest()
-    assert [(x["experiment"], x["seeds"], x["runs"]) for x in cert["calibration"]["runs"]] == \
+    assert cert.certified and cert.alpha_share == 0.05 and cert.seeds == ((800000, 800063),)
+    assert cert.calibration["digest"] == s.calibration.digest()
+    assert [(x["experiment"], x["seeds"], x["runs"]) for x in cert.calibration["runs"]] == \
         [(e.label, [[800000, 800063]], 64) for e in s.calibration.experiments]
-    assert cert["calibration"]["certified_by"] == ["pruned-0.75"]
+    assert cert.calibration["certified_by"] == ["pruned-0.75"]
     again = depl_cli("plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05, env=env)   # the same certificate
     assert again.returncode == 0 and "α spent" not in again.stderr, again.stderr
     other = depl_cli("plan", "mnist1d-small", "--omega", 0.8, "--alpha", 0.05, env=env)

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from depl.certificate import Certificate, Kind
 from depl.certificate import conformal
 from depl.certificate import clopper_pearson_lower
 from depl.loss import loss_model_for
@@ -54,11 +55,11 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.05", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["info"]
-    cert = info["certificate"]
-    assert {k: cert[k] for k in ("alpha", "certified", "runs", "met", "experiments")} == \
-        {"alpha": 0.05, "certified": True, "runs": 64, "met": 63, "experiments": 3}
+    cert = Certificate.of_plan(info)
+    assert (cert.kind, cert.alpha, cert.certified, cert.runs, cert.hits, cert.evidence["experiments"]) == \
+        (Kind.CALIBRATION, 0.05, True, 64, 63, 3)
     # and what it spent, on which runs (tests/fit/test_calibration_conditions.py checks the account)
-    assert cert["alpha_spent"] == 0.05 and len(cert["calibration"]["runs"]) == 3
+    assert cert.alpha_share == 0.05 and len(cert.calibration["runs"]) == 3
     r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     # each chain's first test is named, with its count: what failed, not only how many runs would do

@@ -372,7 +372,8 @@ def test_a_certificate_of_another_plan_is_refused_before_any_training(depl_cli, 
     plan, path, cert = certified_loose
     c = json.loads(cert.read_text())
     other = plan_file(tmp_path, target=2.0, epochs=7, omega=0.5)
-    for changed, says in (({"omega": 0.6}, "omega = 0.6"), ({"run_id": "certify-000000000000"}, "run_id"),
+    for changed, says in (({"omega": 0.6}, "omega = 0.6"),
+                          ({"evidence": {**c["evidence"], "run_id": "certify-000000000000"}}, "run_id"),
                           ({"format": "depl.plan/1"}, "format")):
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**c, **changed}))

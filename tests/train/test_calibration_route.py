@@ -15,6 +15,8 @@ import re
 import pytest
 import tomllib
 
+from depl.certificate import Certificate
+
 from trainkit import write_own_loss_task
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
@@ -67,8 +69,8 @@ def test_runs_of_your_own_loss_calibrate_the_scenario_they_were_profiled_from(ca
     assert list(c["code"]) == ["friedman.py"] and c["code"]["friedman.py"].startswith("sha256:")
     assert e["seeds"] == list(range(100, 106))
     plan = json.loads((calibrated / "plan.json").read_text())
-    cert = plan["info"]["certificate"]
-    assert cert["certified"] is True and cert["runs"] == 6 and cert["met"] == 6
+    cert = Certificate.of_plan(plan["info"])
+    assert cert.certified and cert.runs == 6 and cert.hits == 6
     assert plan["scenario_spec"]["training"]["loss"] == "friedman:huber"
 
 
@@ -152,5 +154,5 @@ def test_the_certified_search_on_the_same_task_runs_to_a_loaded_and_exported_mod
                  ["export-model", "search-run", "--seed", 400, "--out", "search-model.pt2", "--allow-code", "."]):
         code, out, err = cli(*args)
         assert code == 0, f"depl {' '.join(map(str, args))}\n{out}\n{err}"
-    assert json.loads((calibrated / "search" / "plan.json").read_text())["info"]["certificate"]["certified"]
+    assert Certificate.of_plan(json.loads((calibrated / "search" / "plan.json").read_text())["info"]).certified
     _predicts_as_trained(calibrated, "search-run", 400, calibrated / "search-model.pt2")

@@ -8,10 +8,16 @@ import json
 import numpy as np
 import pytest
 
-from depl.certificate import boundaries
+from depl.certificate import Certificate, boundaries
 from depl.store import Store
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
+
+
+def counted(out: dict) -> list[int]:
+    """The seeds a certificate counted, read through the one Certificate type (its --json adds report, exit_code)."""
+    c = Certificate.from_json({k: v for k, v in out.items() if k not in ("report", "exit_code")})
+    return [s for a, b in c.seeds for s in range(a, b + 1)]
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +34,17 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
     assert r.returncode == 0, r.stderr
     cert = json.loads(r.stdout)
     assert cert["verdict"] == "certified" and cert["exit_code"] == 0 and cert["alpha"] == 0.05
-    assert cert["prior"] == "spiked" and "prior 'spiked'" in cert["rule"]  # the e-process that decided
-    assert cert["statement"].startswith(f"with probability ≥ 0.95 over the {cert['runs']} runs it was built from")
-    assert "a new run" in cert["covers"] and "its own" in cert["covers"] and cert["lower_bound"] >= 0.5
+    assert cert["evidence"]["prior"] == "spiked" and "prior 'spiked'" in cert["evidence"]["rule"]  # the e-process that decided
+    assert cert["evidence"]["statement"].startswith(f"with probability ≥ 0.95 over the {cert['runs']} runs it was built from")
+    assert "a new run" in cert["evidence"]["covers"] and "its own" in cert["evidence"]["covers"] and cert["lower_bound"] >= 0.5
     # the outcomes are the store's: ℓ(K) of each counted seed, in seed order from the first fresh seed
-    seeds = cert["seeds"]
-    assert seeds == list(range(310_000, 310_000 + cert["runs"]))  # above the plan's calibration seeds (depl.ledger)
+    seeds = counted(cert)
+    assert cert["seeds"] == [[310_000, 310_000 + cert["runs"] - 1]]  # above the plan's calibration seeds (depl.ledger)
     with Store(folder / "c" / "runs.sqlite") as st:
         (run,) = st.runs("certify")
         losses = st.losses(run["run_id"])
-    finals = np.array([losses[s][cert["epochs"] - 1] for s in seeds])
-    assert finals.tolist() == pytest.approx(cert["finals"])
+    finals = np.array([losses[s][cert["evidence"]["epochs"] - 1] for s in seeds])
+    assert finals.tolist() == pytest.approx(cert["evidence"]["finals"])
     met = np.cumsum(finals <= cert["loss_target"])
     assert met[-1] == cert["hits"]
     # it stopped at the first run after which the test certifies (checked against its boundaries, computed apart)
@@ -46,15 +52,15 @@ def test_certify_stops_at_the_first_decision_and_says_what_it_certified(depl_cli
     n = np.arange(1, len(seeds) + 1)
     assert met[-1] >= cert_at[len(seeds)] and not np.any(met[:-1] >= cert_at[n[:-1]])
     # the batch's seeds after the decision were trained and are named, not counted
-    assert len(seeds) + len(cert["trained_not_counted"]) == 8 * -(-len(seeds) // 8)
-    assert cert["seed_epochs"] == 8 * -(-len(seeds) // 8) * cert["epochs"]
+    assert len(seeds) + len(cert["evidence"]["trained_not_counted"]) == 8 * -(-len(seeds) // 8)
+    assert cert["evidence"]["seed_epochs"] == 8 * -(-len(seeds) // 8) * cert["evidence"]["epochs"]
     assert (folder / "c" / "plan-certificate.json").is_file()
 
     # a rerun resumes: nothing trained again, the same decision on the same seeds
     again = depl_cli("certify", plan, "--batch", "8", "--out", "c", "--json", cwd=folder)
     assert again.returncode == 0
     second = json.loads(again.stdout)
-    assert (second["verdict"], second["seeds"], second["finals"]) == (cert["verdict"], cert["seeds"], cert["finals"])
+    assert (second["verdict"], second["seeds"], second["evidence"]["finals"]) == (cert["verdict"], cert["seeds"], cert["evidence"]["finals"])
     with Store(folder / "c" / "runs.sqlite") as st:
         assert st.losses(run["run_id"]) == losses
     text = depl_cli("certify", plan, "--batch", "8", "--out", "c", cwd=folder)  # resumed: nothing trained
@@ -68,11 +74,11 @@ def test_the_uniform_prior_decides_as_depl_0_1_0_did(depl_cli, plan):
     r = depl_cli("certify", plan, "--batch", "8", "--prior", "uniform", "--out", "old", "--json", cwd=folder)
     assert r.returncode == 0, r.stderr
     cert = json.loads(r.stdout)
-    assert cert["prior"] == "uniform" and "prior 'uniform': θ uniform on [ω, 1]" in cert["rule"]
+    assert cert["evidence"]["prior"] == "uniform" and "prior 'uniform': θ uniform on [ω, 1]" in cert["evidence"]["rule"]
     with Store(folder / "old" / "runs.sqlite") as st:
         (run,) = st.runs("certify")
         losses = st.losses(run["run_id"])
-    met = np.cumsum(np.array([losses[s][cert["epochs"] - 1] for s in cert["seeds"]]) <= cert["loss_target"])
+    met = np.cumsum(np.array([losses[s][cert["evidence"]["epochs"] - 1] for s in counted(cert)]) <= cert["loss_target"])
     cert_at, _ = boundaries(0.5, 0.05, len(met), "uniform")
     assert met[-1] >= cert_at[len(met)] and not np.any(met[:-1] >= cert_at[1:len(met)])
 

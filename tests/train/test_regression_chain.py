@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 
+from depl.certificate import Certificate
 from depl.plan import Plan
 from depl.store import Store
 from depl.train.federation import LocalFederation, derive_seed, job_from_plan, walk_plan
@@ -64,10 +65,10 @@ def test_the_regression_chain_of_the_tutorial_in_a_small_version(depl_cli, tmp_p
         assert "Traceback" not in r.stderr
         if cmd.startswith("depl certify"):
             (c,) = (project / "reg-certificate").glob("*-certificate.json")
-            certified.append(json.loads(c.read_text()))
+            certified.append(Certificate.from_json(json.loads(c.read_text())))
     # the resumed certificate goes on from the first one's seeds (they are not trained again)
-    assert certified[1]["seeds"][:len(certified[0]["seeds"])] == certified[0]["seeds"]
-    assert certified[0]["runs"] <= 4 and (certified[1]["runs"] == 8 or certified[1]["verdict"] == "refuted")
+    assert certified[1].seed_list[:len(certified[0].seed_list)] == certified[0].seed_list
+    assert certified[0].runs <= 4 and (certified[1].runs == 8 or certified[1].verdict == "refuted")
     plan = Plan.load(project / "reg-plan.json")
     spec = json.loads((project / "reg-plan.json").read_text())["scenario_spec"]
     assert spec["training"]["loss"] == "mse" and spec["training"]["data_draw"] == "run"
@@ -75,16 +76,16 @@ def test_the_regression_chain_of_the_tutorial_in_a_small_version(depl_cli, tmp_p
     # the certificate: its runs are fresh seeds from --first-seed, and it recounts from its store
     first = int(re.search(r"--first-seed (\d+)", small["certify"]).group(1))
     (cert,) = (project / "reg-certificate").glob("*-certificate.json")
-    cert = json.loads(cert.read_text())
-    assert cert["verdict"] in ("undecided", "refuted") and 1 <= cert["runs"] <= 8
-    assert cert["seeds"] == list(range(first, first + cert["runs"]))
+    cert = Certificate.from_json(json.loads(cert.read_text()))
+    assert cert.verdict in ("undecided", "refuted") and 1 <= cert.runs <= 8
+    assert cert.seed_list == list(range(first, first + cert.runs))
     with Store(project / "reg-certificate" / "runs.sqlite", readonly=True) as st:
         (run,) = st.runs("certify")
         losses = st.losses(run["run_id"])
-    finals = np.array([losses[s][cert["epochs"] - 1] for s in cert["seeds"]])
-    assert cert["epochs"] == len(plan.epochs) and finals.tolist() == pytest.approx(cert["finals"])
-    assert int(np.sum(finals <= cert["loss_target"])) == cert["hits"]
-    assert cert["loss_target"] == pytest.approx(0.7)
+    finals = np.array([losses[s][cert.evidence["epochs"] - 1] for s in cert.seed_list])
+    assert cert.evidence["epochs"] == len(plan.epochs) and finals.tolist() == pytest.approx(cert.evidence["finals"])
+    assert int(np.sum(finals <= cert.loss_target)) == cert.hits
+    assert cert.loss_target == pytest.approx(0.7)
 
     # the run keeps each seed's model: a regression's has no accuracy (None), and `depl runs models` lists it
     sidecars = [json.loads(f.read_text()) for f in (project / "reg-runs" / "models").rglob("seed-*.json")]
@@ -96,7 +97,7 @@ def test_the_regression_chain_of_the_tutorial_in_a_small_version(depl_cli, tmp_p
     report = json.loads(next((project / "reg-validation").glob("*-validate.json")).read_text())
     fresh = seeds_of(small["validate"])
     assert report["runs"] == len(fresh) and report["seeds"] == fresh
-    assert not set(fresh) & (set(seeds_of(small["profile"])) | set(cert["seeds"]) | set(seeds_of(small["run"])))
+    assert not set(fresh) & (set(seeds_of(small["profile"])) | set(cert.seed_list) | set(seeds_of(small["run"])))
     with Store(project / "reg-validation" / "runs.sqlite", readonly=True) as st:
         (vrun,) = [r for r in st.runs() if sorted(st.seeds(r["run_id"])) == fresh]
         vfinals = {s: t[-1].test_loss for s, t in ((s, st.trajectory(vrun["run_id"], s)) for s in fresh)}
@@ -151,11 +152,11 @@ def test_the_committed_chain_and_its_fresh_seeds_say_what_the_page_says():
     here = Path(__file__).resolve().parents[2]
     folder = here / "docs" / "certificate-store" / "regression" / "my-diabetes"
     page = (here / "docs" / "tutorial-own-model.md").read_text(encoding="utf-8")
-    cert = json.loads((folder / "reg-certificate" / "reg-plan-certificate.json").read_text())
+    cert = Certificate.from_json(json.loads((folder / "reg-certificate" / "reg-plan-certificate.json").read_text()))
     with Store(folder / "reg-certificate" / "runs.sqlite", readonly=True) as st:
         run = next(r for r in st.runs() if r["kind"] == "certify")
-        finals = [st.trajectory(run["run_id"], s)[-1].test_loss for s in cert["seeds"]]
-    assert (len(finals), sum(f <= cert["loss_target"] for f in finals)) == (cert["runs"], cert["hits"]) == (465, 437)
+        finals = [st.trajectory(run["run_id"], s)[-1].test_loss for s in cert.seed_list]
+    assert (len(finals), sum(f <= cert.loss_target for f in finals)) == (cert.runs, cert.hits) == (465, 437)
     fresh = json.loads((folder / "reg-fresh" / "reg-plan-validate.json").read_text())
     with Store(folder / "reg-fresh" / "runs.sqlite", readonly=True) as st:
         run = st.runs()[0]

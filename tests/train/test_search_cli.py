@@ -10,6 +10,7 @@ import pytest
 
 from depl.plan import Plan
 from depl.store import Store
+from trainkit import search_fields
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -34,12 +35,12 @@ def test_the_search_returns_a_certified_plan_whose_certificate_recounts_from_the
     folder, r = searched
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    cert = out["certificate"]
+    cert = search_fields(out["certificate"])
     assert out["exit_code"] == 0 and cert["certified"] and cert["alpha"] == 0.05 and cert["omega"] == 0.5
     assert out["omega"] == 0.5 and out["loss_target"] == 1.5       # the scenario's own target, not a candidate's
     saved = Plan.load(folder / "plan.json")                         # a plan `depl certify` and `depl run` read
-    assert saved.info["certificate"] == json.loads(json.dumps(cert)) or saved.info["certificate"]["returned"] == \
-        cert["returned"]
+    assert saved.info["certificate"] == out["certificate"] or \
+        search_fields(saved.info["certificate"])["returned"] == cert["returned"]
     saved.scenario_object()                                         # its figures check out against its law
     rows = cert["candidates"]
     fixed = [c for c in rows if not c["proposal"]]               # proposed from the runs: after these
@@ -73,12 +74,12 @@ def test_the_search_returns_a_certified_plan_whose_certificate_recounts_from_the
 
 def test_a_rerun_replays_the_store_to_the_same_decisions_without_training(depl_cli, searched):
     folder, r = searched
-    first = json.loads(r.stdout)["certificate"]
+    first = search_fields(json.loads(r.stdout)["certificate"])
     with Store(folder / "runs.sqlite") as st:
         before = {c["trains_with"]: st.losses(c["trains_with"]) for c in first["candidates"]}
     again = depl_cli(*ARGS, cwd=folder)
     assert again.returncode == 0, again.stderr
-    second = json.loads(again.stdout)["certificate"]
+    second = search_fields(json.loads(again.stdout)["certificate"])
     keep = ("verdict", "runs", "met", "lower_bound")
     assert [[c[k] for k in keep] for c in second["candidates"]] == [[c[k] for k in keep] for c in first["candidates"]]
     assert second["returned"] == first["returned"] and second["runs_trained"] == first["runs_trained"]
@@ -139,7 +140,7 @@ def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_ow
     from depl.workflows.search import prepare_search
 
     folder, r = searched
-    cert = json.loads(r.stdout)["certificate"]
+    cert = search_fields(json.loads(r.stdout)["certificate"])
     prep = prepare_search("digits-small", quantile=0.5, loss=1.5)
     assert [c.words() for c in prep.candidates] == [c["schedule"] for c in cert["candidates"]]
     nested = [i for i, c in enumerate(cert["candidates"])
@@ -181,7 +182,7 @@ def test_the_searchs_seeds_are_refused_to_another_store_and_to_certify(depl_cli,
     """The search's seeds are in its task's seed book: a second search in another store, or `depl certify` of a
     candidate the search did not return, on those seeds is refused, whatever store or plan file it uses."""
     folder, r = searched
-    first = json.loads(r.stdout)["certificate"]["first_seed"]
+    first = search_fields(json.loads(r.stdout)["certificate"])["first_seed"]
     again = depl_cli(*ARGS[:-2], "--out", str(tmp_path / "other.json"), "--first-seed", str(first), cwd=tmp_path,
                      env=book(folder))
     assert "seed book" in _one_error_line(again) and not (tmp_path / "other.json").exists()
@@ -213,12 +214,12 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
             "p.json", "--json")
     one = depl_cli(*args, "--max-runs", "2", cwd=tmp_path)
     assert one.returncode == 3, one.stderr
-    c1 = json.loads(one.stdout)["certificate"]
+    c1 = search_fields(json.loads(one.stdout)["certificate"])
     with Store(tmp_path / "runs.sqlite") as st:
         held = {rid: st.losses(rid) for rid in {c["trains_with"] for c in c1["candidates"]}}
     two = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
     assert two.returncode in (0, 3), two.stderr
-    c2 = json.loads(two.stdout)["certificate"]
+    c2 = search_fields(json.loads(two.stdout)["certificate"])
     assert c2["first_seed"] == c1["first_seed"] and c2["seeds"][0] == c1["seeds"][0]
     for a, b in zip(c1["candidates"], c2["candidates"]):
         if a["runs"]:
@@ -234,11 +235,11 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
     (tmp_path / "whole").mkdir()
     whole = depl_cli(*args, "--max-runs", "6", "--first-seed", str(c1["first_seed"]), cwd=tmp_path / "whole",
                      env=book(tmp_path / "whole"))
-    cw = json.loads(whole.stdout)["certificate"]
+    cw = search_fields(json.loads(whole.stdout)["certificate"])
     assert whole.returncode == two.returncode and (cw["returned"], cw["seeds"]) == (c2["returned"], c2["seeds"])
     assert [[c[k] for k in keep] for c in cw["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
     three = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
-    c3 = json.loads(three.stdout)["certificate"]
+    c3 = search_fields(json.loads(three.stdout)["certificate"])
     assert [[c[k] for k in keep] for c in c3["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
     with Store(tmp_path / "runs.sqlite") as st:
         assert st.count_epochs() == epochs
@@ -246,17 +247,20 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
 
 
 def _dropped_or_not_returned(cert: dict) -> int:
-    return next(i for i, c in enumerate(cert["candidates"]) if i != cert["returned"])
+    return next(i for i, c in enumerate(cert["evidence"]["candidates"]) if i != cert["evidence"]["returned"])
 
 
-EDITS = {
-    "a share raised": lambda c: c["candidates"][_dropped_or_not_returned(c)].update(weight=0.5),
+def _returned(cert: dict) -> dict:
+    return cert["evidence"]["candidates"][cert["evidence"]["returned"]]
+
+
+EDITS = {   # on the JSON of the plan's certificate (depl.certificate.Certificate.to_json)
+    "a share raised": lambda c: c["evidence"]["candidates"][_dropped_or_not_returned(c)].update(weight=0.5),
     "α raised": lambda c: c.update(alpha=0.1),
-    "the returned share and α raised": lambda c: c["candidates"][c["returned"]].update(
-        weight=0.6, alpha=0.03),
-    "the lower bound raised": lambda c: c["candidates"][c["returned"]].update(lower_bound=0.99),
+    "the returned share and α raised": lambda c: _returned(c).update(weight=0.6, alpha=0.03),
+    "the lower bound raised": lambda c: _returned(c).update(lower_bound=0.99),
     "the seeds removed": lambda c: c.update(seeds=[]),
-    "the seeds moved": lambda c: c.update(seeds=[c["seeds"][0] + 1000, c["seeds"][1] + 1000]),
+    "the seeds moved": lambda c: c.update(seeds=[[c["seeds"][0][0] + 1000, c["seeds"][0][1] + 1000]]),
 }
 
 
@@ -280,13 +284,13 @@ def test_a_store_deleted_and_made_again_is_another_analysis_of_the_same_seeds(de
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2", "--out",
             "p.json", "--json")
     one = depl_cli(*args, "--batch", "2", cwd=tmp_path)
-    first = json.loads(one.stdout)["certificate"]["first_seed"]
+    first = search_fields(json.loads(one.stdout)["certificate"])["first_seed"]
     for f in ("runs.sqlite", "search-candidates.json"):
         (tmp_path / f).unlink()
     again = depl_cli(*args, "--batch", "4", "--first-seed", str(first), cwd=tmp_path)
     assert "seed book" in _one_error_line(again)
     fresh = depl_cli(*args, "--batch", "4", cwd=tmp_path)
-    assert json.loads(fresh.stdout)["certificate"]["first_seed"] > first + 1
+    assert search_fields(json.loads(fresh.stdout)["certificate"])["first_seed"] > first + 1
 
 
 def test_uses_decides_between_a_cheaper_plan_and_the_runs_it_costs(depl_cli, tmp_path):
@@ -295,12 +299,12 @@ def test_uses_decides_between_a_cheaper_plan_and_the_runs_it_costs(depl_cli, tmp
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2", "--batch",
             "2", "--out", "p.json", "--json")
     few = depl_cli(*args, "--uses", "10", cwd=tmp_path)
-    c = json.loads(few.stdout)["certificate"]
+    c = search_fields(json.loads(few.stdout)["certificate"])
     assert c["uses"] == 10 and "runs' cost" in few.stderr and "law p" in few.stderr
     assert sum(r["weight"] for r in c["candidates"] if not r.get("proposal")) == pytest.approx(0.75)
     assert "--uses (was 10" in _one_error_line(depl_cli(*args, "--uses", "1000000", cwd=tmp_path))
     same = depl_cli(*args, cwd=tmp_path)
-    assert json.loads(same.stdout)["certificate"]["uses"] == 10
+    assert search_fields(json.loads(same.stdout)["certificate"])["uses"] == 10
 
 
 
@@ -310,7 +314,7 @@ def test_the_returned_plans_runs_are_its_kept_models(depl_cli, searched):
     import depl
 
     folder, r = searched
-    cert = json.loads(r.stdout)["certificate"]
+    cert = search_fields(json.loads(r.stdout)["certificate"])
     m, b = cert["models"], cert["candidates"][cert["returned"]]
     assert m["keep"] == "all"
     assert sorted(p.name for p in (folder / "models").iterdir()) == [m["run"]]   # the others' removed
@@ -341,7 +345,7 @@ def test_the_searchs_alpha_goes_to_the_alpha_ledger_once(depl_cli, searched):
     """The certificate the search issued is in the task's α ledger, its account the search's manifest; a rerun
     (the same certificate) spends nothing new."""
     folder, r = searched
-    led = json.loads(r.stdout)["certificate"]["alpha_ledger"]
+    led = search_fields(json.loads(r.stdout)["certificate"])["alpha_ledger"]
     assert led["written"] and led["account"].startswith("search:")
     again = depl_cli(*ARGS, cwd=folder, env=book(folder))
     assert again.returncode == 0, again.stderr
@@ -356,7 +360,7 @@ def test_the_price_printed_is_at_the_share_of_alpha_the_search_tests_at(searched
     from depl.workflows.search import USES, prepare_search, price
 
     folder, r = searched
-    cert = json.loads(r.stdout)["certificate"]
+    cert = search_fields(json.loads(r.stdout)["certificate"])
     fixed = [c for c in cert["candidates"] if not c["proposal"]]
     prices = price(prepare_search("digits-small", quantile=0.5, loss=1.5), 30, USES)
     assert [p["share"] for p in prices] == pytest.approx([c["weight"] for c in fixed])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from depl.certificate import Certificate
 from depl.certificate.search import Search
 from depl.plan import Plan
 from depl.store import Store, StoreError
@@ -186,41 +187,42 @@ def test_a_store_whose_group_trained_its_longest_job_on_every_seed_replays_to_th
 def test_a_committed_search_replays_from_its_store_without_training(tmp_path, name):
     """Its candidates as they were (each the first K epochs of its group's run), its store read back: the same
     verdicts, runs, hits and bounds, the same cost, and not one epoch trained."""
-    cert = json.loads((RECORDS / name / "plan.json").read_text())["info"]["certificate"]
+    cert = Certificate.of_plan(json.loads((RECORDS / name / "plan.json").read_text())["info"])
+    ev = cert.evidence
     store = tmp_path / "runs.sqlite"
     shutil.copy(RECORDS / name / "runs.sqlite", store)
     before = _epochs(store)
-    rows = cert["candidates"]
+    rows = cert.candidates
     with Store(store, readonly=True) as st:
         cands = recorded_candidates(st, cert)
-    s = Search([c["cost"] for c in rows], cert["omega"], cert["alpha"], shares=[c["weight"] for c in rows],
-               max_runs=cert["max_runs"], drop_below=cert["drop_below"], prior=cert["prior"],
-               allocation=cert.get("allocation", "all"))
-    r = run_search(cands, s, store=store, first_seed=cert["first_seed"], batch=16, options=TRAIN)
+    s = Search([c["cost"] for c in rows], cert.omega, cert.alpha, shares=[c["weight"] for c in rows],
+               max_runs=ev["max_runs"], drop_below=ev["drop_below"], prior=ev["prior"],
+               allocation=ev.get("allocation", "all"))
+    r = run_search(cands, s, store=store, first_seed=ev["first_seed"], batch=16, options=TRAIN)
     assert _epochs(store) == before
     assert [r.run_ids[c.group] for c in cands] == [c["trains_with"] for c in rows]
     assert [[getattr(a, "status")] + [a.test.runs, a.test.hits, a.state.lower, a.dropped_after] for a in s.arms] == \
         [[c[k] for k in KEEP] for c in rows]
-    assert (s.best(), r.runs_trained, r.seed_epochs) == (cert["returned"], cert["runs_trained"], cert["seed_epochs"])
-    assert [r.seeds] == [cert["seeds"][1] - cert["seeds"][0] + 1]
+    assert (s.best(), r.runs_trained, r.seed_epochs) == (cert.returned, ev["runs_trained"], ev["seed_epochs"])
+    assert [r.seeds] == [len(cert.seed_list)] and s.outcome is cert.verdict
 
 
 def test_the_plan_returneds_certificate_recounts_from_the_runs_its_seeds_were_read_from(truncated):
     """`depl validate`/`depl run` recount a search's certificate from its store (depl.ledger.search_problem): from
     every run the plan's seeds were read from, the longest first; its group's run alone does not hold them all."""
     from depl.ledger import search_problem
-    from depl.workflows.search import certificate_json
+    from depl.workflows.search import search_certificate
 
     _, r = truncated
-    cert = certificate_json(r)
-    b = cert["returned"]
-    assert b == 0 and len(cert["candidates"][b]["read_from"]) == 2
-    assert {t["run"]: t["seeds"] for t in cert["trained"]} == r.trained
-    plan = dataclasses.replace(r.candidates[b].plan, info={"certificate": cert})
-    assert search_problem(plan, "plan.json") is None
-    row = {**cert["candidates"][b], "read_from": cert["candidates"][b]["read_from"][:1]}
-    cut = {**cert, "candidates": [row if i == b else c for i, c in enumerate(cert["candidates"])]}
-    why = search_problem(dataclasses.replace(plan, info={"certificate": cut}), "plan.json")
+    cert = search_certificate(r)
+    b = cert.returned
+    assert b == 0 and len(cert.candidates[b]["read_from"]) == 2
+    assert {t["run"]: t["seeds"] for t in cert.evidence["trained"]} == r.trained
+    plan = dataclasses.replace(r.candidates[b].plan, info={"certificate": cert.to_json()})
+    assert search_problem(plan, "plan.json", cert) is None
+    row = {**cert.candidates[b], "read_from": cert.candidates[b]["read_from"][:1]}
+    cut = cert.with_evidence(candidates=[row if i == b else c for i, c in enumerate(cert.candidates)])
+    why = search_problem(dataclasses.replace(plan, info={"certificate": cut.to_json()}), "plan.json", cut)
     assert why is not None and "not what the file says" in why
 
 
@@ -363,15 +365,15 @@ def test_the_margin_the_runs_showed_tightens_the_target_a_proposal_is_planned_fo
 def test_a_committed_search_of_the_price_rule_replays_through_its_command(depl_cli, tmp_path, name, scenario, first):
     """The command that made it, on a copy of its store: the candidates planned again from the scenario, the store
     bound to the same search, every decision replayed, not one epoch trained."""
-    cert = json.loads((RECORDS / name / "plan.json").read_text())["info"]["certificate"]
+    cert = Certificate.of_plan(json.loads((RECORDS / name / "plan.json").read_text())["info"])
     shutil.copy(RECORDS / name / "runs.sqlite", tmp_path / "runs.sqlite")
     before = _epochs(tmp_path / "runs.sqlite")
     r = depl_cli("plan", scenario, "--certify", "--first-seed", first, "--batch", 16, "--max-runs", 300, "--uses",
                  1000, "--keep-models", "none", "--out", tmp_path / "plan.json", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    again = json.loads(r.stdout)["certificate"]
+    again = Certificate.from_json(json.loads(r.stdout)["certificate"])
     keep = ("verdict", "runs", "met", "lower_bound", "cost", "weight")
-    assert [[c[k] for k in keep] for c in again["candidates"]] == [[c[k] for k in keep] for c in cert["candidates"]]
-    assert (again["returned"], again["runs_trained"], again["seeds"]) == \
-        (cert["returned"], cert["runs_trained"], cert["seeds"])
+    assert [[c[k] for k in keep] for c in again.candidates] == [[c[k] for k in keep] for c in cert.candidates]
+    assert (again.returned, again.evidence["runs_trained"], again.seeds) == \
+        (cert.returned, cert.evidence["runs_trained"], cert.seeds)
     assert _epochs(tmp_path / "runs.sqlite") == before

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from depl.certificate import Certificate, Kind, Outcome
 from depl.ledger import lineage, round_up
 from depl.scenario import load_scenario
 
@@ -73,10 +74,11 @@ def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_c
     folder = plan.parent
     r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
     assert r.returncode in (0, 3, 4), r.stderr
-    cert = json.loads(r.stdout)
-    assert cert["first_seed"] == 310_000 and cert["seeds"][0] == 310_000      # above the calibration's 300063
+    out = json.loads(r.stdout)
+    cert = Certificate.from_json({k: v for k, v in out.items() if k not in ("report", "exit_code")})
+    assert cert.evidence["first_seed"] == 310_000 and cert.seed_list[0] == 310_000      # above the calibration's 300063
     assert "certifying" in r.stderr and "on seeds from 310000" in r.stderr
-    assert {u["kind"] for u in cert["ledger"]} == {"fit", "calibration"}
+    assert {u["kind"] for u in cert.evidence["ledger"]} == {"fit", "calibration"}
     # a resumed certificate with another α, or another first seed: refused, saying what it began with
     for other in (["--alpha", "0.1"], ["--first-seed", "700000"]):
         again = depl_cli("certify", plan, "--batch", "2", "--max-runs", "4", "--out", "c", *other, cwd=folder)
@@ -88,7 +90,7 @@ def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_c
     assert v.returncode == 2 and "seeds 310001 by certify run certify-" in v.stderr
     # the same α and seeds resume (nothing trained again: the same seeds, the same outcomes)
     same = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
-    assert same.returncode == r.returncode and json.loads(same.stdout)["finals"] == cert["finals"]
+    assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["finals"] == cert.evidence["finals"]
 
 
 def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_seed(depl_cli, plan):
@@ -117,8 +119,8 @@ def forge(path: Path, **info) -> None:
 
 
 @pytest.mark.parametrize("info", [{"certified_by": FORGED},
-                                  {"certificate": {"alpha": 0.05, "certified": True, "runs": 10000, "met": 10000,
-                                                   "experiments": 1}}])
+                                  {"certificate": Certificate(Kind.CALIBRATION, Outcome.CERTIFIED, 0.9, 0.3, 0.05, 0.05,
+                                                              10000, 10000, evidence={"experiments": 1}).to_json()}])
 def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tmp_path, info):
     forged = tmp_path / "forged.json"
     shutil.copy(plan, forged)

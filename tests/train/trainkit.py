@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from depl.certificate import Certificate
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import parse_scenario
+
+
+def search_fields(c: dict) -> dict:
+    """A certified search's certificate read through the one Certificate type: its evidence beside its fields
+    (`met`: its hits, `outcome`: its verdict, `seeds`: [first, last])."""
+    cert = Certificate.from_json(c)
+    return {**cert.evidence, "certified": cert.certified, "outcome": cert.verdict.value, "alpha": cert.alpha,
+            "omega": cert.omega, "loss_target": cert.loss_target, "runs": cert.runs, "met": cert.hits,
+            "seeds": list(cert.seeds[0]) if cert.seeds else []}
 
 
 def scenario_dict(width: int = 16, nodes: tuple[int, int] = (2, 1), share_to: float = 0.5, iid: bool = True,

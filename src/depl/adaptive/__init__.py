@@ -52,8 +52,8 @@ from .decision import ACTIONS, Decision
 from .montecarlo import MonteCarlo, monte_carlo, simulated_gap
 from .policy import CAP, RUN_DATA, Policy
 from .rules import DEFAULT_RULE, RULES, ConditionalRule, NaiveRule, SlackRule, StoppingRule, rule_named
-from .slack import CERTIFICATE_FORMAT, SOURCES, Slack, SlackSource, check_certificate, promise
+from .slack import SOURCES, Slack, SlackSource, check_certificate, promise
 
-__all__ = ["ACTIONS", "CAP", "CERTIFICATE_FORMAT", "DEFAULT_RULE", "RULES", "RUN_DATA", "SOURCES", "ConditionalRule",
+__all__ = ["ACTIONS", "CAP", "DEFAULT_RULE", "RULES", "RUN_DATA", "SOURCES", "ConditionalRule",
            "Decision", "MonteCarlo", "NaiveRule", "Policy", "Slack", "SlackRule", "SlackSource", "StoppingRule",
            "check_certificate", "monte_carlo", "promise", "rule_named", "simulated_gap"]

@@ -5,7 +5,7 @@ Only slack certified for the plan the run trains counts — nothing read after t
 that made it (docs/adaptive.md):
 
 * "plan" (`PlanLevel`): the calibrated planner certified the plan at ω′ = ω + D by the calibration runs' fixed
-  sequence (`depl plan --slack D`: `info.certificate.omega_certified` = ω′, `promise` = ω): δ = ω′ − ω = D, with
+  sequence (`depl plan --slack D`: the certificate's ω = ω′, its `promise` = ω): δ = ω′ − ω = D, with
   confidence 1 − α over the calibration runs — the fixed sequence covers the choice among schedules;
 * "certificate" (`FreshRuns`): fresh runs of the plan (`depl certify`, its certificate file: runs made after the
   choice): δ = max(0, L − ω), L the anytime-valid lower bound at the certificate's α;
@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..certificate import anytime_lower, check_alpha
+from ..certificate import Certificate, Kind, anytime_lower
 
 if TYPE_CHECKING:
     from ..gap import MeasuredGap
@@ -165,22 +165,20 @@ class PlanLevel(_Certified):
     name = "plan"
 
     @staticmethod
-    def _certificate(policy: Policy) -> dict | None:
-        c = policy.plan.info.get("certificate") if isinstance(policy.plan.info, dict) else None
-        return c if isinstance(c, dict) else None
+    def _certificate(policy: Policy) -> Certificate | None:
+        return Certificate.of_plan(policy.plan.info)
 
     def offers(self, policy: Policy) -> bool:
         c = self._certificate(policy)
-        return c is not None and c.get("omega_certified") is not None
+        return c is not None and c.promise is not None
 
     def read(self, policy: Policy) -> Slack:
         c, w, plan = self._certificate(policy), policy.omega, policy.plan
-        high = float(c["omega_certified"])
-        if not (c.get("certified") and math.isclose(high, plan.omega, rel_tol=1e-12)
-                and c.get("alpha") and c.get("runs") is not None):
+        high = c.omega
+        if not (c.certified and math.isclose(high, plan.omega, rel_tol=1e-12)):
             return no_slack(w, f"the plan's certificate does not certify ω′ = {high:g} "
-                            f"(certified: {c.get('certified')}, the plan's quantile {plan.omega:g})")
-        return Slack(max(0.0, high - w), self.name, high, float(c["alpha"]), int(c["runs"]), int(c["met"]), w)
+                            f"(certified: {c.certified}, the plan's quantile {plan.omega:g})")
+        return Slack(max(0.0, high - w), self.name, high, c.alpha, c.runs, c.hits, w)
 
     def describe(self, s: Slack) -> str:
         return (f"δ = {s.delta:.4g} = ω′ − ω: the plan is certified at ω′ = {s.lower:g} by the calibration "
@@ -219,33 +217,24 @@ def slack_for(policy: Policy, d: Decision) -> Slack:
 def promise(plan: Plan) -> float:
     """The ω a plan promises: its quantile, or, for a plan certified at a stricter ω′ to leave slack (`depl plan
     --slack`), the `promise` its certificate records."""
-    c = plan.info.get("certificate") if isinstance(plan.info, dict) else None
-    if isinstance(c, dict) and c.get("promise") is not None:
-        return float(c["promise"])
-    return plan.omega
+    c = Certificate.of_plan(plan.info)
+    return c.promise if c is not None and c.promise is not None else plan.omega
 
 
-CERTIFICATE_FORMAT = "depl.certificate/1"
-
-
-def check_certificate(plan: Plan, cert: dict, source: str = "the certificate") -> None:
-    """Refuse (ValueError naming the field) a `depl certify` certificate that is not of this plan: its scenario,
-    method, ℓmax, ω and epochs must be the plan's (the run id of its runs is checked where the job is known)."""
-    if not isinstance(cert, dict) or cert.get("format") != CERTIFICATE_FORMAT:
-        got = cert.get("format") if isinstance(cert, dict) else type(cert).__name__
-        raise ValueError(f"{source}: format = {got!r}: expected {CERTIFICATE_FORMAT!r} (a `depl certify` certificate)")
-    want = {"scenario": plan.scenario, "method": plan.method, "loss_target": plan.loss_target, "omega": plan.omega,
-            "epochs": len(plan.epochs)}
-    for key, value in want.items():
-        got = cert.get(key)
+def check_certificate(plan: Plan, cert: dict, source: str = "the certificate") -> Certificate:
+    """The `depl certify` certificate `cert` holds, or ValueError naming the field where it is not one (kind
+    sequential) or not of this plan: its scenario, method, ℓmax, ω and epochs must be the plan's (the run id of its
+    runs is checked where the job is known)."""
+    c = Certificate.from_json(cert, source)
+    if c.kind is not Kind.SEQUENTIAL:
+        raise ValueError(f"{source}: kind = {c.kind.value!r}: expected 'sequential' (a `depl certify` certificate)")
+    want = {"scenario": (c.evidence.get("scenario"), plan.scenario), "method": (c.evidence.get("method"), plan.method),
+            "loss_target": (c.loss_target, plan.loss_target), "omega": (c.omega, plan.omega),
+            "epochs": (c.evidence.get("epochs"), len(plan.epochs))}
+    for key, (got, value) in want.items():
         same = (isinstance(got, (int, float)) and math.isclose(float(got), float(value), rel_tol=1e-9, abs_tol=1e-12)
                 if isinstance(value, (int, float)) else got == value)
         if not same:
             raise ValueError(f"{source}: {key} = {got!r}, the plan's is {value!r}: a certificate of another plan "
                              "certifies nothing here")
-    for key in ("runs", "hits"):
-        if not isinstance(cert.get(key), int) or cert[key] < 0:
-            raise ValueError(f"{source}: {key} = {cert.get(key)!r}: expected a count of runs")
-    if cert["hits"] > cert["runs"]:
-        raise ValueError(f"{source}: hits = {cert['hits']} > runs = {cert['runs']}")
-    check_alpha(cert.get("alpha"), f"{source}: alpha")
+    return c

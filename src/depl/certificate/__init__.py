@@ -8,6 +8,8 @@ this plan meets ℓmax with probability ≥ ω", in one package.
   name: `PRIORS`), its bounds and its exact stopping law;
 * `conformal`  — split-conformal ranks on PIT scores (marginal and PAC), and the fixed sequence that keeps a
   certificate valid for the plan a planner picks among many;
+* `value`      — the one `Certificate` value every command writes and reads (its kind, `Outcome`, evidence,
+  `to_json` / `from_json`) and the verdict → exit code map (`EXIT_CODES`);
 * `search`     — the certified search of `depl plan --certify`: one sequential test per candidate plan at its
   share of α (weighted e-Bonferroni), dropping, stopping, and its Monte Carlo.
 
@@ -25,10 +27,12 @@ from .sequential import (DEFAULT_PRIOR, PRIORS, Prior, RunsNeeded, Sequential, V
                          boundaries, expected_runs, fewest_runs, fixed_n_for, more_runs_if_all_meet, log_evidence_above,
                          log_evidence_below,
                          prior_named)
+from .value import (EXIT_CODES, FORMAT, Certificate, CertificateError, Kind, Outcome, seed_ranges)
 
 __all__ = ["ALPHA_MAX", "ALPHA_RULE", "DEFAULT_ALPHA", "Alpha", "alpha_or_default", "alpha_problem", "check_alpha",
            "confidence_words", "one_sided_bounds", "quantile_ranks_at",
            "VERDICTS", "bound_words", "fixed_n_verdict", "clopper_pearson_interval", "clopper_pearson_lower", "clopper_pearson_upper",
            "quantile_ranks", "DEFAULT_PRIOR", "PRIORS", "Prior", "prior_named", "RunsNeeded", "Sequential", "Verdict",
            "anytime_lower", "anytime_upper", "boundaries", "expected_runs",
-           "fewest_runs", "fixed_n_for", "more_runs_if_all_meet", "log_evidence_above", "log_evidence_below"]
+           "fewest_runs", "fixed_n_for", "more_runs_if_all_meet", "log_evidence_above", "log_evidence_below",
+           "EXIT_CODES", "FORMAT", "Certificate", "CertificateError", "Kind", "Outcome", "seed_ranges"]

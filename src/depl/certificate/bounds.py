@@ -16,6 +16,7 @@ from __future__ import annotations
 from scipy import special
 
 from .alpha import confidence_words
+from .value import Outcome
 
 
 def clopper_pearson_lower(hits: int, runs: int, alpha: float) -> float:
@@ -60,7 +61,7 @@ def quantile_ranks_at(n: int, q: float, alpha: float) -> tuple[int, int]:
     return max(lo, 0), min(hi, n - 1)
 
 
-VERDICTS = ("certified", "refuted", "undecided")
+VERDICTS = tuple(o.value for o in Outcome)
 """The one word each command gives a promise "P(ℓ(K) ≤ ℓmax) ≥ ω" judged on runs: certified (with confidence
 1 − α, p ≥ ω), refuted (with confidence 1 − α, p < ω), undecided (the runs cannot tell p from ω)."""
 
@@ -80,12 +81,12 @@ def bound_words(verdict: str, lower: float, upper: float, alpha: float, omega: f
     return f"one-sided {pct} bounds [{lower:.3f}, {upper:.3f}] hold ω{at}"
 
 
-def fixed_n_verdict(hits: int, runs: int, omega: float, alpha: float) -> str:
+def fixed_n_verdict(hits: int, runs: int, omega: float, alpha: float) -> Outcome:
     """The verdict of n runs fixed in advance: certified where the one-sided (1 − α) Clopper–Pearson lower bound
     reaches ω, refuted where the one-sided (1 − α) upper bound lies below ω, else undecided (each side errs with
     probability ≤ α)."""
     if runs > 0 and clopper_pearson_lower(hits, runs, alpha) >= omega:
-        return "certified"
+        return Outcome.CERTIFIED
     if runs > 0 and clopper_pearson_upper(hits, runs, alpha) < omega:
-        return "refuted"
-    return "undecided"
+        return Outcome.REFUTED
+    return Outcome.UNDECIDED

@@ -75,6 +75,7 @@ import numpy as np
 from ..omega import Omega
 from .alpha import check_alpha
 from .bounds import clopper_pearson_upper
+from .value import Outcome
 from .sequential import DEFAULT_PRIOR, PRIORS, Sequential, Verdict, expected_runs, fewest_runs
 
 WEIGHT_RULES = ("equal", "cheaper")
@@ -177,7 +178,7 @@ class Arm:
     def status(self) -> str:
         """certified, refuted, dropped or undecided."""
         if self.test.decided:
-            return self.test.state.verdict
+            return self.test.state.verdict.value
         return "dropped" if self.dropped_after is not None else "undecided"
 
     @property
@@ -407,11 +408,11 @@ class Search:
                 a.dropped_after, a.priced_out = a.test.runs, True
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> Outcome:
         """certified (some candidate is), refuted (every one is) or undecided."""
         if self.best() is not None:
-            return "certified"
-        return "refuted" if all(a.status == "refuted" for a in self.arms) else "undecided"
+            return Outcome.CERTIFIED
+        return Outcome.REFUTED if all(a.status == "refuted" for a in self.arms) else Outcome.UNDECIDED
 
     def more_runs(self, i: int, horizon: int | None = None) -> dict:
         """What going on with candidate i would cost at its observed rate: mean and median more runs, and

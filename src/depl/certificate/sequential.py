@@ -64,6 +64,7 @@ from scipy import special
 from ..omega import Omega, check_omega
 from .alpha import check_alpha
 from .bounds import clopper_pearson_lower
+from .value import Outcome
 
 
 def _check(omega: Omega, alpha: float) -> None:
@@ -208,7 +209,7 @@ def anytime_upper(hits: int, runs: int, alpha: float) -> float:
 class Verdict:
     """Where the sequential test stands after `runs` runs, `hits` of which met ℓmax."""
 
-    verdict: str          # "certified" (p ≥ ω at level α), "refuted" (p < ω at level α) or "undecided"
+    verdict: Outcome      # certified (p ≥ ω at level α), refuted (p < ω at level α) or undecided
     runs: int
     hits: int
     omega: float
@@ -227,7 +228,7 @@ class Verdict:
         return anytime_upper(self.hits, self.runs, self.alpha)
 
     def to_json(self) -> dict:
-        return {"verdict": self.verdict, "runs": self.runs, "hits": self.hits, "omega": self.omega,
+        return {"verdict": Outcome(self.verdict).value, "runs": self.runs, "hits": self.hits, "omega": self.omega,
                 "alpha": self.alpha, "prior": self.prior, "lower_bound": self.lower, "upper_bound": self.upper,
                 "e_value_certify": math.exp(min(self.log_e_above, 700.0)),
                 "e_value_refute": math.exp(min(self.log_e_below, 700.0)),
@@ -251,7 +252,7 @@ class Sequential:
         f = self.runs - self.hits
         up = float(log_evidence_above(self.hits, f, self.omega, self.prior))
         down = float(log_evidence_below(self.hits, f, self.omega))
-        v = "certified" if up >= self._bar else "refuted" if down >= self._bar else "undecided"
+        v = Outcome.CERTIFIED if up >= self._bar else Outcome.REFUTED if down >= self._bar else Outcome.UNDECIDED
         return Verdict(v, self.runs, self.hits, self.omega, self.alpha, up, down, self.prior.name)
 
     @property
@@ -266,7 +267,7 @@ class Sequential:
 
     @property
     def decided(self) -> bool:
-        return self._state.verdict != "undecided"
+        return self._state.verdict is not Outcome.UNDECIDED
 
     def add(self, met: bool) -> Verdict:
         """One more run (met ℓmax or not); a decided test takes no more."""

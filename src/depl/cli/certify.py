@@ -7,13 +7,10 @@ from typing import Optional
 
 import typer
 
-from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, json_option,
-                      next_step, print_json, refusals)
+from .console import console, epoch_progress, err_console, json_option, next_step, print_json, refusals
 from ..certificate import ALPHA_RULE, DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS
 from ..workflows.common import Training
 from .training import trains_seeds
-
-CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
 
 
 @trains_seeds(seed_batch=False)
@@ -64,11 +61,11 @@ def certify(
 
         done = run_certify(prep, out=out, store=store, max_runs=max_runs, batch=batch,
                            training=training, progress=progress, on_decision=looked)
-    _print(err_console if as_json else console, done.certificate, done.data, done.report)
-    code = CODES[done.verdict]
-    next_step(f"depl run {plan_file} --seeds N", err_console, when=done.verdict == "certified")
+    _print(err_console if as_json else console, done.decided, done.certificate, done.report)
+    code = done.certificate.exit_code()
+    next_step(f"depl run {plan_file} --seeds N", err_console, when=done.certificate.certified)
     if as_json:
-        print_json({**done.data, "exit_code": code, "report": str(done.report)})
+        print_json({**done.to_json(), "exit_code": code})
     raise typer.Exit(code)
 
 
@@ -92,14 +89,14 @@ def going_on(hits: int, runs: int, max_runs: int, more: dict) -> str:
             f"certify with probability {more['p_certify']:.2f}: {advice}")
 
 
-def _print(con, c, cert: dict, report: Path) -> None:
-    v = c.verdict
+def _print(con, c, cert, report: Path) -> None:
+    v, test = c.verdict, cert.evidence
     con.print(f"{c.plan_file}: {c.plan.method} plan, {len(c.plan.epochs)} epochs, ℓmax {c.plan.loss_target:g}, "
               f"ω {v.omega:g}, α {v.alpha:g}, prior {v.prior}", markup=False)
     con.print(f"  {v.runs} runs counted (seeds {c.first_seed}..{c.first_seed + v.runs - 1}), {v.hits} met ℓmax; "
-              f"P(ℓ(K) ≤ ℓmax) ≥ {cert['lower_bound']:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper "
-              f"{cert['upper_bound']:.3f}); e-values {min(cert['e_value_certify'], 1e12):.3g} for, "
-              f"{min(cert['e_value_refute'], 1e12):.3g} against (decide at {1 / v.alpha:g})", markup=False)
+              f"P(ℓ(K) ≤ ℓmax) ≥ {cert.lower_bound:.3f} (anytime-valid {1 - v.alpha:g} lower bound; upper "
+              f"{test['upper_bound']:.3f}); e-values {min(test['e_value_certify'], 1e12):.3g} for, "
+              f"{min(test['e_value_refute'], 1e12):.3g} against (decide at {1 / v.alpha:g})", markup=False)
     con.print(f"  cost: {v.runs + len(c.trained_after)} runs trained ({c.seed_epochs} seed-epochs"
               + (f"; {len(c.trained_after)} after the decision, not counted" if c.trained_after else "")
               + f"), {c.seconds / 60:.1f} min in this command", markup=False)

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 unexpected failure; 2 bad input (a scenario, plan or
 option that cannot be used); 3 the target cannot be met (infeasible); 4 a
-promise refuted (`simulate`, `validate`: the interval lies below ω).
+promise refuted (`simulate`, `validate`: the interval lies below ω).  A verdict's exit code is read from the one
+map, `depl.certificate.Outcome.exit_code` (0, 3 undecided, 4 refuted), whose numbers these are.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_OK = 0
+from ..certificate.value import EXIT_NOT_CERTIFIED as EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED
+
 EXIT_BAD_INPUT = 2
-EXIT_INFEASIBLE = 3
-EXIT_REFUTED = 4
 
 # a pipe or a file gets whole lines (soft wrap) and wide tables, not 80 columns of folded text
 console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)

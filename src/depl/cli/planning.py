@@ -14,7 +14,8 @@ from rich.markup import escape
 
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
-from .console import EXIT_REFUTED, JSON_HELP, console, err_console, json_option, print_json, refusals, warn
+from ..certificate import Certificate, Outcome
+from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
                      KeepModels, plan_certified, search_only)
 from .training import trains_seeds
@@ -77,11 +78,11 @@ def _summary(plan, out: Optional[Path] = None) -> None:
     _certify_price(plan)
     if plan.info.get("certified_by"):  # the law's calibration, not a certificate with its confidence
         console.print(f"  calibrated on   {plan.info['certified_by']}", markup=False)
-    cert = plan.info.get("certificate") or {}
-    if cert.get("promise") is not None:
-        console.print(f"  slack           certified at ω′ = {cert['omega_certified']:g}, promises ω = "
-                      f"{cert['promise']:g}: `depl run --adaptive` may spend δ = "
-                      f"{cert['omega_certified'] - cert['promise']:.4g}", markup=False)
+    cert = Certificate.of_plan(plan.info)
+    if cert is not None and cert.promise is not None:
+        console.print(f"  slack           certified at ω′ = {cert.omega:g}, promises ω = "
+                      f"{cert.promise:g}: `depl run --adaptive` may spend δ = "
+                      f"{cert.omega - cert.promise:.4g}", markup=False)
     _real_runs(plan, out)
     console.print(f"  solve time      {plan.solve_seconds:.3f} s")
 
@@ -101,7 +102,8 @@ def _real_runs(plan, out: Optional[Path]) -> None:
 
         alpha = plan.alpha
         shown = (shlex.quote(str(out)) if out else "PLAN.json") + ("" if alpha == DEFAULT_ALPHA else f" --alpha {alpha:g}")
-        by_runs = (plan.info.get("certificate") or {}).get("certified")
+        cert = Certificate.of_plan(plan.info)
+        by_runs = cert is not None and cert.certified
         state = "certified by its calibration runs above; fresh seeds confirm it" if by_runs else "not certified yet"
         console.print(f"  real runs       {state}: `depl certify {shown}` runs fresh seeds until it can say "
                       f"P(ℓ(K) ≤ {plan.loss_target:g}) ≥ {plan.omega:g} with confidence {1 - alpha:g} (at least "
@@ -244,8 +246,8 @@ def simulate(
         print_json(r.to_json())
     else:
         _simulation_text(r)
-    if not r.not_refuted:
-        raise typer.Exit(EXIT_REFUTED)
+    if r.verdict.exit_code("promise"):
+        raise typer.Exit(r.verdict.exit_code("promise"))
 
 
 def _simulation_text(r) -> None:
@@ -264,10 +266,11 @@ def _simulation_text(r) -> None:
     console.print(f"  mean ℓ(K) = {sim.final.mean():.5g}   (plan: {p.loss_mean:.5g})")
     console.print(f"  cost {sim.cost:.6g} ({sim.cost_model}, from the plan's epochs; plan: {p.cost:.6g})")
     # "certified" is kept for real runs: the law's own Monte Carlo says the law's plan holds by the law
-    bound = {"certified": f"{pct} lower bound {lo:.4f} ≥ ω = {p.omega:g}",
-             "refuted": f"{pct} upper bound {hi:.4f} < ω = {p.omega:g}",
-             "undecided": f"{pct} bounds [{lo:.4f}, {hi:.4f}] hold ω = {p.omega:g}"}[r.verdict]
-    word = {"certified": "[green]holds[/]", "undecided": "undecided", "refuted": "[red]refuted[/]"}[r.verdict]
+    bound = {Outcome.CERTIFIED: f"{pct} lower bound {lo:.4f} ≥ ω = {p.omega:g}",
+             Outcome.REFUTED: f"{pct} upper bound {hi:.4f} < ω = {p.omega:g}",
+             Outcome.UNDECIDED: f"{pct} bounds [{lo:.4f}, {hi:.4f}] hold ω = {p.omega:g}"}[r.verdict]
+    word = {Outcome.CERTIFIED: "[green]holds[/]", Outcome.UNDECIDED: "undecided",
+            Outcome.REFUTED: "[red]refuted[/]"}[r.verdict]
     console.print(f"  by the law's Monte Carlo: {word} ({bound}; a certificate takes real runs)")
     note = sim.band.infinite_note()
     console.print(f"  loss band written to {r.png}" + (f"; {note}" if note else ""), markup=False)

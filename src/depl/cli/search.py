@@ -7,12 +7,11 @@ from typing import Optional
 
 import typer
 
-from ..certificate import DEFAULT_ALPHA
-from .console import (EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console,
+from ..certificate import DEFAULT_ALPHA, Outcome
+from .console import (choice, console, epoch_progress, err_console,
                       print_json, refusals)
 from .training import KeepModels
 
-CODES = {"certified": EXIT_OK, "refuted": EXIT_REFUTED, "undecided": EXIT_INFEASIBLE}
 
 # `depl plan`'s options for --certify (one object per option)
 CERTIFY = typer.Option(False, "--certify", help="train candidate plans, fixed in advance, on fresh seeds and return "
@@ -87,10 +86,10 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
 
         done = run_search(prep, out=out, progress=progress, on_batch=looked, **opts)
     _result(con, done)
-    code = CODES[done.outcome]
+    code = done.certificate.exit_code()
     if as_json:
         print_json({**(done.plan.to_json() if done.plan else {"feasible": False}),
-                    "certificate": done.certificate, "exit_code": code})
+                    "certificate": done.certificate.to_json(), "exit_code": code})
     raise typer.Exit(code)
 
 
@@ -141,50 +140,53 @@ def _line(search, seeds: int, seconds: float) -> str:
             f"{seeds} seeds, {runs} runs; {best}{eta}")
 
 
-def cost_line(c: dict) -> str:
+def cost_line(cert) -> str:
     """What the search trained, and what --max-runs counted where the two differ (it caps the runs each candidate
     counts; the search trains whole batches for every job in the race)."""
-    counted = max((r["runs"] for r in c["candidates"]), default=0)
+    c = cert.evidence
+    counted = max((r["runs"] for r in cert.candidates), default=0)
     differ = (f"; --max-runs {c['max_runs']} caps the runs each candidate counts (the most counted: {counted}), not "
               f"those trained: each batch trains --batch seeds for every job in the race"
               if c["runs_trained"] > c["max_runs"] else "")
+    seeds = "..".join(map(str, cert.seeds[0])) if cert.seeds else "none"
     return (f"  cost: {c['runs_trained']} runs trained ({c['seed_epochs']} seed-epochs, runs' cost "
-            f"{c['runs_cost']:.4g}), seeds {'..'.join(map(str, c['seeds'])) or 'none'}, store {c['store']}, "
+            f"{c['runs_cost']:.4g}), seeds {seeds}, store {cert.store}, "
             f"{c['seconds'] / 60:.1f} min in this command{differ}")
 
 
 def _result(con, done) -> None:
-    c = done.certificate
-    for r in c["candidates"]:
-        said = ("priced out" if r.get("priced_out") else "paused" if r["index"] in c["paused"] else r["verdict"])
+    cert = done.certificate
+    for r in cert.candidates:
+        said = ("priced out" if r.get("priced_out") else "paused" if r["index"] in cert.evidence["paused"]
+                else r["verdict"])
         new = (f" — proposed from the runs after {r['proposed_at'].get('after_seeds')} seeds (ℓmax tightened to "
                f"{r['proposed_at'].get('loss'):.4g})" if r.get("proposal") else "")
         con.print(f"  [{r['index']}] {said:<10} {r['met']}/{r['runs']} met ℓmax, lower bound "
                   f"{r['lower_bound']:.3f} (α {r['alpha']:.3g}), cost {r['cost']:.6g}: {r['schedule']}{new}",
                   markup=False, highlight=False)
-    con.print(cost_line(c), markup=False, highlight=False)
+    con.print(cost_line(cert), markup=False, highlight=False)
     if done.png is not None:
         con.print(f"  candidates drawn at {done.png}", markup=False)
-    if c.get("models"):
-        m = c["models"]
+    if cert.models:
+        m = cert.models
         con.print(f"  models ({m['keep']}) of the plan returned: {m['kept']} in {m['folder']} (depl runs models "
                   f"{Path(m['folder']).parent.parent})", markup=False, highlight=False)
-    if c["certified"]:
-        r = c["candidates"][c["returned"]]
-        con.print(f"certified: with probability ≥ {1 - c['alpha']:g} over the runs of the search, the plan returned "
-                  f"([{r['index']}], cost {r['cost']:.6g}: {r['schedule']}) meets ℓmax = {c['loss_target']:g} with "
-                  f"probability ≥ ω = {c['omega']:g} on a new run ({r['met']} of {r['runs']} runs met it)"
+    if cert.certified:
+        r = cert.candidates[cert.returned]
+        con.print(f"certified: with probability ≥ {1 - cert.alpha:g} over the runs of the search, the plan returned "
+                  f"([{r['index']}], cost {r['cost']:.6g}: {r['schedule']}) meets ℓmax = {cert.loss_target:g} with "
+                  f"probability ≥ ω = {cert.omega:g} on a new run ({r['met']} of {r['runs']} runs met it)"
                   + (f"; written to {done.out}" if done.out else ""), markup=False, highlight=False)
-        if c["paused"]:
-            con.print(f"  cheaper candidates paused at --max-runs {c['max_runs']}: "
-                      f"{', '.join(f'[{i}]' for i in c['paused'])}; a rerun with a larger --max-runs goes on with them "
-                      "where this stopped (and may return a cheaper plan)", markup=False, highlight=False)
-    elif c["outcome"] == "refuted":
-        con.print(f"refuted: every candidate meets ℓmax = {c['loss_target']:g} with probability < ω = {c['omega']:g} "
-                  f"(each at its share of α = {c['alpha']:g}); no plan written", markup=False, highlight=False)
+        if cert.evidence["paused"]:
+            con.print(f"  cheaper candidates paused at --max-runs {cert.evidence['max_runs']}: "
+                      f"{', '.join(f'[{i}]' for i in cert.evidence['paused'])}; a rerun with a larger --max-runs goes "
+                      "on with them where this stopped (and may return a cheaper plan)", markup=False, highlight=False)
+    elif cert.verdict is Outcome.REFUTED:
+        con.print(f"refuted: every candidate meets ℓmax = {cert.loss_target:g} with probability < ω = {cert.omega:g} "
+                  f"(each at its share of α = {cert.alpha:g}); no plan written", markup=False, highlight=False)
     else:
-        m = c["expected_more_runs"] or {}
-        r = c["candidates"][m["candidate"]] if m else {}
+        m = cert.evidence["expected_more_runs"] or {}
+        r = cert.candidates[m["candidate"]] if m else {}
         if m and r["met"] == r["runs"] and m.get("if_all_meet") is not None:   # Laplace's rate would read 4/4 as 0.83
             hint = (f"; candidate [{m['candidate']}]: every run it counted met ℓmax ({r['met']} of {r['runs']}), it "
                     f"certifies after {m['if_all_meet']} more runs if each meets ℓmax too")
@@ -192,6 +194,6 @@ def _result(con, done) -> None:
             hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
                     f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
                     if m else "")
-        con.print(f"undecided: no candidate certified within --max-runs {c['max_runs']} runs counted each{hint}: rerun "
+        con.print(f"undecided: no candidate certified within --max-runs {cert.evidence['max_runs']} runs counted each{hint}: rerun "
                   "with a larger "
                   "--max-runs to go on where this stopped; no plan written", markup=False, highlight=False)

@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 
 from ..workflows.common import Training, seed_range
-from .console import (EXIT_OK, EXIT_REFUTED, choice, console, epoch_progress, err_console, fail, json_option,
+from ..certificate import Outcome
+from .console import (choice, console, epoch_progress, err_console, fail, json_option,
                       next_step, print_json, refusals, warn)
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, Rule, diverged_line,
                        refuse_adaptive_options, said, trains_seeds)
@@ -61,21 +62,21 @@ def validate(
     _say_start(held.run, plan_file, con)
     v = _train(held, training, con)
     _print_validation(v, held.run, plan_file, con)
-    code = EXIT_OK if v.not_refuted else EXIT_REFUTED
+    code = v.validation.coverage.verdict.exit_code("promise")
     if as_json:
         print_json({**v.to_json(), "exit_code": code})
     # the last line: what a script gating on the exit code is told
     c = v.validation.coverage
     con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)
-    next_step(f"depl certify {plan_file}", err_console, when=c.verdict == "undecided")
+    next_step(f"depl certify {plan_file}", err_console, when=c.verdict is Outcome.UNDECIDED)
     raise typer.Exit(code)
 
 
 def _verdict_words(c) -> str:
     """The verdict (certified, refuted, undecided: one word in every command) and the bound behind it, at the
     plan's α (`depl.validate.Coverage.bound_words`)."""
-    word = {"certified": "[green]certified[/]", "refuted": "[red]refuted[/]"}.get(c.verdict, c.verdict)
-    tail = "; the runs cannot tell the coverage from ω; not refuted" if c.verdict == "undecided" else ""
+    word = {Outcome.CERTIFIED: "[green]certified[/]", Outcome.REFUTED: "[red]refuted[/]"}.get(c.verdict, c.verdict)
+    tail = "; the runs cannot tell the coverage from ω; not refuted" if c.verdict is Outcome.UNDECIDED else ""
     return f"{word} ({escape(c.bound_words)}{tail})"
 
 
@@ -143,7 +144,7 @@ def _validate_adaptive(scenario: str, plan_file: Path, seeds: list[int] | int, a
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   {_bounds(c)}"
               f"   ω = {c.omega:g}   mean cost {r.mean_cost:.4g} (open-loop plan "
               f"{r.plan.cost:.4g})", markup=False)
-    code = EXIT_OK if c.not_refuted else EXIT_REFUTED
+    code = c.verdict.exit_code("promise")
     if as_json:
         print_json({**r.to_json(), "exit_code": code})
     con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)

@@ -28,8 +28,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..certificate import (DEFAULT_ALPHA, alpha_or_default, clopper_pearson_lower, clopper_pearson_upper,
-                           bound_words, fixed_n_verdict)
+from ..certificate import (DEFAULT_ALPHA, VERDICTS, Outcome, alpha_or_default, bound_words, clopper_pearson_lower,
+                           clopper_pearson_upper, fixed_n_verdict)
 from ..laws import law_names
 from ..ledger import check_certificate, recomputed_certificate
 from ..loss.base import segments
@@ -39,7 +39,7 @@ from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, p
 from ..validate import Validation
 
 CALIBRATED = "calibrated"
-CERTIFIED = "certified"
+CERTIFIED = Outcome.CERTIFIED
 DEFAULT_LAWS = ("increments", "level", CALIBRATED)
 DEFAULT_OMEGAS = (0.8, 0.9, 0.95)
 
@@ -188,7 +188,7 @@ class Cell:
     @property
     def bound_words(self) -> str:
         """The bound behind the verdict (`depl.validate.Coverage.bound_words`); "" without runs."""
-        if self.verdict not in ("certified", "refuted", "undecided"):
+        if self.verdict not in VERDICTS:
             return ""
         return bound_words(self.verdict, self.lower, self.upper, self.alpha)
 
@@ -312,7 +312,7 @@ class Table:
 
     @property
     def refuted(self) -> list[Cell]:
-        return [c for c in self.cells if c.verdict == "refuted"]
+        return [c for c in self.cells if c.verdict == Outcome.REFUTED]
 
     def to_json(self) -> dict:
         from ..jsonout import clean

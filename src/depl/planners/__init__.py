@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import time
 
+from ..certificate import Certificate, Kind, Outcome, seed_ranges
 from ..loss import LossModel, loss_model_for
 from ..loss.calibrated import AS_FITTED
 from ..plan import Plan
@@ -75,7 +76,7 @@ def certify_by_calibration(s: Scenario, p: Plan, promise: float | None = None) -
     """With a calibration in use: which runs certify the plan (its own kind, or the pooled scores), in its info (and
     so its JSON); with α and per-experiment scores its certificate too.  `promise`: the ω the plan promises where
     it was planned at a stricter ω′ = its quantile (`depl plan --slack`): the certificate records both
-    (`omega_certified` = ω′, `promise` = ω), the slack ω′ − ω a closed loop may spend (depl.adaptive.Slack)."""
+    (its ω = ω′, `promise` = ω in its evidence), the slack ω′ − ω a closed loop may spend (depl.adaptive.Slack)."""
     c = s.calibration
     if c is None or not c.use:
         return
@@ -100,19 +101,22 @@ def certify_by_calibration(s: Scenario, p: Plan, promise: float | None = None) -
             ok = False
             p.info["certified_by"] = refused
         used = [law.records[i] for i in getattr(law, "usable", [])]
-        p.info["certificate"] = {
-            "alpha": s.target.alpha, "certified": ok, "runs": runs, "met": met, "experiments": len(used) or len(c.experiments),
-            # the α this certificate spends, and on which calibration runs: every experiment's chain is tested at
-            # α/E, so the certificate draws on them all (depl.workflows.alpha_spent keeps the account)
-            "alpha_spent": s.target.alpha,
-            "calibration": {"digest": c.digest(), "loss": s.target.loss, "omega": s.target.quantile,
-                            "certified_by": [e.label for e in getattr(law, "certifying", lambda *a: [])(schedule, phi)],
-                            "runs": [{"experiment": e.label, "seeds": e.seed_ranges(), "runs": len(e.seeds or [])}
-                                     for e in used]}}
+        runs_of = [{"experiment": e.label, "seeds": e.seed_ranges(), "runs": len(e.seeds or [])} for e in used]
+        evidence = {"experiments": len(used) or len(c.experiments),
+                    "calibration": {"digest": c.digest(), "loss": s.target.loss, "omega": s.target.quantile,
+                                    "certified_by": [e.label for e in getattr(law, "certifying", lambda *a: [])(
+                                        schedule, phi)],
+                                    "runs": runs_of}}
         if refused:
-            p.info["certificate"]["refused"] = refused
+            evidence["refused"] = refused
         if promise is not None:
-            p.info["certificate"].update(omega_certified=p.omega, promise=promise)
+            evidence["promise"] = promise
+        # the α this certificate spends (its share), on which calibration runs: every experiment's chain is tested at
+        # α/E, so the certificate draws on them all (depl.workflows.alpha_spent keeps the account)
+        p.info["certificate"] = Certificate(
+            Kind.CALIBRATION, Outcome.CERTIFIED if ok else Outcome.UNDECIDED, p.omega, s.target.loss,
+            s.target.alpha, s.target.alpha, runs, met,
+            seed_ranges(tuple(r) for row in runs_of for r in row["seeds"]), None, evidence).to_json()
 
 
 def infeasible_reason(e: Infeasible, s: Scenario, method: str = "depl", options: Options | None = None) -> str:

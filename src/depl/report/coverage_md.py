@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..certificate import confidence_words
+from ..certificate import Outcome, confidence_words
 from ..experiments.coverage import CERTIFIED, Cell, Table
 from .md import table
 
@@ -15,7 +15,7 @@ def _f(x: float, digits: int = 3) -> str:
 
 def _verdict(c: Cell) -> str:
     v = c.verdict
-    return f"**{v}**" if v in ("refuted", CERTIFIED) else v
+    return f"**{v}**" if v in (Outcome.REFUTED, CERTIFIED) else v
 
 
 NOTES = "<!-- written by hand below this line: `depl coverage` keeps it when it rewrites the table -->"

@@ -17,6 +17,7 @@ from ..plan import Plan
 from .mpl import pyplot, save
 
 if TYPE_CHECKING:  # only for annotations: fit/ and validate sit beside report/, not below it
+    from ..certificate import Certificate
     from ..fit.report import FitResult
     from ..validate import Validation
 
@@ -220,22 +221,22 @@ __all__ = ["plot_loss_band", "switch_epochs", "plot_measured_bands", "plot_fit",
 SEARCH_COLOURS = {"certified": "tab:green", "refuted": "tab:red", "dropped": "tab:grey", "undecided": "tab:orange"}
 
 
-def plot_search(cert: dict, title: str = ""):
+def plot_search(cert: "Certificate", title: str = ""):
     """A certified search's candidates (`info.certificate` of `depl plan --certify`): cost against the
     anytime-valid lower bound on P(ℓ(K) ≤ ℓmax) each one's runs reached, coloured by verdict, ω as a line and the
     plan returned ringed."""
     fig, ax = pyplot().subplots(figsize=(6.4, 4.0), dpi=120)
-    rows = cert["candidates"]
+    rows = cert.candidates
     for verdict, colour in SEARCH_COLOURS.items():
         mine = [r for r in rows if r["verdict"] == verdict]
         if mine:
             ax.scatter([r["cost"] for r in mine], [r["lower_bound"] for r in mine], color=colour, s=36,
                        label=f"{verdict} ({len(mine)})", zorder=3)
-    if cert.get("returned") is not None:
-        r = rows[cert["returned"]]
+    if cert.returned is not None:
+        r = rows[cert.returned]
         ax.scatter([r["cost"]], [r["lower_bound"]], s=160, facecolors="none", edgecolors="black", zorder=4,
                    label="returned")
-    ax.axhline(cert["omega"], color="black", lw=0.8, ls="--", label=f"ω = {cert['omega']:g}")
+    ax.axhline(cert.omega, color="black", lw=0.8, ls="--", label=f"ω = {cert.omega:g}")
     ax.set_xlabel("cost")
     ax.set_ylabel("anytime-valid lower bound on P(ℓ(K) ≤ ℓmax)")
     ax.set_ylim(0.0, 1.02)

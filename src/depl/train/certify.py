@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, Sequential, Verdict, expected_runs, more_runs_if_all_meet
+from ..certificate import (DEFAULT_ALPHA, DEFAULT_PRIOR, Certificate, Kind, Outcome, Sequential, Verdict, expected_runs,
+                           more_runs_if_all_meet, seed_ranges)
 from ..ledger import Ledger, TaskSeeds, check_certificate, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario
@@ -37,8 +38,6 @@ from ..store import Store, store_path
 from . import execute
 from .data import MNIST1D_POOL
 from .federation import Job, job_from_plan
-
-FORMAT = "depl.certificate/1"
 
 
 def covers(scenario: Scenario) -> str:
@@ -61,8 +60,8 @@ def covers(scenario: Scenario) -> str:
 
 
 @dataclass
-class Certificate:
-    """What `certify` decided, on which runs, and what it cost."""
+class Decided:
+    """What `certify` decided, on which runs, and what it cost (`certificate()`: its depl.certificate.Certificate)."""
 
     plan_file: str
     plan: Plan
@@ -87,25 +86,32 @@ class Certificate:
     def statement(self) -> str:
         v, p = self.verdict, self.plan
         seeds = f"seeds {self.counted[0]}..{self.counted[-1]}" if self.counted else "no seeds"
-        if v.verdict == "certified":
+        if v.verdict is Outcome.CERTIFIED:
             return (f"with probability ≥ {1 - v.alpha:g} over the {v.runs} runs it was built from ({seeds}), this "
                     f"plan meets ℓmax = {p.loss_target:g} with probability ≥ ω = {v.omega:g} on a new run — "
                     f"{covers(self.scenario)}")
-        if v.verdict == "refuted":
+        if v.verdict is Outcome.REFUTED:
             return (f"with probability ≥ {1 - v.alpha:g} over the {v.runs} runs ({seeds}), this plan meets "
                     f"ℓmax = {p.loss_target:g} with probability < ω = {v.omega:g}: its guarantee is refuted")
         return (f"after {v.runs} runs ({seeds}), {v.hits} of which met ℓmax = {p.loss_target:g}, the test can "
                 f"neither certify nor refute ω = {v.omega:g} at α = {v.alpha:g}")
 
-    def to_json(self) -> dict:
-        return {"format": FORMAT, "plan_file": self.plan_file, "method": self.plan.method,
-                "scenario": self.plan.scenario, "loss_target": self.plan.loss_target, "epochs": len(self.plan.epochs),
-                **self.verdict.to_json(), "statement": self.statement(), "covers": covers(self.scenario),
-                "rule": f"{self.rule}, runs in seed order, stopped at the first decision",
-                "seeds": self.counted, "first_seed": self.first_seed, "finals": [self.finals[s] for s in self.counted],
-                "trained_not_counted": self.trained_after, "seed_epochs": self.seed_epochs,
-                "seconds": self.seconds, "max_runs": self.max_runs, "run_id": self.run_id, "store": self.store,
-                "expected_more_runs": self.more or None, "ledger": self.ledger}
+    def certificate(self) -> Certificate:
+        """The certificate (kind `sequential`), its evidence the runs: their finals, run id and store, the plan
+        and what the test covers (the bounds are searched here, once)."""
+        v, p = self.verdict, self.plan
+        test = v.to_json()
+        evidence = {"plan_file": self.plan_file, "method": p.method, "scenario": p.scenario, "epochs": len(p.epochs),
+                    "prior": v.prior, **{k: test[k] for k in ("upper_bound", "e_value_certify", "e_value_refute",
+                                                             "clopper_pearson_lower")},
+                    "statement": self.statement(), "covers": covers(self.scenario),
+                    "rule": f"{self.rule}, runs in seed order, stopped at the first decision",
+                    "first_seed": self.first_seed, "finals": [self.finals[s] for s in self.counted],
+                    "trained_not_counted": self.trained_after, "seed_epochs": self.seed_epochs,
+                    "seconds": self.seconds, "max_runs": self.max_runs, "run_id": self.run_id, "store": self.store,
+                    "expected_more_runs": self.more or None, "ledger": self.ledger}
+        return Certificate(Kind.SEQUENTIAL, v.verdict, v.omega, p.loss_target, v.alpha, v.alpha, v.runs, v.hits,
+                           seed_ranges((s, s) for s in self.counted), test["lower_bound"], evidence)
 
 
 @dataclass
@@ -158,7 +164,7 @@ def seeds_for(prep: Prepared, store: str | Path, first_seed: int | None, max_run
 
 
 def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None = None, max_runs: int = 500,
-            batch: int = 32, options: dict | None = None, progress=None, on_decision=None) -> Certificate:
+            batch: int = 32, options: dict | None = None, progress=None, on_decision=None) -> Decided:
     """Run the prepared plan on seeds first_seed, first_seed+1, … (`batch` at a time) until its sequential test
     decides whether P(ℓ(K) ≤ ℓmax) ≥ the plan's ω, or `max_runs` runs are counted.  The seeds are checked
     against the plan's ledger first (`seeds_for`; None: its first free seed), and the run records the α and
@@ -206,6 +212,6 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None
                 "p_certify": need.certify, "p_refute": need.refute,
                 # the fewest more runs that certify, each meeting ℓmax (the least going on can take)
                 "if_all_meet": more_runs_if_all_meet(test.hits, test.runs, p.omega, alpha, test.prior)}
-    return Certificate(str(prep.plan_file), p, prep.scenario, test.state, first_seed, counted, finals, after, run_id,
+    return Decided(str(prep.plan_file), p, prep.scenario, test.state, first_seed, counted, finals, after, run_id,
                        str(st.path), time.perf_counter() - t0, max_runs, more, test.rule,
                        [u.to_json() for u in prep.ledger.uses if u.run_id != run_id])

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..certificate import Certificate, Outcome
 from ..certificate.search import Search
 from ..plan import Plan
 from ..store import Store, StoreError
@@ -46,7 +47,6 @@ from . import execute
 from .federation import Job, job_from_plan
 from .models import ModelKeeper
 
-FORMAT = "depl.search/1"
 MANIFEST = "search-manifest"            # the run row binding a store to its search (kind and id)
 MAX_RUNS = "search-max-runs"            # the rows recording each --max-runs and the seeds drawn when it took effect
 
@@ -106,13 +106,13 @@ def group(cands: list[Candidate]) -> None:
         c.group = max(covering, key=lambda i: (cands[i].epochs, -i))
 
 
-def recorded_candidates(st: Store, certificate: dict) -> list[Candidate]:
-    """The candidates of a search as its certificate (`depl.search/1`) records them: each the first K epochs of
+def recorded_candidates(st: Store, certificate: "Certificate") -> list[Candidate]:
+    """The candidates of a search as its certificate (kind search) records them: each the first K epochs of
     the plan and job of its group's run in `st` (`trains_with`), at its recorded cost.  StoreError where the
     store has no such run."""
     specs = {r["run_id"]: r["spec"] for r in st.runs("search")}
     out = []
-    for row in certificate["candidates"]:
+    for row in certificate.candidates:
         if row["trains_with"] not in specs:
             raise StoreError(f"{st.path}: no search run {row['trains_with']} (candidate [{row['index']}]): not the "
                              "store of this search")
@@ -468,7 +468,7 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
         search.after_batch()
         if on_batch is not None:
             on_batch(search, start - first_seed, time.perf_counter() - t0)
-    if keep is not None and search.outcome in ("certified", "refuted") and not search.paused:
+    if keep is not None and search.outcome is not Outcome.UNDECIDED and not search.paused:
         keep.keep_only(search.best())
     return Searched(search, cands, first_seed, start - first_seed, trained, group_runs, str(st.path),
                     time.perf_counter() - t0, outcomes, epochs,

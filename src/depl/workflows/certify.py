@@ -3,33 +3,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS, check_alpha
+from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS, Certificate, Outcome, check_alpha
 from .common import Training, check_folder, start_training
 from .errors import as_bad_input, training_errors
 
 if TYPE_CHECKING:
-    from ..train.certify import Certificate
+    from ..train.certify import Decided
 
 
 @dataclass(frozen=True)
 class Certified:
-    """The certificate (`certificate`; `data`: its JSON, bounds searched once), written at `report`."""
+    """What the runs decided (`decided`) and its certificate (`certificate`, bounds searched once), written at
+    `report`."""
 
-    certificate: "Certificate"
-    data: dict = field(hash=False)
+    decided: "Decided"
+    certificate: Certificate
     report: Path
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Outcome:
         """certified, refuted or undecided."""
-        return self.certificate.verdict.verdict
+        return self.certificate.verdict
 
     def to_json(self) -> dict:
-        return {**self.data, "report": str(self.report)}
+        return {**self.certificate.to_json(), "report": str(self.report)}
 
 
 def prepare_certify(plan_file: str | Path, alpha: Optional[float] = None, *, out: str | Path = Path("depl-certify"),
@@ -70,9 +71,9 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
         c = sequential(prep, store=store or out / "runs.sqlite", first_seed=first_seed, max_runs=max_runs,
                        batch=batch, options=training.seed_options(), progress=progress, on_decision=on_decision)
     report = out / f"{prep.plan_file.stem}-certificate.json"
-    data = c.to_json()  # the bounds are searched once, for the file, the text and --json alike
-    report.write_text(dumps(data) + "\n", encoding="utf-8")
-    return Certified(c, data, report)
+    cert = c.certificate()  # the bounds are searched once, for the file, the text and --json alike
+    report.write_text(dumps(cert.to_json()) + "\n", encoding="utf-8")
+    return Certified(c, cert, report)
 
 
 def certify(plan_file: str | Path, alpha: Optional[float] = None, *, out: str | Path = Path("depl-certify"),

@@ -11,6 +11,7 @@ from .common import check_output_file
 from .errors import BadInput, Unreachable, as_bad_input
 
 if TYPE_CHECKING:
+    from ..certificate import Outcome
     from ..plan import Plan
     from ..predict import Prediction
     from ..scenario import Scenario
@@ -121,7 +122,10 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         why = binding(e, s, method, options)   # one reason, the binding one first: on stderr and in --json alike
         raise Unreachable(str(why), infeasible_result(s, method, why)) from None
     certify_by_calibration(s, p, promise)
-    if promise is not None and not (p.info.get("certificate") or {}).get("certified"):
+    from ..certificate import Certificate
+
+    cert = Certificate.of_plan(p.info)
+    if promise is not None and not (cert is not None and cert.certified):
         raise Unreachable(f"--slack {slack:g}: the plan at ω′ = {p.omega:g} is not certified by the calibration runs "
                           f"with confidence 1 − α ({p.info.get('certified_by') or 'no certificate'}): no slack to "
                           "spend", infeasible_result(s, method, Infeasible("not certified")))
@@ -134,17 +138,19 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
 def spend_alpha(given: "str | Scenario", s: "Scenario", p: "Plan") -> Optional[str]:
     """Record a certificate with a confidence in the ledger of its calibration (depl.workflows.alpha_spent); the
     warning when that calibration certified other plans before (the α spent in all), else None."""
-    cert = p.info.get("certificate") if isinstance(p.info, dict) else None
-    if not cert or not cert.get("certified") or not cert.get("calibration"):
+    from ..certificate import Certificate
+
+    cert = Certificate.of_plan(p.info)
+    if cert is None or not cert.certified or not cert.calibration:
         return None
     from .alpha_spent import ledger_path, plan_hash, record
 
-    cal = cert["calibration"]
+    cal = cert.calibration
     spent = record(ledger_path(given if isinstance(given, str) else None, s.name),
                    {"calibration": cal["digest"], "loss": cal["loss"], "omega": cal["omega"],
-                    "alpha": cert["alpha_spent"], "plan": plan_hash(p)})
-    cert["alpha_ledger"] = {"path": str(spent.path), "certificates_before": spent.before,
-                            "alpha_total": spent.total}
+                    "alpha": cert.alpha_share, "plan": plan_hash(p)})
+    p.info["certificate"] = cert.with_evidence(alpha_ledger={
+        "path": str(spent.path), "certificates_before": spent.before, "alpha_total": spent.total}).to_json()
     return spent.warning(f"the calibration of {s.name!r} (table {cal['digest'][:12]})")
 
 
@@ -190,7 +196,7 @@ class Simulated:
     warnings: tuple[str, ...] = ()
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> "Outcome":
         """The law's Monte Carlo judging the plan's ω, in the words of every command: certified, refuted or undecided
         (`depl.certificate.fixed_n_verdict`: the one-sided bounds `p_meet_ci` at the plan's α)."""
         from ..certificate import fixed_n_verdict
@@ -201,7 +207,7 @@ class Simulated:
     @property
     def not_refuted(self) -> bool:
         """The guarantee stands: the Monte Carlo does not refute it (`verdict`)."""
-        return self.verdict != "refuted"
+        return self.verdict.not_refuted
 
     @property
     def infinite_why(self) -> str:

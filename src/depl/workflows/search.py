@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import alpha_or_default, check_alpha
+from ..certificate import Certificate, Kind, Outcome, alpha_or_default, check_alpha
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
 from .planning import load, retarget, save_plan
@@ -138,17 +138,17 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
 
 @dataclass(frozen=True)
 class SearchResult:
-    """The search (`searched`), the plan returned (None where none was certified), its JSON certificate, files."""
+    """The search (`searched`), the plan returned (None where none was certified), its certificate, files."""
 
     searched: "Searched"
     plan: "Optional[Plan]"
-    certificate: dict
+    certificate: Certificate
     out: Optional[Path]
     png: Optional[Path]
 
     @property
-    def outcome(self) -> str:
-        return self.searched.search.outcome
+    def outcome(self) -> Outcome:
+        return self.certificate.verdict
 
 
 PROPOSALS = 3       # candidates the search may propose from its own runs (depl.certificate.search.Spending)
@@ -293,8 +293,9 @@ def candidate_rows(prep: Prepared) -> list[dict]:
             for i, c in enumerate(prep.candidates)]
 
 
-def certificate_json(r: "Searched") -> dict:
-    """info.certificate: the verdict, α, the runs counted for the plan returned and by the whole search, the runs
+def search_certificate(r: "Searched") -> Certificate:
+    """info.certificate (kind `search`): the verdict, α, the runs counted for the plan returned and by the whole
+    search, the runs
     trained (each run of the store, its epochs and the search's seeds it holds), the seeds, and every candidate
     (schedule, cost, weight, verdict, runs, met, anytime-valid lower bound, its group's run `trains_with` and the
     runs its seeds were read from, `read_from`, the longest first)."""
@@ -310,7 +311,7 @@ def certificate_json(r: "Searched") -> dict:
                      "first_counted": r.first_counted.get(a.index), "dropped_after": a.dropped_after,
                      "priced_out": a.priced_out, "law_p": a.guess, "proposal": a.proposal})
     more = None
-    if b is None and s.outcome != "refuted":
+    if b is None and s.outcome is not Outcome.REFUTED:
         i = s.likeliest()
         if i is not None:
             from ..certificate import more_runs_if_all_meet
@@ -318,14 +319,14 @@ def certificate_json(r: "Searched") -> dict:
             t = s.arms[i].test   # the fewest more runs that certify it, each meeting ℓmax (the least going on takes)
             more = {"candidate": i, **s.more_runs(i),
                     "if_all_meet": more_runs_if_all_meet(t.hits, t.runs, float(s.omega), t.alpha, s.prior)}
-    return {"format": "depl.search/1", "certified": b is not None, "outcome": s.outcome, "alpha": s.alpha,
-            "omega": float(s.omega), "loss_target": cands[0].plan.loss_target, "returned": b,
-            "runs": s.arms[b].state.runs if b is not None else 0,
-            "met": s.arms[b].state.hits if b is not None else 0,
-            "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs, "runs_cost": runs_cost(r),
+    won = s.arms[b].state if b is not None else None
+    seeds = ((r.first_seed, r.first_seed + r.seeds - 1),) if r.seeds else ()
+    return Certificate(Kind.SEARCH, s.outcome, float(s.omega), cands[0].plan.loss_target, s.alpha,
+                       won.alpha if won else None, won.runs if won else 0, won.hits if won else 0, seeds,
+                       won.lower if won else None, {
+            "returned": b, "runs_trained": r.runs_trained, "seed_epochs": r.seed_epochs, "runs_cost": runs_cost(r),
             "trained": [{"run": rid, "epochs": r.epochs[rid], "seeds": n} for rid, n in sorted(r.trained.items())],
-            "first_seed": r.first_seed,
-            "seeds": [r.first_seed, r.first_seed + r.seeds - 1] if r.seeds else [], "max_runs": s.max_runs,
+            "first_seed": r.first_seed, "max_runs": s.max_runs,
             "drop_below": s.drop_below, "store": r.store, "seconds": r.seconds, "prior": s.prior,
             "allocation": s.allocation, "uses": s.uses, "horizon": s.horizon, "paused": s.paused,
             "rule": f"weighted e-Bonferroni over the candidates fixed in advance and those proposed from the runs "
@@ -334,7 +335,7 @@ def certificate_json(r: "Searched") -> dict:
                     f"{ALLOCATION_WORDS[s.allocation]}"
                     + (f", weighing its runs' cost against {s.uses:g} uses of the plan" if s.uses else "")
                     + "; dropping never certifies (depl.certificate.search)",
-            "candidates": rows, "expected_more_runs": more}
+            "candidates": rows, "expected_more_runs": more})
 
 
 def runs_cost(r: "Searched") -> float:
@@ -423,18 +424,18 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
         r = train(prep.candidates, search, store=str(store), first_seed=first_seed, batch=batch,
                   options=training.seed_options(), progress=progress, on_batch=looked, max_runs=seg,
                   grow_to=max_runs, propose=propose_from_runs(prep, prep.device), proposals=PROPOSALS, keep=keeper)
-    cert = certificate_json(r)
+    cert = search_certificate(r)
     b = search.best()
     if b is not None:
-        cert["alpha_ledger"] = _spend(prep, cert, mark, r.candidates[b].plan)
+        cert = cert.with_evidence(alpha_ledger=_spend(prep, cert, mark, r.candidates[b].plan))
     if keeper is not None and b is not None:
         folder = keeper.folder(b)
-        cert["models"] = {"folder": str(folder), "run": folder.name, "keep": keep_models,
-                          "kept": len(list(folder.glob("seed-*.json")))}
+        cert = cert.with_evidence(models={"folder": str(folder), "run": folder.name, "keep": keep_models,
+                                          "kept": len(list(folder.glob("seed-*.json")))})
     plan = None
     if b is not None:
         plan = dataclasses.replace(r.candidates[b].plan)
-        plan.info = {**plan.info, "certificate": cert}
+        plan.info = {**plan.info, "certificate": cert.to_json()}
         if out is not None:
             save_plan(plan, Path(out))
     if png is not None:
@@ -442,15 +443,15 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     return SearchResult(r, plan, cert, Path(out) if out and plan else None, Path(png) if png else None)
 
 
-def _spend(prep: Prepared, cert: dict, mark: str, plan: "Plan") -> dict:
+def _spend(prep: Prepared, cert: Certificate, mark: str, plan: "Plan") -> dict:
     """The search's α in the task's α ledger (depl.workflows.alpha_spent), its account the search's manifest: the
     certificate it issued, beside the calibrations' ones.  A search's seeds are its own (the seed book), so its
     account holds this certificate alone; a rerun issues the same one and spends nothing new."""
     from .alpha_spent import ledger_path, plan_hash, record
 
     spent = record(ledger_path(prep.given, prep.scenario.name),
-                   {"calibration": f"search:{mark}", "loss": cert["loss_target"], "omega": cert["omega"],
-                    "alpha": cert["alpha"], "plan": plan_hash(plan)})
+                   {"calibration": f"search:{mark}", "loss": cert.loss_target, "omega": cert.omega,
+                    "alpha": cert.alpha, "plan": plan_hash(plan)})
     return {"path": str(spent.path), "account": f"search:{mark}", "written": spent.written}
 
 
@@ -474,7 +475,7 @@ def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
     tmp.replace(path)
 
 
-def _draw(cert: dict, png: Path, name: str) -> None:
+def _draw(cert: Certificate, png: Path, name: str) -> None:
     from ..report.plots import plot_search
     from ..report.mpl import save
 

@@ -371,12 +371,12 @@ def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> d
     except ValueError as e:
         raise BadInput(f"--certificate {path}: not JSON ({e})") from None
     try:
-        check_certificate(plan, cert, f"--certificate {path}")
+        checked = check_certificate(plan, cert, f"--certificate {path}")
     except ValueError as e:
         raise BadInput(str(e)) from None
     ids = {run_id_for(job_from_plan(plan, d), "local", prefix="certify") for d in {"cpu", device, "cuda"}}
-    if cert.get("run_id") not in ids:
-        raise BadInput(f"--certificate {path}: run_id = {cert.get('run_id')!r} is not a run of this plan's job "
+    if checked.run_id not in ids:
+        raise BadInput(f"--certificate {path}: run_id = {checked.run_id!r} is not a run of this plan's job "
                        f"(expected {' or '.join(sorted(ids))}): its runs trained another plan, data or code")
     return {"certificate": cert, "certificate_source": str(path)}
 
