@@ -16,7 +16,7 @@ and its plot cannot disagree.
 >>> import numpy as np
 >>> from depl.certificate import DEFAULT_ALPHA
 >>> v = coverage(np.array([0.5] * 95 + [2.0] * 5), target=1.0, omega=0.9, alpha=DEFAULT_ALPHA)
->>> v.hits, v.verdict, [round(b, 3) for b in v.ci]
+>>> v.hits, v.verdict.value, [round(b, 3) for b in v.ci]
 (95, 'undecided', [0.898, 0.98])
 """
 
