@@ -1,0 +1,81 @@
+"""Bring the committed plans' recorded certificates to what today's depl recomputes from their own runs.
+
+Run once from the repository's root: `python scripts/recompute_plan_certificates.py [--check]`.  A plan's
+certificate is recomputed, never taken as written (depl.ledger.certificate_problem); plans made before the
+calibration tables recorded their runs' losses and conditions, or whose certificate words changed since, are
+refused by the commands that judge them.  For each committed plan file whose certificate differs, this rewrites
+`info.certified_by` and `info.certificate` with the recomputed ones — only where the numbers are the same (verdict,
+runs, runs that met ℓmax, α, α's share), so no verdict changes; a certified search's plan whose certificate names
+a store other than the one beside it is pointed at that one, if the store beside it then gives the same counts.
+`--check` lists what it would change and exits 1 if anything is left.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from depl.certificate import Certificate, Kind
+from depl.ledger import CERTIFICATE_KEYS, certificate_problem, recomputed_certificate
+from depl.plan import Plan
+
+NUMBERS = ("verdict", "runs", "hits", "alpha", "alpha_share", "omega", "loss_target")
+
+
+def plan_files() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "*.json"], capture_output=True, text=True, check=True).stdout.split()
+    def is_plan(f: str) -> bool:
+        data = json.loads(Path(f).read_text())
+        return isinstance(data, dict) and data.get("format") == "depl.plan/1"
+
+    return [Path(f) for f in out if is_plan(f)]
+
+
+def fixed(path: Path) -> dict | None:
+    """The plan file's JSON with its certificate recomputed, or None when nothing needs changing; ValueError where
+    the numbers would change."""
+    plan = Plan.load(path)
+    if certificate_problem(plan, str(path)) is None:
+        return None
+    data = json.loads(path.read_text())
+    cert = Certificate.of_plan(plan.info)
+    if cert is not None and cert.kind is Kind.SEARCH:
+        beside = path.parent / "runs.sqlite"
+        if not beside.is_file() or Path(cert.store) == beside:
+            raise ValueError(f"{path}: its search certificate differs from its store's runs")
+        data["info"]["certificate"]["evidence"]["store"] = str(beside)
+        return data
+    got = recomputed_certificate(plan, plan.scenario_object())
+    have, want = plan.info.get("certificate") or {}, got.get("certificate") or {}
+    moved = [k for k in NUMBERS if have.get(k) != want.get(k)]
+    if moved:
+        raise ValueError(f"{path}: recomputing would change {', '.join(moved)}: left as it is")
+    for k in CERTIFICATE_KEYS:
+        data["info"][k] = got.get(k)
+    return data
+
+
+def main(argv: list[str]) -> int:
+    check, left = "--check" in argv, 0
+    for path in plan_files():
+        try:
+            data = fixed(path)
+        except ValueError as e:
+            print(f"left: {e}")
+            left += 1
+            continue
+        if data is None:
+            continue
+        left += 1
+        print(f"{'would rewrite' if check else 'rewrote'} {path}")
+        if not check:
+            path.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            if certificate_problem(Plan.load(path), str(path)) is not None:
+                print(f"  still differs: {certificate_problem(Plan.load(path), str(path))}")
+    return 1 if check and left else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
