@@ -205,8 +205,8 @@ def test_an_edited_candidate_list_is_refused(depl_cli, searched, tmp_path):
 
 
 def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
-    """--max-runs 2, then 6: every seed counted before is counted again as it was, the seeds go on from the
-    third, and a rerun at 6 replays it all without training; a smaller --max-runs is refused."""
+    """--max-runs 2, then 4: every seed counted before is counted again as it was, the seeds go on from the
+    third, and a rerun at 4 replays it all without training; a smaller --max-runs is refused."""
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--batch", "2", "--out",
             "p.json", "--json")
     one = depl_cli(*args, "--max-runs", "2", cwd=tmp_path)
@@ -214,7 +214,7 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
     c1 = json.loads(one.stdout)["certificate"]
     with Store(tmp_path / "runs.sqlite") as st:
         held = {rid: st.losses(rid) for rid in {c["trains_with"] for c in c1["candidates"]}}
-    two = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
+    two = depl_cli(*args, "--max-runs", "4", cwd=tmp_path)
     assert two.returncode in (0, 3), two.stderr
     c2 = json.loads(two.stdout)["certificate"]
     assert c2["first_seed"] == c1["first_seed"] and c2["seeds"][0] == c1["seeds"][0]
@@ -228,7 +228,7 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
         for rid, losses in held.items():
             assert {s: v for s, v in st.losses(rid).items() if s in losses} == losses
         epochs = st.count_epochs()
-    three = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
+    three = depl_cli(*args, "--max-runs", "4", cwd=tmp_path)
     c3 = json.loads(three.stdout)["certificate"]
     keep = ("verdict", "runs", "met", "first_counted")
     assert [[c[k] for k in keep] for c in c3["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
