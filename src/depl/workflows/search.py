@@ -115,9 +115,9 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
                    png: Optional[Path] = None, training: Training = Training(),
                    rerun: Optional[dict] = None) -> Prepared:
     """Everything checked and the candidates made (and their code and data checked), nothing written.  `rerun`:
-    the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation): where the
-    store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here, before
-    the candidates are planned (`run_search` checks the whole manifest)."""
+    the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses): where
+    the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here,
+    before the candidates are planned (`run_search` checks the whole manifest)."""
     from ..train.search import make_candidate
 
     if alpha is not None:
@@ -158,10 +158,12 @@ def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict
             theirs, seg = bound(st)
         if theirs is None:
             return
-        # a value no search takes (a --prior or --allocation of none of the choices) is refused as that, later
-        known = {"first_seed": None, "batch": None, "prior": PRIORS, "allocation": ALLOCATIONS}
+        # a value no search takes (a --prior or --allocation of none of the choices, --uses nan) is refused as
+        # that, later
+        known = {"first_seed": None, "batch": None, "prior": PRIORS.__contains__,
+                 "allocation": ALLOCATIONS.__contains__, "uses": lambda u: 1 <= u < float("inf")}
         given = {k: rerun[k] for k, ok in known.items()
-                 if rerun.get(k) is not None and (ok is None or rerun[k] in ok)}
+                 if rerun.get(k) is not None and (ok is None or ok(rerun[k]))}
         check_bound(store, theirs, seg, {"omega": float(s.target.quantile), "loss_target": float(s.target.loss),
                                          "alpha": alpha, **given}, rerun.get("max_runs"))
 
