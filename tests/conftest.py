@@ -96,3 +96,15 @@ def _own_seed_book(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def depl_cli() -> DeplCli:
     return DeplCli()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with the most tests marked slow first, then by their number of tests, each file's tests together and in
+    their order: under `make test`'s `--dist loadfile --no-loadscope-reorder` the long files start first and the
+    quick ones fill the end, so no worker is left with a long file while the other has finished."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    slow = {f: sum(1 for i in its if i.get_closest_marker("slow")) for f, its in files.items()}
+    order = sorted(files, key=lambda f: (-slow[f], -len(files[f])))
+    items[:] = [i for f in order for i in files[f]]
