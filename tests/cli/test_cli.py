@@ -189,7 +189,7 @@ PLAIN_INSTALL = r'''
 import builtins, re, sys, tomllib
 from importlib.metadata import packages_distributions
 
-deps = tomllib.load(open(sys.argv.pop(1), "rb"))["project"]["dependencies"]
+deps = tomllib.load(open(PYPROJECT, "rb"))["project"]["dependencies"]
 declared = {re.split(r"[\s\[<>=!~;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
 where = packages_distributions()
 ok = set(sys.stdlib_module_names) | {"depl"}
@@ -204,8 +204,6 @@ def plain_import(name, globals=None, locals=None, fromlist=(), level=0):
     return real_import(name, globals, locals, fromlist, level)
 
 builtins.__import__ = plain_import
-from depl.cli import main
-main()
 '''
 
 
@@ -215,16 +213,18 @@ def test_the_planning_commands_need_nothing_undeclared(depl_cli, tmp_path):
     from pathlib import Path
 
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    plain = partial(depl_cli, pyproject, code=PLAIN_INSTALL, cwd=tmp_path)
+    # the commands one after another in one start-up under the guard (a module is imported once: by the first
+    # command that needs it), the training command last
+    plain = partial(depl_cli.each, cwd=tmp_path, prelude=PLAIN_INSTALL.replace("PYPROJECT", repr(str(pyproject))))
 
     plan = tmp_path / "p.json"
-    for args in (["--version"], ["--help"], ["scenarios"], ["plan", "paper-alexnet", "--out", str(plan)],
-                 ["simulate", str(plan), "--runs", "1000"], ["predict", "paper-alexnet", "fast-unsteady:10,intermediate:6"],
-                 ["plan", "--help"]):
-        r = plain(*args)
-        assert r.returncode == 0 and "undeclared import" not in r.stderr, (args, r.stderr[-2000:])
+    commands = (["--version"], ["--help"], ["scenarios"], ["plan", "paper-alexnet", "--out", str(plan)],
+                ["simulate", str(plan), "--runs", "1000"], ["predict", "paper-alexnet", "fast-unsteady:10,intermediate:6"],
+                ["plan", "--help"])
+    *done, r = plain([*commands, ["run", str(plan), "--seeds", "1", "--out", str(tmp_path / "o")]])
+    for args, ok in zip(commands, done):
+        assert ok.returncode == 0 and "undeclared import" not in ok.stderr, (args, ok.stderr[-2000:])
     # the guard does refuse: a training command reaches for torch, declared by the `train` extra only
-    r = plain("run", str(plan), "--seeds", "1", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "depl[train]" in r.stderr and "undeclared import" in r.stderr, r.stderr
 
 
