@@ -124,9 +124,9 @@ def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tm
     shutil.copy(plan, forged)
     forge(forged, **info)
     key = next(iter(info))
-    for args in (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"],
-                 ["validate", "digits-small", forged, "--seeds", "2", "--adaptive"]):
-        r = depl_cli(*args, "--out", "o", cwd=tmp_path)
+    commands = (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"],
+                ["validate", "digits-small", forged, "--seeds", "2", "--adaptive"])
+    for r in depl_cli.each([[*args, "--out", "o"] for args in commands], cwd=tmp_path):
         assert r.returncode == 2, r.stdout + r.stderr
         assert f"the plan's info.{key} is not what its calibration runs give" in r.stderr
         assert FORGED not in r.stdout + r.stderr and "'runs': 10000" not in r.stdout + r.stderr
