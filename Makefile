@@ -44,8 +44,8 @@ test: $(STAMP) fashion-data
 	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 # The same without the tests marked slow (pyproject's [tool.pytest.ini_options] markers: those that train a
-# search or a federation, fit laws on runs, export a model, run the planner or a Monte Carlo for many draws):
-# every other test, and the layers.
+# search or a federation, fit laws on runs, export a model, run the planner or a Monte Carlo for many draws, fuzz
+# hundreds of documents): every other test, and the layers.
 # CI runs `make test`.
 test-fast: $(STAMP) fashion-data
 	$(BIN)/lint-imports --no-cache

@@ -48,6 +48,7 @@ def _set(d, path, v):
     d[path[-1]] = v
 
 
+@pytest.mark.slow  # 300 fuzzed documents
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(SCEN_PATHS), value=HOSTILE)
 def test_a_hostile_value_anywhere_in_a_scenario_is_accepted_or_refused_with_a_scenario_error(path, value):
@@ -83,6 +84,7 @@ def uncalibrated_doc():
     return json.loads(json.dumps(make_plan(s, "depl", Options(eta=40)).to_json()))
 
 
+@pytest.mark.slow  # 300 fuzzed documents
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(data=st.data())

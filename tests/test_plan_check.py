@@ -134,6 +134,7 @@ def test_a_plan_written_by_hand_gets_its_figures_from_with_figures(tmp_path, pla
     assert p.cost > 0 and p.time > 0 and p.loss_quantile_bounds[0] <= p.loss_quantile and p.method == "hand"
 
 
+@pytest.mark.slow  # every planner on every built-in, and their Monte Carlos
 @pytest.mark.parametrize("name", sorted(__import__("depl.scenario", fromlist=["builtin_names"]).builtin_names()))
 def test_every_builtin_plan_of_every_method_loads_and_simulates(tmp_path, name):
     """`depl plan NAME --method M --out f.json` (the defaults: η = 200) for every planner: the file is read
