@@ -60,14 +60,24 @@ def test_plan_json_says_why_infeasible_and_what_is_reachable(cli):
     assert f"at the earliest after {p['earliest_time']:.6g} time units" in p["reason"]
 
 
-@pytest.mark.parametrize("args", [["simulate", "missing.json"], ["simulate", "p.json", "--runs", "5"],
-                                  ["predict", "mnist1d-small", "full:2,nope:3"], ["predict", "nope.toml", "full:3"],
-                                  ["runs", "show", "--store", "missing.sqlite"], ["plan", "paper-alexnet", "--eta", "1"],
-                                  ["coverage", "--runs", "1"], ["validate", "mnist1d-small", "missing.json"],
-                                  ["calibrate", "mnist1d-small", "missing.sqlite", "--out", "c.toml"]])
-def test_every_json_command_refusing_its_input_says_so_in_json(cli, tmp_path, args):
+REFUSED = [["simulate", "missing.json"], ["simulate", "p.json", "--runs", "5"],
+           ["predict", "mnist1d-small", "full:2,nope:3"], ["predict", "nope.toml", "full:3"],
+           ["runs", "show", "--store", "missing.sqlite"], ["plan", "paper-alexnet", "--eta", "1"],
+           ["coverage", "--runs", "1"], ["validate", "mnist1d-small", "missing.json"],
+           ["calibrate", "mnist1d-small", "missing.sqlite", "--out", "c.toml"]]
+
+
+@pytest.fixture(scope="module")
+def refused(depl_cli, tmp_path_factory):
+    """Each of REFUSED with --json, in an empty folder, one start-up for them all."""
+    return depl_cli.each([[*args, "--json"] for args in REFUSED], cwd=tmp_path_factory.mktemp("refused"),
+                         env={"COLUMNS": None})
+
+
+@pytest.mark.parametrize("i", range(len(REFUSED)), ids=[" ".join(a) for a in REFUSED])
+def test_every_json_command_refusing_its_input_says_so_in_json(refused, i):
     # exit 2 with --json: the error line on stderr, and one object naming it on stdout for the script reading it
-    r = cli(*args, "--json", cwd=tmp_path)
+    r = refused[i]
     assert r.returncode == 2, (r.returncode, r.stderr)
     d = one_object(r.stdout)
     assert set(d) == {"error", "exit_code"} and d["exit_code"] == 2 and d["error"] in r.stderr
