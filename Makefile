@@ -37,18 +37,19 @@ demo: $(VENV)/.plan-installed
 
 # The layers of the house first (pyproject's [tool.importlinter]), then every test and doctest,
 # one pytest worker per core (tests train with one torch thread each); a test file stays on one
-# worker, so its module fixtures are built once.
+# worker, so its module fixtures are built once; the files with the most slow tests are sent first
+# (tests/conftest.py orders them; --no-loadscope-reorder keeps that order), the quick ones fill the end.
 test: $(STAMP) fashion-data
 	$(BIN)/lint-imports --no-cache
-	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile
+	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 # The same without the tests marked slow (pyproject's [tool.pytest.ini_options] markers: those that train a
-# search or a federation, fit laws on runs, export a model, run the planner or a Monte Carlo for many draws):
-# every other test, and the layers.
+# search or a federation, fit laws on runs, export a model, run the planner or a Monte Carlo for many draws, fuzz
+# hundreds of documents): every other test, and the layers.
 # CI runs `make test`.
 test-fast: $(STAMP) fashion-data
 	$(BIN)/lint-imports --no-cache
-	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
+	FLWR_TELEMETRY_ENABLED=0 MPLBACKEND=Agg $(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder -m "not slow"
 
 # Fashion-MNIST (fashion-small's data) where the tests can have it: Debian's dataset-fashion-mnist, installed when
 # its folder is missing and this runs as root with apt-get; otherwise one line saying how.  Never fails: the tests

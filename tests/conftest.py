@@ -26,6 +26,23 @@ os.environ["DEPL_SEED_LEDGER"] = os.path.join(tempfile.gettempdir(), f"depl-test
 ENTRY = "from depl.cli import main; main()"
 # wide enough that no message is wrapped mid-line; no display: the plots are written to files
 CLI_ENV = {"COLUMNS": "200", "MPLBACKEND": "Agg"}
+# `depl ARGS…` for each ARGS of a JSON list, one after another in one interpreter (one start-up), as the installed
+# script runs each: after each, a line `MARK n` (n its exit code) on stdout and on stderr
+MARK = "\x1e depl exit "
+EACH = f"""
+import json, sys
+{{prelude}}
+from depl.cli import main
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["depl", *argv]
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    for stream in (sys.stdout, sys.stderr):
+        print({MARK!r} + str(code), file=stream, flush=True)
+"""
 
 
 class DeplCli:
@@ -49,6 +66,25 @@ class DeplCli:
         return subprocess.run(self.argv(*args, code=code, safe_path=safe_path), capture_output=True, text=True,
                               cwd=cwd, env=self.environ(env), timeout=timeout)
 
+    def each(self, commands: list[list], cwd=None, env: dict[str, str | None] | None = None,
+             timeout: float = 900, prelude: str = "") -> list[subprocess.CompletedProcess]:
+        """`depl ARGS…` for each ARGS of `commands` in one fresh interpreter, one after another as the script runs
+        each (`main()` anew): a CompletedProcess each, its exit code, stdout and stderr.  `prelude`: code run
+        before depl is imported (e.g. an import hook)."""
+        import json
+
+        r = self(json.dumps([[str(a) for a in c] for c in commands]), cwd=cwd, env=env, timeout=timeout,
+                 code=EACH.replace("{prelude}", prelude))
+        # each piece after the first: the exit code of the command before it, a newline, the next command's output
+        outs, errs = r.stdout.split(MARK), r.stderr.split(MARK)
+        assert len(outs) == len(errs) == len(commands) + 1, (r.returncode, r.stderr[-2000:])
+        codes = [int(x.partition("\n")[0]) for x in errs[1:]]
+        assert codes == [int(x.partition("\n")[0]) for x in outs[1:]] and r.returncode == 0, r.stderr[-2000:]
+        text = [(o if i == 0 else o.partition("\n")[2], e if i == 0 else e.partition("\n")[2])
+                for i, (o, e) in enumerate(zip(outs[:-1], errs[:-1]))]
+        return [subprocess.CompletedProcess(["depl", *map(str, c)], code, out, err)
+                for c, code, (out, err) in zip(commands, codes, text)]
+
     def start(self, *args, cwd=None, env: dict[str, str | None] | None = None, stdout=subprocess.PIPE,
               stderr=subprocess.PIPE) -> subprocess.Popen:
         return subprocess.Popen(self.argv(*args), stdout=stdout, stderr=stderr, text=True, cwd=cwd,
@@ -63,3 +99,15 @@ def _own_seed_book(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="session")
 def depl_cli() -> DeplCli:
     return DeplCli()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with the most tests marked slow first, then by their number of tests, each file's tests together and in
+    their order: under `make test`'s `--dist loadfile --no-loadscope-reorder` the long files start first and the
+    quick ones fill the end, so no worker is left with a long file while the other has finished."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    slow = {f: sum(1 for i in its if i.get_closest_marker("slow")) for f, its in files.items()}
+    order = sorted(files, key=lambda f: (-slow[f], -len(files[f])))
+    items[:] = [i for f in order for i in files[f]]

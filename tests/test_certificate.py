@@ -130,6 +130,7 @@ def test_the_default_costs_at_most_a_tenth_more_runs_near_omega(p):
         assert new.mean_runs < old.mean_runs
 
 
+@pytest.mark.slow  # a Monte Carlo of 3,000 runs per case
 @pytest.mark.parametrize("prior", list(c.PRIORS))
 @pytest.mark.parametrize("omega", [0.8, 0.9, 0.95])
 def test_no_prior_certifies_p_omega_more_than_alpha_over_3000_runs(prior, omega):
@@ -162,6 +163,7 @@ def run_tests(p: float, omega: float, alpha: float, max_runs: int, reps: int, se
     return verdicts, ends
 
 
+@pytest.mark.slow  # a Monte Carlo of sequential tests
 @pytest.mark.parametrize("p", [0.9, 0.88, 0.85])
 def test_a_plan_below_omega_is_certified_with_probability_at_most_alpha(p):
     """The promise: P(certified | p ≤ ω) ≤ α, wherever the test stops; by Monte Carlo (run by run) and exactly."""

@@ -134,6 +134,7 @@ def test_a_plan_written_by_hand_gets_its_figures_from_with_figures(tmp_path, pla
     assert p.cost > 0 and p.time > 0 and p.loss_quantile_bounds[0] <= p.loss_quantile and p.method == "hand"
 
 
+@pytest.mark.slow  # every planner on every built-in, and their Monte Carlos
 @pytest.mark.parametrize("name", sorted(__import__("depl.scenario", fromlist=["builtin_names"]).builtin_names()))
 def test_every_builtin_plan_of_every_method_loads_and_simulates(tmp_path, name):
     """`depl plan NAME --method M --out f.json` (the defaults: η = 200) for every planner: the file is read
@@ -171,18 +172,19 @@ def test_a_scenario_without_its_target_quantile_or_loss_is_refused_by_plan_and_s
     d["target"].pop(key)
     f = tmp_path / "s.toml"
     f.write_text(tomli_w.dumps(d))
-    r = depl_cli("plan", str(f))
-    assert r.returncode == 2 and f"{f}: target.{key}: this field is required" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and "0.99" not in r.stdout + r.stderr
     doc = copy.deepcopy(plan_doc)
     doc["scenario_spec"]["target"].pop(key)
     (tmp_path / "a.json").write_text(json.dumps(doc))
-    r = depl_cli("simulate", str(tmp_path / "a.json"), "--runs", "100", "--png", str(tmp_path / "a.png"))
-    assert r.returncode == 2 and f"target.{key}" in r.stderr and "a.json" in r.stderr, r.stderr
-    doc = copy.deepcopy(plan_doc)
     field = {"quantile": "omega", "loss": "loss_target"}[key]
+    doc = copy.deepcopy(plan_doc)
     doc.pop(field)
     (tmp_path / "b.json").write_text(json.dumps(doc))
-    r = depl_cli("simulate", str(tmp_path / "b.json"), "--runs", "100", "--png", str(tmp_path / "b.png"))
+    r, a, b = depl_cli.each([["plan", f]] + [["simulate", tmp_path / f"{x}.json", "--runs", "100", "--png",
+                                              tmp_path / f"{x}.png"] for x in "ab"])
+    assert r.returncode == 2 and f"{f}: target.{key}: this field is required" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "0.99" not in r.stdout + r.stderr
+    r = a
+    assert r.returncode == 2 and f"target.{key}" in r.stderr and "a.json" in r.stderr, r.stderr
+    r = b
     assert r.returncode == 2 and f"the key {field!r} is missing" in r.stderr and "b.json" in r.stderr, r.stderr
     assert "0.99" not in r.stdout

@@ -76,6 +76,7 @@ def test_ladder_starts_at_omega_and_stays_below_one():
     assert ladder(0.9, 5) == pytest.approx([0.9, 0.92, 0.94, 0.96, 0.98])
 
 
+@pytest.mark.slow  # a Monte Carlo of whole searches
 @pytest.mark.parametrize("correlated", [False, True])
 def test_monte_carlo_the_returned_candidate_meets_omega_but_with_probability_at_most_alpha(correlated):
     """Adversarial: the three cheapest meet ℓmax with probability ω − 0.02 (never refuted in the budget, and
@@ -88,6 +89,7 @@ def test_monte_carlo_the_returned_candidate_meets_omega_but_with_probability_at_
     assert r.returned[5] >= r.returned[:3].sum()
 
 
+@pytest.mark.slow  # a Monte Carlo of whole searches
 def test_monte_carlo_a_landscape_of_bad_candidates_is_almost_never_certified():
     r = simulate([0.86, 0.87, 0.88, 0.88], 0.9, 0.1, reps=150, max_runs=200, batch=8, seed=7)
     assert r.wrong == r.certified and r.wrong_upper <= 0.1
@@ -139,6 +141,7 @@ def test_a_proposed_candidate_takes_its_slot_of_the_spending_rule_and_counts_onl
         Search([1.0], 0.9, 0.05).add(1.0)
 
 
+@pytest.mark.slow  # a Monte Carlo of whole searches
 def test_monte_carlo_adversarial_proposals_keep_the_error_below_alpha():
     """Every candidate fixed in advance below ω, and each proposed one just below ω, cheaper than all, with a law
     that guesses 0.99: the search proposes three and the returned plan is wrong with probability ≤ α."""
@@ -153,6 +156,7 @@ def test_monte_carlo_adversarial_proposals_keep_the_error_below_alpha():
     assert r.wrong_upper <= 0.05 and r.wrong == r.certified
 
 
+@pytest.mark.slow  # a Monte Carlo of whole searches
 def test_monte_carlo_an_optimistic_law_is_overcome_by_a_proposal_with_margin():
     """The law guesses 0.97 for six candidates that meet ℓmax 0.85–0.905 of the time; a candidate proposed with the
     margin the runs showed (true 0.975, twice the cost) is certified, within 600 seeds on average."""

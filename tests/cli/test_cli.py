@@ -19,8 +19,10 @@ def test_scenarios_lists_the_builtins(depl_cli):
 
 
 def test_plan_then_simulate(depl_cli, tmp_path):
-    out = tmp_path / "plan.json"
-    r = depl_cli("plan", "paper-mobilenet", "--method", "depl", "--out", str(out))
+    out, png = tmp_path / "plan.json", tmp_path / "band.png"
+    # the plan and its simulation in one start-up, each from main(); the simulation again in a process of its own
+    r, simulated = depl_cli.each([["plan", "paper-mobilenet", "--method", "depl", "--out", out],
+                                  ["simulate", out, "--runs", "5000", "--png", png, "--seed", "3"]])
     assert r.returncode == 0, r.stderr
     for words in ["datasets: cifar10", "cost", "solve time", "0.99-quantile", "expected"]:
         assert words in r.stdout
@@ -29,8 +31,7 @@ def test_plan_then_simulate(depl_cli, tmp_path):
     assert plan["scenario"] == "paper-mobilenet"
     assert [e["epoch"] for e in plan["epochs"]] == list(range(1, len(plan["epochs"]) + 1))
     assert set(plan["epochs"][0]) == {"epoch", "model", "cluster", "compute"}
-    png = tmp_path / "band.png"
-    r = depl_cli("simulate", str(out), "--runs", "5000", "--png", str(png), "--seed", "3")
+    r = simulated
     assert r.returncode == 0, r.stderr
     assert "P(ℓ(K) ≤ 9)" in r.stdout and ("law's Monte Carlo: holds" in r.stdout or "undecided" in r.stdout)
     verdict = r.stdout.split("law's Monte Carlo:")[1].splitlines()[0]
@@ -43,13 +44,15 @@ def test_plan_then_simulate(depl_cli, tmp_path):
 
 def test_simulate_judges_at_the_plans_alpha(depl_cli, tmp_path):
     """A plan made at α = 0.01 is judged by its Monte Carlo at one-sided 99 % bounds, the bound beside the verdict."""
-    out = tmp_path / "plan.json"
-    assert depl_cli("plan", "paper-mobilenet", "--alpha", "0.01", "--out", str(out)).returncode == 0
-    r = depl_cli("simulate", str(out), "--runs", "2000", "--png", str(tmp_path / "band.png"), "--json")
+    out, png = tmp_path / "plan.json", tmp_path / "band.png"
+    planned, r, text = depl_cli.each([["plan", "paper-mobilenet", "--alpha", "0.01", "--out", out],
+                                      ["simulate", out, "--runs", "2000", "--png", png, "--json"],
+                                      ["simulate", out, "--runs", "2000", "--png", png]])
+    assert planned.returncode == 0, planned.stderr
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["alpha"] == 0.01 and d["p_meet_ci"][0] >= 0.99 and d["verdict"] == "certified"
-    r = depl_cli("simulate", str(out), "--runs", "2000", "--png", str(tmp_path / "band.png"))
+    r = text
     assert f"holds (one-sided 99 % lower bound {d['p_meet_ci'][0]:.4f} ≥ ω = 0.99" in r.stdout
 
 
@@ -83,11 +86,12 @@ def test_simulate_of_a_calibrated_plan_shows_infinite_epochs_as_infinite_and_war
     d["calibration"].pop("experiments")
     pooled = tmp_path / "pooled.toml"
     pooled.write_text(toml_dumps(d))
-    plan = tmp_path / "plan.json"
-    r = depl_cli("plan", str(pooled), "--out", str(plan))
+    plan, png = tmp_path / "plan.json", tmp_path / "band.png"
+    r, as_json, text = depl_cli.each([["plan", pooled, "--out", plan],
+                                      ["simulate", plan, "--runs", "2000", "--png", png, "--json"],
+                                      ["simulate", plan, "--runs", "2000", "--png", png]])
     assert r.returncode == 0 and "not certified yet" in r.stdout, r.stderr
-    png = tmp_path / "band.png"
-    r = depl_cli("simulate", str(plan), "--runs", "2000", "--png", str(png), "--json")
+    r = as_json
     assert r.returncode == 0, r.stderr
     assert "Warning" not in r.stderr and "invalid value" not in r.stderr
     band = json.loads(r.stdout)["band"]
@@ -96,7 +100,7 @@ def test_simulate_of_a_calibrated_plan_shows_infinite_epochs_as_infinite_and_war
     for key in ("mean", "low", "high"):
         assert [k for k, x in enumerate(band[key]) if x is None] == inf[key]     # null is +∞, and only +∞
     assert any(x is not None for x in band["mean"]) and png.stat().st_size > 10_000   # the rest is drawn
-    r = depl_cli("simulate", str(plan), "--runs", "2000", "--png", str(png))
+    r = text
     assert r.returncode == 0 and "Warning" not in r.stderr
     m = inf["mean"]
     shown = "1" if m == [1] else ", ".join(map(str, m)) if len(m) > 1 and m[1] > 2 else \
@@ -133,9 +137,9 @@ def test_infeasible_target_exits_3_and_says_what_is_reachable(depl_cli, tmp_path
 def test_simulate_bad_plan_file_exits_2(depl_cli, tmp_path):
     p = tmp_path / "p.json"
     p.write_text('{"format": "other"}')
-    r = depl_cli("simulate", str(p))
+    r, missing = depl_cli.each([["simulate", p], ["simulate", tmp_path / "missing.json"]])
     assert r.returncode == 2 and "depl.plan/1" in r.stderr
-    r = depl_cli("simulate", str(tmp_path / "missing.json"))
+    r = missing
     assert r.returncode == 2 and "no such plan file" in r.stderr
 
 
@@ -148,18 +152,18 @@ def test_names_that_look_like_markup_are_printed_verbatim(depl_cli, tmp_path):
     p.write_text(src.replace('name = "A1"', 'name = "[/bold]"').replace('"A1"', '"[/bold]"')
                  .replace('name = "paper-alexnet"', 'name = "[/]"').replace('"slow-steady"', '"[/x]"')
                  .replace('"fast-unsteady"', '"[/y]"').replace('"intermediate"', '"[red]"'))
-    r = depl_cli("plan", str(p), "--eta", "40")
-    assert r.returncode == 0, r.stderr
-    k_line = next(line for line in r.stdout.splitlines() if "K = " in line)
-    assert "plan for [/]:" in r.stdout and "[/" in k_line.split("epochs:")[1] and "MarkupError" not in r.stderr
     # an error message quoting such a name keeps every bracket
     bad = tmp_path / "bad.toml"
     bad.write_text(src.replace('name = "A2"', 'name = "[/bold]"').replace('name = "A1"', 'name = "[/bold]"'))
-    r = depl_cli("plan", str(bad))
-    assert r.returncode == 2 and "'[/bold]'" in r.stderr and "Traceback" not in r.stderr
     share = tmp_path / "share.toml"
     share.write_text(src.replace('name = "cifar10"', 'name = "cifar10"\nshare = [0.7, 0.5]', 1))
-    r = depl_cli("plan", str(share))
+    r, refused, shared = depl_cli.each([["plan", p, "--eta", "40"], ["plan", bad], ["plan", share]])
+    assert r.returncode == 0, r.stderr
+    k_line = next(line for line in r.stdout.splitlines() if "K = " in line)
+    assert "plan for [/]:" in r.stdout and "[/" in k_line.split("epochs:")[1] and "MarkupError" not in r.stderr
+    r = refused
+    assert r.returncode == 2 and "'[/bold]'" in r.stderr and "Traceback" not in r.stderr
+    r = shared
     assert r.returncode == 2 and "[0.7, 0.5]" in r.stderr
 
 
@@ -185,7 +189,7 @@ PLAIN_INSTALL = r'''
 import builtins, re, sys, tomllib
 from importlib.metadata import packages_distributions
 
-deps = tomllib.load(open(sys.argv.pop(1), "rb"))["project"]["dependencies"]
+deps = tomllib.load(open(PYPROJECT, "rb"))["project"]["dependencies"]
 declared = {re.split(r"[\s\[<>=!~;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in deps}
 where = packages_distributions()
 ok = set(sys.stdlib_module_names) | {"depl"}
@@ -200,8 +204,6 @@ def plain_import(name, globals=None, locals=None, fromlist=(), level=0):
     return real_import(name, globals, locals, fromlist, level)
 
 builtins.__import__ = plain_import
-from depl.cli import main
-main()
 '''
 
 
@@ -211,16 +213,18 @@ def test_the_planning_commands_need_nothing_undeclared(depl_cli, tmp_path):
     from pathlib import Path
 
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    plain = partial(depl_cli, pyproject, code=PLAIN_INSTALL, cwd=tmp_path)
+    # the commands one after another in one start-up under the guard (a module is imported once: by the first
+    # command that needs it), the training command last
+    plain = partial(depl_cli.each, cwd=tmp_path, prelude=PLAIN_INSTALL.replace("PYPROJECT", repr(str(pyproject))))
 
     plan = tmp_path / "p.json"
-    for args in (["--version"], ["--help"], ["scenarios"], ["plan", "paper-alexnet", "--out", str(plan)],
-                 ["simulate", str(plan), "--runs", "1000"], ["predict", "paper-alexnet", "fast-unsteady:10,intermediate:6"],
-                 ["plan", "--help"]):
-        r = plain(*args)
-        assert r.returncode == 0 and "undeclared import" not in r.stderr, (args, r.stderr[-2000:])
+    commands = (["--version"], ["--help"], ["scenarios"], ["plan", "paper-alexnet", "--out", str(plan)],
+                ["simulate", str(plan), "--runs", "1000"], ["predict", "paper-alexnet", "fast-unsteady:10,intermediate:6"],
+                ["plan", "--help"])
+    *done, r = plain([*commands, ["run", str(plan), "--seeds", "1", "--out", str(tmp_path / "o")]])
+    for args, ok in zip(commands, done):
+        assert ok.returncode == 0 and "undeclared import" not in ok.stderr, (args, ok.stderr[-2000:])
     # the guard does refuse: a training command reaches for torch, declared by the `train` extra only
-    r = plain("run", str(plan), "--seeds", "1", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "depl[train]" in r.stderr and "undeclared import" in r.stderr, r.stderr
 
 

@@ -513,7 +513,7 @@ def test_coverage_md_that_is_a_folder_is_refused_before_planning(tmp_path):
     assert _files(tmp_path) == ["md"]
 
 
-@pytest.mark.parametrize("args, says", [
+CHECKED = [
     # a factor past 1e6 passed, and broke the re-planning view (capacity / 1e308 = 0) once the run had started
     (["run", "p.json", "--adaptive", "--slow", "far-edge:1e308"], "--slow 'far-edge:1e308'"),
     (["run", "p.json", "--adaptive", "--slow", "far-edge:1e-300"], "--slow 'far-edge:1e-300'"),
@@ -527,14 +527,28 @@ def test_coverage_md_that_is_a_folder_is_refused_before_planning(tmp_path):
     # what an adaptive validation does not use is refused, not ignored
     (["validate", "mnist1d-small", "p.json", "--adaptive", "--ray-address", "127.0.0.1:{open}"], "local back end"),
     (["validate", "mnist1d-small", "p.json", "--adaptive", "--png", "b.png"], "--png"),
-])
-def test_options_are_checked_before_any_work(depl_cli, tmp_path, args, says):
+]
+
+
+@pytest.fixture(scope="module")
+def checked(depl_cli, tmp_path_factory):
+    """Each of CHECKED in a folder holding only p.json, one start-up for them all: the results, the ports, the
+    folder."""
     import socket
 
-    (tmp_path / "p.json").write_text("{}")
+    folder = tmp_path_factory.mktemp("checked")
+    (folder / "p.json").write_text("{}")
     with socket.create_server(("127.0.0.1", 0)) as listening, socket.create_server(("127.0.0.1", 0)) as closed:
         ports = {"open": listening.getsockname()[1], "closed": closed.getsockname()[1]}
         closed.close()  # a port nobody answers on
-        line = _one_line_error(depl_cli(*[a.format(**ports) for a in args], "--out", tmp_path / "o", cwd=tmp_path))
-    assert says.format(**ports) in line
-    assert sorted(os.listdir(tmp_path)) == ["p.json"]  # no run folder, no store
+        done = depl_cli.each([[*[a.format(**ports) for a in args], "--out", folder / "o"] for args, _ in CHECKED],
+                             cwd=folder)
+    return done, ports, folder
+
+
+@pytest.mark.parametrize("i", range(len(CHECKED)), ids=[" ".join(args) for args, _ in CHECKED])
+def test_options_are_checked_before_any_work(checked, i):
+    done, ports, folder = checked
+    line = _one_line_error(done[i])
+    assert CHECKED[i][1].format(**ports) in line
+    assert sorted(os.listdir(folder)) == ["p.json"]  # no run folder, no store (of any of them)

@@ -18,8 +18,11 @@ from depl.store import EpochRow, Store
 
 @pytest.fixture
 def cli(depl_cli):
-    """depl with no terminal width set, as in a pipe: what --json prints must not depend on one."""
-    return partial(depl_cli, env={"COLUMNS": None})
+    """depl with no terminal width set, as in a pipe: what --json prints must not depend on one.  `cli.each`: several
+    commands in one start-up (tests/conftest.py, DeplCli.each)."""
+    run = partial(depl_cli, env={"COLUMNS": None})
+    run.each = partial(depl_cli.each, env={"COLUMNS": None})
+    return run
 
 
 def one_object(stdout: str) -> dict:
@@ -57,14 +60,24 @@ def test_plan_json_says_why_infeasible_and_what_is_reachable(cli):
     assert f"at the earliest after {p['earliest_time']:.6g} time units" in p["reason"]
 
 
-@pytest.mark.parametrize("args", [["simulate", "missing.json"], ["simulate", "p.json", "--runs", "5"],
-                                  ["predict", "mnist1d-small", "full:2,nope:3"], ["predict", "nope.toml", "full:3"],
-                                  ["runs", "show", "--store", "missing.sqlite"], ["plan", "paper-alexnet", "--eta", "1"],
-                                  ["coverage", "--runs", "1"], ["validate", "mnist1d-small", "missing.json"],
-                                  ["calibrate", "mnist1d-small", "missing.sqlite", "--out", "c.toml"]])
-def test_every_json_command_refusing_its_input_says_so_in_json(cli, tmp_path, args):
+REFUSED = [["simulate", "missing.json"], ["simulate", "p.json", "--runs", "5"],
+           ["predict", "mnist1d-small", "full:2,nope:3"], ["predict", "nope.toml", "full:3"],
+           ["runs", "show", "--store", "missing.sqlite"], ["plan", "paper-alexnet", "--eta", "1"],
+           ["coverage", "--runs", "1"], ["validate", "mnist1d-small", "missing.json"],
+           ["calibrate", "mnist1d-small", "missing.sqlite", "--out", "c.toml"]]
+
+
+@pytest.fixture(scope="module")
+def refused(depl_cli, tmp_path_factory):
+    """Each of REFUSED with --json, in an empty folder, one start-up for them all."""
+    return depl_cli.each([[*args, "--json"] for args in REFUSED], cwd=tmp_path_factory.mktemp("refused"),
+                         env={"COLUMNS": None})
+
+
+@pytest.mark.parametrize("i", range(len(REFUSED)), ids=[" ".join(a) for a in REFUSED])
+def test_every_json_command_refusing_its_input_says_so_in_json(refused, i):
     # exit 2 with --json: the error line on stderr, and one object naming it on stdout for the script reading it
-    r = cli(*args, "--json", cwd=tmp_path)
+    r = refused[i]
     assert r.returncode == 2, (r.returncode, r.stderr)
     d = one_object(r.stdout)
     assert set(d) == {"error", "exit_code"} and d["exit_code"] == 2 and d["error"] in r.stderr
@@ -73,8 +86,9 @@ def test_every_json_command_refusing_its_input_says_so_in_json(cli, tmp_path, ar
 @pytest.mark.slow
 def test_simulate_json_and_exit_4_when_refuted(cli, tmp_path):
     plan = tmp_path / "p.json"
-    assert cli("plan", "paper-alexnet", "--out", plan).returncode == 0
-    r = cli("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
+    planned, r = cli.each([["plan", "paper-alexnet", "--out", plan],
+                           ["simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png"]])
+    assert planned.returncode == 0, planned.stderr
     assert r.returncode == 0, r.stderr
     s = one_object(r.stdout)
     assert s["not_refuted"] and s["p_meet_ci"][1] >= s["omega"] and len(s["band"]["mean"]) == s["epochs"] + 1
@@ -82,10 +96,10 @@ def test_simulate_json_and_exit_4_when_refuted(cli, tmp_path):
     d = json.loads(plan.read_text())
     d["loss_target"] = d["scenario_spec"]["target"]["loss"] = d["loss_mean"]  # plan and its scenario agree
     plan.write_text(json.dumps(d))
-    r = cli("simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png")
+    r, text = cli.each([["simulate", plan, "--json", "--runs", "1000", "--png", tmp_path / "b.png"],
+                        ["simulate", plan, "--runs", "1000", "--png", tmp_path / "b.png"]])
     assert r.returncode == 4 and one_object(r.stdout)["not_refuted"] is False
-    r = cli("simulate", plan, "--runs", "1000", "--png", tmp_path / "b.png")
-    assert r.returncode == 4 and "refuted" in r.stdout
+    assert text.returncode == 4 and "refuted" in text.stdout
 
 
 @pytest.mark.parametrize("scenario,schedule", [("paper-alexnet", "fast-unsteady:10,intermediate:6"),
@@ -156,19 +170,22 @@ def test_predict_says_in_words_where_a_level_lies_outside_the_laws_range_and_fla
     assert high.estimate is None   # beyond the law as fitted too: no estimate to give, and none is made up
     lo, hi = mid.loss_quantile_bounds
     assert mid.quantile_range == "within" and mid.notes == () and lo <= mid.loss_quantile == hi < mid.band[1]
-    for q, words in (("1e-6", "1e-06-quantile of ℓ(K)  below the law's lowest representable loss ("),
-                     ("0.999999999", "0.999999999-quantile of ℓ(K)  not certified with this law's calibration")):
-        r = cli("predict", "mnist1d-small", "full:3", "--quantile", q)
-        assert r.returncode == 0, r.stderr
-        line = next(x for x in r.stdout.splitlines() if "-quantile of ℓ(K)" in x)
+    qs = (("1e-6", "1e-06-quantile of ℓ(K)  below the law's lowest representable loss ("),
+          ("0.999999999", "0.999999999-quantile of ℓ(K)  not certified with this law's calibration"))
+    *said, r, neg = cli.each([["predict", "mnist1d-small", "full:3", "--quantile", q, *json_]
+                              for q, _ in qs for json_ in ([], ["--json"])]
+                             + [["predict", "paper-alexnet", "intermediate:70"],
+                                ["predict", "paper-alexnet", "intermediate:70", "--json"]])
+    for (q, words), text, as_json in zip(qs, said[::2], said[1::2]):
+        assert text.returncode == 0, text.stderr
+        line = next(x for x in text.stdout.splitlines() if "-quantile of ℓ(K)" in x)
         assert words in line and "[" not in line and "inf" not in line, line
-        j = one_object(cli("predict", "mnist1d-small", "full:3", "--quantile", q, "--json").stdout)
+        j = one_object(as_json.stdout)
         assert j["loss_quantile"] is None and j["quantile_range"] in ("below", "above") and j["notes"]
     grid = predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20"), 1 - 1e-10)
     assert grid.quantile_range == "above" and "not certified with this law's grid (it holds 1 − " in grid.notes[0]
-    r = cli("predict", "paper-alexnet", "intermediate:70")
     assert r.returncode == 0 and "note: negative mean and 0.99-quantile: a loss is never below 0" in r.stdout
-    neg = one_object(cli("predict", "paper-alexnet", "intermediate:70", "--json").stdout)
+    neg = one_object(neg.stdout)
     assert neg["loss_mean"] < 0 and neg["quantile_range"] == "within" and "negative mean" in neg["notes"][0]
     assert predict(load_scenario("paper-alexnet"), parse_schedule("intermediate:20")).notes == ()
 

@@ -125,15 +125,16 @@ def test_fit_calibrates_real_logs_into_a_readable_table(fitted):
 @pytest.mark.slow
 def test_plan_and_its_uncalibrated_twin_from_the_cli(depl_cli, fitted, tmp_path):
     out, _ = fitted
-    r = depl_cli("plan", out, "--json", "--quantile", 0.95)
+    r, more, twin = depl_cli.each([["plan", out, "--json", "--quantile", 0.95], ["plan", out, "--quantile", 0.97],
+                                   ["plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json"]])
     # 25 runs reach 0.95 by the marginal rank (19 needed), but runs read from training logs do not say what they
     # trained under (no run spec): with a confidence (the default α) they certify nothing, and the refusal says so
     assert r.returncode == 3 and "conditions were not recorded (runs read from training logs" in r.stderr, r.stderr
-    r = depl_cli("plan", out, "--quantile", 0.97)  # 0.97 needs 33; epoch 1 has 20 distinct runs (the switch
+    r = more  # 0.97 needs 33; epoch 1 has 20 distinct runs (the switch
     # experiment's first epochs are its first version's runs, counted once)
     assert r.returncode == 2 and "needs at least 33 held-out runs" in r.stderr and "(13 more)" in r.stderr
     assert "'20 scores (epoch 1)'" in r.stderr
-    r = depl_cli("plan", out, "--quantile", 0.97, "--uncalibrated", "--out", tmp_path / "p.json")
+    r = twin
     assert r.returncode in (0, 3), r.stderr     # planned (or honestly infeasible) with the law as fitted
 
 

@@ -30,14 +30,15 @@ NONIID_RUNS = ROOT / "docs" / "certificate-store" / "calibration" / "noniid" / "
 
 
 def test_calibrate_refuses_runs_of_other_conditions_naming_each_field(depl_cli, tmp_path):
-    r = depl_cli("calibrate", "mnist1d-small", NONIID_RUNS, "--out", tmp_path / "c.toml")
+    r, own = depl_cli.each([["calibrate", "mnist1d-small", NONIID_RUNS, "--out", tmp_path / "c.toml"],
+                            ["calibrate", "mnist1d-noniid", NONIID_RUNS, "--out", tmp_path / "n.toml", "--omega", 0.9]])
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "nodes per cluster: the scenario has 2, the calibration runs had 4" in r.stderr
     assert "[training] iid: the scenario has true, the calibration runs had false" in r.stderr
     assert "[training] dirichlet_alpha: the scenario has unset, the calibration runs had 0.5" in r.stderr
     assert not (tmp_path / "c.toml").exists()
     # the runs' own scenario takes them
-    r = depl_cli("calibrate", "mnist1d-noniid", NONIID_RUNS, "--out", tmp_path / "n.toml", "--omega", 0.9)
+    r = own
     assert r.returncode == 0, r.stderr
     (e, *_) = tomllib.loads((tmp_path / "n.toml").read_text())["calibration"]["experiments"]
     assert e["conditions"]["nodes"] == 4 and e["conditions"]["training"]["iid"] is False
@@ -104,11 +105,12 @@ def _profile_with_a_diverged_seed(path: Path, seeds: range, diverged: dict[int, 
 def test_a_diverged_calibration_run_counts_as_a_miss(depl_cli, tmp_path):
     store = tmp_path / "runs.sqlite"
     _profile_with_a_diverged_seed(store, range(5000, 5012), {5003: 2, 5007: 1})
-    r = depl_cli("calibrate", "mnist1d-small", store, "--out", tmp_path / "c.toml", "--omega", 0.8, "--json")
+    r, said = depl_cli.each([["calibrate", "mnist1d-small", store, "--out", tmp_path / "c.toml", "--omega", 0.8,
+                              "--json"],
+                             ["calibrate", "mnist1d-small", store, "--out", tmp_path / "d.toml", "--omega", 0.8]])
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["runs"] == 12                  # every seed that started; was 10
     assert json.loads(r.stdout)["unfinished"] == 2
-    said = depl_cli("calibrate", "mnist1d-small", store, "--out", tmp_path / "d.toml", "--omega", 0.8)
     assert said.returncode == 0 and "2 of these runs diverged or stopped" in said.stdout, said.stderr
     s = load_scenario(tmp_path / "c.toml")
     (e,) = s.calibration.experiments
@@ -139,7 +141,12 @@ def test_a_table_without_its_runs_losses_and_conditions_is_read_but_certifies_no
 @pytest.mark.slow
 def test_the_plans_certificate_names_the_alpha_spent_and_plan_warns_of_the_total(depl_cli, tmp_path):
     env = {"DEPL_ALPHA_LEDGER": str(tmp_path / "ledger")}
-    r = depl_cli("plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05, "--out", tmp_path / "a.json", env=env)
+    own = tmp_path / "mine.toml"
+    own.write_text((ROOT / "src" / "depl" / "scenarios" / "mnist1d-small.toml").read_text())
+    r, again, other, mine = depl_cli.each(
+        [["plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05, "--out", tmp_path / "a.json"],
+         ["plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05],       # the same certificate
+         ["plan", "mnist1d-small", "--omega", 0.8, "--alpha", 0.05], ["plan", own, "--alpha", 0.05]], env=env)
     assert r.returncode == 0 and "α spent" not in r.stderr, r.stderr
     cert = Certificate.of_plan(json.loads((tmp_path / "a.json").read_text())["info"])
     s = load_scenario("mnist1d-small")
@@ -148,18 +155,14 @@ def test_the_plans_certificate_names_the_alpha_spent_and_plan_warns_of_the_total
     assert [(x["experiment"], x["seeds"], x["runs"]) for x in cert.calibration["runs"]] == \
         [(e.label, [[800000, 800063]], 64) for e in s.calibration.experiments]
     assert cert.calibration["certified_by"] == ["pruned-0.75"]
-    again = depl_cli("plan", "mnist1d-small", "--omega", 0.9, "--alpha", 0.05, env=env)   # the same certificate
     assert again.returncode == 0 and "α spent" not in again.stderr, again.stderr
-    other = depl_cli("plan", "mnist1d-small", "--omega", 0.8, "--alpha", 0.05, env=env)
     assert other.returncode == 0, other.stderr
     assert "certified 1 other plan before" in other.stderr and "some of these 2 certificates is wrong is ≤ 0.1" in \
         " ".join(other.stderr.split())
     ledger = json.loads((tmp_path / "ledger" / "mnist1d-small.alpha.json").read_text())
     assert [(x["omega"], x["alpha"]) for x in ledger["entries"]] == [(0.9, 0.05), (0.8, 0.05)]
     # a scenario file keeps its account beside it
-    own = tmp_path / "mine.toml"
-    own.write_text((ROOT / "src" / "depl" / "scenarios" / "mnist1d-small.toml").read_text())
-    assert depl_cli("plan", own, "--alpha", 0.05, env=env).returncode == 0
+    assert mine.returncode == 0, mine.stderr
     assert (tmp_path / "mine.alpha.json").is_file()
 
 

@@ -79,6 +79,7 @@ def test_the_level_moves_with_K_as_measured(shipped):
     assert all(lv[k] > lv[20] + 0.02 for k in (10, 11, 12))
 
 
+@pytest.mark.slow  # a Monte Carlo of calibrations
 def test_monte_carlo_a_new_run_at_epoch_K_is_covered_at_omega():
     """A law misspecified differently at each epoch (the truth 2.5× wider at K = 6, 1.2× at K = 12, median 4%
     higher): calibrated by its epoch-K scores, a new K-epoch run falls below the calibrated ω-quantile with
@@ -164,6 +165,7 @@ def _experiment(versions, epochs, rows, phi=1.0):
                                  epoch_scores=[sorted(map(float, r)) for r in rows])
 
 
+@pytest.mark.slow  # a Monte Carlo of calibrations
 def test_monte_carlo_a_plan_shaped_like_an_experiment_is_covered_by_that_experiments_runs():
     """The law right for one experiment (full) and 6% (1.5 log-sd) optimistic for another (pruned-0.5): pooled, the scores
     certify a pruned-0.5 plan too low; the pruned-0.5 experiment's own runs — exchangeable with the plan's —

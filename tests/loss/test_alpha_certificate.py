@@ -52,7 +52,9 @@ def test_alpha_is_005_by_default_and_only_python_reads_the_marginal_rank():
 
 
 def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, tmp_path):
-    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.05", "--json")
+    r, low, high = depl_cli.each([["plan", "mnist1d-noniid", "--alpha", "0.05", "--json"],
+                                  ["plan", "mnist1d-noniid", "--alpha", "0.001"],
+                                  ["plan", "mnist1d-noniid", "--alpha", "0.7"]])
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["info"]
     cert = Certificate.of_plan(info)
@@ -60,11 +62,11 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
         (Kind.CALIBRATION, 0.05, True, 64, 63, 3)
     # and what it spent, on which runs (tests/fit/test_calibration_conditions.py checks the account)
     assert cert.alpha_share == 0.05 and len(cert.calibration["runs"]) == 3
-    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.001")
+    r = low
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     # each chain's first test is named, with its count: what failed, not only how many runs would do
     assert r.stderr.count("the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
-    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.7")
+    r = high
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 
 
@@ -104,18 +106,21 @@ def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets
 def test_every_output_of_a_plan_at_alpha_states_that_alpha(depl_cli, tmp_path):
     """`depl plan --alpha 0.2`: the text says confidence 0.8 everywhere — the calibration's certificate and the
     `depl certify` line, which names --alpha 0.2 —, never the default's 0.95; the JSON and the plan file say α 0.2."""
-    for scenario in ("mnist1d-noniid", "digits-small"):
+    scenarios = ("mnist1d-noniid", "digits-small")
+    # the four commands in one start-up, each from main() (tests/conftest.py, DeplCli.each)
+    *planned, as_json, default = depl_cli.each(
+        [["plan", scenario, "--alpha", "0.2", "--out", tmp_path / f"{scenario}.json"] for scenario in scenarios]
+        + [["plan", "mnist1d-noniid", "--alpha", "0.2", "--json"], ["plan", "digits-small"]])
+    for scenario, r in zip(scenarios, planned):
         out = tmp_path / f"{scenario}.json"
-        r = depl_cli("plan", scenario, "--alpha", "0.2", "--out", out)
         assert r.returncode == 0, r.stderr
         assert "confidence 0.95" not in r.stdout and "confidence 0.8" in r.stdout, r.stdout
         assert f"`depl certify {out} --alpha 0.2`" in r.stdout.replace("\n", "")
         assert json.loads(out.read_text())["scenario_spec"]["target"]["alpha"] == 0.2
-    r = depl_cli("plan", "mnist1d-noniid", "--alpha", "0.2", "--json")
-    info = json.loads(r.stdout)
+    info = json.loads(as_json.stdout)
     assert info["info"]["certificate"]["alpha"] == 0.2 and info["scenario_spec"]["target"]["alpha"] == 0.2
-    r = depl_cli("plan", "digits-small")   # the default α: the certify line as before
-    assert "confidence 0.95" in r.stdout and "--alpha" not in r.stdout
+    # the default α: the certify line as before
+    assert "confidence 0.95" in default.stdout and "--alpha" not in default.stdout
 
 
 def test_a_calibrated_plans_infinite_planned_mean_says_why(depl_cli, tmp_path):
@@ -132,10 +137,10 @@ def test_a_calibrated_plans_infinite_planned_mean_says_why(depl_cli, tmp_path):
     assert all(np.isfinite(law.distribution(p.schedule[:k], phi).mean()) for k in (1, 2, 3))
     f = tmp_path / "p.json"
     p.save(f)
-    r = depl_cli("simulate", f, "--runs", "4000", "--png", tmp_path / "p.png")
+    r, as_json = depl_cli.each([["simulate", f, "--runs", "4000", "--png", tmp_path / "p.png"],
+                                ["simulate", f, "--runs", "4000", "--png", tmp_path / "p.png", "--json"]])
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
     assert "mean +∞ at epoch 2" in text and "beyond every loss the law allows" in text
     assert f"epoch 2: {100 * beyond[2]:.2g} % of the calibrated levels" in text and f"({p.loss_mean:.5g})" in text
-    r = depl_cli("simulate", f, "--runs", "4000", "--png", tmp_path / "p.png", "--json")
-    assert "epoch 2" in json.loads(r.stdout)["infinite_why"]
+    assert "epoch 2" in json.loads(as_json.stdout)["infinite_why"]

@@ -32,6 +32,7 @@ def _wrong(n, cheap, alpha, reps, seed, experiments=1):
     return int(np.sum(got < bench.OMEGA)), float(np.mean(np.isfinite(got)))
 
 
+@pytest.mark.slow  # a Monte Carlo of selections
 @pytest.mark.parametrize("n,cheap,experiments", [(40, 12, 1), (80, 30, 1), (60, 16, 3)])
 def test_the_returned_plan_meets_omega_with_confidence(n, cheap, experiments):
     reps = 1500

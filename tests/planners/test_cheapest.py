@@ -72,6 +72,7 @@ def confirmed_by_monte_carlo(plan: Plan, runs: int = 20_000) -> bool:
 RANDOM_SEEDS = list(range(7000, 7050)) + [18556, 178, 186355, 410, 20305]
 
 
+@pytest.mark.slow  # the planner and the proven optimum on 55 instances
 @pytest.mark.parametrize("seed", RANDOM_SEEDS)
 def test_depl_within_one_percent_of_proven_optimal_on_random_instances(seed):
     s = random_instance(seed, max_epochs=EPOCHS)
@@ -145,6 +146,7 @@ def test_paper_dataset_rule_is_kept_and_never_beats_the_cost_rule_by_much():
     assert cost.cost <= paper.cost * 1.01
 
 
+@pytest.mark.slow  # the optimal planner's MILP from the command line
 def test_cli_optimal_reports_proof_or_its_certified_bound(depl_cli, tmp_path):
     edge = str(Path(__file__).with_name("edge-demo.toml"))
 

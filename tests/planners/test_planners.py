@@ -77,6 +77,7 @@ def test_a_schedule_reports_the_same_tight_quantile_under_every_method_that_retu
         assert p.loss_quantile - sim.quantile_ci[1] <= hi - lo
 
 
+@pytest.mark.slow  # the optimal planner on six instances
 @pytest.mark.parametrize("name", ["paper-alexnet", "paper-mobilenet"])
 @pytest.mark.parametrize("target", [12.0, 8.0, 5.0])
 def test_depl_within_one_percent_of_optimal_on_paper_instances(name, target):

@@ -127,10 +127,11 @@ def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_
 def test_run_adaptive_refuses_bad_input_with_one_line(depl_cli, tmp_path):
     f = tmp_path / "plan.json"
     plan_file(tmp_path, target=2.25)
-    for bad, why in ((["--slow", "nope:2"], "no such cluster"), (["--slow", "A:0"], "CLUSTER:FACTOR"),
-                     (["--backend", "flower"], "local back end")):
-        r = depl_cli("run", str(f), "--adaptive", *bad, "--out", str(tmp_path / "o"))
-        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
+    cases = ((["--slow", "nope:2"], "no such cluster"), (["--slow", "A:0"], "CLUSTER:FACTOR"),
+             (["--backend", "flower"], "local back end"))
+    done = depl_cli.each([["run", f, "--adaptive", *bad, "--out", tmp_path / "o"] for bad, _ in cases])
+    for (bad, why), r in zip(cases, done):
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
 
 
 def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(depl_cli, tmp_path):
@@ -138,12 +139,13 @@ def test_the_adaptive_options_without_adaptive_are_refused_not_ignored(depl_cli,
     line naming the option, nothing trained."""
     f = tmp_path / "plan.json"
     plan_file(tmp_path, target=2.25)
-    for cmd in (["run", str(f)], ["validate", "mnist1d-small", str(f)]):
-        for bad, says in ((["--rule", "slack"], "--rule applies to --adaptive"),
-                          (["--validation", "0.2"], "--validation 0.2: applies to --adaptive")):
-            r = depl_cli(*cmd, *bad, "--seeds", "2", "--out", str(tmp_path / "o"))
-            assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (cmd, bad, r.stderr)
-            assert len(r.stderr.strip().splitlines()) == 1
+    cases = [(cmd, bad, says) for cmd in (["run", f], ["validate", "mnist1d-small", f])
+             for bad, says in ((["--rule", "slack"], "--rule applies to --adaptive"),
+                               (["--validation", "0.2"], "--validation 0.2: applies to --adaptive"))]
+    done = depl_cli.each([[*cmd, *bad, "--seeds", "2", "--out", tmp_path / "o"] for cmd, bad, _ in cases])
+    for (cmd, bad, says), r in zip(cases, done):
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (cmd, bad, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o" / "runs.sqlite").exists()
 
 
@@ -360,10 +362,11 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     # its band: at every epoch over the seeds that trained it, to the last seed's end
     assert shown["band"]["epoch"][-1] == max(lengths)
     assert shown["band"]["mean"][-1] == pytest.approx(np.mean([f for f, n in zip(finals, lengths) if n == max(lengths)]))
-    for bad, says in ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or"),
-                      (["--certificate", str(cert)], "--certificate applies to --adaptive")):
-        r = depl_cli("run", str(path), *bad, "--out", str(tmp_path / "b"))
-        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+    cases = ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or"),
+             (["--certificate", str(cert)], "--certificate applies to --adaptive"))
+    done = depl_cli.each([["run", path, *bad, "--out", tmp_path / "b"] for bad, _ in cases])
+    for (bad, says), r in zip(cases, done):
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
 
 
 def test_a_certificate_of_another_plan_is_refused_before_any_training(depl_cli, tmp_path, certified_loose):

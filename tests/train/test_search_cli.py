@@ -207,9 +207,9 @@ def test_an_edited_candidate_list_is_refused(depl_cli, searched, tmp_path):
 
 
 def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
-    """--max-runs 2, then 6: every seed counted before is counted again as it was, the seeds go on from the
-    third, the decisions are those of one search run with --max-runs 6 from the start on the same seeds, and a rerun
-    at 6 replays it all without training; a smaller --max-runs is refused."""
+    """--max-runs 2, then 4: every seed counted before is counted again as it was, the seeds go on from the
+    third, the decisions are those of one search run with --max-runs 4 from the start on the same seeds, and a rerun
+    at 4 replays it all without training; a smaller --max-runs is refused."""
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--batch", "2", "--out",
             "p.json", "--json")
     one = depl_cli(*args, "--max-runs", "2", cwd=tmp_path)
@@ -217,7 +217,7 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
     c1 = search_fields(json.loads(one.stdout)["certificate"])
     with Store(tmp_path / "runs.sqlite") as st:
         held = {rid: st.losses(rid) for rid in {c["trains_with"] for c in c1["candidates"]}}
-    two = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
+    two = depl_cli(*args, "--max-runs", "4", cwd=tmp_path)
     assert two.returncode in (0, 3), two.stderr
     c2 = search_fields(json.loads(two.stdout)["certificate"])
     assert c2["first_seed"] == c1["first_seed"] and c2["seeds"][0] == c1["seeds"][0]
@@ -233,12 +233,12 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
         epochs = st.count_epochs()
     keep = ("verdict", "runs", "met", "first_counted", "dropped_after", "priced_out", "lower_bound")
     (tmp_path / "whole").mkdir()
-    whole = depl_cli(*args, "--max-runs", "6", "--first-seed", str(c1["first_seed"]), cwd=tmp_path / "whole",
+    whole = depl_cli(*args, "--max-runs", "4", "--first-seed", str(c1["first_seed"]), cwd=tmp_path / "whole",
                      env=book(tmp_path / "whole"))
     cw = search_fields(json.loads(whole.stdout)["certificate"])
     assert whole.returncode == two.returncode and (cw["returned"], cw["seeds"]) == (c2["returned"], c2["seeds"])
     assert [[c[k] for k in keep] for c in cw["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
-    three = depl_cli(*args, "--max-runs", "6", cwd=tmp_path)
+    three = depl_cli(*args, "--max-runs", "4", cwd=tmp_path)
     c3 = search_fields(json.loads(three.stdout)["certificate"])
     assert [[c[k] for k in keep] for c in c3["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
     with Store(tmp_path / "runs.sqlite") as st:

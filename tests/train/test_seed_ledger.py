@@ -126,9 +126,9 @@ def test_a_forged_certificate_in_a_plan_file_is_never_printed(depl_cli, plan, tm
     shutil.copy(plan, forged)
     forge(forged, **info)
     key = next(iter(info))
-    for args in (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"],
-                 ["validate", "digits-small", forged, "--seeds", "2", "--adaptive"]):
-        r = depl_cli(*args, "--out", "o", cwd=tmp_path)
+    commands = (["certify", forged, "--max-runs", "2"], ["validate", "digits-small", forged, "--seeds", "2"],
+                ["validate", "digits-small", forged, "--seeds", "2", "--adaptive"])
+    for r in depl_cli.each([[*args, "--out", "o"] for args in commands], cwd=tmp_path):
         assert r.returncode == 2, r.stdout + r.stderr
         assert f"the plan's info.{key} is not what its calibration runs give" in r.stderr
         assert FORGED not in r.stdout + r.stderr and "'runs': 10000" not in r.stdout + r.stderr
@@ -144,9 +144,9 @@ def test_coverage_refuses_a_forged_certificate_of_its_stored_plans(depl_cli, tmp
     shutil.copytree(ROOT / "docs" / "certificate-store" / "coverage", store)
     victim = store / "plans" / "digits-small-w0.9-calibrated.json"
     forge(victim, certified_by=FORGED)
-    r = depl_cli("coverage", "--tasks", "mnist1d-small,digits-small,mnist1d-noniid", "--omegas", "0.8,0.9",
-                 "--laws", "calibrated", "--runs", "200", "--out", store, "--md", tmp_path / "c.md", "--no-train",
-                 cwd=tmp_path)
+    # the forged plan's own cell (digits-small, ω 0.9) of docs/coverage.md's grid
+    r = depl_cli("coverage", "--tasks", "digits-small", "--omegas", "0.9", "--laws", "calibrated", "--runs", "200",
+                 "--out", store, "--md", tmp_path / "c.md", "--no-train", cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "digits-small-w0.9-calibrated.json: the plan's info.certified_by is not what its calibration runs give" \
         in r.stderr and "63 of them met ℓmax" in r.stderr

@@ -64,6 +64,7 @@ def _drawn(plan):
     return plan
 
 
+@pytest.mark.slow  # trains for real
 def test_seeds_that_draw_their_own_data_stack_and_follow_their_loop_trajectories():
     """Each seed of a stack trains and is tested on its own draw (vectorised.StackData), through FedAvg over two
     nodes and the switches, as the per-seed loop trains it on that draw: to float rounding (rel 1e-4)."""

@@ -72,7 +72,8 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
             raise BadInput(f"{', '.join(unused)}: not used by --certify (it plans its candidates with the law as "
                            "fitted and certifies on real runs); drop it, or plan without --certify")
         prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
-                              alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"])
+                              alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"],
+                              rerun=opts)
         prices = price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT)
     _candidates(con, prep, candidate_rows(prep), prices)
     with epoch_progress("epochs") as bar, refusals():

@@ -226,15 +226,24 @@ def bind(st: Store, mine: dict, max_runs: int) -> list[tuple[int, int]]:
         st.start_run(MANIFEST, MANIFEST, mine)
         st.start_run(f"{MAX_RUNS}-0", MAX_RUNS, {"from_seeds": 0, "max_runs": int(max_runs)})
         return [(0, int(max_runs))]
-    differ = [k for k in WORDS if json.dumps(theirs.get(k), sort_keys=True) != json.dumps(mine.get(k), sort_keys=True)]
+    return check_bound(st.path, theirs, seg, mine, max_runs)
+
+
+def check_bound(path, theirs: dict, seg: list[tuple[int, int]], mine: dict,
+                max_runs: int | None) -> list[tuple[int, int]]:
+    """StoreError naming what differs between the store's manifest `theirs` and `mine` (a key `mine` lacks: not
+    known yet, not compared), or a `max_runs` smaller than the last recorded (None: not compared); else the
+    --max-runs record `seg`."""
+    differ = [k for k in WORDS if k in mine
+              and json.dumps(theirs.get(k), sort_keys=True) != json.dumps(mine.get(k), sort_keys=True)]
     if differ:
         was = {k: theirs.get(k) for k in differ if k != "candidates"}
         said = ", ".join(WORDS[k] + (f" (was {was[k]})" if k in was else "") for k in differ)
-        raise StoreError(f"{st.path}: holds a search with another {said}; a search's seeds are analysed once, "
+        raise StoreError(f"{path}: holds a search with another {said}; a search's seeds are analysed once, "
                          "by the options they began with: rerun it with those, or start a new search in a new "
                          "--store (its seeds are then new ones)")
-    if max_runs < seg[-1][1]:
-        raise StoreError(f"{st.path}: --max-runs {max_runs}: this search went on to --max-runs {seg[-1][1]}; "
+    if max_runs is not None and max_runs < seg[-1][1]:
+        raise StoreError(f"{path}: --max-runs {max_runs}: this search went on to --max-runs {seg[-1][1]}; "
                          f"--max-runs only grows (rerun with --max-runs {seg[-1][1]} or more)")
     return seg
 

@@ -115,8 +115,12 @@ class Prepared:
 def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200,
                    loss: Optional[float] = None, quantile: Optional[float] = None, deadline: Optional[float] = None,
                    alpha: Optional[float] = None, out: Optional[Path] = None, store: Optional[Path] = None,
-                   png: Optional[Path] = None, training: Training = Training()) -> Prepared:
-    """Everything checked and the candidates made (and their code and data checked), nothing written."""
+                   png: Optional[Path] = None, training: Training = Training(),
+                   rerun: Optional[dict] = None) -> Prepared:
+    """Everything checked and the candidates made (and their code and data checked), nothing written.  `rerun`:
+    the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses): where
+    the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here,
+    before the candidates are planned (`run_search` checks the whole manifest)."""
     from ..train.search import make_candidate
 
     if alpha is not None:
@@ -127,13 +131,44 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
             check_output_file(flag, Path(path))
     if store is not None and Path(store).is_dir():
         raise BadInput(f"--store {store}: is a folder; give the store's file, e.g. {Path(store) / 'runs.sqlite'}")
-    dev = start_training(training.threads, training.device)
     s = retarget(load(scenario), loss, quantile, deadline)
     alpha = alpha_or_default(s.target.alpha if alpha is None else alpha)   # --alpha, else the scenario's
+    _refuse_another_search(store_path(store, out), s, alpha, rerun or {})
+    dev = start_training(training.threads, training.device)
     plans = propose(s, method, eta)
     with as_bad_input(*training_errors(), ValueError, OSError):
         cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
     return Prepared(s, cands, alpha, dev, scenario if isinstance(scenario, str) else None)
+
+
+def store_path(store: Optional[Path], out: Optional[Path]) -> Path:
+    """The search's store: `store`, else runs.sqlite in the folder of `out` (else depl-search)."""
+    return Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
+
+
+def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict) -> None:
+    """BadInput where `store` is bound to a search whose ω, ℓmax, α or one of the options given in `rerun` differs
+    (depl.train.search.check_bound): what planning does not change, checked before it."""
+    from ..certificate import PRIORS
+    from ..certificate.search import ALLOCATIONS
+    from ..store import Store
+    from ..train.search import bound, check_bound
+
+    if not store.is_file():
+        return
+    with as_bad_input(ValueError, OSError):
+        with Store(store, readonly=True) as st:
+            theirs, seg = bound(st)
+        if theirs is None:
+            return
+        # a value no search takes (a --prior or --allocation of none of the choices, --uses nan) is refused as
+        # that, later
+        known = {"first_seed": None, "batch": None, "prior": PRIORS.__contains__,
+                 "allocation": ALLOCATIONS.__contains__, "uses": lambda u: 1 <= u < float("inf")}
+        given = {k: rerun[k] for k, ok in known.items()
+                 if rerun.get(k) is not None and (ok is None or ok(rerun[k]))}
+        check_bound(store, theirs, seg, {"omega": float(s.target.quantile), "loss_target": float(s.target.loss),
+                                         "alpha": alpha, **given}, rerun.get("max_runs"))
 
 
 @dataclass(frozen=True)
@@ -377,7 +412,7 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     from ..store import Store
     from ..train.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
 
-    store = Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
+    store = store_path(store, out)
     book = TaskSeeds.of(prep.scenario)
     with as_bad_input(ValueError, OSError):
         began, seg = None, []
@@ -488,5 +523,5 @@ def _draw(cert: Certificate, png: Path, name: str) -> None:
 def plan_certified(scenario: "str | Scenario", method: str = "depl", **kwargs: Any) -> SearchResult:
     """`depl plan SCENARIO --certify` in one call: `prepare_search`'s and `run_search`'s keywords."""
     keys = ("eta", "loss", "quantile", "deadline", "alpha", "out", "store", "png", "training")
-    prep = prepare_search(scenario, method, **{k: v for k, v in kwargs.items() if k in keys})
+    prep = prepare_search(scenario, method, rerun=kwargs, **{k: v for k, v in kwargs.items() if k in keys})
     return run_search(prep, **{k: v for k, v in kwargs.items() if k not in keys[:5]})
