@@ -61,7 +61,6 @@ from .store import Store
 if TYPE_CHECKING:
     from .plan import Plan
     from .scenario import Scenario
-    from .store import Store
 
 FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
 OFFSETS = {"certify": 0, "validate": 100_000, "coverage": 200_000, "search": 300_000}   # each command's block above B

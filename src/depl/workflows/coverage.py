@@ -15,7 +15,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from .common import Training, check_output_file, run_seeds, seed_range, start_training
 from .errors import BadInput, as_bad_input, training_errors
@@ -25,10 +25,6 @@ from ..ledger import Ledger, SeedsUsed, lineage
 from ..planners import planner_names
 from ..report.coverage_md import coverage_markdown
 from ..store import Store
-
-if TYPE_CHECKING:
-    from ..experiments.coverage import Table
-    from ..store import Store
 
 
 @dataclass(frozen=True)

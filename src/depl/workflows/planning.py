@@ -23,9 +23,7 @@ from .alpha_spent import ledger_path, plan_hash, record
 
 if TYPE_CHECKING:
     from ..certificate import Outcome
-    from ..plan import Plan
     from ..predict import Prediction
-    from ..scenario import Scenario
     from ..simulate import Simulation
 
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes

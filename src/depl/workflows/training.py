@@ -29,9 +29,7 @@ from ..train.seeds import DEFAULT_SEED_BATCH
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..plan import Plan
     from ..scenario import Scenario
-    from ..store import Store
 
 BACKENDS = ("local", "flower")
 RULES = ("slack", "conditional")  # the closed loop's decisions (docs/adaptive.md)

@@ -19,7 +19,6 @@ from ..scenario import load_scenario
 from ..validate import coverage, law_mismatch
 
 if TYPE_CHECKING:
-    from ..plan import Plan
     from ..validate import Coverage, Validation
 
 
