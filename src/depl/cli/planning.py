@@ -101,7 +101,6 @@ def _real_runs(plan, out: Optional[Path]) -> None:
                       "folder holding its binary version (cifar-10-batches-bin) or python version "
                       f"(cifar-10-batches-py), or give dataset {pathless[0]!r} a `path`", markup=False)
     elif plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # it can run for real
-
         alpha = plan.alpha
         shown = (shlex.quote(str(out)) if out else "PLAN.json") + ("" if alpha == DEFAULT_ALPHA else f" --alpha {alpha:g}")
         cert = Certificate.of_plan(plan.info)

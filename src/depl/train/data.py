@@ -749,7 +749,6 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
     if draw is not None:
         return _drawn(source, path, code_dir, int(draw), seed, loss)
     if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
-
         return own(source, code_dir, loss=loss)
     if source == "mnist1d":
         return mnist1d()

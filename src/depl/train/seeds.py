@@ -203,7 +203,6 @@ def warm_job(spec: dict, seed: int = 0) -> None:
 
     job = Job.from_json(spec)
     if not job.stackable:  # every seed draws its own data: only what the draws share (a generator's pool) ahead
-
         try:
             job.seeded(seed).data.load()
         except DataError:  # that seed's own draw: told where the seed trains, after the seeds before it
