@@ -27,6 +27,7 @@ from ..workflows.common import data_folders
 from ..workflows.common import check_executor as known_executor
 from ..workflows.common import check_ray_address as probe_ray
 from .console import choice, command_line, console, epoch_progress, fail, refusals, warn
+from ..adaptive import promise
 
 
 class Rule(str, Enum):
@@ -292,7 +293,6 @@ def _adaptive_header(a, con) -> None:
               f"{n} seeds · rule {a.rule} · validation split {a.job.data.validation:g} · store {escape(a.store.path)}"
               + (f" · {n - len(a.todo)} seeds already done" if len(a.todo) < n else ""), highlight=False)
     con.print(a.split_note, highlight=False, markup=False)
-    from ..adaptive import promise
 
     con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {promise(p):g}"
               + (" (re-planned at ω)" if d0.action == "replan" else "")

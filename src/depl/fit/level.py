@@ -55,7 +55,6 @@ class LevelVersionFit:
     seed_share: float
 
     def law(self):
-        from ..scenario import LevelLaw
         c = self.curve
         return LevelLaw(curve=c.kind, floor=c.floor, floor_exponent=c.floor_exponent, scale=c.scale, shape=c.shape,
                         sigma0=self.sigma0, sigma1=self.sigma1, sigma2=self.sigma2, seed_share=self.seed_share)
