@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     """`depl.load_model(RUN_FOLDER, seed=N)`: a run's trained model (depl.workflows.models.load_model), imported
-    on first use, so that planning never imports torch; `depl.ModelError`, what it raises for a model that cannot
+    on first use, so that `import depl.X` does not load the workflows layer and every layer below it; `depl.ModelError`, what it raises for a model that cannot
     be loaded (a `depl.workflows.BadInput`)."""
     if name == "load_model":
         # on first use: at the top, every `import depl.X` would load the workflows layer and every layer below it
