@@ -11,9 +11,7 @@ from typing import Optional
 import typer
 
 from .console import choice, console, json_option, next_step, print_json, refusals
-from ..fit.report import report_lines
 from ..laws import law_names
-from ..workflows.fitting import calibrate as recalibrate, fit as fit_laws
 
 
 def _models() -> type[Enum]:
@@ -53,6 +51,10 @@ def fit(
              "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
+    # depl.fit imports scipy.optimize and scipy.stats, which `depl plan` never loads
+    from ..fit.report import report_lines
+    from ..workflows.fitting import fit as fit_laws
+
     with refusals():
         done = fit_laws(store, scenario, out=out, png=png, model=model, bootstrap=bootstrap, seed=seed,
                         target_loss=target_loss, omega=omega, deadline=deadline, name=name,
@@ -118,6 +120,8 @@ def calibrate(
     Each run of RUNS (an experiment's seed) gives one PIT score under the law at each epoch it ran; split
     conformal on the epoch-K scores recalibrates the ω-quantile of a K-epoch plan (docs/fitting.md). Runs on the seeds the law was fitted on,
     and experiments the law cannot score, are refused (exit 2)."""
+    from ..workflows.fitting import calibrate as recalibrate   # depl.fit imports scipy.stats
+
     with refusals():
         done = recalibrate(scenario, store, out, omega=omega, png=png)
     if as_json:

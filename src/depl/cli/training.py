@@ -27,7 +27,6 @@ from ..workflows.common import data_folders
 from ..workflows.common import check_executor as known_executor
 from ..workflows.common import check_ray_address as probe_ray
 from .console import choice, command_line, console, epoch_progress, fail, refusals, warn
-from ..adaptive import promise
 
 
 class Rule(str, Enum):
@@ -288,6 +287,8 @@ class AdaptiveShow:
 
 
 def _adaptive_header(a, con) -> None:
+    from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
+
     p, d0, n = a.plan, a.initial, len(a.seeds)
     con.print(f"run [bold]{a.run_id}[/] · adaptive · plan {escape(str(a.plan_file))} · {len(p.epochs)} epochs planned × "
               f"{n} seeds · rule {a.rule} · validation split {a.job.data.validation:g} · store {escape(a.store.path)}"

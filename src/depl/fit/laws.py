@@ -64,6 +64,9 @@ class LawFitter(ABC):
 
 def fitters() -> dict[str, LawFitter]:
     """The registered laws that `depl fit` fits, by name, in registration order."""
+    # the built-in fitting sides register themselves when imported (depl.laws.provide); they import scipy.optimize
+    # and scipy.stats, which planning never loads, so they are imported here, where fitting starts
+    from . import increments, level  # noqa: F401
     out = {}
     for n in law_names():
         f = get_law(n).fitter

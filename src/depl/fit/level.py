@@ -23,6 +23,7 @@ from scipy import optimize
 from ..loss.level import decay, elasticity, log_sd, median_curve, time_at_level
 from ..scenario import LOG_SD_MAX, LevelLaw
 from .increments import phi_of, write_data_law
+from ..laws import provide
 from .laws import LawFit, LawFitter
 from .runs import ProfiledExperiment, Profile
 
@@ -293,3 +294,5 @@ class LevelMemoryFitter(LevelFitter):
 
 FITTER = LevelFitter()
 MEMORY_FITTER = LevelMemoryFitter()
+provide("level", fit=FITTER)
+provide("level-memory", fit=MEMORY_FITTER)
