@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .common import Training, open_store, run_seeds, seed_range, start_training
 from .errors import BadInput, ExternalFailure, as_bad_input, training_errors
-from ..adaptive import check_certificate
 from ..gap import measure
 from ..plan import Plan
 from ..scenario import load_scenario
@@ -378,6 +377,8 @@ def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> d
         raise BadInput(f"--certificate {path}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
         raise BadInput(f"--certificate {path}: not JSON ({e})") from None
+    from ..adaptive import check_certificate   # depl.adaptive imports scipy.stats, which `depl plan` never loads
+
     try:
         checked = check_certificate(plan, cert, f"--certificate {path}")
     except ValueError as e:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .common import Training, check_folder, check_output_file, run_seeds, seed_range, start_training
 from .errors import BadInput, as_bad_input, training_errors
 from .training import AdaptiveResult, AdaptiveRun, run_adaptive
-from ..adaptive import promise
 from ..ledger import check_certificate, lineage, plan_lineage
 from ..plan import Plan
 from ..report.plots import plot_validation
@@ -146,6 +145,8 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
     import numpy as np
 
     p = done.plan
+    from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
+
     return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p), p.alpha),
                              float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id, done)
 
