@@ -12,11 +12,12 @@ def __getattr__(name: str):
     on first use, so that `import depl.X` does not load the workflows layer and every layer below it; `depl.ModelError`, what it raises for a model that cannot
     be loaded (a `depl.workflows.BadInput`)."""
     if name == "load_model":
+        # on first use: at the top, every `import depl.X` would load the workflows layer and every layer below it
         from .workflows.models import load_model
 
         return load_model
     if name == "ModelError":   # what load_model raises: a kept model that cannot be loaded (no torch needed)
-        from .workflows.errors import ModelError
+        from .workflows.errors import ModelError  # on first use, as load_model above
 
         return ModelError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,7 +22,7 @@ The built-in laws are declared here by name (with their tables), so that
 depl.scenario, which sits below the laws (depl.loss imports the scenario),
 checks names without importing them; their classes are registered by the
 packages that define them, at import (`provide`: depl.loss registers the
-models and the calibrator, depl.fit the fitting sides), so every edge is an
+models and the calibrator, depl.fit's law modules their fitting sides), so every edge is an
 import the layers contract sees.  Kept in a module of its own at the bottom
 of the house, beside depl.state.
 """

@@ -53,12 +53,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from .certificate import Certificate, CertificateError, Kind, Outcome
+from .certificate import Certificate, CertificateError, Kind, Outcome, Sequential
+from .planners import certify_by_calibration
+from .scenario import scenario_dict
+from .store import Store
 
 if TYPE_CHECKING:
     from .plan import Plan
     from .scenario import Scenario
-    from .store import Store
 
 FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
 OFFSETS = {"certify": 0, "validate": 100_000, "coverage": 200_000, "search": 300_000}   # each command's block above B
@@ -271,8 +273,6 @@ def task_key(s: "Scenario") -> dict:
     """What makes two runs the same task whatever plan trains them: where the data come from (each dataset's
     source and share), each version's network and the training recipe.  Not the nodes, data fraction, versions'
     schedule or switch points (they differ between the plans of one task), nor the scenario's name or file."""
-    from .scenario import scenario_dict
-
     d = scenario_dict(s)
     return {"data": sorted([str(x.get("source")), json.dumps(x.get("share"))] for x in d.get("datasets") or []),
             "networks": sorted(json.dumps(m.get("train"), sort_keys=True) for m in d.get("models") or []),
@@ -424,8 +424,6 @@ ACCOUNT_KEYS = ("alpha_ledger",)   # where `depl plan` recorded the α spent (de
 def recomputed_certificate(plan: "Plan", scenario: "Scenario | None" = None) -> dict:
     """`info.certified_by` and `info.certificate` as the plan's own scenario's calibration runs give them
     (`depl.planners.certify_by_calibration`); {} where its scenario uses no calibration."""
-    from .planners import certify_by_calibration
-
     s = scenario if scenario is not None else plan.scenario_object()
     q = dataclasses.replace(plan, info={k: v for k, v in plan.info.items() if k not in CERTIFICATE_KEYS})
     cert = Certificate.of_plan(plan.info)
@@ -465,9 +463,6 @@ def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
     store is not at hand: the certificate is then not printed as certified by a command that judges the plan)."""
     import math
     from pathlib import Path
-
-    from .certificate import Sequential
-    from .store import Store
 
     try:
         ev = c.evidence

@@ -23,6 +23,8 @@ from .certificate import alpha_or_default
 from .plan_check import PlanError, check_figures, check_plan, check_types
 from .scenario import (MAX_NESTING, Scenario, ScenarioError, parse_scenario, scenario_dict, shown_value, too_deep,
                        unreadable_text)
+from .loss import loss_model_for
+from .scenario import builtin_names, load_scenario
 
 FORMAT = "depl.plan/1"
 
@@ -187,8 +189,6 @@ class Plan:
 
     def _parsed_scenario(self) -> Scenario:
         if self.scenario_spec is None:
-            from .scenario import builtin_names, load_scenario
-
             if self.scenario not in builtin_names() and not Path(self.scenario).is_file():
                 raise PlanError(f"{self.source}: scenario_spec: missing, and scenario = {self.scenario!r} is neither "
                                 "a file nor a built-in scenario: the plan cannot be checked against the scenario it "
@@ -278,8 +278,6 @@ def with_figures(plan: Plan, s: Scenario) -> Plan:
     (1)–(2)), the certified ω-quantile of ℓ(K) with its bracket and E[ℓ(K)] (the loss law, as the planners certify a
     schedule), the target and the scenario embedded — so that a plan written by hand, or edited, passes the check of
     its figures when read (`Plan.scenario_object`).  Feasibility is not judged: `feasible` is kept."""
-    from .loss import loss_model_for
-
     out = replace(plan, scenario=s.name, omega=s.target.quantile, loss_target=s.target.loss, deadline=s.target.deadline)
     check_plan(out, s, out.source)  # its epochs first: a version, cluster or switch the scenario lacks has no figures
     d = loss_model_for(s).distribution(out.schedule, s.phi(s.samples(out.datasets)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from .loss import loss_model_for
 
 REQUIRED = ("method", "scenario", "feasible", "datasets", "epochs", "cost", "time", "loss_quantile",
             "loss_mean", "solve_seconds")
@@ -221,8 +222,6 @@ def check_figures(plan, s, source: str, cost: float, time: float, loss=None) -> 
 def _recertified(plan, s, source: str, loss=None) -> tuple[float, float, float] | None:
     """(lo, hi, mean): the certified bracket of the ω-quantile of ℓ(K) and E[ℓ(K)] for the plan's schedule, on
     `loss` or the scenario's law, as the planners certify a schedule (default lattice: 1% of the sd)."""
-    from .loss import loss_model_for
-
     q = plan.loss_quantile
     try:
         law = loss_model_for(s) if loss is None else loss

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from .loss import loss_model_for
 from .loss.calibrated import CalibratedDistribution
 from .scenario import Scenario
+from .certificate import conformal
 
 
 class ScheduleError(ValueError):
@@ -138,8 +139,6 @@ def _out_of_range(d, q: float, epochs: int) -> tuple[str, list[str]]:
 def _not_certified(d: CalibratedDistribution, q: float, epochs: int) -> str | None:
     """Why the calibration certifies no q-quantile where its own experiments decide (too few runs of this schedule
     for the confidence 1 − α, or the schedule refused by the fixed sequence); None where the pooled scores decide."""
-    from .certificate import conformal
-
     n = min((g.size for g in d.own), default=0)
     if d.own and d.alpha is not None and n < conformal.pac_scores_needed(q, d.alpha):
         return (f"{n} calibration runs of this schedule; a certificate at confidence {1 - d.alpha:g} takes at "

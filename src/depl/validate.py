@@ -33,6 +33,7 @@ from .loss import LossModel, loss_model_for
 from .omega import Omega
 from .plan import Plan
 from .scenario import Scenario
+from .predict import predict
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,6 @@ def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) 
     The laws are compared by what they predict for this plan's schedule (mean
     and certified ω-quantile of ℓ(K)), so any two spellings of one law agree.
     """
-    from .predict import predict
-
     if own.calibration is not None and not own.calibration.use:
         other = other.uncalibrated()   # planned with the law as fitted (`depl plan --uncalibrated`): judged by it
     a = predict(own, plan.schedule, plan.omega, plan.datasets)

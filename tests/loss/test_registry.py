@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from depl.fit.registry import fitters
 from depl.laws import get_law, law_names, register_law, unregister_law
 from depl.loss import IncrementsModel, LevelModel, loss_model_for
 from depl.planners import make_plan
@@ -24,7 +25,9 @@ def test_builtin_laws_are_registered_with_their_fitting_side():
     assert law_names()[:2] == ["increments", "level"]
     assert get_law(None).model_class is IncrementsModel
     assert get_law("level").model_class is LevelModel
-    assert get_law("level").fitter.name == "level" and get_law("increments").fitter.name == "increments"
+    fitting = fitters()   # the built-in fitting sides register when depl.fit imports them
+    assert fitting["level"].name == "level" and fitting["increments"].name == "increments"
+    assert get_law("level").fitter is fitting["level"]
 
 
 def test_a_toy_law_plans_through_the_public_api(toy):

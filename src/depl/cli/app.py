@@ -15,6 +15,7 @@ import re
 import typer
 from rich.markup import escape
 
+from .. import __version__
 from . import apps, certify, coverage, fitting, models, planning, profile, reproduce, run, runs, validation
 from .console import EXIT_BAD_INPUT, err_console, output, print_json
 
@@ -88,7 +89,7 @@ def _version(value: bool) -> None:
         try:
             v = version("depl")
         except PackageNotFoundError:  # run from a source tree that was never installed
-            from .. import __version__ as v
+            v = __version__
         typer.echo(f"depl {v}")
         raise typer.Exit()
 

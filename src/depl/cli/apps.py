@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from .console import choice, command_line, console, epoch_progress, json_option, next_step, print_json, refusals, warn
 from .training import ALLOW_CODE, AppDevice, KeepModels, summary
+from ..workflows.apps import export_app as export, prepare_app_run, prepare_gateway, serve_gateway, train_app_run
 
 APP_PLAN = typer.Argument(..., metavar="PLAN.json", help="a plan file (JSON, from `depl plan`)")
 APP_FOLDER = typer.Argument(..., metavar="DIR", help="the app folder to write")
@@ -33,8 +34,6 @@ def export_app(
     keep_models: Optional[str] = APP_KEEP, as_json: bool = APP_JSON,
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
-    from ..workflows.apps import export_app as export
-
     with refusals():
         app = export(plan, folder, seeds, first_seed, store=store, device=device, keep_models=keep_models,
                      allow_code=allow, command=command_line())
@@ -59,8 +58,6 @@ def run_app(
     """Run an app of `depl export-app` with `flwr run` on Flower's simulation engine, here. Resumes.
 
     A SuperLink of its own on 127.0.0.1, its state in DIR/.flwr (never ~/.flwr), stopped with all it started."""
-    from ..workflows.apps import prepare_app_run, train_app_run
-
     with refusals():
         a = prepare_app_run(folder, threads, allow_code=allow, command=command_line())
     console.print(f"run [bold]{a.run_id}[/] · app {escape(str(folder))} · {a.epochs} epochs × {len(a.seeds)} seeds · "
@@ -106,8 +103,6 @@ def fleet_gateway(
     keep_alive: int = KEEP_ALIVE, max_connections: int = MAX_CONNECTIONS,
 ) -> None:
     """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
-    from ..workflows.apps import prepare_gateway, serve_gateway
-
     with refusals():
         g = prepare_gateway(listen, superlink, certfile=certfile, keyfile=keyfile, ca=ca, plan=plan,
                             max_body=max_body, header_timeout=header_timeout, body_timeout=body_timeout,

@@ -11,6 +11,7 @@ from .console import console, epoch_progress, err_console, json_option, next_ste
 from ..certificate import ALPHA_RULE, DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS
 from ..workflows.common import Training
 from .training import trains_seeds
+from ..workflows.certify import prepare_certify, run_certify
 
 
 @trains_seeds(seed_batch=False)
@@ -42,8 +43,6 @@ def certify(
     Seeds F, F+1, … are trained in batches and counted in order by an anytime-valid sequential test, which
     stops as soon as it can decide (docs/certificate.md). Exits 0 certified, 4 refuted, 3 undecided after
     --max-runs (it says how many more runs it expects to need)."""
-    from ..workflows.certify import prepare_certify, run_certify
-
     with refusals():  # every refusal before anything is written or drawn
         prep = prepare_certify(plan_file, alpha, out=out, training=training, store=store, first_seed=first_seed,
                                max_runs=max_runs, prior=prior)

@@ -18,6 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..certificate.value import EXIT_NOT_CERTIFIED as EXIT_INFEASIBLE, EXIT_OK, EXIT_REFUTED
+from ..jsonout import dumps
+from ..workflows.common import check_output_file as check
+from ..workflows.errors import Failed, Unreachable, WorkflowError
 
 EXIT_BAD_INPUT = 2
 
@@ -57,8 +60,6 @@ def json_option(help: str = JSON_HELP):
 
 def print_json(obj) -> None:
     """One strict JSON object on stdout (non-finite numbers become null: JSON has no NaN/inf)."""
-    from ..jsonout import dumps
-
     sys.stdout.write(dumps(obj) + "\n")
     sys.stdout.flush()
     output.printed = True
@@ -83,8 +84,6 @@ def fail(message: str, code: int = EXIT_BAD_INPUT, result: dict | None = None, d
 
 def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
     """Refuse an output file that cannot be written, before any work (depl.workflows.common.check_output_file)."""
-    from ..workflows.common import check_output_file as check
-
     with refusals():
         check(flag, path, make_folders)
 
@@ -92,8 +91,6 @@ def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
 @contextmanager
 def refusals():
     """Within: a workflow's refusal (depl.workflows.errors) is one line on stderr and its exit code (`fail`)."""
-    from ..workflows.errors import Failed, Unreachable, WorkflowError
-
     try:
         yield
     except WorkflowError as e:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option, print_json, refusals
 from ..workflows.common import Training
 from .training import said, trains_seeds
+from ..workflows.coverage import prepare_coverage, train_coverage
 
 
 def _split(text: str) -> list[str]:
@@ -55,8 +56,6 @@ def coverage(
 
     Writes OUT/coverage.json and the markdown table; exits 4 when a cell's guarantee is refuted (its one-sided 1 − α
     Clopper–Pearson upper bound lies below ω, α the task's; the cells are named), 0 otherwise."""
-    from ..workflows.coverage import prepare_coverage, train_coverage
-
     con = err_console if as_json else console
     with refusals(), con.status("planning the cells …", spinner="dots"):
         c = prepare_coverage(_split(tasks), _floats(omegas, "--omegas"), _split(laws), runs=runs, first_seed=first_seed,

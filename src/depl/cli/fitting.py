@@ -11,12 +11,11 @@ from typing import Optional
 import typer
 
 from .console import choice, console, json_option, next_step, print_json, refusals
+from ..laws import law_names
 
 
 def _models() -> type[Enum]:
     """The loss law `depl fit --out` writes: auto or any registered law (depl.laws)."""
-    from ..laws import law_names
-
     return Enum("Model", [("auto", "auto")] + [(n, n) for n in law_names()], type=str)
 
 
@@ -52,6 +51,7 @@ def fit(
              "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
+    # depl.fit imports scipy.optimize and scipy.stats, which `depl plan` never loads
     from ..fit.report import report_lines
     from ..workflows.fitting import fit as fit_laws
 
@@ -120,7 +120,7 @@ def calibrate(
     Each run of RUNS (an experiment's seed) gives one PIT score under the law at each epoch it ran; split
     conformal on the epoch-K scores recalibrates the ω-quantile of a K-epoch plan (docs/fitting.md). Runs on the seeds the law was fitted on,
     and experiments the law cannot score, are refused (exit 2)."""
-    from ..workflows.fitting import calibrate as recalibrate
+    from ..workflows.fitting import calibrate as recalibrate   # depl.fit imports scipy.stats
 
     with refusals():
         done = recalibrate(scenario, store, out, omega=omega, png=png)

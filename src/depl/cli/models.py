@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..workflows.common import MAX_SEED
 from .console import choice, console, json_option, print_json, refusals
+from ..workflows.models import export_model as export, list_models
 
 RUN_FOLDER = typer.Argument(..., help="a run folder (`depl run --out`): its models/ folder is read")
 RUN = typer.Option(None, "--run", help="the run whose model to take, where the folder keeps several runs' models")
@@ -29,8 +30,6 @@ def runs_models(
     """List the trained models a run folder keeps: run, seed, version, parameters, final test loss, accuracy,
     file."""
     from rich.table import Table
-
-    from ..workflows.models import list_models
 
     with refusals():
         models = list_models(folder)
@@ -66,8 +65,6 @@ def export_model(
     as_json: bool = json_option("print what was written as one JSON object on stdout (nothing else there)"),
 ) -> None:
     """Write one seed's trained model as a deployable program that loads without depl."""
-    from ..workflows.models import export_model as export
-
     with refusals():
         done = export(folder, seed, out, run=run, fmt=fmt, allow_code=allow)
     if as_json:

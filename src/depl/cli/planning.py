@@ -14,18 +14,21 @@ from rich.markup import escape
 
 from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
-from ..certificate import Certificate, Outcome
+from ..certificate import DEFAULT_ALPHA, Certificate, Outcome, confidence_words, fewest_runs
 from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
                      KeepModels, plan_certified, search_only)
 from .training import trains_seeds
+from ..planners.status import status_line
+from ..predict import signed
+from ..scenario import builtin_names, load_scenario
+from ..workflows import plan as make, predict as ask, simulate as monte_carlo
+from ..workflows.search import certify_price
 
 
 def scenarios() -> None:
     """List the built-in scenarios (any command also takes a path to a TOML file)."""
     from rich.table import Table
-
-    from ..scenario import builtin_names, load_scenario
 
     t = Table(title="built-in scenarios")
     t.add_column("name")
@@ -98,8 +101,6 @@ def _real_runs(plan, out: Optional[Path]) -> None:
                       "folder holding its binary version (cifar-10-batches-bin) or python version "
                       f"(cifar-10-batches-py), or give dataset {pathless[0]!r} a `path`", markup=False)
     elif plan.feasible and plan.epochs and {e.model for e in plan.epochs} <= trainable:  # it can run for real
-        from ..certificate import DEFAULT_ALPHA, fewest_runs
-
         alpha = plan.alpha
         shown = (shlex.quote(str(out)) if out else "PLAN.json") + ("" if alpha == DEFAULT_ALPHA else f" --alpha {alpha:g}")
         cert = Certificate.of_plan(plan.info)
@@ -152,8 +153,6 @@ def plan(
 ) -> None:
     """Plan the cheapest training whose ω-quantile of the final loss meets the target; with --certify, the cheapest
     plan fresh real runs certify (P(ℓ(K) ≤ ℓmax) ≥ ω, confidence 1 − α), resumable."""
-    from ..workflows import plan as make
-
     keep = None if keep_models is None else keep_models.value
     if certify:
         opts = dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png, prior=prior,
@@ -187,8 +186,6 @@ def _planned(planned, method: str, out: Optional[Path], as_json: bool) -> None:
 
 def _certify_price(plan) -> None:
     """What certifying the plan on real runs is expected to take, by its law (a guess the runs may refute)."""
-    from ..workflows.search import certify_price
-
     pr = certify_price(plan)
     if pr is None:
         return
@@ -203,8 +200,6 @@ def planner_status(method: str, shown):
     """What the planner is doing, as it does it: optimal's live line on stderr (incumbent, bound, gap, elapsed),
     or a spinner on a terminal (rich draws none on a pipe or a file, and importing it costs ~20 ms)."""
     if method == "optimal":
-        from ..planners.status import status_line
-
         with status_line(sys.stderr) as say:
             yield say
         return
@@ -236,8 +231,6 @@ def simulate(
 
     Exits 4 when the guarantee is refuted (the one-sided 1 − α upper bound on P(ℓ(K) ≤ ℓmax) lies below ω, α the
     plan's); the verdict's line names the bound."""
-    from ..workflows import simulate as monte_carlo
-
     with refusals():
         r = monte_carlo(plan_file, runs, seed, png)
     for line in r.warnings:
@@ -251,8 +244,6 @@ def simulate(
 
 
 def _simulation_text(r) -> None:
-    from ..certificate import confidence_words
-
     p, sim = r.plan, r.simulation
     lo, hi = sim.p_meet_ci
     qlo, qhi = sim.quantile_ci
@@ -291,9 +282,6 @@ def predict(
 ) -> None:
     """What will the loss be? The law's q-quantile (a bound exact for the law; where its calibration certifies none,
     the law's estimate, labelled, with why), the mean and the 1st–99th percentiles of ℓ(K)."""
-    from ..predict import signed
-    from ..workflows import predict as ask
-
     with refusals():
         answer = ask(scenario, schedule, quantile, datasets or None)
     for line in answer.warnings:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from ..workflows.common import MAX_SEED, MAX_SEEDS, Training
 from .console import console, epoch_progress, err_console, json_option, next_step, print_json, refusals
 from .training import diverged_line, said, trains_seeds
+from ..workflows.training import parse_fractions, prepare_profile, train_profile
 
 SCENARIO = typer.Argument(..., help="a built-in scenario name or a TOML file")
 EPOCHS = typer.Option(30, "--epochs", "-E", min=1, max=10_000,  # as a scenario's max_epochs
@@ -40,8 +41,6 @@ def profile(
     as_json: bool = PROFILE_JSON, training: Training = None,
 ) -> None:
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
-    from ..workflows.training import parse_fractions, prepare_profile, train_profile
-
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     with refusals():
         p = prepare_profile(scenario, epochs, seeds, first_seed, fractions=tuple(parse_fractions(fractions)),

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .console import console, err_console, refusals
+from ..workflows.reproduce import map_grid, reproduce as evaluate
 
 
 def reproduce(
@@ -23,9 +24,6 @@ def reproduce(
     a map of where the claims hold, planner speed)."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.progress import Progress as Bar  # depl's `Progress` is a model version's progress (A, B)
-
-    from ..workflows.reproduce import map_grid
-    from ..workflows.reproduce import reproduce as evaluate
 
     with refusals():
         grid = map_grid(out, quick, grid)

@@ -16,6 +16,7 @@ from ..workflows.common import MAX_SEED, MAX_SEEDS, Training, seed_range
 from .console import choice, console, epoch_progress, err_console, fail, json_option, next_step, print_json, refusals
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, KEEP_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, KeepModels,
                        Rule, refuse_adaptive_options, said, summary, trains_seeds)
+from ..workflows.training import flower_app_folder, parse_slow, prepare_run, run_adaptive, train_run
 
 
 class Backend(str, Enum):
@@ -59,8 +60,6 @@ def run(
 ) -> None:
     """Train a plan for real over seeds; the test loss after every epoch goes to the store, the final models to
     OUT/models. Resumes."""
-    from ..workflows.training import prepare_run
-
     if adaptive:
         _adaptive(plan, seed_range(first_seed, seeds), backend, superlink, store, out, training, validation, slow,
                   rule, gap_from, as_json, keep_models, certificate)
@@ -90,8 +89,6 @@ def run(
 def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, out: Path, training: Training,
               validation, slow, rule, gap_from, as_json: bool, keep_models, certificate=None) -> None:
     """`depl run --adaptive`: the closed loop on the local back end, its decisions said as it goes."""
-    from ..workflows.training import parse_slow, run_adaptive
-
     if as_json:
         fail("--json: an adaptive run prints its decisions as text (`depl runs show --json` has them all)")
     if backend != "local" or superlink or training.ray_address:
@@ -109,8 +106,6 @@ def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, 
 
 def show_plan_run(r, training: Training, con=console):
     """Train a prepared plan run (depl.workflows.training.train_run) under its header line and progress bar."""
-    from ..workflows.training import flower_app_folder, train_run
-
     if r.superlink:  # the ServerApp trains elsewhere: no progress here
         con.print(f"run [bold]{r.run_id}[/] · submitting {escape(str(flower_app_folder(r)))} to SuperLink "
                   f"{escape(repr(r.superlink))} (flwr run)", highlight=False)

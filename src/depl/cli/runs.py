@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from .console import choice, console, fail, json_option, print_json, refusals
+from ..workflows.runs import show_runs
 
 
 class Kind(str, Enum):
@@ -34,8 +35,6 @@ def runs_show(
     kind: Optional[str] = KIND, as_json: bool = RUNS_JSON,
 ) -> None:
     """List the runs of a store; with --png, draw their measured loss bands (paper Fig. 2 style)."""
-    from ..workflows.runs import show_runs
-
     if store_arg is not None and store is not None and store_arg != store:
         fail(f"STORE {store_arg} and --store {store}: name the store once")
     with refusals():

@@ -11,6 +11,8 @@ from ..certificate import DEFAULT_ALPHA, Outcome
 from .console import (choice, console, epoch_progress, err_console,
                       print_json, refusals)
 from .training import KeepModels
+from ..workflows.errors import BadInput
+from ..workflows.search import USES as USES_DEFAULT, candidate_rows, prepare_search, price, run_search
 
 
 # `depl plan`'s options for --certify (one object per option)
@@ -52,8 +54,6 @@ def search_only(given: dict) -> None:
     said = [flag for flag, v in given.items() if v is not None]
     with refusals():
         if said:
-            from ..workflows.errors import BadInput
-
             raise BadInput(f"{', '.join(said)}: used only by --certify (the certified search on real runs); add "
                            "--certify, or drop it")
 
@@ -62,9 +62,6 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
                    as_json: bool, opts: dict) -> None:
     """Propose the candidates, say them, train them on fresh seeds until the search finishes, and say what it
     returned; exit 0 certified, 3 none certified within --max-runs, 4 every candidate refuted."""
-    from ..workflows.errors import BadInput
-    from ..workflows.search import USES as USES_DEFAULT, candidate_rows, prepare_search, price, run_search
-
     con = err_console if as_json else console
     unused = [flag for flag, v in opts.pop("unused", {}).items() if v is not None]
     with refusals():  # every refusal before anything is written or trained

@@ -287,12 +287,13 @@ class AdaptiveShow:
 
 
 def _adaptive_header(a, con) -> None:
+    from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
+
     p, d0, n = a.plan, a.initial, len(a.seeds)
     con.print(f"run [bold]{a.run_id}[/] · adaptive · plan {escape(str(a.plan_file))} · {len(p.epochs)} epochs planned × "
               f"{n} seeds · rule {a.rule} · validation split {a.job.data.validation:g} · store {escape(a.store.path)}"
               + (f" · {n - len(a.todo)} seeds already done" if len(a.todo) < n else ""), highlight=False)
     con.print(a.split_note, highlight=False, markup=False)
-    from ..adaptive import promise
 
     con.print(f"the plan on the run's data: P(ℓ(K) ≤ {p.loss_target:g}) = {d0.p_new:.4f} at ω = {promise(p):g}"
               + (" (re-planned at ω)" if d0.action == "replan" else "")

@@ -9,11 +9,12 @@ import typer
 from rich.markup import escape
 
 from ..workflows.common import Training, seed_range
-from ..certificate import Outcome
+from ..certificate import Outcome, confidence_words
 from .console import (choice, console, epoch_progress, err_console, fail, json_option,
                       next_step, print_json, refusals, warn)
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, Rule, diverged_line,
                        refuse_adaptive_options, said, trains_seeds)
+from ..workflows.validation import prepare_validation, train_validation, validate_adaptive
 
 
 @trains_seeds()
@@ -54,7 +55,6 @@ def validate(
                                   asked, store, out, training, validation, rule or Rule.slack.value, con, as_json,
                                   gap_from, certificate)
     refuse_adaptive_options(rule, validation, "validations", gap_from, certificate)
-    from ..workflows.validation import prepare_validation
 
     with refusals():
         held = prepare_validation(scenario, plan_file, seeds if first_seed is None else seed_range(first_seed, seeds),
@@ -82,8 +82,6 @@ def _verdict_words(c) -> str:
 
 def _bounds(c) -> str:
     """The two one-sided Clopper–Pearson bounds the verdict tests, at the plan's α."""
-    from ..certificate import confidence_words
-
     return f"Clopper–Pearson one-sided {confidence_words(c.alpha)} bounds [{c.ci[0]:.3f}, {c.ci[1]:.3f}]"
 
 
@@ -100,8 +98,6 @@ def _say_start(h, plan_file: Path, con) -> None:
 
 def _train(held, training, con):
     """The held-out seeds trained under a progress bar, and the plan judged (depl.workflows.validation)."""
-    from ..workflows.validation import train_validation
-
     with epoch_progress() as bar, refusals():
         task = bar.add_task("validate", total=held.run.epochs * len(held.run.seeds), completed=held.run.done_epochs())
 
@@ -133,8 +129,6 @@ def _validate_adaptive(scenario: str, plan_file: Path, seeds: list[int] | int, a
                        certificate=None) -> NoReturn:
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds (the workflow
     `validate_adaptive`), said as they train; exit 4 when refuted."""
-    from ..workflows.validation import validate_adaptive
-
     with AdaptiveShow(con) as show, refusals():
         r = validate_adaptive(scenario, plan_file, seeds, out=out, store=store, training=training,
                               validation=validation, rule=rule, gap_from=gap_from, certificate=certificate,

@@ -33,10 +33,12 @@ from ..certificate import (DEFAULT_ALPHA, VERDICTS, Outcome, alpha_or_default, b
 from ..laws import law_names
 from ..ledger import check_certificate, recomputed_certificate
 from ..loss.base import segments
-from ..plan import Plan
+from ..plan import Plan, PlanError
 from ..scenario import (Scenario, ScenarioError, load_scenario, omega_problem, parse_scenario, scenario_dict,
                         with_target)
 from ..validate import Validation
+from ..jsonout import clean
+from ..planners import Infeasible, certify_by_calibration, infeasible_reason, make_plan
 
 CALIBRATED = "calibrated"
 CERTIFIED = Outcome.CERTIFIED
@@ -207,8 +209,6 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
     """Plan one cell and write its plan to `plans_dir` (the plan file the validation pipeline reads).
     `as_stored` (--no-train): a plan the store already holds for the cell is judged as it was planned, even where
     the task's scenario has changed since (its runs are of that plan; a new plan would have none)."""
-    from ..planners import Infeasible, certify_by_calibration, infeasible_reason, make_plan
-
     s = task.scenario
     cell = Cell(task.name, omega, law, s.target.loss, base_law=(s.loss_model or "increments") if law == CALIBRATED else law,
                 alpha=alpha_or_default(s.target.alpha))
@@ -242,8 +242,6 @@ def plan_cell(task: Task, omega: float, law: str, plans_dir: Path, method: str =
 def _earlier_plan(path: Path, sc: Scenario | None, method: str) -> Plan | None:
     """The plan an earlier run of the table wrote to `path`, if it was made for this very scenario (None: whatever
     scenario) and method (a rerun then plans nothing again: the same plan file, the same runs)."""
-    from ..plan import PlanError
-
     if not path.is_file():
         return None
     try:
@@ -315,8 +313,6 @@ class Table:
         return [c for c in self.cells if c.verdict == Outcome.REFUTED]
 
     def to_json(self) -> dict:
-        from ..jsonout import clean
-
         return clean({"format": "depl.coverage/1", "command": self.command, "method": self.method,
                        "tasks": self.tasks, "omegas": self.omegas, "laws": self.laws, "runs": self.runs, "trained": self.trained,
                        "seeds": [self.first_seed, self.first_seed + self.runs - 1], "seconds": self.seconds,

@@ -23,6 +23,8 @@ from .config import COST_MODELS, METHODS, Config, sweep_methods
 from .map import GRIDS, map_jobs
 from .results import EtaPoint, Step, Outcome, PerfPoint, Results, SingleVersion
 from .variants import VARIANTS, with_cost_model, with_extra_clusters, with_extra_versions, with_loss_target
+from ..loss import loss_model_for
+from ..planners.placement import PlacementInfeasible, place
 
 
 def mc_seed(seed: int, *parts) -> int:
@@ -67,9 +69,6 @@ def single_version_rows(s: Scenario, target: float) -> list[SingleVersion]:
 
     This is the model's arithmetic behind which version wins (results.md, "why").
     """
-    from ..loss import loss_model_for
-    from ..planners.placement import PlacementInfeasible, place
-
     st = with_loss_target(s, target)
     loss = loss_model_for(st)
     datasets = [d.name for d in st.datasets]

@@ -7,11 +7,3 @@
 * `gof` — goodness of fit: KS with parametric-bootstrap p-values, held-out likelihood;
 * `report` — the fit report, the PNGs, and the scenario sections written for `depl plan`.
 """
-
-from ..laws import provide
-from .increments import FITTER as _INCREMENTS
-from .level import FITTER as _LEVEL, MEMORY_FITTER as _LEVEL_MEMORY
-
-provide("increments", fit=_INCREMENTS)
-provide("level", fit=_LEVEL)
-provide("level-memory", fit=_LEVEL_MEMORY)

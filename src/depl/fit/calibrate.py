@@ -29,7 +29,7 @@ from ..loss import loss_model_for
 from ..loss.base import segments
 from ..certificate import conformal
 from ..scenario import Scenario
-from .runs import Profile
+from .runs import FitError, Profile
 
 LEVELS = np.round(np.arange(0.05, 1.0, 0.05), 2)
 
@@ -291,8 +291,6 @@ def reliability(scores: np.ndarray, levels=LEVELS, rule: str = "none", rng=None,
 def check_new_runs(scenario: Scenario, prof: Profile) -> None:
     """Refuse (FitError, for the user) runs that cannot calibrate the scenario's law: runs on the seeds it was
     fitted on (its own fitting runs would judge it: no guarantee), or experiments it cannot evaluate."""
-    from .runs import FitError
-
     where = f"scenario {scenario.name!r}"
     if scenario.fitted_seeds is None:
         raise FitError(f"{where} does not say which seeds its law was fitted on (fitted_seeds = [first, last]; "

@@ -20,7 +20,7 @@ from scipy import stats
 from ..loss import loss_model_for
 from ..scenario import Scenario, parse_scenario
 from .gof import heldout_logpdf
-from .laws import fitters
+from .registry import fitters
 from .runs import Profile
 
 

@@ -21,6 +21,7 @@ from scipy import optimize, stats
 
 from ..scenario import expected_progress
 from .gof import FamilyFit, best_usable, fit_family, pvalue_text
+from ..laws import provide
 from .laws import LawFit, LawFitter
 from .runs import ProfiledExperiment, Profile
 
@@ -235,3 +236,4 @@ def write_data_law(data: dict, s0: float | None, reference: float | None) -> Non
 
 
 FITTER = IncrementsFitter()
+provide("increments", fit=FITTER)

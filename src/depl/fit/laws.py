@@ -18,7 +18,6 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ..laws import get_law, law_names
 from .runs import Profile
 
 
@@ -60,13 +59,3 @@ class LawFitter(ABC):
     def describe(self, fitted: Any) -> list[str]:
         """Lines of the fit report."""
         return []
-
-
-def fitters() -> dict[str, LawFitter]:
-    """The registered laws that `depl fit` fits, by name, in registration order."""
-    out = {}
-    for n in law_names():
-        f = get_law(n).fitter
-        if f is not None:
-            out[n] = f
-    return out

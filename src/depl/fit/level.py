@@ -23,6 +23,7 @@ from scipy import optimize
 from ..loss.level import decay, elasticity, log_sd, median_curve, time_at_level
 from ..scenario import LOG_SD_MAX, LevelLaw
 from .increments import phi_of, write_data_law
+from ..laws import provide
 from .laws import LawFit, LawFitter
 from .runs import ProfiledExperiment, Profile
 
@@ -55,7 +56,6 @@ class LevelVersionFit:
     seed_share: float
 
     def law(self):
-        from ..scenario import LevelLaw
         c = self.curve
         return LevelLaw(curve=c.kind, floor=c.floor, floor_exponent=c.floor_exponent, scale=c.scale, shape=c.shape,
                         sigma0=self.sigma0, sigma1=self.sigma1, sigma2=self.sigma2, seed_share=self.seed_share)
@@ -294,3 +294,5 @@ class LevelMemoryFitter(LevelFitter):
 
 FITTER = LevelFitter()
 MEMORY_FITTER = LevelMemoryFitter()
+provide("level", fit=FITTER)
+provide("level-memory", fit=MEMORY_FITTER)

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..scenario import control_character, name_problem
+from ..scenario import control_character, name_problem, parse_scenario, scenario_dict, with_target
 from .runs import ProfiledExperiment, FitError, Profile, loss_problem
 
 REQUIRED = ("run", "seed", "epoch", "model", "test_loss")
@@ -247,8 +247,6 @@ def base_scenario(logs: Logs, base=None, *, name: str | None = None, target_loss
     compute takes one time unit and a deadline counts epochs; size 0 (no
     transfer time).  Edit them to plan for another system.
     """
-    from ..scenario import parse_scenario, scenario_dict, with_target
-
     placeholder = {"progress": {"A": 1.0, "B": 0.0}, "noise": {"family": "norm", "params": {"loc": 1.0, "scale": 0.1}}}
     if base is not None:
         data = scenario_dict(base)

@@ -19,7 +19,7 @@ from ..store import Store
 from .compare import Score, build, parse_fitted, scenario_data, score
 from .gof import pvalue_text
 from .calibrate import Calibration, Scores, calibrate_with_pits
-from .laws import fitters
+from .registry import fitters
 from .runs import FitError, Profile, load_profile
 
 

@@ -17,8 +17,9 @@ from ..loss.calibrated import AS_FITTED
 from ..plan import Plan
 from ..scenario import Scenario
 from ..state import START, RunState
-from .common import Infeasible, Options
+from .common import Infeasible, Options, to_plan
 from .registry import Planner, get_planner, planner_names, register
+from .datasets import ENUMERATE_UP_TO
 
 
 def make_plan(scenario: Scenario, method: str = "depl", options: Options | None = None,
@@ -40,7 +41,6 @@ def make_plan(scenario: Scenario, method: str = "depl", options: Options | None 
         # target: answer with it rather than call the target infeasible.
         if e.witness is None:
             raise
-        from .common import to_plan
 
         ctx, cand = e.witness
         return to_plan(method, ctx, cand, t0, eta=options.eta, found_by="reachability search")
@@ -56,7 +56,6 @@ def measured_only(scenario: Scenario) -> Scenario:
         restricted = scenario.measured_only()
     except ValueError as e:
         raise Infeasible(str(e)) from None
-    from .datasets import ENUMERATE_UP_TO
 
     names = [d.name for d in scenario.datasets]
     if len(names) <= ENUMERATE_UP_TO and not any(scenario.measured_data(c) for r in range(1, len(names) + 1)

@@ -34,6 +34,9 @@ import numpy as np
 
 from ..loss.level import elasticity, log_sd, median_curve
 from .common import Context
+from ..families import norm_ppf
+from .placement import ClusterTable
+from .schedule import cornish_fisher
 
 GRID = 96
 
@@ -121,8 +124,6 @@ def subset_lower_bound(ctx: Context) -> float:
 
 def one_version_epochs(ctx: Context) -> np.ndarray:
     """Per version: K̂, the epochs it needs alone by Cornish–Fisher (inf if none)."""
-    from .schedule import cornish_fisher
-
     cum = np.cumsum(ctx.epoch_cumulants, axis=1)
     q, _ = cornish_fisher(ctx.initial_loss, cum + ctx.first_switch[:, None, :], ctx.omega)
     out = np.full(len(ctx.loss.model_names), math.inf)
@@ -227,7 +228,6 @@ def late_switches(ctx: Context) -> list[tuple[float, int, int, int, int]]:
     switches = loss.memoryless_switches()
     if switches is None or ctx.start.started:
         return []
-    from ..families import norm_ppf
 
     names, l0, phi = loss.model_names, loss.initial_loss, ctx.phi
     Kmax = ctx.max_epochs
@@ -265,9 +265,6 @@ def proxy_costs(scenario, loss, subsets: list[tuple[str, ...]], context) -> list
     (choice, version, cluster) one array expression (4,095 choices of 12
     datasets took ~10 s one context at a time).  Other laws, a started run
     and choices where no single cluster fits go through `proxy_cost`."""
-    from .placement import ClusterTable
-    from .schedule import cornish_fisher
-
     ctx0 = context(subsets[0])
     if not loss.cumulants_scale_with_phi() or ctx0.start.started or len(subsets) < 8:
         return [proxy_cost(context(sub)) for sub in subsets]

@@ -26,6 +26,7 @@ from ..scenario import Scenario
 from ..state import START, RunState
 from .placement import ClusterTable, Placement, PlacementInfeasible, place
 from .schedule import GraphSpec, Surrogate, cornish_fisher
+from ..families import norm_ppf
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,6 @@ class Context:
         +inf where u_K = 1 (nothing of that length is certified); None for a law as fitted."""
         if self.levels is None:
             return None
-        from ..families import norm_ppf
 
         u = self.levels
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -29,6 +29,9 @@ from ..loss import LossModel, loss_model_for
 from ..plan import epoch_time
 from ..scenario import Scenario
 from .schedule import cornish_fisher
+from .bounds import proxy_cost, proxy_costs
+from .common import Context
+from .submodular import minimize_set_function
 
 ENUMERATE_UP_TO = 12
 
@@ -86,7 +89,6 @@ def all_subsets(s: Scenario, loss: LossModel, score) -> list[tuple[str, ...]]:
     names = [d.name for d in s.datasets]
     if len(names) <= ENUMERATE_UP_TO:
         return [c for r in range(1, len(names) + 1) for c in itertools.combinations(names, r) if s.measured_data(c)]
-    from .submodular import minimize_set_function
 
     best = minimize_set_function(lambda sub: score(tuple(sub)), names)
     subsets = [tuple(best)] + [tuple(sorted(set(best) ^ {n})) for n in names]
@@ -100,9 +102,6 @@ def ranked_by_cost(s: Scenario, loss: LossModel, options, context=None
     Ties (and choices no single version can make feasible, proxy inf) go to
     more samples first: more data is what can still make them feasible.
     `context(datasets)` makes (or reuses) the context of a choice."""
-    from .bounds import proxy_cost, proxy_costs
-    from .common import Context
-
     if context is None:
         ctxs: dict[tuple[str, ...], Context] = {}
 

@@ -29,9 +29,10 @@ from ..plan import Plan
 from .bounds import late_switches, subset_lower_bound, version_proxy_costs
 from .choices import ChoicePlanner, Problem, Walk
 from .common import Candidate, Context, Infeasible, evaluate, segments, to_plan
-from .exhaustive import Exhaustive
+from .exhaustive import Exhaustive, cost_bound
 from . import reach
 from .schedule import Surrogate, lowest_cost_path
+from ..families import norm_ppf
 
 
 def level_shifts(ctx: Context) -> np.ndarray | None:
@@ -43,7 +44,6 @@ def level_shifts(ctx: Context) -> np.ndarray | None:
     u = ctx.levels
     if u is None or np.ptp(u) == 0:
         return None
-    from ..families import norm_ppf
 
     return ctx.level_z - float(norm_ppf(ctx.omega))
 
@@ -117,8 +117,6 @@ def exhaust(ctx: Context, bar: Candidate | None, paths, windows=None) -> Candida
 def horizon_below(ctx: Context, bar: Candidate | None) -> int:
     """The most epochs a plan on this choice may have and still cost less than `bar`
     (the admissible bound of depl.planners.bounds grows with the epochs)."""
-    from .exhaustive import cost_bound
-
     K = ctx.max_epochs
     if bar is None:
         return K

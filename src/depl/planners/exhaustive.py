@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from .common import Candidate, Context
+from .bounds import CostBound, cantelli_factor
 
 
 class TimeUp(Exception):
@@ -41,8 +42,6 @@ class TimeUp(Exception):
 
 def cost_bound(ctx: Context):
     """The context's admissible cost bound, built once."""
-    from .bounds import CostBound
-
     cb = ctx.__dict__.get("_cost_bound")
     if cb is None:
         cb = ctx.__dict__["_cost_bound"] = CostBound(ctx)
@@ -232,8 +231,6 @@ class _Moments:
     additive cumulants of the increments law, for Cantelli's bound."""
 
     def __init__(self, ctx: Context):
-        from .bounds import cantelli_factor
-
         cum = ctx.epoch_cumulants
         self.c = np.concatenate([np.zeros((cum.shape[0], 1, 2)), np.cumsum(cum[:, :, :2], axis=1)], axis=1)
         self.sw = ctx.switch_cumulants[:, :, :2]

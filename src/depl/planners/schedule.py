@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from ..families import norm_ppf
 
 J0 = 3  # loss bins kept below the target bin, so labels can decide
 
@@ -55,8 +56,6 @@ class Surrogate:
 
     @classmethod
     def for_quantile(cls, omega: float, sigma0: float) -> "Surrogate":
-        from ..families import norm_ppf
-
         z = float(norm_ppf(omega))
         sigma0 = max(sigma0, 1e-9)
         return cls(z / (2 * sigma0), (z * z - 1) / (6 * sigma0**2), z * sigma0 / 2)
@@ -72,8 +71,6 @@ class Surrogate:
 
 def cornish_fisher(l0: float, cum: np.ndarray, omega: float) -> tuple[np.ndarray, np.ndarray]:
     """(ω-quantile, σ) of ℓ(0) plus a sum with cumulants `cum[..., 0:3]` (Cornish–Fisher)."""
-    from ..families import norm_ppf
-
     z = float(norm_ppf(omega))
     sigma = np.sqrt(np.maximum(cum[..., 1], 0.0))
     skew = np.divide(cum[..., 2], sigma**3, out=np.zeros_like(sigma), where=sigma > 0)

@@ -135,8 +135,7 @@ def plot_fit(r: "FitResult", law_bands: Sequence[dict[str, Band]], path: Path) -
 
 def plot_multipliers(r: "FitResult", path: Path) -> None:
     """Histograms of the paper's x per version with the fitted densities."""
-    from ..fit.increments import multipliers
-
+    from ..fit.increments import multipliers   # depl.fit imports scipy.optimize and scipy.stats: never on `depl plan`
     vs = list(r.increments.versions.values())
     fig, axes = pyplot().subplots(1, len(vs), figsize=(4.2 * len(vs), 3.0), squeeze=False)
     for ax, v in zip(axes[0], vs):
@@ -162,8 +161,7 @@ def plot_calibration(r: "FitResult", path: Path) -> None:
 def plot_reliability(calibration: dict, pit: dict, path: Path, runs: str = "runs set apart") -> None:
     """`plot_calibration` of {law: Calibration} and {law: Scores (PIT of ℓ(k), every epoch)} of some runs
     (`depl fit`'s runs set apart, or `depl calibrate`'s new runs)."""
-    from ..fit.calibrate import LEVELS, reliability
-
+    from ..fit.calibrate import LEVELS, reliability   # depl.fit imports scipy.stats: never on `depl plan`
     laws = list(calibration)
     groups = sorted({g for m in laws for g in pit[m].groups()}, key=lambda g: (g == "switches", g))
     cols = 1 + len(groups)

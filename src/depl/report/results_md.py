@@ -19,6 +19,7 @@ from ..scenario import load_scenario
 
 from .md import cost_cell, pct, segs, table, tick
 from .readings_md import claims_section, map_section, map_timing, readings_headline, readings_section
+from .figures import write_all
 
 TIMING_MARKER = "<!-- timing: everything below varies from run to run -->"
 
@@ -345,8 +346,6 @@ def render(r: Results, figure_names: dict) -> str:
 
 def write(results: Results, out: str | Path) -> None:
     """The figures and results.md of finished `results`, into the folder `out`."""
-    from .figures import write_all
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = write_all(results, out)

@@ -24,7 +24,7 @@ from .distributions import DistSpec
 from .documents import MAX_NESTING, too_deep, validation_error
 from .increments import Progress, expected_progress
 from .parameters import table_fields
-from .training import TrainingOptions, TrainSpec
+from .training import RECIPE_DEFAULTS, TrainSpec, TrainingOptions
 
 
 
@@ -293,8 +293,6 @@ def scenario_dict(s: Scenario) -> dict:
     """The scenario as plain data (round-trips through `parse_scenario`). A data draw at its default ("fixed") and
     the training recipe's keys at their defaults (`RECIPE_DEFAULTS`) are left out, so a scenario written before
     those keys existed reads the same (a plan's `scenario_spec`, and the stores whose runs record it)."""
-    from .training import RECIPE_DEFAULTS
-
     d = s.model_dump(mode="json", by_alias=True, exclude_none=True)
     for table in ("training", "calibration"):
         if d.get(table, {}).get("data_draw") == "fixed":

@@ -39,7 +39,9 @@ from .executors import Options, get, run_tasks
 from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
 from .losses import Loss
 from .models import final_payload
-from .seeds import Item, Writer
+from .seeds import Item, Writer, warm_job
+from .execute import run_id_for as execute_run_id
+from .vectorised import walk_plan_stack
 
 # the validation split's default size, a share of the selected samples: a carved split is paid for in training
 # samples (0.1); a fresh one only in forward passes, and its noise is half of what the stops must allow for
@@ -238,8 +240,6 @@ class AdaptiveBatch:
                      self.policy_options)
 
     def warm(self) -> None:
-        from .seeds import warm_job
-
         warm_job(self.job, self.seeds[0])
 
 
@@ -401,8 +401,6 @@ def _walk_stack(ledger: Ledger, run_id: str, job: Job, plan: Plan, seeds: list[i
     seeds of one recorded stack from where the ledger has them — the same epochs trained and the same rest, each
     seed's policy and state rebuilt from its recorded epochs and decisions (`_standing`), the stack from their
     checkpoints."""
-    from .vectorised import walk_plan_stack
-
     val, n_test = _validation(job)
     # δ is the plan's, before any epoch (it reads no seed): computed once, shared by every seed's policy
     lead = policy_for(plan, job, **policy_options)
@@ -492,10 +490,8 @@ def adaptive_run_id(job: Job, slow: dict[str, float], rule: str = DEFAULT_RULE, 
     """The adaptive run's identity: its job, its rule (v4: stops spend only slack certified for the plan — v3
     spent a lower bound read after the planner's choice, v2 the point estimate —; "-stop-only": the slack rule
     alone), the slack (its source and δ), the gap it stops by (measured: its digest), the injected slowdowns."""
-    from .execute import run_id_for as base
-
     rule_named(rule)
-    return base(job, "local-adaptive-v4" + ("-stop-only" if rule == "slack" else "")
+    return execute_run_id(job, "local-adaptive-v4" + ("-stop-only" if rule == "slack" else "")
                 + (f"-slack-{slack.source}{slack.delta:.12g}" if slack is not None and slack.delta > 0 else "")
                 + (f"-gap{gap.digest}" if gap is not None else "")
                 + "".join(f"-{c}x{f:g}" for c, f in sorted(slow.items())), prefix="adaptive")

@@ -38,6 +38,7 @@ from ..store import Store, store_path
 from . import execute
 from .data import MNIST1D_POOL
 from .federation import Job, job_from_plan
+from .executors import run_all
 
 
 def covers(scenario: Scenario) -> str:
@@ -174,8 +175,6 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None
     `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
     Raises ValueError (StoreError …) with a message for the user.
     """
-    from .executors import run_all
-
     p, job, test, alpha = prep.plan, prep.job, prep.test, prep.test.alpha
     path = store.path if isinstance(store, Store) else store
     if prep.first_seed is None or (first_seed is not None and first_seed != prep.first_seed):

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from .source import CLASSES, DataError, Source, targets_of  # noqa: F401  (DataError, Source re-exported: their home is below data and custom)
+from .cachedir import default_cache_dir, write_whole
+from .custom import CodeRefused, check_repeatable, load_source as own, takes_seed
 
 SOURCES = ("mnist1d", "digits", "cifar10", "fashion-mnist")
 FILE_SOURCES = ("cifar10", "fashion-mnist")  # the sources read from files under a dataset's `path`
@@ -143,8 +145,6 @@ def _mnist1d_raw(num_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     on reading (its shape and dtype); one that is unreadable or wrong is made again."""
     import importlib.metadata as md
     import zipfile
-
-    from .cachedir import default_cache_dir, write_whole
 
     key = f"mnist1d-{num_samples}-{seed}-{md.version('mnist1d')}-{np.__version__}"
     path = default_cache_dir() / "data" / f"{key}.npz"
@@ -749,8 +749,6 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
     if draw is not None:
         return _drawn(source, path, code_dir, int(draw), seed, loss)
     if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
-        from .custom import load_source as own
-
         return own(source, code_dir, loss=loss)
     if source == "mnist1d":
         return mnist1d()
@@ -803,8 +801,6 @@ def _drawn(source: str, path: str | None, code_dir: str | None, draw: int, seed:
     if source == "mnist1d":
         return mnist1d_drawn(draw)
     if ":" in source:
-        from .custom import load_source as own, takes_seed
-
         if takes_seed(source, code_dir):
             base = load_source(source, path, code_dir, loss=loss)  # what the networks were built and checked on
             try:
@@ -869,8 +865,6 @@ def check_draws(specs, budget: float | None = None) -> int:
     and must be the same data (`custom.check_repeatable`: a factory that draws from a global random generator
     gives every process its own)."""
     import time
-
-    from .custom import check_repeatable, takes_seed
 
     todo: dict[tuple, tuple[DataSpec, dict[int, None]]] = {}   # one factory's draws once, whatever the fractions
     for spec, seeds in specs:
@@ -989,9 +983,6 @@ def data_spec(scenario, dataset_names: list[str], fraction: float = 1.0) -> Data
     loss = scenario.training.loss
     if ":" in source:  # your own data: load it now, so a bad factory stops the command before any training
         code_dir = scenario.code_dir
-        from .custom import CodeRefused
-
-        from .custom import check_repeatable
 
         try:
             load_source(source, path, code_dir, loss=loss)

@@ -37,6 +37,10 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 from ..store import Store
 from .seeds import (DEFAULT_SEED_BATCH, OnEpoch, Task, Writer, batch_size, default_workers, make_tasks,
                     run_on_processes, shown_rows)
+from . import autochoice
+from .autochoice import SHARE
+from .data import check_draws
+from .ray_pool import RayError, connect, run_on_ray, slots
 
 
 @dataclass(frozen=True)
@@ -166,8 +170,6 @@ def auto_enabled() -> bool:
 def auto_share() -> float | None:
     """The share of a job its measurement may take: `autochoice.SHARE`, or None (no bound) when
     $DEPL_AUTOCHOICE is `full`."""
-    from .autochoice import SHARE
-
     return None if os.environ.get(AUTO_ENV, "").strip().lower() == "full" else SHARE
 
 
@@ -211,8 +213,6 @@ def _decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said,
     if n <= FEW_SEEDS:
         return Decision(get("loop"), fixed, "few", f"{n} seed{'s' * (n > 1)} to train: too few to be worth "
                         "measuring the alternatives")
-    from . import autochoice
-
     cache_dir = autochoice.default_cache_dir() if cache_dir is None else Path(cache_dir)
     n_seeds = max(len(r[2]) for r in runs)
     cands = autochoice.candidates_for(job, n_seeds)
@@ -251,8 +251,6 @@ def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, p
     seeds train (one line) before they do, and that a measurement starts when one does.  `keep(item)`: hears
     every batch-epoch before it is written (the final models it brings: depl.train.models.ModelKeeper);
     `keep_at`: run id → the epochs before the last whose models it brings too."""
-    from .data import check_draws
-
     runs = list(runs)
     left = [(job, pending_seeds(store, rid, job, seeds)) for rid, job, seeds in runs]
     check_draws([(job.data, seeds) for job, seeds in left])  # every seed's own draw of your data, where cheap
@@ -335,23 +333,17 @@ class Ray:
     name: str = "ray"
 
     def _cluster(self, options: Options):
-        from .ray_pool import RayError, connect
-
         if options.ray_address is None:
             raise RayError("the ray executor needs a cluster's address (--ray-address HOST:PORT)")
         return connect(options.ray_address)
 
     def slots(self, options: Options) -> int:
-        from .ray_pool import slots
-
         return options.workers or slots(self._cluster(options), options.cpus_per_task)
 
     def batch(self, n_seeds: int, options: Options) -> int:
         return batch_size(n_seeds, options.seed_batch, self.slots(options))
 
     def run(self, tasks: Sequence[Task], writer: Writer, options: Options) -> None:
-        from .ray_pool import run_on_ray
-
         run_on_ray(self._cluster(options), list(tasks), self.slots(options), options.threads, writer,
                    options.cpus_per_task)
 

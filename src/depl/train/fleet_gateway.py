@@ -37,6 +37,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass
+from ..plan import Plan
 
 FLEET_PREFIX = "/v1/fleet/"
 # what Flower's SuperNodes send: /v1/fleet/push-messages, /v1/fleet/pull-object, ...
@@ -114,7 +115,7 @@ def plan_body_limit(plan_path) -> tuple[int, int]:
     elements × their size: 4 bytes a float32); the limit is PLAN_MARGIN times that plus PLAN_SLACK.
     Raises the plan's or the job's own errors (PlanError, JobError, DataError: a message for the user).
     """
-    from ..plan import Plan
+    # depl.train.federation and depl.train.prune import torch
     from .federation import job_from_plan
     from .prune import build_version
 

@@ -41,11 +41,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from ..store import Store
+from ..store import Store, store_path
 from . import execute
 from .custom import CODE_ENV, code_roots
-from .federation import TRAIN_STREAM, Job, derive_seed, fedavg, local_epoch, node_data, on_device
+from .federation import TRAIN_STREAM, Job, derive_seed, fedavg, job_from_plan, local_epoch, node_data, on_device
 from .prune import build_version
+from ..plan import Plan
+from .models import ModelKeeper, default_keep, final_payload
 
 # --------------------------------------------------------------------------- #
 # ClientApp: one local epoch on this node's share
@@ -169,8 +171,6 @@ def serve(grid: Grid, job: Job, seeds: list[int], store_url: str, run_id: str, p
           keeper=None) -> FlowerRound:
     """The ServerApp's main loop: every seed, every epoch of the plan, into the store; each seed's final model
     to `keeper` (a depl.train.models.ModelKeeper) before its last epoch is written."""
-    from .models import final_payload
-
     keep = None if keeper is None else (lambda seed, row, model: keeper.final(seed, row, final_payload(model)))
     fed = FlowerRound(grid, job)
     with Store(store_url) as store:  # a connection of this thread
@@ -182,8 +182,6 @@ def serve(grid: Grid, job: Job, seeds: list[int], store_url: str, run_id: str, p
 def app_keeper(rc, job: Job, run_id: str, plan: dict):
     """The run config's model keeper: the seeds' final models into `models`/models/RUN_ID as `keep-models`
     says (none: no keeper; a config written before models were kept: none)."""
-    from .models import ModelKeeper
-
     keep, folder = str(rc.get("keep-models", "none")), str(rc.get("models", ""))
     if keep == "none" or not folder:
         return None
@@ -214,9 +212,6 @@ def main(grid: Grid, context: Context) -> None:
 
 def job_of_run_config(rc) -> tuple[Job, str, dict]:
     """(job, run id, run spec extras) from the run config: a plan (JSON text or a path)."""
-    from ..plan import Plan
-    from .federation import job_from_plan
-
     text = str(rc["plan"])
     plan = Plan.from_json(json.loads(text), "the app's plan") if text.lstrip().startswith("{") else Plan.load(text)
     job = job_from_plan(plan, str(rc.get("device", "cpu")))
@@ -302,11 +297,6 @@ def export_app(plan_file: Path, folder: Path, seeds: int = 1, first_seed: int = 
     the seeds' final models (`keep_models`: none, best or all [default: all up to 16 seeds, else best]) in
     `models`/models/RUN_ID [default: the store's folder]."""
     import hashlib
-
-    from ..plan import Plan
-    from ..store import store_path
-    from .federation import job_from_plan
-    from .models import default_keep
 
     plan = Plan.load(plan_file)
     job_from_plan(plan, device)  # a plan that cannot be trained is refused now, not on the SuperLink

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from .source import DataError, targets_of
+from .custom import resolve
 
 
 class LossError(DataError):
@@ -48,8 +49,6 @@ LOSSES = ("cross_entropy", "mse", "l1", "bce_with_logits")  # depl.scenario.BUIL
 
 @lru_cache(maxsize=16)
 def _own(ref: str, code_dir: str | None):
-    from .custom import resolve
-
     return resolve(ref, code_dir)
 
 

@@ -57,6 +57,7 @@ from torch import nn
 from .nets import seeded
 from .prune import VersionSpec, build_version, n_parameters
 from .source import DataError
+from .custom import CODE_ENV, CodeRefused, allow, digests
 
 FORMAT = "depl.model/1"
 KEEP = ("none", "best", "all")
@@ -144,7 +145,6 @@ def code_digests(spec: VersionSpec) -> dict[str, str] | None:
     """The digests of your own network's code files (None for a built-in network)."""
     if not spec.own:
         return None
-    from .custom import digests
 
     return digests(spec.net, spec.code_dir)
 
@@ -293,8 +293,6 @@ def find(run_folder: str | os.PathLike, seed: int, run: str | None = None) -> di
 @contextmanager
 def allowed(folders) -> Any:
     """Your own code's folders allowed for the duration (added to $DEPL_CODE, restored after)."""
-    from .custom import CODE_ENV, allow
-
     before = os.environ.get(CODE_ENV)
     try:
         allow(folders or [])
@@ -398,8 +396,6 @@ def load(run_folder: str | os.PathLike, seed: int, run: str | None = None, allow
             want = side.get("code") or {}
             changed = sorted(p for p in set(found) | set(want) if found.get(p) != want.get(p))
             if changed:
-                from .custom import CodeRefused
-
                 raise CodeRefused(f"{side['path']}: {spec.net!r}: {changed[0]} is not the file this model was "
                                   "trained with (its digest differs from the sidecar's)")
         model = rebuild(spec, content["layers"], content["state_dict"], side["path"])

@@ -24,6 +24,7 @@ import torch_pruning as tp
 from torch import nn
 
 from .nets import build_net, seeded
+from .custom import build_net as own
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,6 @@ class VersionSpec:
 def make_net(spec: VersionSpec) -> nn.Module:
     """The full network of `spec`: a built-in one, or FUNCTION(**net_args) of your own module."""
     if spec.own:
-        from .custom import build_net as own
-
         return own(spec.net, json.loads(spec.net_args or "{}"), spec.code_dir)
     return build_net(spec.net, spec.width, spec.input_shape, spec.n_classes)
 

@@ -19,6 +19,8 @@ import queue as queue_mod
 import socket
 
 from .seeds import Task, Writer
+from .data import DrawError
+from .source import DataError
 
 
 class RayError(RuntimeError):
@@ -29,9 +31,6 @@ def _remote_task(task: Task, results, threads: int):
     """The seeds trained, or the DataError that stopped the task (data that cannot be used: the user's message,
     returned rather than raised, so that it crosses back as itself and not in a traceback)."""
     import torch
-
-    from .data import DrawError
-    from .source import DataError
 
     torch.set_num_threads(threads)
     try:

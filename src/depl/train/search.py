@@ -46,6 +46,7 @@ from ..store import Store, StoreError
 from . import execute
 from .federation import Job, job_from_plan
 from .models import ModelKeeper
+from .executors import run_all
 
 MANIFEST = "search-manifest"            # the run row binding a store to its search (kind and id)
 MAX_RUNS = "search-max-runs"            # the rows recording each --max-runs and the seeds drawn when it took effect
@@ -404,8 +405,6 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
     takes the next slot of the search's spending rule, counts the seeds drawn from then on, and is recorded in the
     store (`search-proposal-K`): a rerun must propose the same at the same seed.  `keep`: keeps the models of the
     runs trained (`SearchKeeper`; once decided, only the returned candidate's).  Raises ValueError (StoreError …)."""
-    from .executors import run_all
-
     cands = list(cands)
     st = store if isinstance(store, Store) else Store(store)
     ids, group_runs, epochs, covering = _layout(cands)

@@ -33,7 +33,9 @@ import traceback
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Protocol
 
-from ..store import EpochRow, Store, diverges
+from ..store import EpochRow, Store, diverges, drop_inherited_locks
+from .data import DrawError
+from .source import DataError
 
 DEFAULT_SEED_BATCH = 32
 
@@ -106,6 +108,7 @@ def local_device(asked: str) -> str:
     """The torch device of `asked` (cpu, cuda or auto) in this process: resolved where the work runs."""
     import torch
 
+    # depl.train.federation imports torch
     from .federation import JobError
 
     if asked == "auto":
@@ -117,6 +120,7 @@ def local_device(asked: str) -> str:
 
 def job_here(spec: dict, device: str | None):
     """The job of `spec` (Job.to_json()), on `device` as resolved in this process (None: the job's own)."""
+    # depl.train.federation imports torch
     from .federation import Job
 
     job = Job.from_json(spec)
@@ -153,6 +157,7 @@ class SeedBatch:
         return replace(self, checkpoints=tuple(blobs))
 
     def run(self, emit: Callable[[Item], None]) -> None:
+        # depl.train.federation and depl.train.models and depl.train.vectorised import torch
         from .federation import LocalFederation, node_data, state_bytes, test_data, walk_plan
         from .models import final_payload
         from .vectorised import walk_plan_stack
@@ -193,12 +198,11 @@ class SeedBatch:
 
 def warm_job(spec: dict, seed: int = 0) -> None:
     """Load a job's test and node data here (cached by depl.train.federation); `seed`: one of the seeds to train."""
+    # depl.train.federation imports torch
     from .federation import Job, node_data, test_data
 
     job = Job.from_json(spec)
     if not job.stackable:  # every seed draws its own data: only what the draws share (a generator's pool) ahead
-        from .source import DataError
-
         try:
             job.seeded(seed).data.load()
         except DataError:  # that seed's own draw: told where the seed trains, after the seeds before it
@@ -259,8 +263,6 @@ def shown_rows(progress: OnEpoch) -> Callable[[Item], None]:
 def _worker(tasks, results, threads: int, parent: int) -> None:
     import torch
 
-    from ..store import drop_inherited_locks
-
     drop_inherited_locks()  # the parent is the store's one writer; a kill -9 of it must free the store
 
     torch.set_num_threads(threads)
@@ -269,9 +271,6 @@ def _worker(tasks, results, threads: int, parent: int) -> None:
         if os.getppid() != parent:  # the parent was killed: nobody would write this
             os._exit(1)
         results.put(("epoch", item))
-
-    from .data import DrawError
-    from .source import DataError
 
     while (task := tasks.get()) is not None:
         try:

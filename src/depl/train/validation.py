@@ -115,8 +115,6 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
 
 def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> Ledger:
     """What `store` (a path, or a Store open already; none yet: nothing) used on a plan's job (depl.ledger)."""
-    from ..store import store_path
-
     if isinstance(store, Store):
         return store_uses(store, plan_run, certify_run)
     where = store_path(store)

@@ -12,6 +12,9 @@ from typing import Any, Callable, Optional
 
 from .common import allow_code as allow, need_training_extra, start_training
 from .errors import BadInput, ExternalFailure, as_bad_input, training_errors
+from ..store import Store
+from ..train.fleet_gateway import GatewayError, Limits, check_tls, is_loopback, parse_size, serve, split_address
+from ..train.fleet_gateway import plan_body_limit
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ def export_app(plan_file: str | Path, folder: str | Path, seeds: int = 1, first_
     `command`: the command line, repeated by a refusal to import code."""
     need_training_extra()
     allow(allow_code, command)
+    # depl.train.flower_app imports torch and flwr
     from ..train.flower_app import app_commands, export_app as export
 
     with as_bad_input(*training_errors()):
@@ -80,6 +84,7 @@ class AppRan:
 def prepare_app_run(folder: str | Path, threads: int = 1, allow_code: Optional[list[Path]] = None,
                     command: Optional[list[str]] = None) -> AppRun:
     """Read the app's run config (its plan, seeds, store and device), checked before anything runs."""
+    # depl.train.flower_app imports torch and flwr
     from ..train.flower_app import AppError, app_run_config, job_of_run_config
 
     folder = Path(folder)
@@ -99,7 +104,7 @@ def train_app_run(a: AppRun, supernodes: Optional[int] = None, threads: int = 1,
     DIR/.flwr (never ~/.flwr), stopped with all it started; `supernodes` virtual SuperNodes [default: the largest
     cluster's nodes]. Resumes.  progress(seed, epoch, test loss) after every epoch.  A run that fails, or ends with
     seeds unfinished, is ExternalFailure (Flower's logs are in DIR/.flwr)."""
-    from ..store import Store
+    # depl.train.execute and depl.train.flower_app import torch and flwr
     from ..train import execute
     from ..train.flower_app import run_app
 
@@ -148,8 +153,6 @@ def prepare_gateway(listen: str, superlink: str = "127.0.0.1:9093", *, certfile:
     """Check the gateway's addresses (the SuperLink's on loopback: the gateway is its only network face), its
     files and the TLS they make, and its limits; --max-body sized from `plan`'s largest model (2 × its weights +
     4 MiB) where a plan is given.  Sizes are texts (64MiB, 100MB, 1048576)."""
-    from ..train.fleet_gateway import Limits, check_tls, is_loopback, parse_size, split_address
-
     for flag, v in (("--listen", listen), ("--superlink", superlink)):
         with as_bad_input(ValueError, prefix=f"{flag} "):
             split_address(v)
@@ -182,7 +185,6 @@ def prepare_gateway(listen: str, superlink: str = "127.0.0.1:9093", *, certfile:
 def _plan_body_limit(plan: Path, limit: Optional[int]) -> tuple[int, Optional[str]]:
     """(--max-body, a note): from the plan's largest model (2 × its weights + 4 MiB), or said to be below it."""
     need_training_extra()
-    from ..train.fleet_gateway import plan_body_limit
 
     with as_bad_input(*training_errors()):
         need, weights = plan_body_limit(plan)
@@ -197,7 +199,5 @@ def _plan_body_limit(plan: Path, limit: Optional[int]) -> tuple[int, Optional[st
 def serve_gateway(g: Gateway) -> None:
     """Serve the SuperLink's Fleet API (SuperNodes only) on `g.listen` until stopped; an address that cannot be
     bound is BadInput (the server's log says why)."""
-    from ..train.fleet_gateway import GatewayError, serve
-
     with as_bad_input(GatewayError):
         serve(g.listen, g.superlink, str(g.certfile), str(g.keyfile), str(g.ca) if g.ca else None, g.limits)

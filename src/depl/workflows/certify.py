@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS, Certificate, Outcome, check_alpha
 from .common import Training, check_folder, start_training
 from .errors import as_bad_input, training_errors
+from ..jsonout import dumps
+from ..plan import Plan
 
 if TYPE_CHECKING:
     from ..train.certify import Decided
@@ -42,13 +44,12 @@ def prepare_certify(plan_file: str | Path, alpha: Optional[float] = None, *, out
     plan's (its scenario's [target] alpha, else DEFAULT_ALPHA)."""
     plan_file, out = Path(plan_file), Path(out)
     dev = start_training(training.threads, training.device)
+    # depl.train.certify imports torch
     from ..train.certify import prepare, seeds_for
 
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
         if alpha is None:
-            from ..plan import Plan
-
             alpha = Plan.load(plan_file).alpha
         check_alpha(alpha, "--alpha")
         if prior is not None and prior not in PRIORS:
@@ -62,7 +63,7 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
                 progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
     """Train seeds F, F+1, … `batch` at a time until the test decides or `max_runs` are counted; write the
     certificate.  F: `first_seed`, else the one `prepare_certify` chose. progress(run_id, seed, epoch, result) after every epoch, on_decision(verdict) after every batch."""
-    from ..jsonout import dumps
+    # depl.train.certify imports torch
     from ..train.certify import certify as sequential
 
     out = Path(out)

@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import BadInput, as_bad_input, training_errors
+from ..store import Store, StoreError
+from ..train import executors
+from ..train.custom import allow
+from ..train.data import DATA_ENV
+from ..train.executors import run_all
+from ..train.ray_pool import RayError, probe
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -41,8 +47,6 @@ def check_executor(name: Optional[str]) -> Optional[str]:
     """An executor's name, refused unless registered (depl.train.executors.names(): the built-ins and any
     registered since)."""
     if name is not None:
-        from ..train import executors
-
         with as_bad_input(ValueError, prefix="--executor: "):
             executors.get(name)
     return name
@@ -106,8 +110,6 @@ def resolve_device(device: str) -> str:
 def allow_code(folders: Optional[list[Path]], command: Optional[list[str]] = None) -> None:
     """The folders of your own code (net/source = MODULE:FUNCTION) this process, and those it starts, may import;
     `command`: the command line being run, which a refusal to import code repeats with --allow-code FOLDER."""
-    from ..train.custom import allow
-
     allow(folders, command)
 
 
@@ -115,8 +117,6 @@ def data_folders(folders: Optional[list[Path]]) -> None:
     """--data DIR: folders data is read from for this process and those it starts, before $DEPL_DATA's
     (depl.train.data.data_roots); a source without a `path` (Fashion-MNIST, CIFAR-10) is looked for in them."""
     if folders:
-        from ..train.data import DATA_ENV
-
         given = [str(Path(f).expanduser().resolve()) for f in folders]
         before = [x for x in os.environ.get(DATA_ENV, "").split(os.pathsep) if x.strip()]
         os.environ[DATA_ENV] = os.pathsep.join(given + [x for x in before if x not in given])
@@ -125,8 +125,6 @@ def data_folders(folders: Optional[list[Path]]) -> None:
 def check_ray_address(address: Optional[str]) -> Optional[str]:
     """A Ray cluster's address, refused where no cluster answers (before any work: a store made, a line printed)."""
     if address is not None:
-        from ..train.ray_pool import RayError, probe
-
         try:
             probe(address)
         except RayError as e:
@@ -136,8 +134,6 @@ def check_ray_address(address: Optional[str]) -> Optional[str]:
 
 def open_store(store: Optional[str], out: Path):
     """The run folder's store (or `store`), the folder created first."""
-    from ..store import Store, StoreError
-
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -152,9 +148,6 @@ def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
     the store). progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
     (and before it, that a measurement starts when one does); keep(item): every batch-epoch before it is written
     (depl.train.models.ModelKeeper). Returns how they trained (executors.Decision)."""
-    from ..train.ray_pool import RayError
-    from ..train.executors import run_all
-
     check_executor(training.executor)
     try:
         with as_bad_input(*training_errors()):

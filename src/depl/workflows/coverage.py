@@ -15,14 +15,16 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from .common import Training, check_output_file, run_seeds, seed_range, start_training
 from .errors import BadInput, as_bad_input, training_errors
-
-if TYPE_CHECKING:
-    from ..experiments.coverage import Table
-    from ..store import Store
+from ..experiments.coverage import CALIBRATED, Table, calibration_cost, link_shared, plan_cell as make_cell
+from ..experiments.coverage import CoverageError, check_laws, check_omegas, parse_task
+from ..ledger import Ledger, SeedsUsed, lineage
+from ..planners import planner_names
+from ..report.coverage_md import coverage_markdown
+from ..store import Store
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,6 @@ def command_line(tasks: list[str], omegas: list[float], laws: list[str], runs: i
 
 def check_cells(tasks: list[str], omegas: list[float], laws: list[str], method: str) -> tuple[list, list, list]:
     """The tasks parsed (SCENARIO[:LOSS]), the ω and the laws checked, the planner known."""
-    from ..experiments.coverage import CoverageError, check_laws, check_omegas, parse_task
-    from ..planners import planner_names
-
     if method not in planner_names():
         raise BadInput(f"--method {method!r}: choose one of {', '.join(planner_names())}")
     with as_bad_input(CoverageError):
@@ -101,8 +100,6 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
     certificate text is recomputed, and refused where it differs) and register its run on seeds F..F+runs-1 in
     OUT/runs.sqlite — F: `first_seed`, or the first seed the table began with, or the tasks' first free seed
     (`default_first_seed`); seeds a cell's lineage used are refused (depl.ledger)."""
-    from ..experiments.coverage import Table
-
     out, md = Path(out), None if md is None else Path(md)
     task_list, omega_list, law_list = check_cells(tasks, omegas, laws, method)
     if md is not None:  # checked now, not after the planning and the training
@@ -111,7 +108,6 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
     asked = "" if first_seed is None else f"--first-seed {first_seed} --runs {runs}"
     first_seed = default_first_seed(task_list, out) if first_seed is None else first_seed
     seeds = seed_range(first_seed, runs)
-    from ..ledger import SeedsUsed
 
     with as_bad_input(SeedsUsed):  # the tasks' fits and calibrations, before anything is written
         tasks_ledger(task_list).check(seeds[0], seeds[-1], asked or f"--first-seed {first_seed}", "coverage")
@@ -127,7 +123,6 @@ def prepare_coverage(tasks: list[str], omegas: list[float], laws: list[str], *, 
                 with as_bad_input(*training_errors(), ValueError, OSError, prefix=f"{task.spec}, ω = {omega:g}, {law}: "):
                     table.cells.append(plan_cell(task, omega, law, out / "plans", method, seeds, store, dev, held,
                                                  as_stored=not train, asked=asked))
-    from ..experiments.coverage import CALIBRATED, calibration_cost, link_shared
 
     table.costs = {t.name: calibration_cost(t.scenario) for t in task_list if CALIBRATED in law_list}
 
@@ -139,8 +134,6 @@ def default_first_seed(tasks: list, out: Path) -> int:
     """The table's first seed when none is given: the one the table in OUT began with (its store's record), else
     above every seed of the tasks' lineages (their fits and calibrations), in `depl coverage`'s block
     (depl.ledger.Ledger.default)."""
-    from ..store import Store
-
     store = out / "runs.sqlite"
     if store.is_file():
         with as_bad_input(*training_errors()), Store(store, readonly=True) as st:
@@ -152,8 +145,6 @@ def default_first_seed(tasks: list, out: Path) -> int:
 
 def tasks_ledger(tasks: list):
     """The seeds the tasks' scenarios record: their fits and calibrations (depl.ledger.lineage)."""
-    from ..ledger import Ledger, lineage
-
     ledger = Ledger()
     for t in tasks:
         ledger = ledger + lineage(t.scenario, f"task {t.spec}:")
@@ -162,8 +153,6 @@ def tasks_ledger(tasks: list):
 
 def coverage_store(out: Path) -> "Store":
     """OUT/runs.sqlite, with OUT/plans made."""
-    from ..store import Store
-
     try:
         (out / "plans").mkdir(parents=True, exist_ok=True)
         with as_bad_input(*training_errors()):
@@ -177,8 +166,7 @@ def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: lis
     """One cell planned (`as_stored`: the store's plan for it as it was planned), its run registered (into `held`, by
     the cell's key) when it has a plan, its seeds checked against the plan's ledger (`asked`: the options that gave
     them, for a refusal)."""
-    from ..experiments.coverage import plan_cell as make_cell
-    from ..ledger import lineage
+    # depl.train.validation imports torch
     from ..train.validation import prepare
 
     cell, plan = make_cell(task, omega, law, plans, method, as_stored)
@@ -217,8 +205,6 @@ def train_coverage(c: CoverageRuns, training: Training = Training(),
 
 def write_table(c: CoverageRuns) -> None:
     """OUT/coverage.json, and the markdown table into `md` (its text around the table kept)."""
-    from ..report.coverage_md import coverage_markdown
-
     (c.out / "coverage.json").write_text(json.dumps(c.table.to_json(), indent=1, allow_nan=False), encoding="utf-8")
     c.md.parent.mkdir(parents=True, exist_ok=True)
     c.md.write_text(coverage_markdown(c.table, c.md.read_text(encoding="utf-8") if c.md.is_file() else ""),

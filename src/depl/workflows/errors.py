@@ -9,6 +9,12 @@ no error: it is part of the workflow's result.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from ..fit.runs import FitError
+from ..plan import PlanError
+from ..runspec import SpecError
+from ..scenario import ScenarioError
+from ..store import StoreError
+from ..train.source import DataError
 
 
 class WorkflowError(Exception):
@@ -53,19 +59,13 @@ class ExternalFailure(Failed):
 
 def user_errors() -> tuple[type[Exception], ...]:
     """The library's exceptions whose message is meant for the user; none of them needs torch."""
-    from ..plan import PlanError
-    from ..runspec import SpecError
-    from ..scenario import ScenarioError
-    from ..store import StoreError
-
     return (PlanError, ScenarioError, StoreError, SpecError)
 
 
 def training_errors() -> tuple[type[Exception], ...]:
     """The exceptions whose message is meant for the user, training's included."""
-    from ..train.source import DataError
-
     try:
+        # depl.train.federation imports torch
         from ..train.federation import JobError
     except ImportError:  # no `train` extra (torch): `runs show` reads a store without it, and no job was made
         return (*user_errors(), DataError)
@@ -74,8 +74,6 @@ def training_errors() -> tuple[type[Exception], ...]:
 
 def fitting_errors() -> tuple[type[Exception], ...]:
     """The exceptions of fitting whose message is meant for the user."""
-    from ..fit.runs import FitError
-
     return (*user_errors(), FitError)
 
 

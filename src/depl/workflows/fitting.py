@@ -13,6 +13,16 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .common import check_output_file
 from .errors import BadInput, Failed, as_bad_input, fitting_errors
+from ..fit.bands import law_bands
+from ..fit.calibrate import recalibrate, reliability, with_calibration
+from ..fit.logs import base_scenario, is_log_file, read_logs
+from ..fit.report import fit_profile, run_fit, toml_dumps
+from ..fit.runs import FitError, load_profile
+from ..report.plots import plot_calibration, plot_fit, plot_multipliers, plot_reliability
+from ..runspec import run_spec
+from ..scenario import OMEGA_RULE, CalibrationTable, load_scenario, name_problem, omega_problem, scenario_source
+from ..scenario import parse_scenario, with_target
+from ..store import Store
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,8 +69,6 @@ class Fitted:
 
 def check_fit_options(omega, target_loss, deadline, name, out: Optional[Path], png: Optional[Path]) -> None:
     """The options of a fit, refused before it runs (not after minutes of it)."""
-    from ..scenario import OMEGA_RULE, name_problem, omega_problem
-
     for flag, v, ok, rule in (("--omega", omega, lambda x: omega_problem(x) is None, OMEGA_RULE),
                               ("--target-loss", target_loss, lambda x: 0 < x < 1e12, "> 0"),
                               ("--deadline", deadline, lambda x: 0 < x < 1e12, "> 0")):
@@ -87,7 +95,6 @@ def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = 
     scenario at `out` and every law's beside it (`depl fit`)."""
     out, png = (None if x is None else Path(x) for x in (out, png))
     check_fit_options(omega, target_loss, deadline, name, out, png)
-    from ..fit.logs import is_log_file
 
     path = store.removeprefix("sqlite:///")
     logs = is_log_file(path)
@@ -130,12 +137,6 @@ def fit_laws(store: str, scenario: Optional[str], logs: bool, bootstrap: int, se
 
 def fit_store(store: str, scenario: Optional[str], bootstrap: int, seed: int, omega, calibration_seeds):
     """Fit a store's profiles; the base scenario is `scenario`, else the one its runs name."""
-    from ..fit.report import run_fit
-    from ..fit.runs import FitError
-    from ..runspec import run_spec
-    from ..scenario import load_scenario
-    from ..store import Store
-
     path = store.removeprefix("sqlite:///")
     st = Store(store, readonly=True)  # fit only reads the profiles
     if scenario is None:
@@ -151,10 +152,6 @@ def fit_store(store: str, scenario: Optional[str], bootstrap: int, seed: int, om
 def fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name, target_loss, omega, deadline,
              calibration_seeds: Optional[int] = None):
     """Fit logs (CSV/Parquet); the base scenario is `scenario`'s system or a template of the logs' setting."""
-    from ..fit.logs import base_scenario, read_logs
-    from ..fit.report import fit_profile
-    from ..scenario import load_scenario
-
     logs = read_logs(path)
     base, reference = base_scenario(logs, load_scenario(scenario) if scenario else None, name=name,
                                     target_loss=target_loss, omega=omega, deadline=deadline)
@@ -164,9 +161,6 @@ def fit_logs(path: str, scenario: Optional[str], bootstrap: int, seed: int, name
 
 def draw_fit(r: "FitResult", png: Path) -> tuple[Path, ...]:
     """The fit's plots in `png`: bands, multipliers, and with calibration the reliability and PIT histograms."""
-    from ..fit.bands import law_bands
-    from ..report.plots import plot_calibration, plot_fit, plot_multipliers
-
     with warnings.catch_warnings():  # a version with few runs gives empty quantiles: numpy's warnings are noise
         warnings.simplefilter("ignore", RuntimeWarning)
         png.mkdir(parents=True, exist_ok=True)
@@ -182,9 +176,6 @@ def fitted_text(r: "FitResult", tag: str, base: "Scenario", fitted: str, store: 
                 no_scenario: bool, targets: tuple) -> str:
     """One law's scenario file: its header saying how it was made, the base's other sections, the law;
     `targets`: (loss, quantile, deadline) set in its [target] (None: the base's)."""
-    from ..fit.report import toml_dumps
-    from ..scenario import parse_scenario, with_target
-
     seeds = fitted_seeds(r.profile)
     data = {**with_target(r.data[tag], *targets, fitted),
             "fitted_epochs": max(e.epochs for e in r.profile.experiments), "fitted_seeds": seeds}
@@ -248,15 +239,11 @@ class Calibrated:
 def calibration_use(cal, base: "Scenario") -> bool:
     """Whether a plan uses the calibration (its [calibration] use): as `depl fit`, not below ω's runs; also not
     below the runs the scenario's own target quantile needs, which it must load with, at every scored epoch."""
-    from ..scenario import CalibrationTable
-
     fewest = min([cal.runs] + [r.size for r in cal.epochs])  # at every scored epoch (docs/fitting.md)
     return bool(cal.reaches and fewest >= CalibrationTable.needed(base.target.quantile))
 
 
 def check_calibrate_options(omega: Optional[float], out: Path, png: Optional[Path]) -> None:
-    from ..scenario import omega_problem
-
     if omega is not None and (why := omega_problem(omega, "--omega")):
         raise BadInput(why)
     if out.is_dir():
@@ -279,11 +266,6 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such store (run `depl profile --first-seed N` first)")
     import numpy as np
-
-    from ..fit.calibrate import recalibrate, reliability
-    from ..fit.runs import load_profile
-    from ..scenario import load_scenario, scenario_source
-    from ..store import Store
 
     with as_bad_input(*fitting_errors()):
         text, source = scenario_source(scenario)
@@ -310,8 +292,6 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
             f"{base.fitted_seeds[0]}..{base.fitted_seeds[1]}) by `depl calibrate`")
     written = write_calibrated(text, cal, use, runs, more, out)
     if png is not None:
-        from ..report.plots import plot_reliability
-
         png.mkdir(parents=True, exist_ok=True)
         law = written.loss_model or "increments"
         plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
@@ -324,10 +304,6 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
 def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path) -> "Scenario":
     """The scenario's text with its [calibration] table replaced, written at `out` (checked to load, with the
     same law, first); the scenario it is."""
-    from ..fit.calibrate import with_calibration
-    from ..fit.report import toml_dumps
-    from ..scenario import parse_scenario
-
     table = {**cal.table(), "use": use}
     comment = [f"[calibration]: {cal.message(runs, more)}.",
                "[calibration]: `depl plan` plans with the calibrated law while use = true; `depl plan --uncalibrated` "

@@ -29,6 +29,7 @@ def list_models(run_folder: str | os.PathLike) -> list[dict[str, Any]]:
     """Every model kept in `run_folder`, by run and seed: its sidecar (run, seed, version, parameters, epochs,
     final test loss and accuracy, plan, file, path, SHA-256, …)."""
     need_training_extra()
+    # depl.train.models imports torch
     from ..train.models import list_models as listed
 
     with as_bad_input(*training_errors()):
@@ -47,6 +48,7 @@ def load_model(run_folder: str | os.PathLike, seed: int = 0, *, run: Optional[st
     a file changed since it was kept, layer sizes or weights (shapes, dtypes) not those of the network its run
     recorded, a weight that is NaN or infinite, a sidecar naming another file than its own."""
     need_training_extra()
+    # depl.train.models imports torch
     from ..train.models import load
 
     try:
@@ -105,6 +107,7 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
     out = Path(out)
     check_output_file("--out", out, make_folders=False)   # a folder made for an export that fails would be left
     need_training_extra()
+    # depl.train.models imports torch
     from ..train.models import EXPORT_FORMATS, export, find, read
 
     if fmt not in EXPORT_FORMATS:
@@ -184,6 +187,7 @@ def _kind(path: Path) -> str:
 def models_folder_of(path: Path, run_folder: Path) -> Path | None:
     """The run folder's models/ folder that `path` (resolved) lies in, or None: `run_folder`'s own, or any folder
     named models/ beside a runs store or holding a run's folder of sidecars (models/RUN_ID/seed-N.json)."""
+    # depl.train.models imports torch
     from ..train.models import FOLDER
 
     for folder in path.parents:

@@ -9,12 +9,21 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from .common import check_output_file
 from .errors import BadInput, Unreachable, as_bad_input
+from ..certificate import Certificate, fixed_n_verdict
+from ..loss import loss_model_for
+from ..omega import OMEGA_MAX
+from ..plan import Plan, PlanError
+from ..planners import Infeasible, Options, binding, certify_by_calibration, make_plan, planner_names
+from ..planners.optimal import DEFAULT_TIME_LIMIT
+from ..predict import ScheduleError, parse_schedule, predict as ask
+from ..report.plots import plot_loss_band, save, switch_epochs
+from ..scenario import Scenario, ScenarioError, load_scenario, parse_scenario, scenario_dict, with_target as in_target
+from ..simulate import simulate_plan
+from .alpha_spent import ledger_path, plan_hash, record
 
 if TYPE_CHECKING:
     from ..certificate import Outcome
-    from ..plan import Plan
     from ..predict import Prediction
-    from ..scenario import Scenario
     from ..simulate import Simulation
 
 MAX_RUNS = 1_000_000  # Monte Carlo trajectories; with K epochs they take runs·(K+1)·8 bytes
@@ -35,8 +44,6 @@ class Planned:
 
 def load(scenario: "str | Scenario") -> "Scenario":
     """A scenario: a built-in name, a TOML file, or one loaded already."""
-    from ..scenario import Scenario, ScenarioError, load_scenario
-
     if isinstance(scenario, Scenario):
         return scenario
     with as_bad_input(ScenarioError):
@@ -48,8 +55,6 @@ def retarget(s: "Scenario", loss: Optional[float] = None, quantile: Optional[flo
     """The scenario with these in its [target], validated like the file (named as the options that set them)."""
     if loss is None and quantile is None and deadline is None and alpha is None:
         return s
-    from ..scenario import ScenarioError, parse_scenario, scenario_dict
-    from ..scenario import with_target as in_target
 
     given = {"loss": loss, "quantile": quantile, "deadline": deadline, "alpha": alpha}
     flags = " ".join(f"--{k} {v!r}" for k, v in given.items() if v is not None)
@@ -74,8 +79,6 @@ def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float
     """optimal's time limit [default: its own]; the other planners take none (their modules are not imported)."""
     if time_limit is None:
         if method == "optimal":
-            from ..planners.optimal import DEFAULT_TIME_LIMIT
-
             return DEFAULT_TIME_LIMIT
     elif time_limit != time_limit:  # NaN passes a `>= 1` check (every comparison with it is false)
         raise BadInput("--time-limit nan: give a number of seconds >= 1 (inf: no limit)")
@@ -96,8 +99,6 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
     (optimal: its incumbent, bound and gap as they change). Raises Unreachable when no plan meets the target,
     BadInput for a scenario or option that cannot be used.
     """
-    from ..planners import Infeasible, Options, binding, certify_by_calibration, make_plan, planner_names
-
     out = None if out is None else Path(out)
     time_limit = check_time_limit(method, time_limit)
     if method not in planner_names():
@@ -122,7 +123,6 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         why = binding(e, s, method, options)   # one reason, the binding one first: on stderr and in --json alike
         raise Unreachable(str(why), infeasible_result(s, method, why)) from None
     certify_by_calibration(s, p, promise)
-    from ..certificate import Certificate
 
     cert = Certificate.of_plan(p.info)
     if promise is not None and not (cert is not None and cert.certified):
@@ -138,12 +138,9 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
 def spend_alpha(given: "str | Scenario", s: "Scenario", p: "Plan") -> Optional[str]:
     """Record a certificate with a confidence in the ledger of its calibration (depl.workflows.alpha_spent); the
     warning when that calibration certified other plans before (the α spent in all), else None."""
-    from ..certificate import Certificate
-
     cert = Certificate.of_plan(p.info)
     if cert is None or not cert.certified or not cert.calibration:
         return None
-    from .alpha_spent import ledger_path, plan_hash, record
 
     cal = cert.calibration
     spent = record(ledger_path(given if isinstance(given, str) else None, s.name),
@@ -157,8 +154,6 @@ def spend_alpha(given: "str | Scenario", s: "Scenario", p: "Plan") -> Optional[s
 def stricter(s: "Scenario", slack: float) -> float:
     """ω′ = ω + D for `--slack D`: only with a calibrated law and α (the runs that certify ω′ with confidence
     1 − α), and ω′ a level a plan can be asked for."""
-    from ..omega import OMEGA_MAX
-
     if not (isinstance(slack, (int, float)) and 0.0 < slack < 1.0):
         raise BadInput(f"--slack {slack!r}: expected D with 0 < D < 1 (the plan is certified at ω + D)")
     if s.calibration is None or not s.calibration.use:
@@ -174,8 +169,6 @@ def stricter(s: "Scenario", slack: float) -> float:
 
 
 def save_plan(p: "Plan", out: Path) -> None:
-    from ..plan import PlanError
-
     with as_bad_input(PlanError):
         try:
             p.save(out)
@@ -199,8 +192,6 @@ class Simulated:
     def verdict(self) -> "Outcome":
         """The law's Monte Carlo judging the plan's ω, in the words of every command: certified, refuted or undecided
         (`depl.certificate.fixed_n_verdict`: the one-sided bounds `p_meet_ci` at the plan's α)."""
-        from ..certificate import fixed_n_verdict
-
         hits = int(round(self.simulation.p_meet * self.runs))
         return fixed_n_verdict(hits, self.runs, self.plan.omega, self.simulation.alpha)
 
@@ -216,7 +207,6 @@ class Simulated:
         inf = self.simulation.band.infinite()["mean"]
         if not inf:
             return ""
-        from ..loss import loss_model_for
 
         s = self.plan.scenario_object()
         law = loss_model_for(s)
@@ -246,11 +236,6 @@ class Simulated:
 def simulate(plan_file: str | Path, runs: int = 10_000, seed: int = 0, png: str | Path | None = None) -> Simulated:
     """Check a plan by Monte Carlo: P(ℓ(K) ≤ ℓmax), the ω-quantile with a CI, the loss band drawn at `png`
     [default: next to the plan] (`depl simulate`)."""
-    from ..plan import Plan, PlanError
-    from ..report.plots import plot_loss_band, save, switch_epochs
-    from ..scenario import ScenarioError
-    from ..simulate import simulate_plan
-
     plan_file = Path(plan_file)
     png = Path(png) if png else plan_file.with_suffix(".png")
     check_output_file("--png", png)
@@ -290,9 +275,6 @@ def predict(scenario: "str | Scenario", schedule: str, quantile: Optional[float]
             datasets: Optional[list[str]] = None) -> Predicted:
     """What will the loss be? The certified q-quantile, the mean and the 1st–99th percentiles of ℓ(K) for
     `schedule` (VERSION:EPOCHS,… as `depl predict` reads it) on `datasets` [default: all]."""
-    from ..predict import ScheduleError, parse_schedule
-    from ..predict import predict as ask
-
     s = load(scenario)
     with as_bad_input(ScheduleError):
         r = ask(s, parse_schedule(schedule), quantile, datasets or None)

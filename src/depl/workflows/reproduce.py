@@ -9,6 +9,9 @@ from typing import Callable, Optional
 
 from .common import check_folder
 from .errors import BadInput
+from ..experiments import Config, run
+from ..experiments.map import GRIDS
+from ..report.results_md import write
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,6 @@ class Reproduced:
 
 def map_grid(out: Path, quick: bool = False, grid: Optional[str] = None) -> str:
     """The map's grid [default: tiny when `quick`, else medium], with the output folder checked (before any work)."""
-    from ..experiments.map import GRIDS
-
     check_folder("--out", out)
     grid = grid or ("tiny" if quick else "medium")
     if grid not in (*GRIDS, "none"):
@@ -42,9 +43,6 @@ def reproduce(out: str | Path = Path("reproduce-results"), quick: bool = False, 
     models, a map of where the claims hold (`grid`: tiny, medium, full or none [default: tiny when `quick`, else
     medium]; its plans go to OUT/map.jsonl and a rerun skips those already there), planner speed.
     progress(label, done, total) as it goes."""
-    from ..experiments import Config, run
-    from ..report.results_md import write
-
     out = Path(out)
     grid = map_grid(out, quick, grid)
     cfg = Config.quick(seed, grid) if quick else Config.full(seed, grid)

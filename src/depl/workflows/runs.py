@@ -9,6 +9,10 @@ from typing import Any, Optional
 
 from .common import check_output_file
 from .errors import BadInput, as_bad_input, training_errors
+from ..report.plots import plot_measured_bands
+from ..runspec import run_spec
+from ..store import Store
+from ..train.bands import band, bands, ends, run_label
 
 KINDS = ("plan", "profile")
 
@@ -63,9 +67,6 @@ def show_runs(store: str | Path, kind: Optional[str] = None, png: Optional[str |
     """The runs of `store` (an SQLite path or sqlite:/// URL), of `kind` (plan or profile; None: all), read only:
     an absent store is refused (showing runs never creates one), and so is a run whose spec was altered; `png`:
     their measured bands drawn there (paper Fig. 2 style)."""
-    from ..runspec import run_spec
-    from ..store import Store
-
     if kind is not None and kind not in KINDS:
         raise BadInput(f"--kind {kind!r}: choose {' or '.join(KINDS)}")
     png = None if png is None else Path(png)
@@ -88,8 +89,6 @@ def show_runs(store: str | Path, kind: Optional[str] = None, png: Optional[str |
 
 
 def _shown(st, r: dict) -> RunShown:
-    from ..train.bands import band, run_label
-
     b = band(st, r)
     ds = st.decisions(r["run_id"])
     f = ({"epochs": 0, "epochs_min": 0, "final_loss_mean": None, "final_loss_low": None, "final_loss_high": None}
@@ -104,8 +103,6 @@ def _finals(st, run: dict, b, decisions: list) -> dict:
     band's last epoch, or for an adaptive run (its seeds end at different epochs) each seed's last loss."""
     import numpy as np
 
-    from ..train.bands import ends
-
     if not decisions:
         k = len(b.epochs)
         return {"epochs": k, "epochs_min": k, "final_loss_mean": float(b.mean[-1]), "final_loss_low": float(b.low[-1]),
@@ -117,9 +114,6 @@ def _finals(st, run: dict, b, decisions: list) -> dict:
 
 
 def _draw(st, kind: Optional[str], png: Path) -> None:
-    from ..report.plots import plot_measured_bands
-    from ..train.bands import bands
-
     bs = bands(st, kind)
     if not bs:
         raise BadInput("no finished epochs to draw")

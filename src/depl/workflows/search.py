@@ -23,11 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import Certificate, Kind, Outcome, alpha_or_default, check_alpha
+from ..certificate import DEFAULT_PRIOR, Certificate, Kind, Outcome, alpha_or_default, check_alpha, expected_runs
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
 from .planning import load, retarget, save_plan
 from .training import check_keep
+from ..certificate import more_runs_if_all_meet
+from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spending, ladder, value_shares
+from ..jsonout import dumps
+from ..ledger import TaskSeeds, digest, lineage
+from ..loss import loss_model_for
+from ..planners import Infeasible, Options, infeasible_reason, make_plan
+from ..report.mpl import save
+from ..report.plots import plot_search
+from ..scenario import scenario_dict
+from ..store import Store
+from .alpha_spent import ledger_path, plan_hash, record
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -52,9 +63,6 @@ def _training_key(p: "Plan") -> tuple:
 def propose(s: "Scenario", method: str = "depl", eta: int = 200) -> list[tuple["Plan", dict]]:
     """The candidate plans for `s`'s target (module docstring), cheapest first, each with what it was planned at;
     Unreachable when the planner finds none."""
-    from ..certificate.search import ladder
-    from ..planners import Infeasible, Options, infeasible_reason, make_plan
-
     omega, loss = s.target.quantile, s.target.loss
     asks = [(s.uncalibrated(), w, loss - (1.0 - t) * abs(loss), "as fitted") for w in ladder(omega, LEVELS)
             for t in TIGHTER]
@@ -79,8 +87,6 @@ def propose(s: "Scenario", method: str = "depl", eta: int = 200) -> list[tuple["
 
 def law_of(p: "Plan", s: "Scenario"):
     """The distribution of plan p's final loss ℓ(K) under scenario s's loss law."""
-    from ..loss import loss_model_for
-
     return loss_model_for(s).distribution([e.model for e in p.epochs], s.phi(s.samples(p.datasets)))
 
 
@@ -92,8 +98,6 @@ def p_meet(d, loss: float) -> float:
 def as_target(p: "Plan", s: "Scenario", proposed: dict) -> "Plan":
     """A candidate with the scenario's own target: the search tests it at ω and ℓmax, whatever it was planned at;
     its figures (the ω-quantile's bracket and the mean of ℓ(K)) those of the law it was planned with, at ω."""
-    from ..scenario import scenario_dict
-
     law_s = s if proposed["law"] == "calibrated" else s.uncalibrated()
     d = law_of(p, law_s)
     lo, hi = (float(x) for x in d.quantile_bounds(s.target.quantile))
@@ -121,6 +125,7 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses): where
     the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here,
     before the candidates are planned (`run_search` checks the whole manifest)."""
+    # depl.train.search imports torch
     from ..train.search import make_candidate
 
     if alpha is not None:
@@ -223,7 +228,7 @@ def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
     clusters), with the law as fitted, for the target ℓmax tightened by the margin the runs showed (`margin`: ℓmax
     divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst shift), at ω and at ω′;
     the cheapest plan not already a candidate.  Its guess of P(meets ℓmax) is the law's at the tightened target."""
-    from ..planners import Infeasible, Options, make_plan
+    # depl.train.search imports torch
     from ..train.search import make_candidate
 
     s = prep.scenario
@@ -272,8 +277,6 @@ def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = 500) ->
     """Each candidate's share of α, fixed before any run where it buys most
     (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
     and `uses`, reckoning with `max_runs` runs: the search's horizon)."""
-    from ..certificate.search import value_shares
-
     costs = [float(c.plan.cost) for c in prep.candidates]
     return [float(w) for w in value_shares(costs, guesses(prep), float(prep.scenario.target.quantile), prep.alpha,
                                            uses, max_runs)]
@@ -299,8 +302,6 @@ def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> 
 def _price_row(p: float, omega: float, alpha: float, max_runs: int, cost: float) -> dict:
     """The sequential test's expected runs to a decision within `max_runs` and P(certified) at success
     probability p, and those runs' cost (each trains the plan once)."""
-    from ..certificate import expected_runs
-
     need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=max_runs)
     return {"law_p": p, "expected_runs": need.mean_runs, "p_certify": need.certify,
             "expected_cost": need.mean_runs * float(cost)}
@@ -349,8 +350,6 @@ def search_certificate(r: "Searched") -> Certificate:
     if b is None and s.outcome is not Outcome.REFUTED:
         i = s.likeliest()
         if i is not None:
-            from ..certificate import more_runs_if_all_meet
-
             t = s.arms[i].test   # the fewest more runs that certify it, each meeting ℓmax (the least going on takes)
             more = {"candidate": i, **s.more_runs(i),
                     "if_all_meet": more_runs_if_all_meet(t.hits, t.runs, float(s.omega), t.alpha, s.prior)}
@@ -376,6 +375,7 @@ def search_certificate(r: "Searched") -> Certificate:
 def runs_cost(r: "Searched") -> float:
     """What the search's runs cost: each run trained, the cost of the plan its job trains (a group's run trains
     its longest candidate's plan; one that stopped short, a shorter candidate's)."""
+    # depl.train.search imports torch
     from ..train.search import run_ids
 
     cost = {rid: float(r.candidates[i].plan.cost) for i, rid in run_ids(r.candidates).items()}
@@ -406,10 +406,7 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
     `max_runs` None 500, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
-    from ..certificate import DEFAULT_PRIOR
-    from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spending
-    from ..ledger import TaskSeeds, digest, lineage
-    from ..store import Store
+    # depl.train.search imports torch
     from ..train.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
 
     store = store_path(store, out)
@@ -482,8 +479,6 @@ def _spend(prep: Prepared, cert: Certificate, mark: str, plan: "Plan") -> dict:
     """The search's α in the task's α ledger (depl.workflows.alpha_spent), its account the search's manifest: the
     certificate it issued, beside the calibrations' ones.  A search's seeds are its own (the seed book), so its
     account holds this certificate alone; a rerun issues the same one and spends nothing new."""
-    from .alpha_spent import ledger_path, plan_hash, record
-
     spent = record(ledger_path(prep.given, prep.scenario.name),
                    {"calibration": f"search:{mark}", "loss": cert.loss_target, "omega": cert.omega,
                     "alpha": cert.alpha, "plan": plan_hash(plan)})
@@ -493,8 +488,6 @@ def _spend(prep: Prepared, cert: Certificate, mark: str, plan: "Plan") -> dict:
 def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
     """The candidates and their shares of α (`depl.search-candidates/1`), written once, before the first run is
     trained: a file there that says other candidates, shares or α is refused (the store's manifest binds them)."""
-    from ..jsonout import dumps
-
     data = {"format": "depl.search-candidates/1", "scenario": prep.scenario.name, "alpha": prep.alpha,
             "omega": prep.scenario.target.quantile, "loss_target": prep.scenario.target.loss,
             "candidates": [{**r, "weight": m["share"]} for r, m in zip(candidate_rows(prep), bound["candidates"])]}
@@ -511,9 +504,6 @@ def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
 
 
 def _draw(cert: Certificate, png: Path, name: str) -> None:
-    from ..report.plots import plot_search
-    from ..report.mpl import save
-
     try:
         save(plot_search(cert, title=f"{name}: candidates of the certified search"), png)
     except OSError as e:

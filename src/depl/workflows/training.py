@@ -16,13 +16,19 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .common import Training, open_store, run_seeds, seed_range, start_training
 from .errors import BadInput, ExternalFailure, as_bad_input, training_errors
+from ..gap import measure
+from ..plan import Plan
+from ..scenario import load_scenario
+from ..store import Store
+from ..train.custom import CodeRefused
+from ..train.data import check_draws
+from ..train.fleet_gateway import DeploymentError, check_connection
+from ..train.seeds import DEFAULT_SEED_BATCH
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..plan import Plan
     from ..scenario import Scenario
-    from ..store import Store
 
 BACKENDS = ("local", "flower")
 RULES = ("slack", "conditional")  # the closed loop's decisions (docs/adaptive.md)
@@ -94,8 +100,6 @@ def check_backend(backend: str, superlink: Optional[str], insecure: bool, ray_ad
         raise BadInput("--insecure applies to --superlink only (the simulation's SuperLink is on 127.0.0.1, "
                        "for this run)")
     if superlink:
-        from ..train.fleet_gateway import DeploymentError, check_connection
-
         with as_bad_input(DeploymentError):
             check_connection(superlink, insecure)
 
@@ -110,7 +114,7 @@ def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, b
     check_backend(backend, superlink, insecure, training.ray_address)
     dev = start_training(training.threads, training.device)  # the `train` extra, before what needs torch
     keep_models = check_keep(keep_models, seeds, backend)
-    from ..plan import Plan
+    # depl.train.execute and depl.train.federation import torch
     from ..train import execute
     from ..train.federation import job_from_plan
 
@@ -131,6 +135,7 @@ def check_keep(keep: Optional[str], seeds: int, backend: str) -> str:
     """--keep-models, or its default for `seeds` seeds (all up to 16, best above)."""
     if keep is not None and keep not in KEEP_MODELS:
         raise BadInput(f"--keep-models {keep!r}: choose {', '.join(KEEP_MODELS)}")
+    # depl.train.models imports torch
     from ..train.models import default_keep
 
 
@@ -145,6 +150,7 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     t0 = time.perf_counter()
     keeper = model_keeper(r)
     st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said, keeper)
+    # depl.train.models imports torch
     from ..train.models import models_folder
 
     folder = None if r.keep_models == "none" else models_folder(r.out, r.run_id)  # Flower's: its ServerApp's
@@ -157,6 +163,7 @@ def model_keeper(r: "PlanRun | AdaptiveRun"):
     Flower back end the ServerApp keeps them (the app's run config says where): None here."""
     if r.keep_models == "none" or getattr(r, "backend", "local") != "local" or getattr(r, "superlink", None):
         return None
+    # depl.train.models imports torch
     from ..train.models import ModelKeeper, plan_summary
 
     with as_bad_input(OSError, prefix=f"{r.plan_file}: "):
@@ -169,6 +176,7 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
                  ) -> tuple["Store", str, Any]:
     """The one place the back end is chosen: (the store to read the run from, what `flwr run` printed, how the
     local back end trained the seeds)."""
+    # depl.train.execute imports torch
     from ..train import execute
 
     if r.superlink:
@@ -178,8 +186,6 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
                         lambda rid, seed, epoch, result: progress(seed, epoch, result.test_loss), said, keep)
         return r.store, "", how
     if left := execute.pending(r.store, r.run_id, r.job, list(r.seeds)):
-        from ..train.data import check_draws
-
         with as_bad_input(*training_errors()):  # Flower's apps train elsewhere: a bad draw is told here, if cheap
             check_draws([(r.job.data, left)])
         st = hand_over(r.store)
@@ -200,8 +206,6 @@ def run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, backend: 
 
 def hand_over(st):
     """Close our writer and keep reading: the ServerApp, another process, is the store's one writer now."""
-    from ..store import Store
-
     path = st.path
     st.close()
     return Store(path, readonly=True)
@@ -214,6 +218,7 @@ def flower_app_folder(r: PlanRun) -> Path:
 
 def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int) -> None:
     """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
+    # depl.train.execute and depl.train.flower_app import torch and flwr
     from ..train import execute
     from ..train.flower_app import export_app, simulate_app
 
@@ -230,6 +235,7 @@ def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int)
 
 def run_deployment(r: PlanRun) -> tuple["Store", str]:
     """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
+    # depl.train.flower_app imports torch and flwr
     from ..train.flower_app import export_app, run_deployment as submit
 
     app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device,
@@ -287,6 +293,7 @@ class AdaptiveRun:
     @property
     def models(self) -> Optional[Path]:
         """Where the run's models are kept (None: --keep-models none)."""
+        # depl.train.models imports torch
         from ..train.models import models_folder
 
         return None if self.keep_models == "none" else models_folder(self.out, self.run_id)
@@ -327,7 +334,7 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
         raise BadInput(f"--executor {training.executor}: an adaptive run trains its stacks in this process (each "
                        "seed's rest may change on its own); the executors train open-loop runs")
     dev = start_training(training.threads, training.device)
-    from ..plan import Plan
+    # depl.train.adaptive and depl.train.execute import torch
     from ..train import adaptive as ad
     from ..train import execute
 
@@ -359,7 +366,7 @@ def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> d
         return {}
     import json
 
-    from ..adaptive import check_certificate
+    # depl.train.execute and depl.train.federation import torch
     from ..train.execute import run_id_for
     from ..train.federation import job_from_plan
 
@@ -370,6 +377,8 @@ def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> d
         raise BadInput(f"--certificate {path}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
         raise BadInput(f"--certificate {path}: not JSON ({e})") from None
+    from ..adaptive import check_certificate   # depl.adaptive imports scipy.stats, which `depl plan` never loads
+
     try:
         checked = check_certificate(plan, cert, f"--certificate {path}")
     except ValueError as e:
@@ -386,7 +395,6 @@ def measured_gap(gap_from: Optional[list[str | Path]], plan: "Plan", job: Any):
     given); BadInput naming the stores when none of their runs logged both losses on this data."""
     if not gap_from:
         return None
-    from ..gap import measure
 
     try:
         return measure(gap_from, plan.loss_target, job.data.to_json())
@@ -404,11 +412,10 @@ def check_slow(slow: dict[str, float], scenario: "Scenario") -> None:
 def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: Optional[Callable] = None) -> AdaptiveResult:
     """Train the seeds not finished yet by the closed loop, `seed_batch` [default 32, nothing measured] in one
     vectorised stack while their rests agree; progress(seed, epoch, result, decision) after every epoch."""
+    # depl.train.adaptive imports torch
     from ..train import adaptive as ad
-    from ..train.seeds import DEFAULT_SEED_BATCH
 
     seed_batch = seed_batch or DEFAULT_SEED_BATCH
-    from ..train.data import check_draws
 
     with as_bad_input(*training_errors()):
         check_draws([(a.job.data, list(a.todo))])  # every seed's own draw of your data, before any trains (if cheap)
@@ -508,10 +515,9 @@ def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed
     then register each in the store; a refused profile writes nothing."""
     out = Path(out)
     dev = start_training(training.threads, training.device)
-    from ..scenario import load_scenario
+    # depl.train.execute and depl.train.profile import torch
     from ..train import execute
     from ..train import profile as prof
-    from ..train.custom import CodeRefused
 
     # CodeRefused (the scenario's code_dir, by default its folder) named by the scenario given
     with as_bad_input(*training_errors()), as_bad_input(CodeRefused, prefix=f"{scenario}: "):

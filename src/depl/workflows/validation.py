@@ -11,9 +11,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .common import Training, check_folder, check_output_file, run_seeds, seed_range, start_training
 from .errors import BadInput, as_bad_input, training_errors
 from .training import AdaptiveResult, AdaptiveRun, run_adaptive
+from ..ledger import check_certificate, lineage, plan_lineage
+from ..plan import Plan
+from ..report.plots import plot_validation
+from ..scenario import load_scenario
+from ..validate import coverage, law_mismatch
 
 if TYPE_CHECKING:
-    from ..plan import Plan
     from ..validate import Coverage, Validation
 
 
@@ -54,6 +58,7 @@ def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int] | 
     count N from the plan's first free seed: depl.ledger) and the outputs; register the run."""
     plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
     dev = start_training(training.threads, training.device)
+    # depl.train.validation imports torch
     from ..train.validation import prepare
 
     check_folder("--out", out)
@@ -68,7 +73,7 @@ def train_validation(held: HeldOut, training: Training = Training(),
                      progress: Optional[Callable] = None, said: Optional[Callable[[str], None]] = None) -> Validated:
     """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch; said(text): how they
     train, `run_seeds`), judge the plan by them, and write its report and band plot."""
-    from ..report.plots import plot_validation
+    # depl.train.validation imports torch
     from ..train.validation import write_report
 
     h = held.run
@@ -120,11 +125,6 @@ def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = N
     """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it.
     The plan's certificate text is checked, and the seeds first_seed..+count-1 against its lineage's (the fit's,
     the calibration's: depl.ledger); returns the first seed (None: the lineage's first free one)."""
-    from ..ledger import check_certificate, lineage, plan_lineage
-    from ..plan import Plan
-    from ..scenario import load_scenario
-    from ..validate import law_mismatch
-
     with as_bad_input(*training_errors(), ValueError, OSError):
         p = Plan.load(plan_file)
         own, given = p.scenario_object(), load_scenario(scenario)
@@ -144,10 +144,9 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
     stricter ω′ to leave slack promises ω: depl.adaptive.promise)."""
     import numpy as np
 
-    from ..adaptive import promise
-    from ..validate import coverage
-
     p = done.plan
+    from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
+
     return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p), p.alpha),
                              float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id, done)
 
