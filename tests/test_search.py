@@ -116,6 +116,17 @@ def test_with_uses_a_cheaper_candidate_is_priced_out_once_a_costlier_one_is_cert
         assert s.finished is priced
 
 
+def test_uses_given_as_a_whole_number_or_a_float_are_one_value_in_the_manifest():
+    """--uses 1000 and 1000.0 (the default is a whole number, the command line's a float): one search, one
+    manifest, one digest (its α-ledger account)."""
+    import json
+
+    from depl.workflows.search import check_uses
+
+    made = [Search([1.0, 2.0], 0.9, 0.05, uses=u).uses for u in (1000, 1000.0, check_uses(1000))]
+    assert [json.dumps(u) for u in made] == ["1000.0"] * 3
+
+
 def test_value_shares_give_the_most_alpha_to_the_candidate_the_search_tries_first():
     from depl.certificate.search import value_shares
 

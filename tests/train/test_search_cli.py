@@ -293,19 +293,29 @@ def test_a_store_deleted_and_made_again_is_another_analysis_of_the_same_seeds(de
     assert search_fields(json.loads(fresh.stdout)["certificate"])["first_seed"] > first + 1
 
 
-def test_uses_decides_between_a_cheaper_plan_and_the_runs_it_costs(depl_cli, tmp_path):
-    """--uses is recorded and shapes the search: the candidates' shares of α follow it, a rerun takes the store's,
-    another value is refused; the price of each candidate is said before any run."""
+def test_uses_and_the_horizon_are_the_searchs_recorded_priced_with_and_binding(depl_cli, tmp_path):
+    """--uses and --horizon are recorded and shape the search: the candidates' shares of α follow --uses, the price
+    of each candidate said before any run reckons with the horizon (its rerun's too, neither given again: the
+    store's), a rerun takes the store's values and another value of either is refused naming the option."""
+    import re
+
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2", "--batch",
             "2", "--out", "p.json", "--json")
-    few = depl_cli(*args, "--uses", "10", cwd=tmp_path)
+    few = depl_cli(*args, "--uses", "10", "--horizon", "40", cwd=tmp_path)
     c = search_fields(json.loads(few.stdout)["certificate"])
     assert c["uses"] == 10 and "runs' cost" in few.stderr and "law p" in few.stderr
     assert sum(r["weight"] for r in c["candidates"] if not r.get("proposal")) == pytest.approx(0.75)
     assert "--uses (was 10" in _one_error_line(depl_cli(*args, "--uses", "1000000", cwd=tmp_path))
-    same = depl_cli(*args, cwd=tmp_path)
-    assert search_fields(json.loads(same.stdout)["certificate"])["uses"] == 10
-
+    assert "--horizon (was 40)" in _one_error_line(depl_cli(*args, "--horizon", "1000", cwd=tmp_path))
+    same = depl_cli(*args, cwd=tmp_path)                        # replays the store, trains nothing
+    for r in (few, same):
+        c = search_fields(json.loads(r.stdout)["certificate"])
+        assert c["uses"] == 10 and c["horizon"] == 40, r.stderr
+        fixed = [x for x in c["candidates"] if not x.get("proposal")]
+        runs = [float(x) for x in re.findall(r"~([0-9.]+) runs to decide", r.stderr)]
+        shares = [float(x) for x in re.findall(r"α×([0-9.e-]+), law p", r.stderr)]
+        assert len(runs) == len(shares) == len(fixed) > 1 and max(runs) <= 40 and "(horizon 40 runs)" in r.stderr
+        assert shares == [float(f"{x['weight']:.3g}") for x in fixed]
 
 
 def test_the_returned_plans_runs_are_its_kept_models(depl_cli, searched):

@@ -225,6 +225,7 @@ class Search:
             raise ValueError(f"allocation {self.allocation!r}: must be one of {', '.join(ALLOCATIONS)}")
         if self.uses is not None and not self.uses > 0:
             raise ValueError(f"uses: a positive number of runs of the plan, not {self.uses}")
+        self.uses = None if self.uses is None else float(self.uses)   # 1000 and 1000.0: one value, one manifest
         guesses = list(self.guesses) if self.guesses is not None else [None] * len(costs)
         if len(guesses) != len(costs):
             raise ValueError("guesses: one per candidate")

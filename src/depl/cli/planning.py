@@ -16,8 +16,8 @@ from ..workflows.planning import MAX_RUNS
 from ..workflows.common import Training
 from ..certificate import DEFAULT_ALPHA, Certificate, Outcome, confidence_words, fewest_runs
 from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
-from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE, USES,
-                     KeepModels, plan_certified, search_only)
+from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, HORIZON, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE,
+                     USES, KeepModels, plan_certified, search_only)
 from .training import trains_seeds
 from ..planners.status import status_line
 from ..predict import signed
@@ -146,6 +146,7 @@ def plan(
     allocation: Optional[str] = ALLOCATION,
     batch: Optional[int] = BATCH,
     uses: Optional[float] = USES,
+    horizon: Optional[int] = HORIZON,
     store: Optional[Path] = STORE,
     png: Optional[Path] = PNG,
     keep_models: Optional[KeepModels] = KEEP_SEARCH,
@@ -156,11 +157,12 @@ def plan(
     keep = None if keep_models is None else keep_models.value
     if certify:
         opts = dict(max_runs=max_runs, first_seed=first_seed, batch=batch, store=store, png=png, prior=prior,
-                    allocation=allocation, uses=uses, training=training, keep_models=keep,
+                    allocation=allocation, uses=uses, horizon=horizon, training=training, keep_models=keep,
                     unused={"--slack": slack, "--time-limit": time_limit, "--uncalibrated": uncalibrated or None})
         return plan_certified(scenario, method, eta, out, loss, quantile, deadline, alpha, as_json, opts)
     search_only({"--max-runs": max_runs, "--first-seed": first_seed, "--prior": prior, "--allocation": allocation,
-                 "--batch": batch, "--uses": uses, "--store": store, "--png": png, "--keep-models": keep})
+                 "--batch": batch, "--uses": uses, "--horizon": horizon, "--store": store, "--png": png,
+                 "--keep-models": keep})
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
         planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
@@ -191,7 +193,8 @@ def _certify_price(plan) -> None:
         return
     console.print(f"  to certify      by the law, P(ℓ(K) ≤ ℓmax) = {pr['law_p']:.3f}: a certificate on real runs "
                   f"takes ~{pr['expected_runs']:.0f} runs at α {pr['alpha']:g} (certified with probability "
-                  f"{pr['p_certify']:.2f} within {pr['max_runs']}), runs' cost ~{pr['expected_cost']:.4g}",
+                  f"{pr['p_certify']:.2f} within {pr['horizon']} runs, a certified search's horizon), runs' cost "
+                  f"~{pr['expected_cost']:.4g}",
                   markup=False, highlight=False)
 
 

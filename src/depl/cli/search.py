@@ -12,7 +12,7 @@ from .console import (choice, console, epoch_progress, err_console,
                       print_json, refusals)
 from .training import KeepModels
 from ..workflows.errors import BadInput
-from ..workflows.search import USES as USES_DEFAULT, candidate_rows, prepare_search, price, run_search
+from ..workflows.search import HORIZON as HORIZON_DEFAULT, MAX_RUNS, candidate_rows, prepare_search, price, run_search
 
 
 # `depl plan`'s options for --certify (one object per option)
@@ -24,7 +24,7 @@ MAX_RUNS_SEARCH = typer.Option(None, "--max-runs", min=1, max=100_000, help="--c
                                "candidate's test counts (the search pauses there, undecided; a batch a candidate started it "
                                "counts whole) — not the runs trained: the search "
                                "trains whole batches, --batch seeds for every job in the race, so it trains at least "
-                               "one batch and may train more runs than it counts [default: 500, or what the store's "
+                               f"one batch and may train more runs than it counts [default: {MAX_RUNS}, or what the store's "
                                "search went on to; a rerun may only raise it, and goes on where it stopped, as one search with "
                                "that --max-runs would have]")
 FIRST_SEED = typer.Option(None, "--first-seed", min=0, max=2**31 - 1, help="--certify: F, the first fresh seed "
@@ -43,6 +43,13 @@ USES = typer.Option(None, "--uses", min=1, max=1e12, help="--certify: how many t
                     "returned: the search weighs what its runs cost against what a cheaper plan saves over these "
                     "uses, and stops pushing a cheaper candidate whose runs cost more than it would save [default "
                     "1000: a plan is run many times between two certificates; or the store's search's]")
+HORIZON = typer.Option(None, "--horizon", min=1, max=100_000, help="--certify: the runs the search's decisions "
+                      "reckon with — dropping a candidate, pricing it out, the shares of α, the price printed — fixed "
+                      "before the first run and recorded with the search; at least --max-runs, which only pauses the "
+                      f"search [default: {HORIZON_DEFAULT}, or the first --max-runs where larger: long enough that a "
+                      "candidate near ω is judged on the runs it would really take, and a rerun with a larger "
+                      "--max-runs, up to the horizon, decides as one search with that cap from the start; a rerun "
+                      "takes the store's search's]")
 PNG = typer.Option(None, "--png", help="--certify: draw the candidates (cost against the certified lower bound) here")
 KEEP_SEARCH = typer.Option(None, "--keep-models", **choice(KeepModels, "--keep-models"), help="--certify: the "
                            "models the search's runs train, kept as depl run keeps them (STORE's folder/models/RUN_ID; "
@@ -71,7 +78,7 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
         prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
                               alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"],
                               rerun=opts)
-        prices = price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT)
+        prices = price(prep, opts["max_runs"], opts["uses"], opts["horizon"])
     _candidates(con, prep, candidate_rows(prep), prices)
     with epoch_progress("epochs") as bar, refusals():
         task = bar.add_task("search", total=None)
@@ -106,13 +113,15 @@ def _candidates(con, prep, rows: list[dict], prices: list[dict]) -> None:
     order = sorted(range(len(prices)), key=lambda i: (-prices[i]["share"], i))
     tried = next((order[:k + 1] for k, i in enumerate(order) if prices[i]["p_certify"] >= 0.5), None)
     if tried is None:
-        con.print("  price, by the law: no candidate is likely to certify within --max-runs", markup=False)
+        con.print(f"  price, by the law: no candidate is likely to certify within the horizon, "
+                  f"{prices[0]['horizon'] if prices else HORIZON_DEFAULT} runs", markup=False)
         return
     b = tried[-1]
     runs = sum(prices[i]["expected_runs"] for i in tried)
     cost = sum(prices[i]["expected_cost"] for i in tried)
     con.print(f"  price, by the law: [{b}] (cost {rows[b]['cost']:.6g} per use) certified after about {runs:.0f} "
-              f"runs counted, runs' cost ~{cost:.3g}; the law is a guess the runs may refute", markup=False,
+              f"runs counted (horizon {prices[b]['horizon']} runs), runs' cost ~{cost:.3g}; the law is a guess the "
+              "runs may refute", markup=False,
               highlight=False)
 
 

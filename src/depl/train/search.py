@@ -204,7 +204,7 @@ def manifest(cands: list[Candidate], search: Search, ids: dict[int, str], first_
 WORDS = {"candidates": "the candidates (runs, epochs, costs or shares of α)", "omega": "ω (--quantile)",
          "loss_target": "ℓmax (--loss)", "alpha": "--alpha", "prior": "--prior", "allocation": "--allocation",
          "drop_below": "the drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "the format",
-         "uses": "--uses", "spending": "the spending rule", "horizon": "the horizon (the runs its decisions reckon with)"}
+         "uses": "--uses", "spending": "the spending rule", "horizon": "--horizon"}
 
 
 def bound(st: Store) -> tuple[dict | None, list[tuple[int, int]]]:

@@ -19,7 +19,7 @@ runs counted for it and by the whole search, the seeds, and every candidate's ve
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -51,9 +51,11 @@ LEVELS = 5                    # ω, ω + (1 − ω)/5, …: the levels candidate
 # the plan's cost per use (`--uses`)
 USES = 1000
 TIGHTER = (1.0, 0.9, 0.8)     # ℓmax − (1 − t)|ℓmax|: the targets
-# the runs a new search's decisions reckon with (depl.certificate.search, "The horizon and the cap"), whatever
-# --max-runs is, so that a rerun with a larger --max-runs (up to it) decides as one search with that cap from the start
+# the runs a new search's decisions reckon with (depl.certificate.search, "The horizon and the cap") where --horizon
+# is not given, whatever --max-runs is (the first --max-runs where larger), so that a rerun with a larger --max-runs
+# (up to it) decides as one search with that cap from the start
 HORIZON = 1000
+MAX_RUNS = 500                # the most runs a candidate of a new search counts where --max-runs is not given
 
 
 def _training_key(p: "Plan") -> tuple:
@@ -114,6 +116,8 @@ class Prepared:
     alpha: float
     device: str = "cpu"
     given: Optional[str] = None        # the scenario as named (a file's path: its α ledger lies beside it)
+    began: dict = field(default_factory=dict)   # the manifest of the search the store is bound to ({}: none yet)
+    caps: tuple = ()                   # its --max-runs record [(seeds drawn, max_runs)]
 
 
 def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200,
@@ -122,9 +126,9 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
                    png: Optional[Path] = None, training: Training = Training(),
                    rerun: Optional[dict] = None) -> Prepared:
     """Everything checked and the candidates made (and their code and data checked), nothing written.  `rerun`:
-    the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses): where
-    the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here,
-    before the candidates are planned (`run_search` checks the whole manifest)."""
+    the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses,
+    horizon): where the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is
+    refused here, before the candidates are planned (`run_search` checks the whole manifest)."""
     # depl.train.search imports torch
     from ..train.search import make_candidate
 
@@ -138,12 +142,12 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
         raise BadInput(f"--store {store}: is a folder; give the store's file, e.g. {Path(store) / 'runs.sqlite'}")
     s = retarget(load(scenario), loss, quantile, deadline)
     alpha = alpha_or_default(s.target.alpha if alpha is None else alpha)   # --alpha, else the scenario's
-    _refuse_another_search(store_path(store, out), s, alpha, rerun or {})
+    began, caps = _refuse_another_search(store_path(store, out), s, alpha, rerun or {})
     dev = start_training(training.threads, training.device)
     plans = propose(s, method, eta)
     with as_bad_input(*training_errors(), ValueError, OSError):
         cands = [make_candidate(as_target(p, s, why), why, dev) for p, why in plans]
-    return Prepared(s, cands, alpha, dev, scenario if isinstance(scenario, str) else None)
+    return Prepared(s, cands, alpha, dev, scenario if isinstance(scenario, str) else None, began, tuple(caps))
 
 
 def store_path(store: Optional[Path], out: Optional[Path]) -> Path:
@@ -151,29 +155,38 @@ def store_path(store: Optional[Path], out: Optional[Path]) -> Path:
     return Path(store) if store else (Path(out).parent if out else Path("depl-search")) / "runs.sqlite"
 
 
-def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict) -> None:
+def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict) -> tuple[dict, list]:
     """BadInput where `store` is bound to a search whose ω, ℓmax, α or one of the options given in `rerun` differs
-    (depl.train.search.check_bound): what planning does not change, checked before it."""
+    (depl.train.search.check_bound), or where `rerun`'s horizon is no search's (`check_horizon`): what planning
+    does not change, checked before it.  Returns the store's manifest ({}: not bound yet) and --max-runs record."""
     from ..certificate import PRIORS
     from ..certificate.search import ALLOCATIONS
     from ..store import Store
     from ..train.search import bound, check_bound
 
-    if not store.is_file():
-        return
+    theirs, seg = None, []
+    if store.is_file():
+        with as_bad_input(ValueError, OSError):
+            with Store(store, readonly=True) as st:
+                theirs, seg = bound(st)
+    if rerun.get("horizon") is not None:
+        check_horizon(rerun["horizon"], None if theirs else rerun.get("max_runs") or MAX_RUNS, rerun.get("max_runs"))
+    if theirs is None:
+        return {}, []
     with as_bad_input(ValueError, OSError):
-        with Store(store, readonly=True) as st:
-            theirs, seg = bound(st)
-        if theirs is None:
-            return
         # a value no search takes (a --prior or --allocation of none of the choices, --uses nan) is refused as
         # that, later
         known = {"first_seed": None, "batch": None, "prior": PRIORS.__contains__,
-                 "allocation": ALLOCATIONS.__contains__, "uses": lambda u: 1 <= u < float("inf")}
+                 "allocation": ALLOCATIONS.__contains__, "uses": lambda u: 1 <= u < float("inf"), "horizon": None}
         given = {k: rerun[k] for k, ok in known.items()
                  if rerun.get(k) is not None and (ok is None or ok(rerun[k]))}
+        if "uses" in given:
+            given["uses"] = check_uses(given["uses"])
+        if "horizon" in given:
+            given["horizon"] = int(given["horizon"])
         check_bound(store, theirs, seg, {"omega": float(s.target.quantile), "loss_target": float(s.target.loss),
                                          "alpha": alpha, **given}, rerun.get("max_runs"))
+    return theirs, seg
 
 
 @dataclass(frozen=True)
@@ -267,13 +280,43 @@ def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
 
 
 def check_uses(uses: float) -> float:
-    """`uses`, a finite number at least 1, or BadInput."""
+    """`uses` as a float (1000 and 1000.0 are one value, in the manifest and the certificate), a finite number at
+    least 1, or BadInput."""
     if not 1 <= uses < float("inf"):   # NaN fails every comparison
         raise BadInput(f"--uses {uses:g}: how many times the plan will be run, a finite number at least 1")
-    return uses
+    return float(uses)
 
 
-def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = 500) -> list[float]:
+def check_horizon(horizon: int, max_runs: Optional[int], asked: Optional[int] = None) -> int:
+    """`horizon`, a whole number of runs at least 1 and, for a new search, at least `max_runs` (the cap it starts
+    with: --max-runs `asked`, else its default), or BadInput.  None: a search bound already (a rerun's cap may grow
+    past its horizon)."""
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, float)) or not float(horizon).is_integer() \
+            or horizon < 1:
+        raise BadInput(f"--horizon {horizon}: the runs the search's decisions reckon with, a whole number at least 1")
+    if max_runs is not None and horizon < max_runs:
+        cap = f"--max-runs {max_runs}" + ("" if asked else " (its default)")
+        raise BadInput(f"--horizon {int(horizon)}: below {cap}, the most runs a candidate counts; the search's "
+                       f"decisions reckon with at least those: give --horizon {max_runs} or more, or a smaller "
+                       "--max-runs")
+    return int(horizon)
+
+
+def settings(began: dict, caps: list, max_runs: Optional[int] = None, uses: Optional[float] = None,
+             horizon: Optional[int] = None) -> tuple[int, float, int]:
+    """The --max-runs, --uses and horizon a search runs with, from the options given and the store's search
+    (`began`, its manifest, {} where none; `caps`, its --max-runs record): what is given, else the store's, else
+    the defaults (MAX_RUNS; USES; HORIZON, or the first --max-runs where larger).  A value given that differs from
+    the store's is refused when the search binds (depl.train.search.bind)."""
+    uses = check_uses(uses or began.get("uses") or USES)
+    asked, max_runs = max_runs, max_runs or (caps[-1][1] if caps else MAX_RUNS)
+    first = caps[0][1] if caps else max_runs
+    if horizon is not None:
+        return max_runs, uses, check_horizon(horizon, None if began else first, asked)
+    return max_runs, uses, int(began.get("horizon") or max(HORIZON, first))
+
+
+def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = HORIZON) -> list[float]:
     """Each candidate's share of α, fixed before any run where it buys most
     (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
     and `uses`, reckoning with `max_runs` runs: the search's horizon)."""
@@ -288,30 +331,35 @@ def guesses(prep: Prepared) -> list[float]:
     return [float(c.proposed.get("law_p", omega)) for c in prep.candidates]
 
 
-def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> list[dict]:
-    """What certifying each candidate is expected to take, before any run: at the probability its law gives of
-    meeting ℓmax (`law_p`), its test at its share of α (`shares`) — the mean runs to a decision within `max_runs`,
+def price(prep: Prepared, max_runs: Optional[int] = None, uses: Optional[float] = None,
+          horizon: Optional[int] = None) -> list[dict]:
+    """What certifying each candidate is expected to take, before any run, with the settings the search takes
+    (`settings`: the options given, else the store's search's, else the defaults): at the probability its law gives
+    of meeting ℓmax (`law_p`), its test at its share of α (`shares`, at the search's horizon) — the mean runs to a
+    decision within the horizon (the runs the search's decisions reckon with; --max-runs only pauses it),
     P(certified within them) — and their cost (each run trains the candidate's plan once: runs × its cost).  The
     law's p is a guess the runs may refute; where it is optimistic the runs are more."""
-    omega, uses = float(prep.scenario.target.quantile), check_uses(uses)
+    _, uses, horizon = settings(prep.began, list(prep.caps), max_runs, uses, horizon)
+    omega = float(prep.scenario.target.quantile)
     # the candidates fixed in advance hold FIRST of α between them (the rest is the proposals'): each its share of it
-    return [{"share": FIRST * w, **_price_row(p, omega, prep.alpha * FIRST * w, max_runs, c.plan.cost)}
-            for c, w, p in zip(prep.candidates, shares(prep, uses, max(HORIZON, max_runs)), guesses(prep))]
+    return [{"share": FIRST * w, "horizon": horizon,
+             **_price_row(p, omega, prep.alpha * FIRST * w, horizon, c.plan.cost)}
+            for c, w, p in zip(prep.candidates, shares(prep, uses, horizon), guesses(prep))]
 
 
-def _price_row(p: float, omega: float, alpha: float, max_runs: int, cost: float) -> dict:
-    """The sequential test's expected runs to a decision within `max_runs` and P(certified) at success
+def _price_row(p: float, omega: float, alpha: float, horizon: int, cost: float) -> dict:
+    """The sequential test's expected runs to a decision within `horizon` runs and P(certified) at success
     probability p, and those runs' cost (each trains the plan once)."""
-    need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=max_runs)
+    need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=horizon)
     return {"law_p": p, "expected_runs": need.mean_runs, "p_certify": need.certify,
             "expected_cost": need.mean_runs * float(cost)}
 
 
-def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 500) -> Optional[dict]:
-    """What `depl certify` of `plan` is expected to take, from the probability its own law gives of meeting ℓmax:
-    the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within `max_runs`,
-    P(certified within them), and their cost (runs × the plan's cost); None where the plan has no law to ask
-    (infeasible, empty, no scenario)."""
+def certify_price(plan: "Plan", alpha: Optional[float] = None, horizon: int = HORIZON) -> Optional[dict]:
+    """What a certificate of `plan` on real runs is expected to take, from the probability its own law gives of
+    meeting ℓmax: the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within
+    `horizon` runs [default: a new certified search's, HORIZON], P(certified within them), and their cost (runs ×
+    the plan's cost); None where the plan has no law to ask (infeasible, empty, no scenario)."""
     if not plan.feasible or not plan.epochs:
         return None
     try:
@@ -320,7 +368,7 @@ def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 5
         alpha = alpha_or_default(alpha if alpha is not None else s.target.alpha)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    return {"alpha": alpha, "max_runs": max_runs, **_price_row(p, plan.omega, alpha, max_runs, plan.cost)}
+    return {"alpha": alpha, "horizon": horizon, **_price_row(p, plan.omega, alpha, horizon, plan.cost)}
 
 
 def candidate_rows(prep: Prepared) -> list[dict]:
@@ -391,20 +439,22 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
                first_seed: Optional[int] = None, max_runs: Optional[int] = None, batch: Optional[int] = None,
                png: Optional[Path] = None, training: Training = Training(), progress: Optional[Callable] = None,
                on_batch: Optional[Callable] = None, prior: Optional[str] = None,
-               allocation: Optional[str] = None, uses: Optional[float] = None,
+               allocation: Optional[str] = None, uses: Optional[float] = None, horizon: Optional[int] = None,
                keep_models: Optional[str] = None) -> SearchResult:
     """Train the candidates' groups on seeds F, F+1, … until the search finishes; write the plan returned (with
     its certificate) at `out` and the candidates' picture at `png`.  `uses`: how many times the plan returned will
     be run [default USES, or the store's search's]: the search minimises its runs' expected cost plus `uses` × the
-    plan's cost (depl.certificate.search, "The price").  `keep_models`: none, best or all [default best] of the
+    plan's cost (depl.certificate.search, "The price").  `horizon`: the runs its decisions reckon with, at least
+    the first `max_runs` [default HORIZON, or the first `max_runs` where larger, or the store's search's]; --max-runs
+    only pauses the search (depl.certificate.search, "The horizon and the cap").  `keep_models`: none, best or all [default best] of the
     models its runs train for each candidate, kept as `depl run` keeps them, in the store's folder's models/<run
     id>; once the search is decided only the returned plan's stay (the certificate's `models`).
 
     The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
-    began with — its first seed, batch, e-process (`prior`) and allocation are the defaults of a rerun, any other
+    began with — its first seed, batch, e-process (`prior`), allocation, uses and horizon are the defaults of a rerun, any other
     value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a new search,
     `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
-    `max_runs` None 500, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
+    `max_runs` None MAX_RUNS, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
     # depl.train.search imports torch
     from ..train.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
@@ -427,15 +477,13 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
         batch = batch or began.get("batch") or 32
         # depl run's check of --keep-models; a search's default is best whatever its seeds (how many is not known)
         keep_models = check_keep(keep_models or "best", 0, "local")
-        uses = check_uses(uses or began.get("uses") or USES)
-        max_runs = max_runs or (seg[-1][1] if seg else 500)
+        max_runs, uses, horizon = settings(began, seg, max_runs, uses, horizon)
         # `all` draws at most max_runs seeds; `focus` may start the candidates one after another
         drawn = max_runs * (1 if allocation == "all" else len(prep.candidates))
         ledger.check(first_seed, first_seed + drawn - 1, asked or f"--first-seed {first_seed}", "search")
     with as_bad_input(*training_errors(), ValueError, OSError):
         store.parent.mkdir(parents=True, exist_ok=True)
         first_max = seg[0][1] if seg else max_runs
-        horizon = began.get("horizon") or max(HORIZON, first_max)
         search = Search([c.plan.cost for c in prep.candidates], prep.scenario.target.quantile, prep.alpha,
                         shares=shares(prep, uses, horizon), max_runs=first_max, prior=prior, allocation=allocation,
                         uses=uses, guesses=guesses(prep), spending=Spending(FIRST), horizon=horizon)
