@@ -6,8 +6,11 @@ calibration tables recorded their runs' losses and conditions, or whose certific
 refused by the commands that judge them.  For each committed plan file whose certificate differs, this rewrites
 `info.certified_by` and `info.certificate` with the recomputed ones — only where the numbers are the same (verdict,
 runs, runs that met ℓmax, α, α's share), so no verdict changes; a certified search's plan whose certificate names
-a store other than the one beside it is pointed at that one, if the store beside it then gives the same counts.
-`--check` lists what it would change and exits 1 if anything is left.
+a store other than the one beside it is pointed at that one, if the store beside it then gives the same counts;
+a certified search's α-ledger account (`evidence.alpha_ledger.account`, named `search:` and the digest of its store's
+manifest, depl.workflows.search) is named again from the manifest its store holds now (the committed manifests were
+given their `horizon` after their searches ran).  `--check` lists what it would change and exits 1 if anything is
+left.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import sys
 from pathlib import Path
 
 from depl.certificate import Certificate, Kind
-from depl.ledger import CERTIFICATE_KEYS, certificate_problem, recomputed_certificate
+from depl.ledger import CERTIFICATE_KEYS, certificate_problem, digest, recomputed_certificate
 from depl.plan import Plan
+from depl.store import Store
 
 NUMBERS = ("verdict", "runs", "hits", "alpha", "alpha_share", "omega", "loss_target")
 
@@ -33,13 +37,29 @@ def plan_files() -> list[Path]:
     return [Path(f) for f in out if is_plan(f)]
 
 
-def fixed(path: Path) -> dict | None:
-    """The plan file's JSON with its certificate recomputed, or None when nothing needs changing; ValueError where
-    the numbers would change."""
-    plan = Plan.load(path)
-    if certificate_problem(plan, str(path)) is None:
+def ledger_account(data: dict) -> tuple[str, str] | None:
+    """A certified search's plan (its JSON): the α-ledger account its certificate names and the one its store's
+    manifest names (`search:` and the manifest's digest, as depl.workflows.search names it); None where its
+    certificate is no search's, names no account, or its store holds no manifest."""
+    cert = (data.get("info") or {}).get("certificate") or {}
+    ev = cert.get("evidence") or {}
+    if cert.get("kind") != "search" or not ev.get("alpha_ledger") or not Path(ev.get("store", "")).is_file():
         return None
+    with Store(Path(ev["store"]), readonly=True) as st:
+        bound = st.runs("search-manifest")
+    return (ev["alpha_ledger"]["account"], f"search:{digest(bound[0]['spec'])}") if bound else None
+
+
+def fixed(path: Path) -> dict | None:
+    """The plan file's JSON with its certificate recomputed (and its α-ledger account named from its store's
+    manifest), or None when nothing needs changing; ValueError where the numbers would change."""
+    plan = Plan.load(path)
     data = json.loads(path.read_text())
+    account = ledger_account(data)
+    if account is not None and account[0] != account[1]:
+        data["info"]["certificate"]["evidence"]["alpha_ledger"]["account"] = account[1]
+    if certificate_problem(plan, str(path)) is None:
+        return data if account is not None and account[0] != account[1] else None
     cert = Certificate.of_plan(plan.info)
     if cert is not None and cert.kind is Kind.SEARCH:
         beside = path.parent / "runs.sqlite"

@@ -23,3 +23,16 @@ def test_every_committed_plan_carries_the_certificate_its_runs_give(monkeypatch)
     plans = [p for p in script.plan_files() if str(p) not in UNREADABLE]
     assert len(plans) >= 20
     assert [str(p) for p in plans if script.fixed(p) is not None] == []
+
+
+def test_every_committed_search_plan_names_the_alpha_ledger_account_of_its_stores_manifest(monkeypatch):
+    """A certified search's α goes to the task's α ledger in an account named by its store's manifest
+    (depl.workflows.search): a committed plan's account is the one its committed store names."""
+    import json
+
+    monkeypatch.chdir(ROOT)
+    script = _script()
+    named = {str(p): script.ledger_account(json.loads(p.read_text())) for p in script.plan_files()}
+    accounts = {p: a for p, a in named.items() if a is not None}
+    assert len(accounts) >= 2
+    assert {p: have for p, (have, want) in accounts.items() if have != want} == {}
