@@ -44,8 +44,9 @@ USES = typer.Option(None, "--uses", min=1, max=1e12, help="--certify: how many t
                     "uses, and stops pushing a cheaper candidate whose runs cost more than it would save [default "
                     "1000: a plan is run many times between two certificates; or the store's search's]")
 HORIZON = typer.Option(None, "--horizon", min=1, max=100_000, help="--certify: the runs the search's decisions "
-                      "reckon with — dropping a candidate, pricing it out, the shares of α, the price printed — fixed "
-                      "before the first run and recorded with the search; at least --max-runs, which only pauses the "
+                      "reckon with — dropping a candidate, pricing it out, the shares of α, the price printed — "
+                      "fixed before the first run and recorded with the search; at least --max-runs, which only "
+                      "pauses the "
                       f"search [default: {HORIZON_DEFAULT}, or the first --max-runs where larger: long enough that a "
                       "candidate near ω is judged on the runs it would really take, and a rerun with a larger "
                       "--max-runs, up to the horizon, decides as one search with that cap from the start; a rerun "

@@ -445,14 +445,15 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     its certificate) at `out` and the candidates' picture at `png`.  `uses`: how many times the plan returned will
     be run [default USES, or the store's search's]: the search minimises its runs' expected cost plus `uses` × the
     plan's cost (depl.certificate.search, "The price").  `horizon`: the runs its decisions reckon with, at least
-    the first `max_runs` [default HORIZON, or the first `max_runs` where larger, or the store's search's]; --max-runs
-    only pauses the search (depl.certificate.search, "The horizon and the cap").  `keep_models`: none, best or all [default best] of the
-    models its runs train for each candidate, kept as `depl run` keeps them, in the store's folder's models/<run
-    id>; once the search is decided only the returned plan's stay (the certificate's `models`).
+    the first `max_runs` [default HORIZON, or the first `max_runs` where larger, or the store's search's];
+    `max_runs` only pauses the search (depl.certificate.search, "The horizon and the cap").  `keep_models`: none,
+    best or all [default best] of the models its runs train for each candidate, kept as `depl run` keeps them, in
+    the store's folder's models/<run id>; once the search is decided only the returned plan's stay (the
+    certificate's `models`).
 
     The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
-    began with — its first seed, batch, e-process (`prior`), allocation, uses and horizon are the defaults of a rerun, any other
-    value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a new search,
+    began with — its first seed, batch, e-process (`prior`), allocation, uses and horizon are the defaults of a
+    rerun, any other value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a new search,
     `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
     `max_runs` None MAX_RUNS, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
