@@ -66,8 +66,9 @@ class Coverage:
         return bound_words(self.verdict, *self.ci, self.alpha, self.omega)
 
     def certificate(self, seeds, **evidence) -> Certificate:
-        """The verdict as the one certificate (kind `validation`): these runs (of `seeds`, in their order), the whole
-        α spent on the fixed-n test, its lower bound and, in the evidence, its upper bound and `evidence`."""
+        """The verdict as the one certificate (kind `validation`): the runs of `seeds` (one per seed, kept as
+        ranges), the whole α spent on the fixed-n test, its lower bound and, in the evidence, its upper bound, the
+        test in words (`RULE`) and `evidence`."""
         low, high = self.ci
         return Certificate(Kind.VALIDATION, self.verdict, float(self.omega), float(self.target), float(self.alpha),
                            float(self.alpha), self.runs, self.hits, seed_ranges((s, s) for s in seeds), float(low),
