@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depl.certificate import DEFAULT_ALPHA
+from depl.certificate import DEFAULT_ALPHA, Certificate
 from depl.plan import Plan
 from depl.store import Store
 from depl.train import adaptive as ad
@@ -66,7 +66,7 @@ def run_cell(task: str, omega: float, args) -> dict:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode not in (0, 4):
         raise SystemExit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr[-2000:]}")
-    report = json.loads(r.stdout)
+    report = figures(json.loads(r.stdout))
     shown = [str(Path(a).relative_to(ROOT)) if a.startswith(str(ROOT) + "/") else a for a in cmd[3:]]
     return {"task": task, "omega": omega, "name": name, "command": " ".join(["depl", *shown]),
             "seconds": time.perf_counter() - t0, **report, **paired(task, omega, out, args, report["run_id"])}
@@ -89,10 +89,19 @@ def stored(out: Path, args) -> dict:
         finals, costs, actions = ad.outcome(st, run["run_id"], seeds)
     plan = Plan.from_json(run["spec"]["plan"])
     c = coverage(finals, plan.loss_target, plan.omega, plan.alpha)
-    return {"adaptive": True, "runs": c.runs, "hits": c.hits, "coverage": c.rate, "ci_low": c.ci[0],
-            "ci_high": c.ci[1], "alpha": c.alpha, "omega": c.omega, "target": c.target, "not_refuted": c.not_refuted,
-            "mean_cost": float(np.nanmean(costs)), "plan_cost": plan.cost, "actions": actions,
-            "rule": run["spec"].get("adaptive") or {}, "run_id": run["run_id"]}
+    cert = c.certificate(seeds, coverage=c.rate, mean_cost=float(np.nanmean(costs)), plan_cost=plan.cost,
+                         actions=actions, adaptive=run["spec"].get("adaptive") or {}, run_id=run["run_id"])
+    return figures(cert.to_json())
+
+
+def figures(d: dict) -> dict:
+    """A row's figures from the certificate `depl validate --adaptive --json` prints (kind validation)."""
+    c = Certificate.from_json({k: v for k, v in d.items() if k != "exit_code"}, "depl validate --adaptive --json")
+    e = c.evidence
+    return {"adaptive": True, "runs": c.runs, "hits": c.hits, "coverage": e["coverage"], "ci_low": c.lower_bound,
+            "ci_high": e["upper_bound"], "alpha": c.alpha, "omega": c.omega, "target": c.loss_target,
+            "not_refuted": c.verdict.not_refuted, "mean_cost": e["mean_cost"], "plan_cost": e["plan_cost"],
+            "actions": e["actions"], "rule": e["adaptive"], "run_id": e["run_id"]}
 
 
 def paired(task: str, omega: float, out: Path, args, run_id: str | None = None) -> dict:

@@ -4,6 +4,8 @@ import json
 import sys
 from pathlib import Path
 
+from depl.certificate import Certificate
+
 docs = Path(sys.argv[1])
 rows = ["| loss model | plan (versions × epochs, cluster) | cost | certified q_ω(ℓ(K)) | measured mean ℓ(K) (sd) | "
         "measured q_ω | coverage P(ℓ(K) ≤ ℓmax) | one-sided 1 − α bounds | verdict |",
@@ -24,9 +26,10 @@ for m in ("increments", "level"):
     if not val_f.is_file():
         rows.append(f"| {m} | {sched} | {p['cost']:.1f} | {p['loss_quantile']:.3f} | not validated | | | | |")
         continue
-    v = json.loads(val_f.read_text())
-    verdict = "not refuted" if v["not_refuted"] else "**refuted**"
+    c = Certificate.from_json(json.loads(val_f.read_text()), str(val_f))   # depl validate's report: its certificate
+    v = c.evidence
+    verdict = "not refuted" if c.verdict.not_refuted else "**refuted**"
     rows.append(f"| {m} | {sched} | {p['cost']:.1f} | {p['loss_quantile']:.3f} | {v['final_mean']:.3f} ({v['final_sd']:.3f}) | "
-                f"{v['final_quantile']:.3f} | {v['coverage']:.3f} ({v['hits']}/{v['runs']}) | "
-                f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}] | {verdict} |")
+                f"{v['final_quantile']:.3f} | {v['coverage']:.3f} ({c.hits}/{c.runs}) | "
+                f"[{c.lower_bound:.3f}, {v['upper_bound']:.3f}] | {verdict} |")
 print("\n".join(rows))

@@ -2,8 +2,9 @@
 
 Run once from the repository's root: `python scripts/migrate_certificates.py [FILE …]` (default: every JSON file
 git tracks).  It rewrites, in place, every certificate it finds — a plan's `info.certificate` (the calibration's
-and the certified search's), `depl certify`'s file, and the certificates the benchmarks' reports hold — and leaves
-a file with none untouched.  Each one written is read back by `Certificate.from_json`.  depl itself reads the one
+and the certified search's), `depl certify`'s file, the certificates the benchmarks' reports hold, and `depl
+validate`'s report (OUT/PLAN-validate.json, now a certificate of kind validation) — and leaves a file with none
+untouched.  Each one written is read back by `Certificate.from_json`.  depl itself reads the one
 shape only.
 """
 
@@ -14,8 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from depl.certificate import Certificate, Kind, seed_ranges
+from depl.certificate import DEFAULT_ALPHA, Certificate, Kind, fixed_n_verdict, one_sided_bounds, seed_ranges
 from depl.jsonout import dumps
+from depl.validate import RULE
 
 SEARCH, SEQUENTIAL = "depl.search/1", "depl.certificate/1"
 
@@ -63,6 +65,33 @@ def sequential(c: dict) -> dict:
             "evidence": uniform_unless_named({k: v for k, v in c.items() if k not in core})}
 
 
+REPORT = ("ci_low", "ci_high", "runs", "hits", "omega", "target", "seeds", "measured_band", "planned_band")
+"""The keys every `depl validate` report had before it was a certificate."""
+PRINTED = ("report", "png", "seed_training", "exit_code")
+"""What `depl validate --json` prints beside the certificate."""
+
+
+def validation(r: dict) -> dict:
+    """`depl validate`'s report before it was a certificate: its verdict recomputed from its runs and hits by the
+    one-sided Clopper–Pearson bounds at depl's default α (these reports were judged at 95 % and recorded no α) —
+    refused where that verdict differs from the one the report recorded."""
+    alpha = r.get("alpha", DEFAULT_ALPHA)
+    verdict = fixed_n_verdict(r["hits"], r["runs"], r["omega"], alpha)
+    said = r.get("guarantee")
+    if (said in ("certified", "refuted", "undecided") and said != verdict.value) or \
+            verdict.not_refuted != r["not_refuted"]:
+        raise ValueError(f"validate report of {r['plan_file']}: it recorded {said or r['not_refuted']!r}, "
+                         f"its runs give {verdict.value!r} at α {alpha:g}")
+    low, high = one_sided_bounds(r["hits"], r["runs"], alpha)
+    core = ("runs", "hits", "omega", "target", "seeds", "alpha", "ci_low", "ci_high", "not_refuted", "guarantee")
+    evidence = {"upper_bound": high, "rule": RULE, **{("law_quantile" if k == "certified_quantile" else k): v
+                                                      for k, v in r.items() if k not in core + PRINTED}}
+    return {"format": "depl.certificate/2", "kind": Kind.VALIDATION.value, "verdict": verdict.value,
+            "omega": r["omega"], "loss_target": r["target"], "alpha": alpha, "alpha_share": alpha, "runs": r["runs"],
+            "hits": r["hits"], "seeds": [list(x) for x in seed_ranges((s, s) for s in r["seeds"])],
+            "lower_bound": low, "evidence": evidence, **{k: r[k] for k in PRINTED if k in r}}
+
+
 def migrated(c: dict, plan: dict | None) -> dict:
     if c.get("format") == "depl.certificate/2":
         return c
@@ -83,6 +112,8 @@ def walk(d, plan: dict | None = None):
         return d
     if d.get("format") == SEQUENTIAL:
         return sequential(d)
+    if all(k in d for k in REPORT):
+        return validation(d)
     here = d if "info" in d and "omega" in d and "loss_target" in d else plan
     out = {}
     for k, v in d.items():
@@ -96,7 +127,7 @@ def main(paths: list[str]) -> None:
                                            check=True).stdout.split() if Path(p).is_file()]
     for p in map(Path, paths):
         text = p.read_text(encoding="utf-8")
-        if "certificate" not in text:
+        if "certificate" not in text and "ci_low" not in text:
             continue
         try:
             doc = json.loads(text)
@@ -109,8 +140,8 @@ def main(paths: list[str]) -> None:
 
         def check(d):
             if isinstance(d, dict):
-                if d.get("format") == "depl.certificate/2":
-                    found.append(Certificate.from_json(d, str(p)))
+                if d.get("format") == "depl.certificate/2":   # a --json capture: without what it printed beside
+                    found.append(Certificate.from_json({k: v for k, v in d.items() if k not in PRINTED}, str(p)))
                 for v in d.values():
                     check(v)
             elif isinstance(d, list):

@@ -9,8 +9,9 @@ byte.
 
 Plan files (every committed ``depl.plan/1`` file): a ``[[calibration.experiments]]`` table of its scenario that
 records neither its runs' losses nor their conditions gets both from the store holding those runs
-(`CALIBRATION_STORES`, found by the experiment's seeds and schedule), as `depl calibrate` writes them.  A plan's
-``info.certificate`` is left as it is.
+(`CALIBRATION_STORES`, found by the experiment's seeds and schedule), as `depl calibrate` writes them; a plan whose
+calibration runs are not committed (`AS_FITTED`) becomes the plan of its schedule under its scenario's law as fitted.
+Any other plan's ``info.certificate`` is left as it is.
 
     python scripts/migrate_stores.py            # migrate, then say what changed
     python scripts/migrate_stores.py --check    # change nothing; exit 1 if anything is left to migrate
@@ -58,9 +59,11 @@ CALIBRATION_STORES = {
     "mnist1d-noniid": "docs/certificate-store/calibration/noniid/runs.sqlite",
 }
 
-# plan files left as they are: their calibration runs are not committed, so their losses cannot be recorded (today's
-# depl refuses such a plan, saying its law certifies no quantile for its epochs)
-LEFT = {
+# plan files whose calibration runs are not committed, so their losses cannot be recorded and the calibrated law
+# certifies no quantile for their epochs: each becomes the plan of its schedule under its scenario's law as fitted
+# (`as_fitted`), as `depl plan --uncalibrated` writes one — its calibration table kept with use = false, its
+# certified quantile, bracket, mean and sd those of the law as fitted, and no calibration certificate
+AS_FITTED = {
     # docs/certificate.md, "What it costs, on mnist1d-noniid": 8 experiments of 52 runs, no seeds recorded
     "docs/certificate-store/plans/mnist1d-noniid-w0.9-alpha0.05.json",
 }
@@ -250,6 +253,35 @@ def migrate_plan(path: Path) -> str | None:
     return f"{rel}: {len(old)} calibration experiments given their runs' losses and conditions ({store})"
 
 
+def as_fitted(path: Path) -> str | None:
+    """The plan of `AS_FITTED` under its scenario's law as fitted (its calibration not used); what changed."""
+    from depl.loss import loss_model_for
+    from depl.plan import Plan
+    from depl.scenario import parse_scenario
+
+    rel = path.relative_to(ROOT).as_posix()
+    text = path.read_text(encoding="utf-8")
+    d = json.loads(text)
+    cal = (d["scenario_spec"].get("calibration") or {})
+    if not cal.get("use", True):
+        return None
+    d["scenario_spec"]["calibration"] = {**cal, "use": False}
+    s = parse_scenario(d["scenario_spec"], rel)
+    law = loss_model_for(s).distribution([e["model"] for e in d["epochs"]], s.phi(s.samples(d["datasets"])))
+    lo, hi = (float(x) for x in law.quantile_bounds(d["omega"]))
+    if not hi <= d["loss_target"]:
+        raise Refused(f"{rel}: the law as fitted puts the {d['omega']:g}-quantile of ℓ(K) at {hi:.6g}, above "
+                      f"ℓmax = {d['loss_target']:g}: no plan of this schedule to keep")
+    d.update(loss_quantile=hi, loss_quantile_bounds=[lo, hi], loss_mean=float(law.mean()))
+    d["info"] = {k: v for k, v in d["info"].items() if k not in ("certified_by", "certificate")}
+    d["info"]["loss_std"] = float(law.std())
+    path.write_text(json.dumps(d, indent=_indent(text), ensure_ascii=_ascii(text))
+                    + ("\n" if text.endswith("\n") else ""), encoding="utf-8")
+    Plan.load(path).scenario_object()   # it reads back, its figures recomputed
+    return (f"{rel}: planned with its scenario's law as fitted (its calibration runs are not kept): "
+            f"{d['omega']:g}-quantile of ℓ(K) {hi:.6g} ≤ ℓmax {d['loss_target']:g}")
+
+
 def _ascii(text: str) -> bool:
     """Whether the file was written with non-ASCII characters escaped."""
     return text.isascii()
@@ -280,8 +312,13 @@ def main(argv: list[str] | None = None) -> int:
                 d = json.loads(path.read_text(encoding="utf-8"))
             except ValueError:
                 continue
-            if not (isinstance(d, dict) and d.get("format") == "depl.plan/1") or \
-                    path.relative_to(ROOT).as_posix() in LEFT:
+            if not (isinstance(d, dict) and d.get("format") == "depl.plan/1"):
+                continue
+            if path.relative_to(ROOT).as_posix() in AS_FITTED:
+                if args.check and (d["scenario_spec"].get("calibration") or {}).get("use", True):
+                    left.append(f"{path.relative_to(ROOT)}: its calibration runs are not kept (to plan as fitted)")
+                elif not args.check and (said := as_fitted(path)) is not None:
+                    print(said)
                 continue
             if args.check:
                 if unrecorded(d):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from depl.ledger import Ledger, SeedsUsed, Use, as_ranges, ranges_text, resolve, store_uses
-from depl.store import EpochRow, Store
+from depl.store import EpochRow, Store, StoreError
 
 
 def test_seeds_are_shown_as_ranges():
@@ -96,3 +96,16 @@ def test_a_store_says_what_each_command_began_with(tmp_path):
     assert "α 0.05, from seed 310000" in uses["certify"].what
     assert uses["validate"].seeds == ((410_000, 410_199),)
     assert uses["runs"].seeds == ((5, 6),)           # trained, recorded by no judging command (`depl run`)
+
+
+def test_a_certify_run_whose_seeds_no_use_records_is_refused_naming_the_store_and_the_migration(tmp_path):
+    """`depl certify` records its seeds and α before it trains any: a store whose certify run trained seeds it never
+    recorded was written before uses were, and is refused in one line, never read by a second rule."""
+    with Store(tmp_path / "runs.sqlite") as st:
+        st.start_run("certify-x", "certify", {"job": {}})
+        st.record_epoch("certify-x", 310_000, EpochRow(1, "full", "A", 1.0, 0.5, 1.0, 0.1))
+    with Store(tmp_path / "runs.sqlite", readonly=True) as st, pytest.raises(StoreError) as e:
+        store_uses(st, "plan-x", "certify-x")
+    line = str(e.value)
+    assert "\n" not in line and str(tmp_path / "runs.sqlite") in line and "seed_uses" in line
+    assert "certify-x" in line and "310000..310000" in line and "scripts/migrate_stores.py" in line

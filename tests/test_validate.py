@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
 
+from depl.certificate import Certificate, Kind, Outcome
+from depl.jsonout import dumps
 from depl.planners import make_plan
 from depl.scenario import load_scenario
 from depl.report.plots import plot_validation
@@ -29,8 +33,8 @@ def test_coverage_is_clopper_pearson_one_sided_at_alpha():
     # the two one-sided 95 % bounds (together scipy's two-sided 90 % interval)
     ci = stats.binomtest(170, 200).proportion_ci(0.9, method="exact")
     assert c.ci == pytest.approx((ci.low, ci.high))
-    assert c.ci[1] < 0.9 and not c.not_refuted        # 85% of 200 refutes ω = 0.9
-    assert coverage(np.r_[np.zeros(175), np.ones(25)], 0.5, 0.9, 0.05).not_refuted  # 87.5%: not refuted
+    assert c.ci[1] < 0.9 and not c.verdict.not_refuted        # 85% of 200 refutes ω = 0.9
+    assert coverage(np.r_[np.zeros(175), np.ones(25)], 0.5, 0.9, 0.05).verdict.not_refuted  # 87.5%: not refuted
 
 
 @pytest.mark.parametrize("alpha", [0.05, 0.01])
@@ -61,7 +65,7 @@ def test_a_plan_is_judged_at_its_own_alpha(tmp_path):
     traj = loss_model_for(s).simulate(plan.schedule, s.phi(s.samples(plan.datasets)), 50, np.random.default_rng(5))
     v = validate(plan, s, traj, list(range(50)), mc_runs=200)
     c = v.coverage
-    assert c.alpha == 0.01 and v.to_json()["alpha"] == 0.01
+    assert c.alpha == 0.01 and v.certificate().alpha == 0.01
     assert c.ci == pytest.approx(stats.binomtest(c.hits, 50).proportion_ci(0.98, method="exact"))
     assert "99 %" in c.bound_words
 
@@ -74,14 +78,18 @@ def test_validate_judges_runs_drawn_from_the_plans_own_law(tmp_path):
     loss = loss_model_for(s)
     traj = loss.simulate(plan.schedule, s.phi(s.samples(plan.datasets)), 400, np.random.default_rng(5))
     v = validate(plan, s, traj, list(range(400)), mc_runs=2000)
-    assert v.coverage.not_refuted and v.coverage.rate >= 0.97
+    assert v.coverage.verdict.not_refuted and v.coverage.rate >= 0.97
     assert v.measured.mean.shape == v.planned.mean.shape == (len(plan.epochs) + 1,)
     bad = validate(plan, s, traj + 5.0, list(range(400)), mc_runs=2000)   # every run misses ℓmax
-    assert not bad.coverage.not_refuted and bad.coverage.hits == 0
+    assert bad.certificate().verdict is Outcome.REFUTED and bad.coverage.hits == 0
     plot_validation(v, tmp_path / "band.png")
     assert (tmp_path / "band.png").stat().st_size > 10_000
-    d = v.to_json()
-    assert d["runs"] == 400 and d["not_refuted"] is True and len(d["measured_band"]["mean"]) == len(plan.epochs) + 1
+    cert = v.certificate(run_id="validate-x")
+    d = cert.to_json()   # the report: the one certificate (kind validation), read back by the one reader
+    assert Certificate.from_json(json.loads(dumps(d))) == cert and cert.kind is Kind.VALIDATION
+    assert (cert.runs, cert.seeds, cert.alpha_share, cert.run_id) == (400, ((0, 399),), plan.alpha, "validate-x")
+    assert cert.lower_bound == pytest.approx(v.coverage.ci[0]) and d["evidence"]["upper_bound"] == v.coverage.ci[1]
+    assert cert.exit_code("promise") == 0 and len(d["evidence"]["measured_band"]["mean"]) == len(plan.epochs) + 1
 
 
 def test_a_calibrated_plans_planned_band_is_infinite_where_its_law_is_and_nothing_warns(tmp_path):
@@ -89,10 +97,8 @@ def test_a_calibrated_plans_planned_band_is_infinite_where_its_law_is_and_nothin
     lie above every loss the law allows for some runs at epoch 1: there the planned band's mean and 99th percentile
     are +∞ — not NaN with numpy's "invalid value encountered in subtract" —, the plot draws it where finite and
     says so, and the JSON writes +∞ as null with the epochs at which it is +∞."""
-    import json
     import warnings
 
-    from depl.jsonout import dumps
     from depl.loss import loss_model_for
 
     s = pooled_only("mnist1d-small")
@@ -107,8 +113,8 @@ def test_a_calibrated_plans_planned_band_is_infinite_where_its_law_is_and_nothin
     assert inf["high"] and inf["mean"] and inf["mean"][0] == 1 and not inf["low"]
     assert np.isposinf(v.planned.high[inf["high"]]).all() and not np.isnan(v.planned.high).any()
     assert v.measured.infinite() == {"mean": [], "low": [], "high": []}
-    d = json.loads(dumps(v.to_json()))
-    band = d["planned_band"]
+    d = json.loads(dumps(v.certificate().to_json()))
+    band = d["evidence"]["planned_band"]
     assert [k for k, x in enumerate(band["high"]) if x is None] == band["infinite"]["high"] == inf["high"]
     assert (tmp_path / "band.png").stat().st_size > 10_000
 

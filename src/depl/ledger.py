@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Iterable
 from .certificate import Certificate, CertificateError, Kind, Outcome, Sequential
 from .planners import certify_by_calibration
 from .scenario import scenario_dict
-from .store import Store
+from .store import Store, StoreError
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -247,12 +247,15 @@ def store_uses(store: "Store", plan_run: str, certify_run: str) -> Ledger:
     recs = {(r["run_id"], r["command"]): r for r in store.uses(plan_run) + store.uses(certify_run)}
     cert = recs.get((certify_run, "certify"))
     trained = store.seeds(certify_run)
-    if cert is not None or trained:
-        began = (f"α {cert['alpha']:g}, from seed {cert['first']}" if cert is not None and cert["alpha"] is not None
-                 else f"from seed {cert['first'] if cert is not None else min(trained)}")
-        uses.append(Use("certify", f"certify run {certify_run} {where} ({began})", as_ranges(trained), certify_run,
-                        cert["first"] if cert is not None else (min(trained) if trained else None),
-                        cert["last"] if cert is not None else None, cert["alpha"] if cert is not None else None))
+    if cert is None and trained:   # `depl certify` records its seeds and α before it trains any
+        ranges = ", ".join(f"{a}..{b}" for a, b in as_ranges(trained))
+        raise StoreError(f"{store.path}: seed_uses has no certify record of run {certify_run}, which trained seeds "
+                         f"{ranges}: a store written before depl recorded what its judging commands began with; "
+                         "migrate it (python scripts/migrate_stores.py)")
+    if cert is not None:
+        uses.append(Use("certify", f"certify run {certify_run} {where} (α {cert['alpha']:g}, from seed "
+                        f"{cert['first']})", as_ranges(trained), certify_run, cert["first"], cert["last"],
+                        cert["alpha"]))
     for (rid, cmd), r in recs.items():
         if rid != plan_run:
             continue

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .band import Band, quantiles
-from .certificate import Outcome, bound_words, fixed_n_verdict, one_sided_bounds
+from .certificate import Certificate, Kind, Outcome, bound_words, fixed_n_verdict, one_sided_bounds, seed_ranges
 from .jsonout import clean
 from .loss import LossModel, loss_model_for
 from .omega import Omega
@@ -65,9 +65,18 @@ class Coverage:
         certified, the upper where refuted, both where undecided."""
         return bound_words(self.verdict, *self.ci, self.alpha, self.omega)
 
-    @property
-    def not_refuted(self) -> bool:
-        return self.verdict.not_refuted
+    def certificate(self, seeds, **evidence) -> Certificate:
+        """The verdict as the one certificate (kind `validation`): the runs of `seeds` (one per seed, kept as
+        ranges), the whole α spent on the fixed-n test, its lower bound and, in the evidence, its upper bound, the
+        test in words (`RULE`) and `evidence`."""
+        low, high = self.ci
+        return Certificate(Kind.VALIDATION, self.verdict, float(self.omega), float(self.target), float(self.alpha),
+                           float(self.alpha), self.runs, self.hits, seed_ranges((s, s) for s in seeds), float(low),
+                           clean({"upper_bound": float(high), "rule": RULE, **evidence}))
+
+
+RULE = "a number of held-out runs fixed in advance, one-sided Clopper–Pearson bounds at α"
+"""The test of a `validation` certificate, in words (its evidence's `rule`)."""
 
 
 def coverage(final: np.ndarray, target: float, omega: Omega, alpha: float) -> Coverage:
@@ -96,19 +105,14 @@ class Validation:
     """Seeds whose loss became non-finite: in the coverage as ℓ(K) = +inf (misses) and in the
     ω-quantile; not in the band, the mean or the sd (of the seeds that did not diverge)."""
 
-    @property
-    def guarantee(self) -> str:
-        """The verdict, one word as every command says it: certified, refuted or undecided (`Coverage.verdict`)."""
-        return self.coverage.verdict
-
-    def to_json(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage")}
-        c = self.coverage
-        d.update(runs=c.runs, hits=c.hits, omega=c.omega, target=c.target, coverage=c.rate,
-                 ci_low=c.ci[0], ci_high=c.ci[1], alpha=c.alpha, not_refuted=c.not_refuted, guarantee=self.guarantee,
-                 measured_band=self.measured.to_json(), planned_band=self.planned.to_json())
-        # strict JSON: an infinite quantile, a band's +∞ (its `infinite` epochs) or an empty band is null
-        return clean(d)
+    def certificate(self, **evidence) -> Certificate:
+        """The plan judged, as the one certificate (kind `validation`): its verdict, runs, hits and bounds, and in
+        its evidence the plan, the measured and planned ℓ(K) and bands, and `evidence` (the run id, the store).
+        Strict JSON: an infinite quantile, a band's +∞ (its `infinite` epochs) or an empty band is null."""
+        d = {k: v for k, v in asdict(self).items() if k not in ("measured", "planned", "coverage", "seeds")}
+        return self.coverage.certificate(self.seeds, **d, coverage=self.coverage.rate,
+                                         measured_band=self.measured.to_json(), planned_band=self.planned.to_json(),
+                                         **evidence)
 
 
 def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) -> str | None:

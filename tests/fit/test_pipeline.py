@@ -9,6 +9,7 @@ import tomllib
 
 import pytest
 
+from depl.certificate import Certificate, Kind
 from depl.plan import Plan
 from depl.scenario import load_scenario
 
@@ -48,10 +49,12 @@ def test_each_step_hands_the_next_a_valid_file(depl_cli, tmp_path):
     r = depl_cli("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
                  "--out", str(tmp_path / "val"))
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
+    cert = Certificate.from_json(rep, "plan-validate.json")   # the report is the one certificate (kind validation)
     # a gate: exit 4 exactly when the interval lies below ω, and the last line says which
-    assert r.returncode == (0 if rep["not_refuted"] else 4), r.stderr
-    assert r.stdout.strip().splitlines()[-1].startswith(f"guarantee: {rep['guarantee']} ")
-    assert rep["runs"] == 3 and rep["seeds"] == [100, 101, 102] and 0 <= rep["ci_low"] <= rep["ci_high"] <= 1
+    assert cert.kind is Kind.VALIDATION and r.returncode == cert.exit_code("promise") == (0 if cert.verdict.not_refuted else 4), r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith(f"guarantee: {cert.verdict} ")
+    assert cert.runs == 3 and cert.seeds == ((100, 102),) and 0 <= cert.lower_bound <= rep["evidence"]["upper_bound"] <= 1
+    rep = rep["evidence"]
     assert (tmp_path / "val" / "plan-validate.png").is_file()
     # the text's planned mean and the plot's planned band come from one law, the plan's (the report holds both)
     assert rep["planned_mean"] == pytest.approx(p.loss_mean)
@@ -59,11 +62,11 @@ def test_each_step_hands_the_next_a_valid_file(depl_cli, tmp_path):
     # validating again resumes: nothing is trained twice; --json prints the report alone on stdout
     r = depl_cli("validate", str(tmp_path / "fitted.level.toml"), str(plan), "--seeds", "3", "--first-seed", "100",
                  "--out", str(tmp_path / "val"), "--json")
-    assert r.returncode == (0 if rep["not_refuted"] else 4) and "3 seeds already done" in r.stderr
+    assert r.returncode == cert.exit_code("promise") and "3 seeds already done" in r.stderr
     again = json.loads(r.stdout)
-    assert again["coverage"] == rep["coverage"] and again["final_mean"] == rep["final_mean"]
+    assert again["evidence"]["coverage"] == rep["coverage"] and again["evidence"]["final_mean"] == rep["final_mean"]
     assert again["report"] == str(tmp_path / "val" / "plan-validate.json")
-    assert again["exit_code"] == r.returncode and again["guarantee"] == rep["guarantee"]
+    assert again["exit_code"] == r.returncode and again["verdict"] == cert.verdict.value
     _validate_gates(depl_cli, tmp_path, plan)
     _calibrate_plan_validate(depl_cli, tmp_path)
 
@@ -101,7 +104,7 @@ def _calibrate_plan_validate(depl_cli, tmp_path):
     r = depl_cli("validate", base, plan, "--seeds", "2", "--first-seed", "200", "--out", tmp_path / "calval", "--json")
     assert r.returncode in (0, 4), r.stderr
     rep = json.loads(r.stdout)
-    assert rep["runs"] == 2 and rep["planned_mean"] == pytest.approx(p.loss_mean)
+    assert rep["runs"] == 2 and rep["evidence"]["planned_mean"] == pytest.approx(p.loss_mean)
 
 
 def _validate_gates(depl_cli, tmp_path, plan):
@@ -128,7 +131,7 @@ def _validate_gates(depl_cli, tmp_path, plan):
     # the same job judged against another ℓmax: on seeds of its own (100..102 judged it in val/)
     r = depl_cli("validate", low, low_plan, "--seeds", "3", "--first-seed", "103", "--out", tmp_path / "low", "--json")
     assert r.returncode == 4, r.stderr
-    assert json.loads(r.stdout)["guarantee"] == "refuted" and "guarantee: refuted" in r.stderr.splitlines()[-1]
+    assert json.loads(r.stdout)["verdict"] == "refuted" and "guarantee: refuted" in r.stderr.splitlines()[-1]
 
 
 def _toml(d: dict) -> str:

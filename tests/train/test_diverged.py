@@ -51,8 +51,9 @@ def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resu
     assert v.returncode in (0, 4) and "Traceback" not in v.stderr, v.stderr[-2000:]
     assert "2 of 2 runs diverged (seed 400010 at epoch 1, seed 400011 at epoch 1)" in v.stdout and "refuted" in v.stdout
     rep = json.loads((tmp_path / "val" / "plan-validate.json").read_text())
-    assert (rep["runs"], rep["hits"], rep["diverged"], rep["seeds"]) == (2, 0, [400010, 400011], [400010, 400011])
-    assert rep["not_refuted"] is False and rep["final_quantile"] is None  # +inf, written as null
+    assert (rep["runs"], rep["hits"], rep["evidence"]["diverged"], rep["seeds"]) == (2, 0, [400010, 400011],
+                                                                                    [[400010, 400011]])
+    assert rep["verdict"] == "refuted" and rep["evidence"]["final_quantile"] is None  # +inf, written as null
 
 
 def _first_epoch(store: Store, run_id: str, job, seeds: list[int]) -> None:

@@ -153,8 +153,8 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path, monkeypa
         (run,) = st.runs("plan")
         assert [len(v) for v in st.losses(run["run_id"]).values()] == [len(plan.epochs)] * 2
     report = json.loads(next((project / "validation").glob("*-validate.json")).read_text())
-    assert report["runs"] == 8 and 0.0 <= report["coverage"] <= 1.0
-    assert report["seeds"][0] == 950000
+    assert report["runs"] == 8 and 0.0 <= report["evidence"]["coverage"] <= 1.0
+    assert report["seeds"][0][0] == 950000
 
 
 @pytest.fixture

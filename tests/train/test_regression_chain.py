@@ -96,14 +96,14 @@ def test_the_regression_chain_of_the_tutorial_in_a_small_version(depl_cli, tmp_p
     # validate: fresh seeds, none of the profile's, the certificate's or the run's
     report = json.loads(next((project / "reg-validation").glob("*-validate.json")).read_text())
     fresh = seeds_of(small["validate"])
-    assert report["runs"] == len(fresh) and report["seeds"] == fresh
+    assert report["runs"] == len(fresh) and Certificate.from_json(report).seed_list == fresh
     assert not set(fresh) & (set(seeds_of(small["profile"])) | set(cert.seed_list) | set(seeds_of(small["run"])))
     with Store(project / "reg-validation" / "runs.sqlite", readonly=True) as st:
         (vrun,) = [r for r in st.runs() if sorted(st.seeds(r["run_id"])) == fresh]
         vfinals = {s: t[-1].test_loss for s, t in ((s, st.trajectory(vrun["run_id"], s)) for s in fresh)}
         assert all(e.test_accuracy is None for s in fresh for e in st.trajectory(vrun["run_id"], s))
-    assert report["hits"] == sum(v <= report["target"] for v in vfinals.values())
-    assert 0.0 <= report["ci_low"] <= report["coverage"] <= report["ci_high"] <= 1.0
+    assert report["hits"] == sum(v <= report["loss_target"] for v in vfinals.values())
+    assert 0.0 <= report["lower_bound"] <= report["evidence"]["coverage"] <= report["evidence"]["upper_bound"] <= 1.0
 
     # a stored test loss is the MSE of the seed's trained network on the seed's own test split: its factory
     # called with seed = derive_seed(run seed, 0), a split other than the fixed one (seed 0)
@@ -161,8 +161,9 @@ def test_the_committed_chain_and_its_fresh_seeds_say_what_the_page_says():
     with Store(folder / "reg-fresh" / "runs.sqlite", readonly=True) as st:
         run = st.runs()[0]
         vfinals = [st.trajectory(run["run_id"], s)[-1].test_loss for s in range(7000, 7600)]
-    assert sum(v <= fresh["target"] for v in vfinals) == fresh["hits"] == 572 and fresh["runs"] == 600
+    fresh = Certificate.from_json(fresh, "reg-plan-validate.json")
+    assert sum(v <= fresh.loss_target for v in vfinals) == fresh.hits == 572 and fresh.runs == 600
     lower = clopper_pearson_lower(572, 600, 0.05)
-    assert fresh["guarantee"] == "certified" and lower >= fresh["omega"]
+    assert fresh.certified and fresh.lower_bound == pytest.approx(lower) and lower >= fresh.omega
     assert f"**572 met ℓmax** (0.953); one-sided 95 % lower bound **{lower:.3f} ≥ ω = 0.9: certified**" in page
     assert "465 runs counted (seeds 5000..5464), 437 met ℓmax" in page

@@ -83,5 +83,5 @@ def test_validate_adaptive_from_python_judges_what_the_command_prints(tmp_path):
     assert [a.run_id for a in started] == [v.run_id] and v.run.seeds == started[0].seeds
     assert {seed for seed, _ in seen} == set(v.run.seeds) and all(not d.rest for s, d in seen if d.action == "stop")
     printed = json.loads(r.stdout)
-    assert printed.pop("exit_code") == (0 if v.not_refuted else 4)
+    assert printed.pop("exit_code") == v.certificate.exit_code("promise") == (0 if v.certificate.verdict.not_refuted else 4)
     assert printed == json.loads(dumps(v.to_json()))   # strict JSON, as printed

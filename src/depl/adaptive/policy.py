@@ -55,9 +55,10 @@ class Policy:
         self.samples = float(self.scenario.samples(plan.datasets) if samples is None else samples)
         self.phi = self.scenario.phi(self.samples)
         self.target, self.omega = plan.loss_target, promise(plan)
-        if certificate is not None:
-            check_certificate(plan, certificate, certificate_source or "the certificate")
-        self.certificate, self.certificate_source = certificate, certificate_source
+        # the certificate file's JSON, read once into its Certificate (refused where it is not of this plan)
+        self.certificate = (None if certificate is None else
+                            check_certificate(plan, certificate, certificate_source or "the certificate"))
+        self.certificate_source = certificate_source
         self.deadline = self.scenario.target.deadline
         self.rule, self.method = rule, method
         self.record = True  # compute the plan's conditional probability where no action needs it (`simulating`: no)

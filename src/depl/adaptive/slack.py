@@ -145,10 +145,9 @@ class FreshRuns(_Certified):
         return policy.certificate is not None
 
     def read(self, policy: Policy) -> Slack:
-        k, w = policy.certificate, policy.omega
-        lower = anytime_lower(int(k["hits"]), int(k["runs"]), float(k["alpha"]))
-        return Slack(max(0.0, lower - w), self.name, lower, float(k["alpha"]), int(k["runs"]), int(k["hits"]), w,
-                     policy.certificate_source)
+        c, w = policy.certificate, policy.omega
+        lower = anytime_lower(c.hits, c.runs, c.alpha)
+        return Slack(max(0.0, lower - w), self.name, lower, c.alpha, c.runs, c.hits, w, policy.certificate_source)
 
     def describe(self, s: Slack) -> str:
         head = f"δ = {s.delta:.4g} = L − ω" if s.delta > 0 else f"δ = 0, no slack (L < ω = {s.omega:g})"

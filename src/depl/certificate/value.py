@@ -1,19 +1,22 @@
 """One certificate, one type: what a plan's runs certify, the way every command writes and reads it.
 
 A `Certificate` says, of one plan: with confidence 1 − α over `runs` runs (`hits` of which met ℓmax), P(ℓ(K) ≤
-ℓmax) ≥ ω is `certified`, `refuted` or `undecided` (`Outcome`).  Three procedures issue one (`Kind`):
+ℓmax) ≥ ω is `certified`, `refuted` or `undecided` (`Outcome`).  Four procedures issue one (`Kind`):
 
 * `calibration` — `depl plan --alpha`: the calibration runs of the plan's own schedule
   (depl.planners.certify_by_calibration; it certifies or leaves undecided, it never refutes);
 * `search`      — `depl plan --certify`: the certified search over candidates fixed in advance
   (depl.certificate.search; the plan returned is the cheapest certified);
-* `sequential`  — `depl certify`: fresh seeds of a plan already chosen, until the sequential test decides.
+* `sequential`  — `depl certify`: fresh seeds of a plan already chosen, until the sequential test decides;
+* `validation`  — `depl validate`: a number of held-out seeds fixed in advance, judged by the one-sided (1 − α)
+  Clopper–Pearson bounds (depl.validate; its question is whether the plan's promise is refuted).
 
 Every kind has the same fields — ω, ℓmax, α and the share of α its test spent, runs, hits, the seeds (ranges),
 the lower bound where its test has one, the verdict — and its own `evidence` (the calibration's digest and runs,
-the search's candidates, store and kept models, the fresh runs' finals and run id).  A plan file carries it as
-`info.certificate`, `depl certify` writes it as its file: `to_json` / `from_json`, in one shape, with a format
-version; `from_json` refuses an unknown version or a malformed field with one line naming the field.
+the search's candidates, store and kept models, the fresh runs' finals and run id, the held-out runs' bands).
+A plan file carries it as `info.certificate`, `depl certify` and `depl validate` write it as their file:
+`to_json` / `from_json`, in one shape, with a format version; `from_json` refuses an unknown version or a
+malformed field with one line naming the field.
 
 The verdict's exit code is `Outcome.exit_code`, the one map every command's exit status is read from: 0 (ok),
 3 (not certified: undecided) and 4 (refuted).  `depl validate` asks another question of the same verdict — is the
@@ -44,6 +47,7 @@ class Kind(str, Enum):
     CALIBRATION = "calibration"
     SEARCH = "search"
     SEQUENTIAL = "sequential"
+    VALIDATION = "validation"
 
     def __str__(self) -> str:
         return self.value
@@ -186,7 +190,7 @@ class Certificate:
 
     @property
     def store(self) -> str | None:
-        """search, sequential: the store of the runs."""
+        """search, sequential, validation: the store of the runs."""
         return self.evidence.get("store")
 
     @property
@@ -196,7 +200,7 @@ class Certificate:
 
     @property
     def run_id(self) -> str | None:
-        """sequential: the store's run id of the fresh runs."""
+        """sequential, validation: the store's run id of the fresh (held-out) runs."""
         return self.evidence.get("run_id")
 
     def with_evidence(self, **more: Any) -> "Certificate":

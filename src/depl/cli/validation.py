@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from ..workflows.common import Training, seed_range
-from ..certificate import Outcome, confidence_words
+from ..certificate import Certificate, Outcome, bound_words, confidence_words
 from .console import (choice, console, epoch_progress, err_console, fail, json_option,
                       next_step, print_json, refusals, warn)
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, Rule, diverged_line,
@@ -62,22 +62,25 @@ def validate(
     _say_start(held.run, plan_file, con)
     v = _train(held, training, con)
     _print_validation(v, held.run, plan_file, con)
-    code = v.validation.coverage.verdict.exit_code("promise")
-    if as_json:
-        print_json({**v.to_json(), "exit_code": code})
-    # the last line: what a script gating on the exit code is told
-    c = v.validation.coverage
-    con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)
-    next_step(f"depl certify {plan_file}", err_console, when=c.verdict is Outcome.UNDECIDED)
+    code = _said_verdict(v.certificate, v.to_json() if as_json else None, con)
+    next_step(f"depl certify {plan_file}", err_console, when=v.certificate.verdict is Outcome.UNDECIDED)
     raise typer.Exit(code)
 
 
-def _verdict_words(c) -> str:
-    """The verdict (certified, refuted, undecided: one word in every command) and the bound behind it, at the
-    plan's α (`depl.validate.Coverage.bound_words`)."""
-    word = {Outcome.CERTIFIED: "[green]certified[/]", Outcome.REFUTED: "[red]refuted[/]"}.get(c.verdict, c.verdict)
-    tail = "; the runs cannot tell the coverage from ω; not refuted" if c.verdict is Outcome.UNDECIDED else ""
-    return f"{word} ({escape(c.bound_words)}{tail})"
+def _said_verdict(cert: Certificate, printed: dict | None, con) -> int:
+    """`printed` (--json: the certificate and where its files are) with the exit code on stdout, then the last
+    line, what a script gating on the exit code is told: the verdict (certified, refuted, undecided: one word in
+    every command) and the bound behind it, at the plan's α; returns the exit code (the promise's: undecided is
+    not refuted)."""
+    code = cert.exit_code("promise")
+    if printed is not None:
+        print_json({**printed, "exit_code": code})
+    v = cert.verdict
+    word = {Outcome.CERTIFIED: "[green]certified[/]", Outcome.REFUTED: "[red]refuted[/]"}.get(v, str(v))
+    bound = bound_words(v, cert.lower_bound, cert.evidence["upper_bound"], cert.alpha, cert.omega)
+    tail = "; the runs cannot tell the coverage from ω; not refuted" if v is Outcome.UNDECIDED else ""
+    con.print(f"guarantee: {word} ({escape(bound)}{tail}); exit {code}", markup=True)
+    return code
 
 
 def _bounds(c) -> str:
@@ -138,8 +141,4 @@ def _validate_adaptive(scenario: str, plan_file: Path, seeds: list[int] | int, a
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   {_bounds(c)}"
               f"   ω = {c.omega:g}   mean cost {r.mean_cost:.4g} (open-loop plan "
               f"{r.plan.cost:.4g})", markup=False)
-    code = c.verdict.exit_code("promise")
-    if as_json:
-        print_json({**r.to_json(), "exit_code": code})
-    con.print(f"guarantee: {_verdict_words(c)}; exit {code}", markup=True)
-    raise typer.Exit(code)
+    raise typer.Exit(_said_verdict(r.certificate, r.to_json() if as_json else None, con))

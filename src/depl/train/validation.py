@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..certificate import Certificate
 from ..ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
@@ -124,6 +125,7 @@ def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> 
         return store_uses(st, plan_run, certify_run)
 
 
-def write_report(v: Validation, report: Path) -> None:
-    """The validation as JSON (`report`); its band plot is drawn by depl.report.plots.plot_validation."""
-    report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")
+def write_report(cert: Certificate, report: Path) -> None:
+    """The validation's certificate (depl.validate.Validation.certificate) as its JSON file (`report`); its band
+    plot is drawn by depl.report.plots.plot_validation."""
+    report.write_text(json.dumps(cert.to_json(), indent=1, allow_nan=False), encoding="utf-8")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .common import Training, check_folder, check_output_file, run_seeds, seed_range, start_training
 from .errors import BadInput, as_bad_input, training_errors
 from .training import AdaptiveResult, AdaptiveRun, run_adaptive
+from ..certificate import Certificate
 from ..ledger import check_certificate, lineage, plan_lineage
 from ..plan import Plan
 from ..report.plots import plot_validation
@@ -33,20 +34,19 @@ class HeldOut:
 
 @dataclass(frozen=True)
 class Validated:
-    """The plan judged (`validation`), its report and band written."""
+    """The plan judged (`validation`): its certificate (kind validation, the verdict; written as `report`), and
+    its band drawn at `png`."""
 
     validation: "Validation"
+    certificate: Certificate
     report: Path
     png: Path
     seconds: float
     seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
 
-    @property
-    def not_refuted(self) -> bool:
-        return self.validation.coverage.not_refuted
-
     def to_json(self) -> dict:
-        return {**self.validation.to_json(), "report": str(self.report), "png": str(self.png),
+        """The certificate, as its file holds it, with where the report and band are and how the seeds trained."""
+        return {**self.certificate.to_json(), "report": str(self.report), "png": str(self.png),
                 "seed_training": None if self.seed_training is None else self.seed_training.to_json()}
 
 
@@ -80,10 +80,11 @@ def train_validation(held: HeldOut, training: Training = Training(),
     t0 = time.perf_counter()
     how = run_seeds(h.store, [(h.run_id, h.job, h.seeds)], training, progress, said)
     v = h.judge()
+    cert = v.certificate(scenario=h.plan.scenario, run_id=h.run_id, store=str(h.store.path))
     seconds = time.perf_counter() - t0
-    write_report(v, held.report)
+    write_report(cert, held.report)
     plot_validation(v, held.png)
-    return Validated(v, held.report, held.png, seconds, how)
+    return Validated(v, cert, held.report, held.png, seconds, how)
 
 
 def validate(scenario: str, plan_file: str | Path, seeds: list[int] | int, *, out: str | Path = Path("depl-validate"),
@@ -97,27 +98,22 @@ def validate(scenario: str, plan_file: str | Path, seeds: list[int] | int, *, ou
 
 @dataclass(frozen=True)
 class AdaptiveValidated:
-    """The closed loop's runs judged: coverage of their final test loss, and their mean cost."""
+    """The closed loop's runs judged: coverage of their final test loss (`certificate`: kind validation, the
+    verdict), and their mean cost."""
 
     plan_file: Path
     plan: "Plan"
     coverage: "Coverage"
+    certificate: Certificate
     mean_cost: float
     actions: dict = field(hash=False)
     rule: dict = field(default_factory=dict, hash=False)   # what decided the stops (the run spec's `adaptive`)
     run_id: str = ""
     run: Optional[AdaptiveResult] = field(default=None, hash=False, compare=False)   # the seeds' outcomes
 
-    @property
-    def not_refuted(self) -> bool:
-        return self.coverage.not_refuted
-
     def to_json(self) -> dict:
-        c = self.coverage
-        return {"plan_file": str(self.plan_file), "adaptive": True, "runs": c.runs, "hits": c.hits,
-                "coverage": c.rate, "ci_low": c.ci[0], "ci_high": c.ci[1], "alpha": c.alpha, "omega": c.omega,
-                "target": c.target, "not_refuted": c.not_refuted, "guarantee": c.verdict, "mean_cost": self.mean_cost, "plan_cost": self.plan.cost,
-                "actions": self.actions, "rule": self.rule, "run_id": self.run_id}
+        """The certificate, in the one shape."""
+        return self.certificate.to_json()
 
 
 def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = None, count: int = 0,
@@ -147,8 +143,11 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
     p = done.plan
     from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
 
-    return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p), p.alpha),
-                             float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id, done)
+    c, mean_cost = coverage(done.finals, p.loss_target, promise(p), p.alpha), float(np.nanmean(done.costs))
+    cert = c.certificate(done.seeds, plan_file=str(plan_file), method=p.method, scenario=p.scenario,
+                         epochs=len(p.epochs), coverage=c.rate, mean_cost=mean_cost, plan_cost=p.cost,
+                         actions=done.actions, adaptive=done.spec, run_id=done.run_id)
+    return AdaptiveValidated(plan_file, p, c, cert, mean_cost, done.actions, done.spec, done.run_id, done)
 
 
 def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int] | int, *,
