@@ -98,7 +98,7 @@ def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_se
     r = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
     assert r.returncode in (0, 4), r.stderr
     report = json.loads(r.stdout)
-    assert report["seeds"] == [410_000, 410_001], report.get("seeds")
+    assert report["seeds"] == [[410_000, 410_001]], report.get("seeds")
     assert "on seeds 410000..410001" in r.stderr and "kept clear of the plan's lineage" in r.stderr
     # another range in the same store: refused, saying the range the validation began with
     again = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410001", "--out", "v",
@@ -109,7 +109,7 @@ def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_se
     assert apart.returncode == 2 and "began with seeds 410000..410001" in apart.stderr
     # its own seeds resume (judged again, nothing trained)
     same = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
-    assert same.returncode == r.returncode and json.loads(same.stdout)["coverage"] == report["coverage"]
+    assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["coverage"] == report["evidence"]["coverage"]
 
 
 def forge(path: Path, **info) -> None:
@@ -181,3 +181,21 @@ def test_the_task_seed_book_refuses_a_jobs_seeds_in_another_store_and_lets_each_
     assert validate("b", 1200010).returncode in (0, 4)
     again = validate("a", 1200000)
     assert again.returncode in (0, 4), again.stderr
+
+
+def test_closed_loop_validations_take_fresh_seeds_and_one_rule_per_seed(depl_cli, plan):
+    """`depl validate --adaptive` keeps to the seed book as the open loop does: a second closed-loop validation in
+    another folder takes seeds above the first's (not the same ones again), a resumption in the same store keeps
+    its seeds, another rule on them in that store is refused, and an open-loop validation on them likewise."""
+    first, other, resumed, rule, open_loop = depl_cli.each([
+        ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-a", "--json"],
+        ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-b", "--json"],
+        ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-a", "--json"],
+        ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-a", "--rule", "conditional"],
+        ["validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410000", "--out", "open"]],
+        cwd=plan.parent)
+    seeds = [[tuple(x) for x in json.loads(r.stdout)["seeds"]] for r in (first, other, resumed)]
+    assert seeds[0] == [(410_000, 410_001)] and seeds[1][0][0] > 410_001 and seeds[2] == seeds[0], seeds
+    assert rule.returncode == 2 and "already judged this plan's closed loop" in rule.stderr, rule.stderr
+    assert open_loop.returncode == 2 and "validate-adaptive" in open_loop.stderr, open_loop.stderr
+    assert not (plan.parent / "open").exists()

@@ -69,15 +69,17 @@ def test_run_from_python_trains_what_the_command_trains(tmp_path):
 
 
 @pytest.mark.slow
-def test_validate_adaptive_from_python_judges_what_the_command_prints(tmp_path):
+def test_validate_adaptive_from_python_judges_what_the_command_prints(tmp_path, monkeypatch):
     """`depl validate --adaptive --json` is `workflows.validate_adaptive`'s result, exit code aside: the same seeds
-    (the plan's first free ones) trained by the closed loop into the same run, judged alike."""
+    (the plan's first free ones) trained by the closed loop into the same run, judged alike. (Each with its own
+    seed book: in one book the second validation of the plan would take fresh seeds.)"""
     pytest.importorskip("torch")
     plan_file = tmp_path / "plan.json"
     workflows.plan("digits-small", quantile=0.5, loss=1.0, out=plan_file)
     r = depl("validate", "digits-small", plan_file, "--adaptive", "--seeds", "2", "--out", tmp_path / "cli", "--json")
     assert r.returncode in (0, 4), r.stderr
     started, seen = [], []
+    monkeypatch.setenv("DEPL_SEED_LEDGER", str(tmp_path / "another-seed-book"))
     v = workflows.validate_adaptive("digits-small", plan_file, 2, out=tmp_path / "api", started=started.append,
                                     progress=lambda seed, epoch, result, decision: seen.append((seed, decision)))
     assert [a.run_id for a in started] == [v.run_id] and v.run.seeds == started[0].seeds

@@ -12,11 +12,16 @@ from .common import Training, check_folder, check_output_file, run_seeds, seed_r
 from .errors import BadInput, as_bad_input, training_errors
 from .training import AdaptiveResult, AdaptiveRun, run_adaptive
 from ..certificate import Certificate
-from ..ledger import check_certificate, lineage, plan_lineage
+from ..ledger import TaskSeeds, check_certificate, lineage, plan_lineage
+from ..ledger import where as seed_book_name
 from ..plan import Plan
 from ..report.plots import plot_validation
 from ..scenario import load_scenario
+from ..store import store_path
 from ..validate import coverage, law_mismatch
+
+# the seed book's name for the seeds a closed-loop validation (`depl validate --adaptive`) judged the plan on
+ADAPTIVE = "validate-adaptive"
 
 if TYPE_CHECKING:
     from ..validate import Coverage, Validation
@@ -116,11 +121,18 @@ class AdaptiveValidated:
         return self.certificate.to_json()
 
 
-def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = None, count: int = 0,
-                   asked: str = "") -> int:
+def check_same_law(scenario: str, plan_file: Path, store: str | Path, first_seed: Optional[int] = None,
+                   count: int = 0, asked: str = "", device: str = "cpu") -> int:
     """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it.
-    The plan's certificate text is checked, and the seeds first_seed..+count-1 against its lineage's (the fit's,
-    the calibration's: depl.ledger); returns the first seed (None: the lineage's first free one)."""
+    The plan's certificate text is checked, and the seeds first_seed..+count-1 against every use that judged the
+    plan before (depl.ledger): its lineage's (the fit's, the calibration's, its search's), the task's seed book
+    (validations, certificates and searches in other stores) and `store`'s own validations of the plan; returns
+    the first seed (None: this store's earlier closed-loop validation's, else the first free one) and records the
+    range in the task's seed book, so that no other store judges the plan on them again."""
+    from ..train.execute import run_id_for       # depl.train imports torch
+    from ..train.federation import job_from_plan
+    from ..train.validation import store_ledger
+
     with as_bad_input(*training_errors(), ValueError, OSError):
         p = Plan.load(plan_file)
         own, given = p.scenario_object(), load_scenario(scenario)
@@ -128,10 +140,17 @@ def check_same_law(scenario: str, plan_file: Path, first_seed: Optional[int] = N
         why = law_mismatch(p, own, given, str(scenario))
         if why:
             raise BadInput(why)
-        ledger = plan_lineage(p, own) + lineage(given, "the scenario given")
-        first = ledger.default("validate") if first_seed is None else first_seed
+        job = job_from_plan(p, device)
+        plan_run = run_id_for(job, "local")   # the plan's job, as an open-loop validation of it names it
+        book, here = TaskSeeds.of(own), store_path(store)
+        ledger = (plan_lineage(p, own) + lineage(given, "the scenario given") + book.ledger(here, plan_run)
+                  + store_ledger(here, plan_run, run_id_for(job, "local", prefix="certify")))
+        began = next((r["seeds"] for r in book.entries() if (r.get("kind"), r.get("store"), r.get("job"))
+                      == (ADAPTIVE, seed_book_name(here), plan_run)), None)
+        first = (int(began[0]) if began else ledger.default("validate")) if first_seed is None else first_seed
         if count:
             ledger.check(first, first + count - 1, asked or f"--first-seed {first}", "validate")
+            book.record(ADAPTIVE, first, first + count - 1, here, plan_run)
         return first
 
 
@@ -160,10 +179,26 @@ def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int] | i
     depl.ledger; `asked`: how the user named them, for a refusal) run by the closed loop (`run_adaptive`, with its
     `started` and `progress`), judged. Resumes."""
     plan_file = Path(plan_file)
+    here = store or Path(out) / "runs.sqlite"
     if isinstance(seeds, int):
-        seeds = seed_range(check_same_law(scenario, plan_file, None, seeds, asked), seeds)
+        seeds = seed_range(check_same_law(scenario, plan_file, here, None, seeds, asked, training.device), seeds)
     else:
-        check_same_law(scenario, plan_file, seeds[0], len(seeds), asked)
+        check_same_law(scenario, plan_file, here, seeds[0], len(seeds), asked, training.device)
+
+    def one_rule(a: AdaptiveRun) -> None:
+        """Seeds that judged the plan's closed loop under one rule never judge it under another (a choice of
+        rule made after seeing both would not be covered): another closed-loop run in this store on them is
+        refused before any seed trains."""
+        for r in a.store.runs("plan"):
+            other = r["run_id"] != a.run_id and r["run_id"].startswith("adaptive-")
+            both = sorted(set(a.store.seeds(r["run_id"])) & set(a.seeds)) if other else []
+            if both:
+                raise BadInput(f"seeds {both[0]}..{both[-1]} already judged this plan's closed loop in {a.store.path}"
+                               f" (run {r['run_id']}, another rule, validation split or slack); another rule takes "
+                               f"fresh seeds in another store (--out DIR, from the first free seed)")
+        if started is not None:
+            started(a)
+
     done = run_adaptive(plan_file, seeds, store=store, out=out, training=training, validation=validation,
-                        rule=rule, progress=progress, gap_from=gap_from, certificate=certificate, started=started)
+                        rule=rule, progress=progress, gap_from=gap_from, certificate=certificate, started=one_rule)
     return judge_adaptive(plan_file, done)
