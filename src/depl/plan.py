@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .certificate import alpha_or_default
+from .paths import relative, resolved
 from .plan_check import PlanError, check_figures, check_plan, check_types
 from .scenario import (MAX_NESTING, Scenario, ScenarioError, parse_scenario, scenario_dict, shown_value, too_deep,
                        unreadable_text)
@@ -92,16 +93,13 @@ class Plan:
 
     def save(self, path: str | Path) -> None:
         """Write strict JSON: NaN and Infinity are not JSON, and a plan holding one is not written.  The folder of
-        your code (`scenario_spec.code_dir`) is written as "." where it is the plan's own folder, so that a plan
-        kept beside its code runs from any copy of that folder, on any machine, once that folder is allowed (a
-        relative code_dir is looked up in the folders you allowed, docs/security.md); any other folder is kept
-        as it is."""
+        your code (`scenario_spec.code_dir`) is written relative to the plan's own folder ("." where it is that
+        folder), and `load` takes it from there: a plan kept with its code runs from any copy of that folder, on
+        any machine, once the code's folder is allowed (docs/security.md)."""
         d = self.to_json()
         spec = d.get("scenario_spec")
-        if isinstance(spec, dict) and isinstance(spec.get("code_dir"), str) and Path(spec["code_dir"]).is_absolute():
-            code, here = Path(spec["code_dir"]).resolve(), Path(path).resolve().parent
-            if code == here:
-                d["scenario_spec"] = {**spec, "code_dir": "."}
+        if isinstance(spec, dict) and isinstance(spec.get("code_dir"), str):
+            d["scenario_spec"] = {**spec, "code_dir": relative(spec["code_dir"], path)}
         try:
             text = json.dumps(d, indent=2, allow_nan=False)
         except ValueError:
@@ -157,6 +155,10 @@ class Plan:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError; so is int()'s digit limit
             raise PlanError(unreadable_text(text, str(p), e, "JSON", "plan")) from None
+        spec = d.get("scenario_spec") if isinstance(d, dict) else None
+        if isinstance(spec, dict) and isinstance(spec.get("code_dir"), str):
+            # recorded relative to the plan's folder (`save`): the code's folder on this machine
+            d = {**d, "scenario_spec": {**spec, "code_dir": str(resolved(spec["code_dir"], p))}}
         plan = cls.from_json(d, str(p))
         plan.source = str(p)
         return plan

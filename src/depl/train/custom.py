@@ -129,6 +129,8 @@ def code_folders(code_dir: str | None) -> list[tuple[Path, Path]]:
                               f"--allow-code DIR (or export {CODE_ENV}=DIR)")
         return [(r, r) for r in roots]
     real = Path(code_dir).resolve()
+    if not real.is_dir():
+        raise CodeRefused(f"code_dir = {str(code_dir)!r}: no such folder")
     root = next((r for r in roots if real.is_relative_to(r)), None)
     if root is None:
         where = f"code_dir = {str(code_dir)!r}" + (f" (resolved: {real})" if str(real) != str(code_dir) else "")
