@@ -10,7 +10,9 @@ rewrites them into that form, once, in place:
   rewritten ``.pt``.  The sidecar's ``code`` digests are keyed by path inside code_dir: unchanged;
 * plans (``depl.plan/1``): ``scenario_spec.code_dir`` relative to the plan's folder (a run's identity leaves
   code_dir out, depl.store.drop_code_dirs, and `plan_hash` reads epochs and datasets only: no digest changes);
-  the α ledger's ``path`` as ~/…;
+  a certified search's ``store`` and kept ``models.folder``, recorded relative to the folder the search ran in,
+  relative to the plan's (the search's manifest binds candidates, α and seeds, not where its store lay); the α
+  ledger's ``path`` as ~/…;
 * certificates (``depl.certificate/2``): ``plan_file`` and ``store`` relative to the certificate's folder; a
   store that was not committed with it (it lay in /tmp) becomes null;
 * the routes study (``depl.bench-routes/1``): ``scenario`` relative to routes.json, and a route's key names the
@@ -116,6 +118,11 @@ def json_file(path: Path) -> bool:
             rel = code_dir_of(spec["code_dir"], path)
             if rel is not None:
                 new = replace_value(new, "code_dir", spec["code_dir"], rel)
+        ev = ((d.get("info") or {}).get("certificate") or {}).get("evidence") or {}
+        for key, v in (("store", ev.get("store")), ("folder", (ev.get("models") or {}).get("folder"))):
+            target = base_of(v, path) if isinstance(v, str) and not v.startswith("/") else None
+            if target is not None:   # a certified search's store and models, from the folder the search ran in
+                new = replace_value(new, key, v, relative_to(target, path))
     if isinstance(d, dict) and d.get("format") == "depl.certificate/2":
         ev = d.get("evidence") or {}
         for key in ("plan_file", "store"):
