@@ -17,6 +17,8 @@ rewrites them into that form, once, in place:
   store that was not committed with it (it lay in /tmp) becomes null;
 * the routes study (``depl.bench-routes/1``): ``scenario`` relative to routes.json, and a route's key names the
   scenario by its digest (what benchmarks/bench_routes.py's `scenario_digest` writes);
+* validation reports (``*-validate.json``): ``plan_file``, recorded relative to the folder `depl validate` ran in,
+  relative to the report's folder;
 * docs/adaptive-store/adaptive.json: each row's ``plan_file`` relative to it;
 * the seeds' executor choice (``cache``): ~/…;
 * the header of a fitted scenario (``Written by `depl fit STORE```): the store as …/profile/runs.sqlite.
@@ -135,6 +137,10 @@ def json_file(path: Path) -> bool:
                     new = replace_value(new, key, v, None)   # not committed with the certificate
                 continue
             new = replace_value(new, key, v, relative_to(target, path))
+    if isinstance(d, dict) and path.name.endswith("-validate.json") and isinstance(d.get("plan_file"), str):
+        target = base_of(d["plan_file"], path)   # the plan, from the folder `depl validate` ran in
+        if target is not None:
+            new = replace_value(new, "plan_file", d["plan_file"], relative_to(target, path))
     if isinstance(d, dict) and d.get("format") == "depl.bench-routes/1":
         scenario = in_repo(d["scenario"]) if d["scenario"].startswith("/") else None
         if scenario is not None:   # written whole, as the study writes it (json.dumps, indent 1)

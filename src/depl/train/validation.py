@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
+from ..paths import relative
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store, store_path
@@ -125,5 +126,9 @@ def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> 
 
 
 def write_report(v: Validation, report: Path) -> None:
-    """The validation as JSON (`report`); its band plot is drawn by depl.report.plots.plot_validation."""
-    report.write_text(json.dumps(v.to_json(), indent=1), encoding="utf-8")
+    """The validation as JSON (`report`), its plan file relative to the report's folder (depl.paths); its band
+    plot is drawn by depl.report.plots.plot_validation."""
+    d = v.to_json()
+    if d.get("plan_file"):
+        d["plan_file"] = relative(d["plan_file"], report)
+    report.write_text(json.dumps(d, indent=1), encoding="utf-8")
