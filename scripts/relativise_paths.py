@@ -19,6 +19,7 @@ rewrites them into that form, once, in place:
   scenario by its digest (what benchmarks/bench_routes.py's `scenario_digest` writes);
 * validation reports (``*-validate.json``): ``plan_file``, recorded relative to the folder `depl validate` ran in,
   relative to the report's folder;
+* coverage tables (``depl.coverage/1``): each cell's ``plan_file`` relative to coverage.json;
 * docs/adaptive-store/adaptive.json: each row's ``plan_file`` relative to it;
 * the seeds' executor choice (``cache``): ~/…;
 * the header of a fitted scenario (``Written by `depl fit STORE```): the store as …/profile/runs.sqlite.
@@ -141,6 +142,12 @@ def json_file(path: Path) -> bool:
         target = base_of(d["plan_file"], path)   # the plan, from the folder `depl validate` ran in
         if target is not None:
             new = replace_value(new, "plan_file", d["plan_file"], relative_to(target, path))
+    if isinstance(d, dict) and d.get("format") == "depl.coverage/1":
+        for cell in d.get("cells") or []:
+            v = cell.get("plan_file")
+            target = base_of(v, path) if isinstance(v, str) and v else None
+            if target is not None:   # from the folder `depl coverage` ran in
+                new = replace_value(new, "plan_file", v, relative_to(target, path))
     if isinstance(d, dict) and d.get("format") == "depl.bench-routes/1":
         scenario = in_repo(d["scenario"]) if d["scenario"].startswith("/") else None
         if scenario is not None:   # written whole, as the study writes it (json.dumps, indent 1)
