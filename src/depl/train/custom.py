@@ -12,8 +12,10 @@ code from wherever it names (the ecosystem's ``trust_remote_code=False``).  So:
 
 * code is imported only from folders the user allowed on this machine
   (`code_roots`: ``$DEPL_CODE``, extended by a command's ``--allow-code DIR``)
-  — never by the scenario or plan itself, nor by the current folder; a
-  relative ``code_dir`` is taken from those folders;
+  — never by the scenario or plan itself, nor by the current folder (a
+  scenario, a plan and a kept model record ``code_dir`` relative to their
+  own file and are read so, depl.paths; a relative ``code_dir`` given to
+  these functions is taken from the allowed folders);
 * before anything is imported, the files the import would run are found
   (`depl.codefiles`) and each must be Python source inside an allowed folder
   (symlinks followed) and not installed code — the standard library,
