@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from depl.certificate import Certificate  # noqa: E402
+from depl.paths import relative  # noqa: E402
 from depl.certificate.bounds import (clopper_pearson_interval, clopper_pearson_lower,  # noqa: E402
                                      clopper_pearson_upper)
 
@@ -457,7 +458,8 @@ def summarize(a, searches, cands, calib, uncal, truth, omega) -> dict:
                                                            "runs_trained", "seed_epochs", "seconds")}
         | {"true_coverage": truth.get("uncalibrated route")},
     }
-    return {"format": "depl.bench-routes/1", "scenario": str(a.scenario), "alpha": a.alpha, "omega": omega,
+    # the scenario relative to the report's folder (depl.paths): the folder moves whole
+    return {"format": "depl.bench-routes/1", "scenario": relative(a.scenario, a.json), "alpha": a.alpha, "omega": omega,
             "truth_seeds": [a.truth_seed, a.truth_seed + a.truth - 1], "candidates":
             [{**c, "true_coverage": cov[c["index"]]} for c in cands], "searches": rows, "summary": summary}
 
@@ -589,10 +591,7 @@ def main(argv=None) -> int:
     plans: list[tuple[str, object]] = [(f"candidate {c['index']}", p.plan) for c, p in zip(cands, prep.candidates)]
     for name, r in (("calibration route", calib), ("uncalibrated route", uncal)):
         if r.get("plan"):
-            d = json.loads(Path(r["plan"]).read_text(encoding="utf-8"))
-            if (d.get("scenario_spec") or {}).get("code_dir"):   # the route's plan, made where the study ran: its
-                d["scenario_spec"]["code_dir"] = prep.scenario.code_dir   # code is this scenario's (digests checked)
-            plans.append((name, Plan.from_json(d)))
+            plans.append((name, Plan.load(r["plan"])))   # its code_dir taken from its folder
     truth = true_coverage(a, plans, clock)
     rep = summarize(a, searches, cands, calib, uncal, truth, omega)
     rep["calibration_route"], rep["uncalibrated_route"] = calib, uncal

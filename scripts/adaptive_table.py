@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from depl.certificate import DEFAULT_ALPHA, Certificate
+from depl.paths import relative
 from depl.plan import Plan
 from depl.store import Store
 from depl.train import adaptive as ad
@@ -67,6 +68,7 @@ def run_cell(task: str, omega: float, args) -> dict:
     if r.returncode not in (0, 4):
         raise SystemExit(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stderr[-2000:]}")
     report = figures(json.loads(r.stdout))
+    report["plan_file"] = relative(plan, args.out / "adaptive.json")   # relative to adaptive.json (depl.paths)
     shown = [str(Path(a).relative_to(ROOT)) if a.startswith(str(ROOT) + "/") else a for a in cmd[3:]]
     return {"task": task, "omega": omega, "name": name, "command": " ".join(["depl", *shown]),
             "seconds": time.perf_counter() - t0, **report, **paired(task, omega, out, args, report["run_id"])}

@@ -63,9 +63,9 @@ def fixed(path: Path) -> dict | None:
     cert = Certificate.of_plan(plan.info)
     if cert is not None and cert.kind is Kind.SEARCH:
         beside = path.parent / "runs.sqlite"
-        if not beside.is_file() or Path(cert.store) == beside:
+        if not beside.is_file() or Path(cert.store).resolve() == beside.resolve():
             raise ValueError(f"{path}: its search certificate differs from its store's runs")
-        data["info"]["certificate"]["evidence"]["store"] = str(beside)
+        data["info"]["certificate"]["evidence"]["store"] = beside.name   # relative to the plan's folder (depl.plan)
         return data
     got = recomputed_certificate(plan, plan.scenario_object())
     have, want = plan.info.get("certificate") or {}, got.get("certificate") or {}

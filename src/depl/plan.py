@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .certificate import alpha_or_default
+from .paths import relative, resolved
 from .plan_check import PlanError, check_figures, check_plan, check_types
 from .scenario import (MAX_NESTING, Scenario, ScenarioError, parse_scenario, scenario_dict, shown_value, too_deep,
                        unreadable_text)
@@ -91,17 +92,12 @@ class Plan:
         return d
 
     def save(self, path: str | Path) -> None:
-        """Write strict JSON: NaN and Infinity are not JSON, and a plan holding one is not written.  The folder of
-        your code (`scenario_spec.code_dir`) is written as "." where it is the plan's own folder, so that a plan
-        kept beside its code runs from any copy of that folder, on any machine, once that folder is allowed (a
-        relative code_dir is looked up in the folders you allowed, docs/security.md); any other folder is kept
-        as it is."""
-        d = self.to_json()
-        spec = d.get("scenario_spec")
-        if isinstance(spec, dict) and isinstance(spec.get("code_dir"), str) and Path(spec["code_dir"]).is_absolute():
-            code, here = Path(spec["code_dir"]).resolve(), Path(path).resolve().parent
-            if code == here:
-                d["scenario_spec"] = {**spec, "code_dir": "."}
+        """Write strict JSON: NaN and Infinity are not JSON, and a plan holding one is not written.  The paths it
+        holds (`with_paths`: the folder of your code, a certified search's store and kept models) are written
+        relative to the plan's own folder ("." where it is that folder), and `load` takes them from there: a plan
+        kept with its code and runs works from any copy of that folder, on any machine (your code once its folder
+        is allowed, docs/security.md)."""
+        d = with_paths(self.to_json(), lambda v: relative(v, path))
         try:
             text = json.dumps(d, indent=2, allow_nan=False)
         except ValueError:
@@ -157,6 +153,8 @@ class Plan:
             d = json.loads(text)
         except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError; so is int()'s digit limit
             raise PlanError(unreadable_text(text, str(p), e, "JSON", "plan")) from None
+        if isinstance(d, dict):   # its paths recorded relative to its folder (`save`), as paths of this machine
+            d = with_paths(d, lambda v: str(resolved(v, p)))
         plan = cls.from_json(d, str(p))
         plan.source = str(p)
         return plan
@@ -207,6 +205,29 @@ class Plan:
             # leaves None out): read it so, not at today's default
             spec = {**spec, "target": {**target, "alpha": None}}
         return parse_scenario(spec, f"{self.source}: scenario_spec (the plan's scenario)")
+
+
+def with_paths(d: dict[str, Any], change) -> dict[str, Any]:
+    """Plan JSON `d` with `change(path)` in place of each path it holds: `scenario_spec.code_dir` (your code's
+    folder) and, in a certified search's `info.certificate`, `evidence.store` (its runs; not a store URL) and
+    `evidence.models.folder` (the models it kept)."""
+    out = dict(d)
+    spec = d.get("scenario_spec")
+    if isinstance(spec, dict) and isinstance(spec.get("code_dir"), str):
+        out["scenario_spec"] = {**spec, "code_dir": change(spec["code_dir"])}
+    info = d.get("info")
+    cert = info.get("certificate") if isinstance(info, dict) else None
+    ev = cert.get("evidence") if isinstance(cert, dict) else None
+    if isinstance(ev, dict):
+        ev = dict(ev)
+        store = ev.get("store")
+        if isinstance(store, str) and store != ":memory:" and "://" not in store:
+            ev["store"] = change(store)
+        models = ev.get("models")
+        if isinstance(models, dict) and isinstance(models.get("folder"), str):
+            ev["models"] = {**models, "folder": change(models["folder"])}
+        out["info"] = {**info, "certificate": {**cert, "evidence": ev}}
+    return out
 
 
 def _non_finite(d, where: str = "") -> str:

@@ -135,15 +135,20 @@ SCHEMA_VERSION = 4
 # what a plan file records of the time it took to make (`depl plan` again, `depl plan --certify` resumed): not
 # part of what a run of it trains, so a run's specification is compared without it
 PLAN_TIMINGS = (("solve_seconds",), ("info", "certificate", "seconds"))
+# ... nor where the records of its certificate lie (a certified search's store and kept models, the α ledger): paths,
+# read from the plan file's folder (depl.plan.with_paths), that are not what a run of it trains
+PLAN_PLACES = (("info", "certificate", "evidence", "store"), ("info", "certificate", "evidence", "models"),
+               ("info", "certificate", "evidence", "alpha_ledger"))
 
 
 def untimed(spec: dict[str, Any]) -> dict[str, Any]:
-    """`spec` without its plan's timings (PLAN_TIMINGS): what two specifications of one run must share."""
+    """`spec` without its plan's timings and places (PLAN_TIMINGS, PLAN_PLACES): what two specifications of one
+    run must share."""
     plan = spec.get("plan") if isinstance(spec, dict) else None
     if not isinstance(plan, dict):
         return spec
     plan = json.loads(json.dumps(plan))
-    for *where, key in PLAN_TIMINGS:
+    for *where, key in PLAN_TIMINGS + PLAN_PLACES:
         d = plan
         for k in where:
             d = d.get(k) if isinstance(d, dict) else None

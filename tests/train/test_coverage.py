@@ -69,7 +69,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
         finals.setdefault(run_id, {})[seed] = loss  # rows in epoch order: the last is ℓ(K)
     for c in planned:
         # the plan file the cell wrote is a valid plan of its own scenario, with the cell's ω and law
-        p = Plan.load(c["plan_file"])
+        p = Plan.load(out / c["plan_file"])   # relative to coverage.json
         s = p.scenario_object()
         assert (p.omega, s.loss_model, p.cost, p.loss_quantile) == (c["omega"], c["law"], c["cost"], c["certified_quantile"])
         # judged on the store's runs: every held-out seed to the plan's last epoch
@@ -96,7 +96,7 @@ def test_the_table_is_made_from_real_runs_and_resumes_without_training_twice(tmp
     new = [row for row in after if row not in before]
     assert {row[1] for row in new} == {first + 2}
     one_per_run = {c["run_id"]: c["plan_file"] for c in planned}
-    assert len(new) == sum(len(Plan.load(f).epochs) for f in one_per_run.values())
+    assert len(new) == sum(len(Plan.load(out / f).epochs) for f in one_per_run.values())
     assert all(c["runs"] == 3 for c in json.loads((out / "coverage.json").read_text())["cells"] if not c["missing"])
     md = (out / "coverage.md").read_text()
     assert md.endswith("Notes by hand.\n") and "| 3 | 0 (0.000) |" in md

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,8 +33,10 @@ def kept(depl_cli, tmp_path_factory):
 
 
 def changed(kept, to, content=None, sidecar=None):
-    """A copy of the run folder whose seed-0 model file `content(c)` changed (c: the file's dict) and whose sidecar
-    `sidecar(d)` changed, its SHA-256 that of the changed file; the copy's run folder."""
+    """A copy of the project (its code, and its run folder whose seed-0 model file `content(c)` changed (c: the
+    file's dict) and whose sidecar `sidecar(d)` changed, its SHA-256 that of the changed file) in `to`, whose code
+    the models name (relative to their folder): the copy's run folder."""
+    shutil.copytree(kept, to, ignore=lambda folder, names: ["r"] if Path(folder) == kept else [], dirs_exist_ok=True)
     run = to / "r"
     shutil.copytree(kept / "r" / "models", run / "models")
     (side,) = run.rglob("seed-0.json")
@@ -99,7 +102,7 @@ def test_a_model_file_that_is_not_its_runs_network_or_not_finite_is_a_model_erro
     run = changed(kept, tmp_path, content)
     (pt,) = run.rglob("seed-0.pt")
     with pytest.raises(depl.ModelError) as e:
-        depl.load_model(run, seed=0, allow_code=[kept])
+        depl.load_model(run, seed=0, allow_code=[run.parent])
     assert str(e.value).startswith(f"{pt}: {why}"), str(e.value)
     assert "\n" not in str(e.value)
 
@@ -116,11 +119,11 @@ def test_the_model_as_kept_loads_and_a_model_error_is_a_bad_input(kept):
 
 def test_export_model_refuses_them_in_one_line_and_writes_nothing(depl_cli, kept, tmp_path):
     run = changed(kept, tmp_path / "nan", CASES["nan"][0])
-    r = depl_cli("export-model", run, "--seed", "0", "--out", tmp_path / "m.pt2", "--allow-code", kept, "--json")
+    r = depl_cli("export-model", run, "--seed", "0", "--out", tmp_path / "m.pt2", "--allow-code", run.parent, "--json")
     one_line(r, CASES["nan"][1])
     assert json.loads(r.stdout)["exit_code"] == 2
     run = changed(kept, tmp_path / "out", sidecar=lambda d: d.update(file="../../../plan.json"))
-    r = depl_cli("export-model", run, "--seed", "0", "--out", tmp_path / "m.pt2", "--allow-code", kept)
+    r = depl_cli("export-model", run, "--seed", "0", "--out", tmp_path / "m.pt2", "--allow-code", run.parent)
     one_line(r, "file = '../../../plan.json': a model's sidecar names the model file beside it, 'seed-0.pt'")
     assert not (tmp_path / "m.pt2").exists()
 
@@ -134,14 +137,14 @@ def test_a_sidecar_naming_another_file_than_its_own_is_refused(kept, tmp_path):
     (side,) = run.rglob("seed-0.json")
     why = f"{side}: file = '../../../plan.json': a model's sidecar names the model file beside it, 'seed-0.pt'"
     with pytest.raises(depl.ModelError) as e:
-        depl.load_model(run, seed=0, allow_code=[kept])
+        depl.load_model(run, seed=0, allow_code=[run.parent])
     assert str(e.value) == why
     with pytest.raises(BadInput) as e:
         list_models(run)
     assert str(e.value) == why
     side.write_text(side.read_text().replace('"../../../plan.json"', '"seed-1.pt"'))
     with pytest.raises(depl.ModelError, match="file = 'seed-1.pt': a model's sidecar names the model file beside it"):
-        depl.load_model(run, seed=0, allow_code=[kept])
+        depl.load_model(run, seed=0, allow_code=[run.parent])
     side.write_text(side.read_text().replace('"seed": 0', '"seed": "0"'))
     with pytest.raises(depl.ModelError, match=r"seed = '0': expected a seed, a whole number"):
-        depl.load_model(run, seed=0, allow_code=[kept])
+        depl.load_model(run, seed=0, allow_code=[run.parent])

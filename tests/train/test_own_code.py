@@ -262,10 +262,11 @@ def test_a_plan_of_your_own_network_runs_the_same_job_from_any_folder(project, t
     assert job.versions["full"].code_dir == str(project.resolve()) and job.data.code_dir == str(project.resolve())
 
 
-def test_a_plan_kept_beside_its_code_names_it_relatively_and_runs_from_a_copy_of_the_folder(project, tmp_path,
-                                                                                            monkeypatch):
-    """A plan saved in the project's folder writes code_dir = "." (a copy of the folder, allowed, runs it); a plan
-    written elsewhere, even one folder up, keeps the absolute folder."""
+def test_a_plan_names_its_code_relative_to_itself_and_runs_from_a_copy_of_the_folder(project, tmp_path, monkeypatch):
+    """A plan records its code's folder relative to its own ("." beside it); read, it is taken from the plan's
+    folder: a copy of the folder, allowed, runs the copy's code, and a plan moved away from its code is refused
+    in one line naming the field and its value."""
+    import os
     import shutil
 
     from depl.plan import Epoch, with_figures
@@ -273,16 +274,26 @@ def test_a_plan_kept_beside_its_code_names_it_relatively_and_runs_from_a_copy_of
     s = load_scenario(project / "my-digits.toml")
     p = with_figures(Plan("hand", s.name, True, ["a"], [Epoch(1, "full", "edge", 1.0)], 0, 0, 0, 0, 0), s)
     p.save(project / "plan.json")
-    p.save(tmp_path / "elsewhere.json")
+    (tmp_path / "plans").mkdir()
+    p.save(tmp_path / "plans" / "elsewhere.json")
     assert json.loads((project / "plan.json").read_text())["scenario_spec"]["code_dir"] == "."
-    assert json.loads((tmp_path / "elsewhere.json").read_text())["scenario_spec"]["code_dir"] == str(project.resolve())
+    beside = os.path.relpath(project.resolve(), (tmp_path / "plans").resolve())
+    assert json.loads((tmp_path / "plans" / "elsewhere.json").read_text())["scenario_spec"]["code_dir"] == beside
     copy = shutil.copytree(project, tmp_path / "copy")
     monkeypatch.setenv("DEPL_CODE", str(copy))
     job = job_from_plan(Plan.load(copy / "plan.json"))
-    assert job.versions["full"].code_dir == job.data.code_dir == "."
-    assert custom.code_folders(".") == [(copy.resolve(), copy.resolve())]   # the allowed copy, not the original
+    assert job.versions["full"].code_dir == job.data.code_dir == str(copy.resolve())   # the copy, not the original
+    first = job.identity()   # with the digests of the copy's files
     monkeypatch.setenv("DEPL_CODE", str(project))
-    assert job.identity() == job_from_plan(Plan.load(tmp_path / "elsewhere.json")).identity()  # the same code
+    assert first == job_from_plan(Plan.load(tmp_path / "plans" / "elsewhere.json")).identity()  # the same code
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy2(tmp_path / "plans" / "elsewhere.json", moved / "plan.json")   # its code is not where it says
+    (moved / "plan.json").write_text((moved / "plan.json").read_text().replace(json.dumps(beside), '"../gone"'))
+    monkeypatch.chdir(tmp_path)
+    code, line = route("run", moved / "plan.json")
+    assert code == 2 and len(line.splitlines()) == 1 and "no such folder" in line, line
+    assert f"code_dir = '{(tmp_path / 'gone').resolve()}'" in line, line
 
 
 # --------------------------------------------------------------------------- #
@@ -417,13 +428,16 @@ def test_installed_code_is_not_yours_even_inside_a_folder_you_allowed(project, t
 
 
 def test_the_probe_of_a_relative_code_dir_into_the_projects_venv_is_refused(project, tmp_path, monkeypatch):
-    """code_dir = ".venv/lib/python3.11/site-packages" taken from the folder the user allowed."""
+    """code_dir = "../…/.venv/lib/python3.11/site-packages", taken from the plan's folder, into the virtual
+    environment of the folder the user allowed."""
+    import os
+
     site = Path(importlib.util.find_spec("setuptools").origin).parents[1]
     venv = next(p for p in site.parents if (p / "pyvenv.cfg").is_file())
     plan = evil_plan(project, tmp_path / "plan", tmp_path / "unused", net="setuptools._distutils.spawn:spawn",
                      net_args={"cmd": ["touch", str(tmp_path / "MARKER")]})
     d = json.loads(plan.read_text())
-    d["scenario_spec"]["code_dir"] = str(site.relative_to(venv.parent))
+    d["scenario_spec"]["code_dir"] = os.path.relpath(site, plan.resolve().parent)
     plan.write_text(json.dumps(d))
     monkeypatch.setenv("DEPL_CODE", str(venv.parent))
     code, line = route("run", plan)

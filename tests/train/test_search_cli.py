@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from pathlib import Path
 
 import pytest
 
+from depl.paths import informational
 from depl.plan import Plan
 from depl.store import Store
 from trainkit import search_fields
@@ -359,7 +362,9 @@ def test_the_searchs_alpha_goes_to_the_alpha_ledger_once(depl_cli, searched):
     assert led["written"] and led["account"].startswith("search:")
     again = depl_cli(*ARGS, cwd=folder, env=book(folder))
     assert again.returncode == 0, again.stderr
-    entries = json.loads(open(led["path"]).read())["entries"]
+    where = Path(os.environ["DEPL_ALPHA_LEDGER"]) / "digits-small.alpha.json"   # the tests' own ledger folder
+    assert led["path"] == informational(where)   # said, not followed: no absolute path of this machine
+    entries = json.loads(where.read_text())["entries"]
     mine = [e for e in entries if e["calibration"] == led["account"]]
     assert len(mine) == 1 and mine[0]["alpha"] == 0.05 and mine[0]["omega"] == 0.5 and mine[0]["loss"] == 1.5
 

@@ -68,6 +68,23 @@ def test_a_plan_made_again_is_the_same_run_its_timings_apart(tmp_path):
             s.start_run("r", "plan", {"backend": "flower", "plan": plan})
 
 
+def test_a_plan_whose_folder_moved_is_the_same_run(tmp_path):
+    """A plan read from another copy of its folder names its certified search's store, kept models and α ledger
+    at other paths (depl.plan.with_paths): where they lie is not what a run of it trains."""
+    def plan(at: str) -> dict:
+        ev = {"store": f"{at}/runs.sqlite", "models": {"folder": f"{at}/runs/models/plan-1", "kept": 2},
+              "alpha_ledger": {"path": f"{at}/x.alpha.json"}, "first_seed": 5}
+        return {"epochs": [["full", "A"]], "info": {"certificate": {"kind": "search", "evidence": ev}}}
+
+    with Store(tmp_path / "s.sqlite") as s:
+        s.start_run("r", "plan", {"backend": "local", "plan": plan("/home/a/project")})
+        s.start_run("r", "plan", {"backend": "local", "plan": plan("/srv/clone/project")})
+        other = plan("/home/a/project")
+        other["info"]["certificate"]["evidence"]["first_seed"] = 6
+        with pytest.raises(StoreError, match="another specification"):
+            s.start_run("r", "plan", {"backend": "local", "plan": other})
+
+
 def test_store_urls():
     assert store_path("sqlite:///runs.db") == "runs.db"
     assert store_path("sqlite:////tmp/runs.db") == "/tmp/runs.db"

@@ -12,8 +12,10 @@ code from wherever it names (the ecosystem's ``trust_remote_code=False``).  So:
 
 * code is imported only from folders the user allowed on this machine
   (`code_roots`: ``$DEPL_CODE``, extended by a command's ``--allow-code DIR``)
-  — never by the scenario or plan itself, nor by the current folder; a
-  relative ``code_dir`` is taken from those folders;
+  — never by the scenario or plan itself, nor by the current folder (a
+  scenario, a plan and a kept model record ``code_dir`` relative to their
+  own file and are read so, depl.paths; a relative ``code_dir`` given to
+  these functions is taken from the allowed folders);
 * before anything is imported, the files the import would run are found
   (`depl.codefiles`) and each must be Python source inside an allowed folder
   (symlinks followed) and not installed code — the standard library,
@@ -129,6 +131,8 @@ def code_folders(code_dir: str | None) -> list[tuple[Path, Path]]:
                               f"--allow-code DIR (or export {CODE_ENV}=DIR)")
         return [(r, r) for r in roots]
     real = Path(code_dir).resolve()
+    if not real.is_dir():
+        raise CodeRefused(f"code_dir = {str(code_dir)!r}: no such folder")
     root = next((r for r in roots if real.is_relative_to(r)), None)
     if root is None:
         where = f"code_dir = {str(code_dir)!r}" + (f" (resolved: {real})" if str(real) != str(code_dir) else "")

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
+from ..paths import informational
 from ..store import Store
 from .seeds import (DEFAULT_SEED_BATCH, OnEpoch, Task, Writer, batch_size, default_workers, make_tasks,
                     run_on_processes, shown_rows)
@@ -157,8 +158,10 @@ class Decision:
                "workers": self.workers, "threads": o.threads, "how": self.how, "why": self.why, "line": self.line}
         if self.choice is not None:
             c = self.choice
+            # the cache file said only (informational: this machine's cache, written into results others read)
+            cache = None if self.cache is None else informational(self.cache)
             out.update(loop_rate=c.loop_rate, picked_rate=c.rates[c.picked.label], rates=c.rates, margin=c.margin,
-                       measured_seconds=c.measured_seconds, cache=self.cache, noise=c.noise, load=c.load,
+                       measured_seconds=c.measured_seconds, cache=cache, noise=c.noise, load=c.load,
                        budget=c.budget, reason=c.reason)
         return out
 

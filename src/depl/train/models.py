@@ -47,13 +47,14 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
+from ..paths import relative, resolved
 from .nets import seeded
 from .prune import VersionSpec, build_version, n_parameters
 from .source import DataError
@@ -200,13 +201,14 @@ class ModelKeeper:
         state = torch.load(io.BytesIO(payload["state"]), weights_only=True, map_location="cpu")
         self.folder.mkdir(parents=True, exist_ok=True)
         pt = self.folder / f"seed-{seed}.pt"
+        recorded = recorded_spec(spec, self.folder)
         content = {"format": FORMAT, "run": self.run_id, "seed": int(seed), "version": row.model,
-                   "spec": spec.to_json(), "layers": payload["layers"], "state_dict": state}
+                   "spec": recorded, "layers": payload["layers"], "state_dict": state}
         _atomic(pt, lambda f: torch.save(content, f))
         if self._code is None and spec.own:
             self._code = code_digests(spec)
         side = {"format": FORMAT, "run": self.run_id, "seed": int(seed), "version": row.model,
-                "spec": spec.to_json(), "parameters": int(payload["parameters"]), "epochs": int(row.epoch),
+                "spec": recorded, "parameters": int(payload["parameters"]), "epochs": int(row.epoch),
                 "final_test_loss": float(row.test_loss), "final_test_accuracy": None if row.test_accuracy is None else float(row.test_accuracy),
                 "loss": self.job.options.loss,   # what its outputs are: class logits, a prediction, ...
                 "plan": self.plan, "file": pt.name, "sha256": _sha256(pt), "code": self._code}
@@ -216,6 +218,15 @@ class ModelKeeper:
                 lambda f: f.write((json.dumps(side, indent=1, sort_keys=True) + "\n").encode()))
         self.written.append(int(seed))
         return pt
+
+
+def recorded_spec(spec: VersionSpec, folder: Path) -> dict[str, Any]:
+    """A version spec as a model's files record it: your code's folder (`code_dir`) relative to the models folder
+    `folder` (`depl.paths`), so that a run folder copied with the code it names loads from the copy (`read`)."""
+    d = spec.to_json()
+    if isinstance(d.get("code_dir"), str):
+        d["code_dir"] = relative(d["code_dir"], folder / "seed.json")
+    return d
 
 
 def stop_record(decision: dict[str, Any]) -> dict[str, Any]:
@@ -382,6 +393,13 @@ def read(sidecar: dict[str, Any]) -> tuple[VersionSpec, dict[str, Any]]:
         raise ModelError(f"{pt}: its version spec is unreadable ({type(e).__name__}: {e})") from None
     if content["spec"] != sidecar["spec"]:
         raise ModelError(f"{pt}: its version spec is not the one its sidecar records ({sidecar['spec']})")
+    if spec.code_dir is not None:   # recorded relative to the models folder (`recorded_spec`)
+        code = resolved(spec.code_dir, pt)
+        if not code.is_dir():
+            raise ModelError(f"{pt.with_suffix('.json')}: spec.code_dir = {spec.code_dir!r}: no such folder ({code}, "
+                             "taken from the sidecar's folder): copy the run folder together with the code it was "
+                             "trained with")
+        spec = replace(spec, code_dir=str(code))
     return spec, content
 
 

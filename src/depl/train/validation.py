@@ -22,6 +22,7 @@ import numpy as np
 
 from ..certificate import Certificate
 from ..ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
+from ..paths import relative
 from ..plan import Plan
 from ..scenario import Scenario, load_scenario
 from ..store import Store, store_path
@@ -126,6 +127,8 @@ def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> 
 
 
 def write_report(cert: Certificate, report: Path) -> None:
-    """The validation's certificate (depl.validate.Validation.certificate) as its JSON file (`report`); its band
-    plot is drawn by depl.report.plots.plot_validation."""
+    """The validation's certificate (depl.validate.Validation.certificate) as its JSON file (`report`), its plan
+    file relative to the report's folder (depl.paths); its band plot is drawn by depl.report.plots.plot_validation."""
+    if cert.evidence.get("plan_file"):
+        cert = cert.with_evidence(plan_file=relative(cert.evidence["plan_file"], report))
     report.write_text(json.dumps(cert.to_json(), indent=1, allow_nan=False), encoding="utf-8")

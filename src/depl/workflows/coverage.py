@@ -22,6 +22,7 @@ from .errors import BadInput, as_bad_input, training_errors
 from ..experiments.coverage import CALIBRATED, Table, calibration_cost, link_shared, plan_cell as make_cell
 from ..experiments.coverage import CoverageError, check_laws, check_omegas, parse_task
 from ..ledger import Ledger, SeedsUsed, lineage
+from ..paths import relative
 from ..planners import planner_names
 from ..report.coverage_md import coverage_markdown
 from ..store import Store
@@ -204,8 +205,11 @@ def train_coverage(c: CoverageRuns, training: Training = Training(),
 
 
 def write_table(c: CoverageRuns) -> None:
-    """OUT/coverage.json, and the markdown table into `md` (its text around the table kept)."""
-    (c.out / "coverage.json").write_text(json.dumps(c.table.to_json(), indent=1, allow_nan=False), encoding="utf-8")
+    """OUT/coverage.json (each cell's plan file relative to it, depl.paths), and the markdown table into `md` (its
+    text around the table kept)."""
+    file, d = c.out / "coverage.json", c.table.to_json()
+    d["cells"] = [{**x, "plan_file": relative(x["plan_file"], file)} if x.get("plan_file") else x for x in d["cells"]]
+    file.write_text(json.dumps(d, indent=1, allow_nan=False), encoding="utf-8")
     c.md.parent.mkdir(parents=True, exist_ok=True)
     c.md.write_text(coverage_markdown(c.table, c.md.read_text(encoding="utf-8") if c.md.is_file() else ""),
                     encoding="utf-8")

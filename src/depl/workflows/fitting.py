@@ -19,6 +19,7 @@ from ..fit.logs import base_scenario, is_log_file, read_logs
 from ..fit.report import fit_profile, run_fit, toml_dumps
 from ..fit.runs import FitError, load_profile
 from ..report.plots import plot_calibration, plot_fit, plot_multipliers, plot_reliability
+from ..paths import informational
 from ..runspec import run_spec
 from ..scenario import OMEGA_RULE, CalibrationTable, load_scenario, name_problem, omega_problem, scenario_source
 from ..scenario import parse_scenario, with_target
@@ -180,7 +181,7 @@ def fitted_text(r: "FitResult", tag: str, base: "Scenario", fitted: str, store: 
     data = {**with_target(r.data[tag], *targets, fitted),
             "fitted_epochs": max(e.epochs for e in r.profile.experiments), "fitted_seeds": seeds}
     template = logs and no_scenario
-    header = (f"Written by `depl fit {store}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
+    header = (f"Written by `depl fit {informational(store)}` ({tag} model{', chosen by held-out fit' if tag == r.chosen else ''}).\n"
               f"Base scenario: {base.name}; loss sections (models' progress/noise/level, switches, data_law,\n"
               f"loss_model, max_epochs = fitted_epochs = the profiled epochs) fitted from {len(r.profile.experiments)} "
               f"{'logged runs' if logs else 'profiling experiments'} on seeds {seeds[0]}..{seeds[1]} "

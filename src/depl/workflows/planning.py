@@ -12,6 +12,7 @@ from .errors import BadInput, Unreachable, as_bad_input
 from ..certificate import Certificate, fixed_n_verdict
 from ..loss import loss_model_for
 from ..omega import OMEGA_MAX
+from ..paths import informational
 from ..plan import Plan, PlanError
 from ..planners import Infeasible, Options, binding, certify_by_calibration, make_plan, planner_names
 from ..planners.optimal import DEFAULT_TIME_LIMIT
@@ -146,8 +147,9 @@ def spend_alpha(given: "str | Scenario", s: "Scenario", p: "Plan") -> Optional[s
     spent = record(ledger_path(given if isinstance(given, str) else None, s.name),
                    {"calibration": cal["digest"], "loss": cal["loss"], "omega": cal["omega"],
                     "alpha": cert.alpha_share, "plan": plan_hash(p)})
+    # where the ledger is, said only (informational: the ledger of this machine, outside the plan's folder)
     p.info["certificate"] = cert.with_evidence(alpha_ledger={
-        "path": str(spent.path), "certificates_before": spent.before, "alpha_total": spent.total}).to_json()
+        "path": informational(spent.path), "certificates_before": spent.before, "alpha_total": spent.total}).to_json()
     return spent.warning(f"the calibration of {s.name!r} (table {cal['digest'][:12]})")
 
 

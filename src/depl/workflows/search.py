@@ -33,6 +33,7 @@ from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spendi
 from ..jsonout import dumps
 from ..ledger import TaskSeeds, digest, lineage
 from ..loss import loss_model_for
+from ..paths import informational
 from ..planners import Infeasible, Options, infeasible_reason, make_plan
 from ..report.mpl import save
 from ..report.plots import plot_search
@@ -531,7 +532,8 @@ def _spend(prep: Prepared, cert: Certificate, mark: str, plan: "Plan") -> dict:
     spent = record(ledger_path(prep.given, prep.scenario.name),
                    {"calibration": f"search:{mark}", "loss": cert.loss_target, "omega": cert.omega,
                     "alpha": cert.alpha, "plan": plan_hash(plan)})
-    return {"path": str(spent.path), "account": f"search:{mark}", "written": spent.written}
+    # where the ledger is, said only (informational: the ledger of this machine, outside the plan's folder)
+    return {"path": informational(spent.path), "account": f"search:{mark}", "written": spent.written}
 
 
 def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
