@@ -22,6 +22,7 @@ from pathlib import Path
 
 from depl.certificate import Certificate, Kind
 from depl.ledger import CERTIFICATE_KEYS, certificate_problem, digest, recomputed_certificate
+from depl.paths import resolved
 from depl.plan import Plan
 from depl.store import Store
 
@@ -37,15 +38,16 @@ def plan_files() -> list[Path]:
     return [Path(f) for f in out if is_plan(f)]
 
 
-def ledger_account(data: dict) -> tuple[str, str] | None:
-    """A certified search's plan (its JSON): the α-ledger account its certificate names and the one its store's
-    manifest names (`search:` and the manifest's digest, as depl.workflows.search names it); None where its
-    certificate is no search's, names no account, or its store holds no manifest."""
+def ledger_account(data: dict, path: Path) -> tuple[str, str] | None:
+    """A certified search's plan (its JSON, read from `path`): the α-ledger account its certificate names and the
+    one its store's manifest names (`search:` and the manifest's digest, as depl.workflows.search names it); None
+    where its certificate is no search's, names no account, or its store (relative to the plan) holds no manifest."""
     cert = (data.get("info") or {}).get("certificate") or {}
     ev = cert.get("evidence") or {}
-    if cert.get("kind") != "search" or not ev.get("alpha_ledger") or not Path(ev.get("store", "")).is_file():
+    store = resolved(ev["store"], path) if ev.get("store") else None
+    if cert.get("kind") != "search" or not ev.get("alpha_ledger") or store is None or not store.is_file():
         return None
-    with Store(Path(ev["store"]), readonly=True) as st:
+    with Store(store, readonly=True) as st:
         bound = st.runs("search-manifest")
     return (ev["alpha_ledger"]["account"], f"search:{digest(bound[0]['spec'])}") if bound else None
 
@@ -55,7 +57,7 @@ def fixed(path: Path) -> dict | None:
     manifest), or None when nothing needs changing; ValueError where the numbers would change."""
     plan = Plan.load(path)
     data = json.loads(path.read_text())
-    account = ledger_account(data)
+    account = ledger_account(data, path)
     if account is not None and account[0] != account[1]:
         data["info"]["certificate"]["evidence"]["alpha_ledger"]["account"] = account[1]
     if certificate_problem(plan, str(path)) is None:

@@ -32,7 +32,7 @@ def test_every_committed_search_plan_names_the_alpha_ledger_account_of_its_store
 
     monkeypatch.chdir(ROOT)
     script = _script()
-    named = {str(p): script.ledger_account(json.loads(p.read_text())) for p in script.plan_files()}
+    named = {str(p): script.ledger_account(json.loads(p.read_text()), p) for p in script.plan_files()}
     accounts = {p: a for p, a in named.items() if a is not None}
     assert len(accounts) >= 2
     assert {p: have for p, (have, want) in accounts.items() if have != want} == {}
