@@ -3,7 +3,7 @@
 import pytest
 
 from depl.state import RunState
-from depl.train.federation import JobError, LocalFederation, job_from_plan, walk_plan
+from depl.train.engine.federation import JobError, LocalFederation, job_from_plan, walk_plan
 from trainkit import SWITCH_PLAN, make_plan
 
 

@@ -1,4 +1,5 @@
-"""`depl certify`: a plan run on fresh seeds until a sequential test certifies or refutes it (depl.train.certify)."""
+"""`depl certify`: a plan run on fresh seeds until a sequential test certifies or refutes it
+(depl.train.loops.certify)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The trained models of a run folder: listed (`runs models`), loaded (`load_model`, exported as
 `depl.load_model`) and exported as a deployable program (`export-model`).
 
-`depl run` keeps each seed's final model in RUN_FOLDER/models/RUN_ID (depl.train.models says the format).
+`depl run` keeps each seed's final model in RUN_FOLDER/models/RUN_ID (depl.train.task.models says the format).
 A run folder or an output file that cannot be used is `BadInput`; a model that cannot be loaded, `ModelError`
-(a BadInput): its file is checked against the network its run recorded (depl.train.models.rebuild).
+(a BadInput): its file is checked against the network its run recorded (depl.train.task.models.rebuild).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def list_models(run_folder: str | os.PathLike) -> list[dict[str, Any]]:
     """Every model kept in `run_folder`, by run and seed: its sidecar (run, seed, version, parameters, epochs,
     final test loss and accuracy, plan, file, path, SHA-256, …)."""
     need_training_extra()
-    # depl.train.models imports torch
-    from ..train.models import list_models as listed
+    # depl.train.task.models imports torch
+    from ..train.task.models import list_models as listed
 
     with as_bad_input(*training_errors()):
         return listed(run_folder)
@@ -48,8 +48,8 @@ def load_model(run_folder: str | os.PathLike, seed: int = 0, *, run: Optional[st
     a file changed since it was kept, layer sizes or weights (shapes, dtypes) not those of the network its run
     recorded, a weight that is NaN or infinite, a sidecar naming another file than its own."""
     need_training_extra()
-    # depl.train.models imports torch
-    from ..train.models import load
+    # depl.train.task.models imports torch
+    from ..train.task.models import load
 
     try:
         return load(run_folder, seed, run, [Path(f) for f in allow_code or []])
@@ -107,8 +107,8 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
     out = Path(out)
     check_output_file("--out", out, make_folders=False)   # a folder made for an export that fails would be left
     need_training_extra()
-    # depl.train.models imports torch
-    from ..train.models import EXPORT_FORMATS, export, find, read
+    # depl.train.task.models imports torch
+    from ..train.task.models import EXPORT_FORMATS, export, find, read
 
     if fmt not in EXPORT_FORMATS:
         raise BadInput(f"--format {fmt!r}: choose {' or '.join(EXPORT_FORMATS)}")
@@ -187,8 +187,8 @@ def _kind(path: Path) -> str:
 def models_folder_of(path: Path, run_folder: Path) -> Path | None:
     """The run folder's models/ folder that `path` (resolved) lies in, or None: `run_folder`'s own, or any folder
     named models/ beside a runs store or holding a run's folder of sidecars (models/RUN_ID/seed-N.json)."""
-    # depl.train.models imports torch
-    from ..train.models import FOLDER
+    # depl.train.task.models imports torch
+    from ..train.task.models import FOLDER
 
     for folder in path.parents:
         if folder.name != FOLDER:

@@ -9,7 +9,7 @@
 2. **The certified search** (`depl.certificate.search`): every candidate has its own anytime-valid test at its
    share of α, on the same fresh seeds F, F+1, …; hopeless ones are dropped; the search stops when the
    cheapest candidate neither dropped nor refuted is certified, and returns it.
-3. **Training** (`depl.train.search`): one run of a schedule yields every prefix, so each group of candidates
+3. **Training** (`depl.train.loops.search`): one run of a schedule yields every prefix, so each group of candidates
    whose jobs nest trains, each batch, only its longest candidate still in the race.
 
 The plan returned carries the scenario's own target (ω, ℓmax) and `info.certificate`: the statement's α, the
@@ -43,7 +43,7 @@ from .alpha_spent import ledger_path, plan_hash, record
 if TYPE_CHECKING:
     from ..plan import Plan
     from ..scenario import Scenario
-    from ..train.search import Candidate, Searched
+    from ..train.loops.search import Candidate, Searched
 
 LEVELS = 5                    # ω, ω + (1 − ω)/5, …: the levels candidates are planned at
 # how many times the plan returned will be run, where the user does not say: a plan is run many times between two
@@ -125,8 +125,8 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses): where
     the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here,
     before the candidates are planned (`run_search` checks the whole manifest)."""
-    # depl.train.search imports torch
-    from ..train.search import make_candidate
+    # depl.train.loops.search imports torch
+    from ..train.loops.search import make_candidate
 
     if alpha is not None:
         with as_bad_input(ValueError):
@@ -153,11 +153,11 @@ def store_path(store: Optional[Path], out: Optional[Path]) -> Path:
 
 def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict) -> None:
     """BadInput where `store` is bound to a search whose ω, ℓmax, α or one of the options given in `rerun` differs
-    (depl.train.search.check_bound): what planning does not change, checked before it."""
+    (depl.train.loops.search.check_bound): what planning does not change, checked before it."""
     from ..certificate import PRIORS
     from ..certificate.search import ALLOCATIONS
     from ..store import Store
-    from ..train.search import bound, check_bound
+    from ..train.loops.search import bound, check_bound
 
     if not store.is_file():
         return
@@ -223,13 +223,13 @@ def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candid
 
 
 def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
-    """The rule that proposes candidates from the search's own runs (`depl.train.search.run_search`'s `propose`),
+    """The rule that proposes candidates from the search's own runs (`depl.train.loops.search.run_search`'s `propose`),
     fixed before the first run: the planner's cheapest plan, over its whole space (data, versions, switches,
     clusters), with the law as fitted, for the target ℓmax tightened by the margin the runs showed (`margin`: ℓmax
     divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst shift), at ω and at ω′;
     the cheapest plan not already a candidate.  Its guess of P(meets ℓmax) is the law's at the tightened target."""
-    # depl.train.search imports torch
-    from ..train.search import make_candidate
+    # depl.train.loops.search imports torch
+    from ..train.loops.search import make_candidate
 
     s = prep.scenario
 
@@ -375,8 +375,8 @@ def search_certificate(r: "Searched") -> Certificate:
 def runs_cost(r: "Searched") -> float:
     """What the search's runs cost: each run trained, the cost of the plan its job trains (a group's run trains
     its longest candidate's plan; one that stopped short, a shorter candidate's)."""
-    # depl.train.search imports torch
-    from ..train.search import run_ids
+    # depl.train.loops.search imports torch
+    from ..train.loops.search import run_ids
 
     cost = {rid: float(r.candidates[i].plan.cost) for i, rid in run_ids(r.candidates).items()}
     return float(sum(n * cost[rid] for rid, n in r.trained.items()))
@@ -400,14 +400,14 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     models its runs train for each candidate, kept as `depl run` keeps them, in the store's folder's models/<run
     id>; once the search is decided only the returned plan's stay (the certificate's `models`).
 
-    The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
+    The store is bound to this search before its first run (`depl.train.loops.search.bind`): a rerun takes what it
     began with — its first seed, batch, e-process (`prior`) and allocation are the defaults of a rerun, any other
     value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a new search,
     `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
     `max_runs` None 500, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
-    # depl.train.search imports torch
-    from ..train.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
+    # depl.train.loops.search imports torch
+    from ..train.loops.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
 
     store = store_path(store, out)
     book = TaskSeeds.of(prep.scenario)

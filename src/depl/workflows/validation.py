@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """A plan's run on held-out seeds registered in its store (`run`: depl.train.validation.HeldOutRun), and
+    """A plan's run on held-out seeds registered in its store (`run`: depl.train.loops.validation.HeldOutRun), and
     where its report and band plot go."""
 
     run: Any
@@ -39,7 +39,7 @@ class Validated:
     report: Path
     png: Path
     seconds: float
-    seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
+    seed_training: Any = None   # how the seeds trained (depl.train.backends.executors.Decision)
 
     @property
     def not_refuted(self) -> bool:
@@ -58,8 +58,8 @@ def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int] | 
     count N from the plan's first free seed: depl.ledger) and the outputs; register the run."""
     plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
     dev = start_training(training.threads, training.device)
-    # depl.train.validation imports torch
-    from ..train.validation import prepare
+    # depl.train.loops.validation imports torch
+    from ..train.loops.validation import prepare
 
     check_folder("--out", out)
     if png is not None:  # checked now: the plot is drawn after the training
@@ -73,8 +73,8 @@ def train_validation(held: HeldOut, training: Training = Training(),
                      progress: Optional[Callable] = None, said: Optional[Callable[[str], None]] = None) -> Validated:
     """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch; said(text): how they
     train, `run_seeds`), judge the plan by them, and write its report and band plot."""
-    # depl.train.validation imports torch
-    from ..train.validation import write_report
+    # depl.train.loops.validation imports torch
+    from ..train.loops.validation import write_report
 
     h = held.run
     t0 = time.perf_counter()

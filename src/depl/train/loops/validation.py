@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
-from ..plan import Plan
-from ..scenario import Scenario, load_scenario
-from ..store import Store, store_path
-from ..validate import Validation, law_mismatch, validate
-from . import execute
-from .federation import Job, job_from_plan
+from ...ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
+from ...plan import Plan
+from ...scenario import Scenario, load_scenario
+from ...store import Store, store_path
+from ...validate import Validation, law_mismatch, validate
+from ..engine import execute
+from ..engine.federation import Job, job_from_plan
 
 
 @dataclass
