@@ -15,7 +15,8 @@ from depl.store import Store
 from depl.train.loops import adaptive as ad
 from depl.train.engine import execute, seeds
 from depl.train.backends import executors, ray_pool
-from depl.train.engine.federation import JobError, job_from_plan
+from depl.train.task.source import JobError
+from depl.train.engine.federation import job_from_plan
 from trainkit import SWITCH_PLAN, make_plan, scenario_dict
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from depl.plan import Plan
-from depl.train.engine.federation import JobError, LocalFederation, job_from_plan, walk_plan
+from depl.train.task.source import JobError
+from depl.train.engine.federation import LocalFederation, job_from_plan, walk_plan
 from depl.train.task.source import DataError
 from trainkit import write_regression
 

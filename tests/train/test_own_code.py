@@ -25,7 +25,8 @@ from depl.scenario import ScenarioError, load_scenario
 from depl.store import Store
 from depl.train.task import custom
 from depl.train.task.data import DataError, data_spec
-from depl.train.engine.federation import JobError, job_from_plan, version_specs
+from depl.train.task.source import JobError
+from depl.train.engine.federation import job_from_plan, version_specs
 from depl.train.task.prune import build_version, switch
 from trainkit import search_fields
 

@@ -20,7 +20,8 @@ from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import ScenarioError, load_scenario, parse_scenario
 from depl.train.task.custom import CodeRefused
 from depl.train.engine.execute import run_id_for
-from depl.train.engine.federation import (JobError, LocalFederation, TrainOptions, derive_seed, evaluate, initial_model,
+from depl.train.task.source import JobError
+from depl.train.engine.federation import (LocalFederation, TrainOptions, derive_seed, evaluate, initial_model,
                                    job_from_plan, local_epoch, node_data, walk_plan)
 from depl.train.task.losses import LOSSES, Loss
 from depl.train.engine.vectorised import walk_plan_stack

@@ -23,7 +23,7 @@ from ..planners.status import status_line
 from ..predict import signed
 from ..scenario import builtin_names, load_scenario
 from ..workflows import plan as make, predict as ask, simulate as monte_carlo
-from ..workflows.search import certify_price
+from .. import workflows
 
 
 def scenarios() -> None:
@@ -186,7 +186,7 @@ def _planned(planned, method: str, out: Optional[Path], as_json: bool) -> None:
 
 def _certify_price(plan) -> None:
     """What certifying the plan on real runs is expected to take, by its law (a guess the runs may refute)."""
-    pr = certify_price(plan)
+    pr = workflows.certify_price(plan)
     if pr is None:
         return
     console.print(f"  to certify      by the law, P(ℓ(K) ≤ ℓmax) = {pr['law_p']:.3f}: a certificate on real runs "

@@ -12,7 +12,7 @@ from .console import (choice, console, epoch_progress, err_console,
                       print_json, refusals)
 from .training import KeepModels
 from ..workflows.errors import BadInput
-from ..workflows.search import USES as USES_DEFAULT, candidate_rows, prepare_search, price, run_search
+from .. import workflows
 
 
 # `depl plan`'s options for --certify (one object per option)
@@ -68,11 +68,11 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
         if unused:
             raise BadInput(f"{', '.join(unused)}: not used by --certify (it plans its candidates with the law as "
                            "fitted and certifies on real runs); drop it, or plan without --certify")
-        prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
-                              alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"],
-                              rerun=opts)
-        prices = price(prep, opts["max_runs"] or 500, opts["uses"] or USES_DEFAULT)
-    _candidates(con, prep, candidate_rows(prep), prices)
+        prep = workflows.prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
+                                        alpha=alpha, out=out, store=opts["store"], png=opts["png"],
+                                        training=opts["training"], rerun=opts)
+        prices = workflows.price(prep, opts["max_runs"] or 500, opts["uses"] or workflows.USES)
+    _candidates(con, prep, workflows.candidate_rows(prep), prices)
     with epoch_progress("epochs") as bar, refusals():
         task = bar.add_task("search", total=None)
 
@@ -82,7 +82,7 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
         def looked(search, seeds, seconds):
             bar.update(task, description=_line(search, seeds, seconds))
 
-        done = run_search(prep, out=out, progress=progress, on_batch=looked, **opts)
+        done = workflows.run_search(prep, out=out, progress=progress, on_batch=looked, **opts)
     _result(con, done)
     code = done.certificate.exit_code()
     if as_json:

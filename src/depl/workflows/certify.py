@@ -12,6 +12,7 @@ from .common import Training, check_folder, start_training
 from .errors import as_bad_input, training_errors
 from ..jsonout import dumps
 from ..plan import Plan
+from ..train.loops.certify import certify as sequential, prepare, seeds_for
 
 if TYPE_CHECKING:
     from ..train.loops.certify import Decided
@@ -44,8 +45,6 @@ def prepare_certify(plan_file: str | Path, alpha: Optional[float] = None, *, out
     plan's (its scenario's [target] alpha, else DEFAULT_ALPHA)."""
     plan_file, out = Path(plan_file), Path(out)
     dev = start_training(training.threads, training.device)
-    # depl.train.loops.certify imports torch
-    from ..train.loops.certify import prepare, seeds_for
 
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
@@ -63,8 +62,6 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
                 progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
     """Train seeds F, F+1, … `batch` at a time until the test decides or `max_runs` are counted; write the
     certificate.  F: `first_seed`, else the one `prepare_certify` chose. progress(run_id, seed, epoch, result) after every epoch, on_decision(verdict) after every batch."""
-    # depl.train.loops.certify imports torch
-    from ..train.loops.certify import certify as sequential
 
     out = Path(out)
     with as_bad_input(*training_errors(), ValueError, OSError):

@@ -25,6 +25,7 @@ from ..ledger import Ledger, SeedsUsed, lineage
 from ..planners import planner_names
 from ..report.coverage_md import coverage_markdown
 from ..store import Store
+from ..train.loops.validation import prepare
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,6 @@ def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: lis
     """One cell planned (`as_stored`: the store's plan for it as it was planned), its run registered (into `held`, by
     the cell's key) when it has a plan, its seeds checked against the plan's ledger (`asked`: the options that gave
     them, for a refusal)."""
-    # depl.train.loops.validation imports torch
-    from ..train.loops.validation import prepare
 
     cell, plan = make_cell(task, omega, law, plans, method, as_stored)
     if plan is not None:

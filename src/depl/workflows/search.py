@@ -23,22 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import DEFAULT_PRIOR, Certificate, Kind, Outcome, alpha_or_default, check_alpha, expected_runs
+from ..certificate import (alpha_or_default, Certificate, check_alpha, DEFAULT_PRIOR, Kind, more_runs_if_all_meet,
+                           Outcome, PRIORS)
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
-from .planning import load, retarget, save_plan
+from .planning import law_of, load, p_meet, price_row, retarget, save_plan
 from .training import check_keep
-from ..certificate import more_runs_if_all_meet
-from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spending, ladder, value_shares
+from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, ladder, Search, Spending, value_shares
 from ..jsonout import dumps
 from ..ledger import TaskSeeds, digest, lineage
-from ..loss import loss_model_for
 from ..planners import Infeasible, Options, infeasible_reason, make_plan
 from ..report.mpl import save
 from ..report.plots import plot_search
 from ..scenario import scenario_dict
 from ..store import Store
 from .alpha_spent import ledger_path, plan_hash, record
+from ..train.loops.search import (bind, bound, check_bound, make_candidate, manifest, run_ids, run_search as train,
+                                  SearchKeeper)
 
 if TYPE_CHECKING:
     from ..plan import Plan
@@ -85,16 +86,6 @@ def propose(s: "Scenario", method: str = "depl", eta: int = 200) -> list[tuple["
     return sorted(found.values(), key=lambda c: (c[0].cost, len(c[0].epochs), str(_training_key(c[0]))))
 
 
-def law_of(p: "Plan", s: "Scenario"):
-    """The distribution of plan p's final loss ℓ(K) under scenario s's loss law."""
-    return loss_model_for(s).distribution([e.model for e in p.epochs], s.phi(s.samples(p.datasets)))
-
-
-def p_meet(d, loss: float) -> float:
-    """P(ℓ(K) ≤ loss) under the distribution d, kept in [0, 1]."""
-    return min(max(float(d.cdf(loss)), 0.0), 1.0)
-
-
 def as_target(p: "Plan", s: "Scenario", proposed: dict) -> "Plan":
     """A candidate with the scenario's own target: the search tests it at ω and ℓmax, whatever it was planned at;
     its figures (the ω-quantile's bracket and the mean of ℓ(K)) those of the law it was planned with, at ω."""
@@ -125,8 +116,6 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses): where
     the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is refused here,
     before the candidates are planned (`run_search` checks the whole manifest)."""
-    # depl.train.loops.search imports torch
-    from ..train.loops.search import make_candidate
 
     if alpha is not None:
         with as_bad_input(ValueError):
@@ -154,10 +143,6 @@ def store_path(store: Optional[Path], out: Optional[Path]) -> Path:
 def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict) -> None:
     """BadInput where `store` is bound to a search whose ω, ℓmax, α or one of the options given in `rerun` differs
     (depl.train.loops.search.check_bound): what planning does not change, checked before it."""
-    from ..certificate import PRIORS
-    from ..certificate.search import ALLOCATIONS
-    from ..store import Store
-    from ..train.loops.search import bound, check_bound
 
     if not store.is_file():
         return
@@ -228,8 +213,6 @@ def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
     clusters), with the law as fitted, for the target ℓmax tightened by the margin the runs showed (`margin`: ℓmax
     divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst shift), at ω and at ω′;
     the cheapest plan not already a candidate.  Its guess of P(meets ℓmax) is the law's at the tightened target."""
-    # depl.train.loops.search imports torch
-    from ..train.loops.search import make_candidate
 
     s = prep.scenario
 
@@ -295,32 +278,8 @@ def price(prep: Prepared, max_runs: int = 500, uses: Optional[float] = USES) -> 
     law's p is a guess the runs may refute; where it is optimistic the runs are more."""
     omega, uses = float(prep.scenario.target.quantile), check_uses(uses)
     # the candidates fixed in advance hold FIRST of α between them (the rest is the proposals'): each its share of it
-    return [{"share": FIRST * w, **_price_row(p, omega, prep.alpha * FIRST * w, max_runs, c.plan.cost)}
+    return [{"share": FIRST * w, **price_row(p, omega, prep.alpha * FIRST * w, max_runs, c.plan.cost)}
             for c, w, p in zip(prep.candidates, shares(prep, uses, max(HORIZON, max_runs)), guesses(prep))]
-
-
-def _price_row(p: float, omega: float, alpha: float, max_runs: int, cost: float) -> dict:
-    """The sequential test's expected runs to a decision within `max_runs` and P(certified) at success
-    probability p, and those runs' cost (each trains the plan once)."""
-    need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=max_runs)
-    return {"law_p": p, "expected_runs": need.mean_runs, "p_certify": need.certify,
-            "expected_cost": need.mean_runs * float(cost)}
-
-
-def certify_price(plan: "Plan", alpha: Optional[float] = None, max_runs: int = 500) -> Optional[dict]:
-    """What `depl certify` of `plan` is expected to take, from the probability its own law gives of meeting ℓmax:
-    the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within `max_runs`,
-    P(certified within them), and their cost (runs × the plan's cost); None where the plan has no law to ask
-    (infeasible, empty, no scenario)."""
-    if not plan.feasible or not plan.epochs:
-        return None
-    try:
-        s = plan.scenario_object()
-        p = p_meet(law_of(plan, s), plan.loss_target)
-        alpha = alpha_or_default(alpha if alpha is not None else s.target.alpha)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return {"alpha": alpha, "max_runs": max_runs, **_price_row(p, plan.omega, alpha, max_runs, plan.cost)}
 
 
 def candidate_rows(prep: Prepared) -> list[dict]:
@@ -375,8 +334,6 @@ def search_certificate(r: "Searched") -> Certificate:
 def runs_cost(r: "Searched") -> float:
     """What the search's runs cost: each run trained, the cost of the plan its job trains (a group's run trains
     its longest candidate's plan; one that stopped short, a shorter candidate's)."""
-    # depl.train.loops.search imports torch
-    from ..train.loops.search import run_ids
 
     cost = {rid: float(r.candidates[i].plan.cost) for i, rid in run_ids(r.candidates).items()}
     return float(sum(n * cost[rid] for rid, n in r.trained.items()))
@@ -406,8 +363,6 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
     `max_runs` None 500, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
-    # depl.train.loops.search imports torch
-    from ..train.loops.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
 
     store = store_path(store, out)
     book = TaskSeeds.of(prep.scenario)

@@ -16,6 +16,8 @@ from ..plan import Plan
 from ..report.plots import plot_validation
 from ..scenario import load_scenario
 from ..validate import coverage, law_mismatch
+from ..train.loops.validation import prepare, write_report
+from ..adaptive import promise
 
 if TYPE_CHECKING:
     from ..validate import Coverage, Validation
@@ -58,8 +60,6 @@ def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int] | 
     count N from the plan's first free seed: depl.ledger) and the outputs; register the run."""
     plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
     dev = start_training(training.threads, training.device)
-    # depl.train.loops.validation imports torch
-    from ..train.loops.validation import prepare
 
     check_folder("--out", out)
     if png is not None:  # checked now: the plot is drawn after the training
@@ -73,8 +73,6 @@ def train_validation(held: HeldOut, training: Training = Training(),
                      progress: Optional[Callable] = None, said: Optional[Callable[[str], None]] = None) -> Validated:
     """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch; said(text): how they
     train, `run_seeds`), judge the plan by them, and write its report and band plot."""
-    # depl.train.loops.validation imports torch
-    from ..train.loops.validation import write_report
 
     h = held.run
     t0 = time.perf_counter()
@@ -145,7 +143,6 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
     import numpy as np
 
     p = done.plan
-    from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
 
     return AdaptiveValidated(plan_file, p, coverage(done.finals, p.loss_target, promise(p), p.alpha),
                              float(np.nanmean(done.costs)), done.actions, done.spec, done.run_id, done)

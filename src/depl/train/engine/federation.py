@@ -45,10 +45,7 @@ from ..task import data as data_mod
 from ..task.custom import CodeRefused, check_code, digests
 from ..task.losses import Loss, LossError, check as check_loss
 from ..task.prune import VersionSpec, build_version, switch
-
-
-class JobError(ValueError):
-    """A plan or scenario that cannot be trained for real; the message is meant for the user."""
+from ..task.source import JobError
 
 
 class TrainOptions(TrainingOptions):

@@ -35,7 +35,7 @@ from typing import Any, Callable, Protocol
 
 from ...store import EpochRow, Store, diverges, drop_inherited_locks
 from ..task.data import DrawError
-from ..task.source import DataError
+from ..task.source import DataError, JobError
 
 DEFAULT_SEED_BATCH = 32
 
@@ -107,9 +107,6 @@ def batch_size(n_seeds: int, seed_batch: int, workers: int) -> int:
 def local_device(asked: str) -> str:
     """The torch device of `asked` (cpu, cuda or auto) in this process: resolved where the work runs."""
     import torch
-
-    # depl.train.engine.federation imports torch
-    from .federation import JobError
 
     if asked == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,4 +1,5 @@
-"""A data source's arrays, and the error of data that cannot be used.
+"""A data source's arrays, and the errors meant for the user below the engine: data that cannot be used
+(DataError), a plan or scenario that cannot be trained (JobError).
 
 Below both the built-in sources (data.py) and a user's own (custom.py):
 data.py dispatches `source = "MODULE:FUNCTION"` to custom.py, and custom.py
@@ -15,6 +16,10 @@ import numpy as np
 
 class DataError(ValueError):
     """Data that cannot be used; the message is meant for the user."""
+
+
+class JobError(ValueError):
+    """A plan or scenario that cannot be trained for real; the message is meant for the user."""
 
 
 @dataclass(frozen=True)
