@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..workflows.planning import MAX_RUNS
+from ..workflows.planning import MAX_RUNS, certify_price
 from ..workflows.common import Training
 from ..certificate import DEFAULT_ALPHA, Certificate, Outcome, confidence_words, fewest_runs
 from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
@@ -23,7 +23,6 @@ from ..planners.status import status_line
 from ..predict import signed
 from ..scenario import builtin_names, load_scenario
 from ..workflows import plan as make, predict as ask, simulate as monte_carlo
-from .. import workflows
 
 
 def scenarios() -> None:
@@ -186,7 +185,7 @@ def _planned(planned, method: str, out: Optional[Path], as_json: bool) -> None:
 
 def _certify_price(plan) -> None:
     """What certifying the plan on real runs is expected to take, by its law (a guess the runs may refute)."""
-    pr = workflows.certify_price(plan)
+    pr = certify_price(plan)
     if pr is None:
         return
     console.print(f"  to certify      by the law, P(ℓ(K) ≤ ℓmax) = {pr['law_p']:.3f}: a certificate on real runs "
