@@ -4,7 +4,7 @@
 
 `depl profile`'s job of mnist1d-small's `full` net (each seed on its own draw), node 0 of 2: one
 `local_epoch_stack` (every mini-batch step of the node's samples) of the same stack, from the same weights, under
-`src/depl/train/vectorised.py` as it is here (B) and as it was at revision BASE (A), one thread, in turn A, B, A,
+`src/depl/train/engine/vectorised.py` as it is here (B) and as it was at revision BASE (A), one thread, in turn A, B, A,
 B…; prints each one's CPU time per epoch (`time.process_time`), medians and spreads (max − min), the ratio of the
 medians, and the largest difference of the two epochs' trained weights and losses.
 """
@@ -22,18 +22,18 @@ from pathlib import Path
 
 
 def load_at(rev: str):
-    """depl.train.vectorised as it was at `rev`, as the module depl.train._vectorised_at."""
+    """depl.train.engine.vectorised as it was at `rev`, as the module depl.train.engine._vectorised_at."""
     root = Path(__file__).resolve().parents[1]
-    r = subprocess.run(["git", "show", f"{rev}:src/depl/train/vectorised.py"], cwd=root, capture_output=True,
+    r = subprocess.run(["git", "show", f"{rev}:src/depl/train/engine/vectorised.py"], cwd=root, capture_output=True,
                        text=True)
     if r.returncode != 0:
-        print(f"--base {rev}: no src/depl/train/vectorised.py there ({r.stderr.strip() or 'git show failed'})",
+        print(f"--base {rev}: no src/depl/train/engine/vectorised.py there ({r.stderr.strip() or 'git show failed'})",
               file=sys.stderr)
         sys.exit(2)
     text = r.stdout
     path = Path(tempfile.mkdtemp()) / "vectorised_at.py"
     path.write_text(text)
-    name = "depl.train._vectorised_at"
+    name = "depl.train.engine._vectorised_at"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -52,9 +52,9 @@ def main() -> None:
     import torch
 
     from depl.scenario import load_scenario
-    from depl.train import vectorised as new
-    from depl.train.federation import TRAIN_STREAM, derive_seed, initial_model
-    from depl.train.profile import experiment_job, experiments
+    from depl.train.engine import vectorised as new
+    from depl.train.engine.federation import TRAIN_STREAM, derive_seed, initial_model
+    from depl.train.engine.profile import experiment_job, experiments
 
     old = load_at(a.base)
     torch.set_num_threads(1)

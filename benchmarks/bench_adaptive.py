@@ -34,8 +34,8 @@ def main() -> None:
     from depl.planners import make_plan
     from depl.scenario import load_scenario, parse_scenario, scenario_dict
     from depl.store import Store
-    from depl.train import adaptive as ad
-    from depl.train import data as data_mod
+    from depl.train.loops import adaptive as ad
+    from depl.train.task import data as data_mod
 
     s = load_scenario("mnist1d-small")
     if a.target is not None:

@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from depl.train.autochoice import cpu_model  # the CPU's name, as the automatic choice records it
+from depl.train.engine.autochoice import cpu_model  # the CPU's name, as the automatic choice records it
 
 
 def load() -> str:
@@ -96,7 +96,7 @@ def main() -> None:
     env = {**os.environ, "DEPL_CACHE": str(folder / "cache")}
     env.pop("DEPL_AUTOCHOICE", None)   # the automatic choice, as a user's run makes it
     # MNIST-1D's generated samples and pool made once before the first cell, as after any first run
-    subprocess.run([sys.executable, "-c", "from depl.train.data import mnist1d, mnist1d_pool; "
+    subprocess.run([sys.executable, "-c", "from depl.train.task.data import mnist1d, mnist1d_pool; "
                     "mnist1d(); mnist1d_pool()"], check=True, env=env)
     start = load()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average {start} (1, 5, 15 min) at the start; "

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from depl.train.autochoice import cpu_model  # the CPU's name, as the automatic choice records it
+from depl.train.engine.autochoice import cpu_model  # the CPU's name, as the automatic choice records it
 
 
 def run_cell(args, seeds: int, folder: Path, env: dict) -> dict:
@@ -65,7 +65,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     env = {**os.environ, "DEPL_CACHE": str(folder / "cache"), "DEPL_AUTOCHOICE": "1"}
     if not a.cold_data:
-        subprocess.run([sys.executable, "-c", "from depl.train.data import mnist1d, mnist1d_pool; "
+        subprocess.run([sys.executable, "-c", "from depl.train.task.data import mnist1d, mnist1d_pool; "
                         "mnist1d(); mnist1d_pool()"], check=True, env=env)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at the start; "
           f"depl profile {a.scenario} --version {a.version} --epochs {a.epochs}, {a.rounds} interleaved rounds")

@@ -15,7 +15,7 @@ For a fitted scenario (default: the tutorial's own task, docs/certificate-store/
 3. **The route `--uncalibrated` + `depl certify`**: `depl plan SCENARIO --uncalibrated`, then `depl certify PLAN
    --first-seed 3500000 --max-runs M`: its plan, cost, verdict, runs.
 4. **True coverage** of every candidate and of the two routes' plans, on N fresh seeds (default 400 from
-   3300000): the plans are grouped as the search groups them (depl.train.search.group: one run of a schedule
+   3300000): the plans are grouped as the search groups them (depl.train.loops.search.group: one run of a schedule
    yields every prefix), each group's longest job trains once on those seeds (store truth/runs.sqlite), and
    each plan reads ℓ(K) at its own length; hits/N with a 95 % Clopper–Pearson interval and the one-sided 95 %
    lower and upper bounds (depl.certificate.bounds).
@@ -375,9 +375,9 @@ def true_coverage(a, plans: list[tuple[str, object]], clock: Clock) -> dict[str,
     """Each named plan's hits on the N fresh seeds: the plans grouped as the search groups candidates, each
     group's longest job trained once on those seeds, each plan read at its own length."""
     from depl.store import Store
-    from depl.train import execute
-    from depl.train.executors import run_all
-    from depl.train.search import final_loss, group, make_candidate
+    from depl.train.engine import execute
+    from depl.train.backends.executors import run_all
+    from depl.train.loops.search import final_loss, group, make_candidate
 
     cands = [make_candidate(p, {}, "cpu") for _, p in plans]
     group(cands)
@@ -563,7 +563,7 @@ def main(argv=None) -> int:
     a.json = a.json or a.out / "routes.json"
     a.out.mkdir(parents=True, exist_ok=True)
 
-    from depl.train.custom import allow
+    from depl.train.task.custom import allow
 
     allow([a.code.resolve()])
     from depl.plan import Plan

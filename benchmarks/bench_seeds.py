@@ -20,13 +20,13 @@ falls on every path alike):
 * **stack, GEMM**: the same stack as batched matrix products, one im2col
   GEMM per layer over seeds × batch (`vectorised.GemmNet`; what a stack of
   this net runs by default);
-* **W workers**: `depl.train.executors.run_all` — the S seeds cut into batches
+* **W workers**: `depl.train.backends.executors.run_all` — the S seeds cut into batches
   of at most 32 over W worker processes (one thread each), results written
   to a SQLite store by the parent, as `depl profile` does (worker start-up
   included; skipped when S < W);
 * **automatic**: what `depl run` decides without --seed-batch/--workers/--threads
-  (`train.executors.decide`): the per-seed loop for S ≤ 2 (nothing
-  measured), else `train.autochoice.choose` measures a few mini-batches of
+  (`train.backends.executors.decide`): the per-seed loop for S ≤ 2 (nothing
+  measured), else `train.engine.autochoice.choose` measures a few mini-batches of
   the loop and of stacks of 4–32 seeds on 1 or W workers, with 1 or W
   threads, within a tenth of the S seeds' epochs (estimated from a probe of
   the loop; a job under about 50 s by the loop is not measured), and keeps
@@ -68,7 +68,7 @@ import time
 def _job(epochs: int, samples: int):
     from depl.plan import Epoch, Plan, with_figures
     from depl.scenario import load_scenario, parse_scenario
-    from depl.train.federation import job_from_plan
+    from depl.train.engine.federation import job_from_plan
 
     s = load_scenario("mnist1d-small")
     d = s.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -86,8 +86,8 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
     import torch
 
     torch.set_num_threads(1)
-    from depl.train.federation import LocalFederation, node_data, test_data, walk_plan
-    from depl.train.vectorised import walk_plan_stack
+    from depl.train.engine.federation import LocalFederation, node_data, test_data, walk_plan
+    from depl.train.engine.vectorised import walk_plan_stack
 
     job = _job(epochs, samples)
     node_data(job.data, 1, True, 0), test_data(job.data)  # generate the data before the clock starts
@@ -97,8 +97,8 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
     extra = {}
     how = {"seed_batch": 32, "workers": workers, "threads": 1}
     if kind == "auto":
-        from depl.train.autochoice import LOOP, candidates_for, choose
-        from depl.train.executors import FEW_SEEDS
+        from depl.train.engine.autochoice import LOOP, candidates_for, choose
+        from depl.train.backends.executors import FEW_SEEDS
 
         if seeds <= FEW_SEEDS:   # as `depl run` decides: nothing measured
             picked, seconds, measured = LOOP, 0.0, None
@@ -123,7 +123,7 @@ def _measure(kind: str, seeds: int, epochs: int, samples: int, workers: int, out
         walk_plan_stack(job, list(range(seeds)), kernels=kind)
     else:
         from depl.store import Store
-        from depl.train.executors import run_all
+        from depl.train.backends.executors import run_all
 
         with tempfile.TemporaryDirectory() as tmp, Store(os.path.join(tmp, "s.sqlite")) as st:
             st.start_run("bench", "profile", {})
@@ -142,7 +142,7 @@ def _ceiling(samples: int, out) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.set_num_threads(1)
-    from depl.train.federation import initial_model, node_data, test_data
+    from depl.train.engine.federation import initial_model, node_data, test_data
 
     job = _job(1, samples)
     (x, y), (xt, yt) = node_data(job.data, 1, True, 0), test_data(job.data)
@@ -218,8 +218,8 @@ def main() -> None:
     ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
     sizes = [int(v) for v in a.seeds.split(",")]
-    from depl.train.autochoice import cpu_model
-    from depl.train.executors import FEW_SEEDS
+    from depl.train.engine.autochoice import cpu_model
+    from depl.train.backends.executors import FEW_SEEDS
 
     print(f"{cpu_model()}, {os.cpu_count()} cores; mnist1d-small full net, {a.samples} samples, batch 64, "
           f"{a.epochs} epoch(s), median of {a.repeats} round(s); load average "

@@ -29,9 +29,9 @@ import torch.nn.functional as F
 
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import load_scenario
-from depl.train.federation import (INIT_STREAM, LocalFederation, derive_seed, job_from_plan, node_data,
+from depl.train.engine.federation import (INIT_STREAM, LocalFederation, derive_seed, job_from_plan, node_data,
                                    test_data, walk_plan)
-from depl.train.prune import build_version
+from depl.train.task.prune import build_version
 
 
 def make_plan(epochs: int, cluster: str = "solo") -> Plan:
@@ -95,8 +95,8 @@ def bench_local(epochs: int, repeats: int) -> None:
 
 def bench_flower(epochs: int) -> None:
     from depl.store import Store
-    from depl.train import execute
-    from depl.train.flower_app import run_simulation
+    from depl.train.engine import execute
+    from depl.train.apps.flower_app import run_simulation
 
     job = job_from_plan(make_plan(epochs))
     torch.set_num_threads(1)

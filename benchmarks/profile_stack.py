@@ -23,8 +23,8 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from depl.scenario import load_scenario
-    from depl.train.profile import experiment_job, experiments
-    from depl.train.vectorised import walk_plan_stack
+    from depl.train.engine.profile import experiment_job, experiments
+    from depl.train.engine.vectorised import walk_plan_stack
 
     torch.set_num_threads(1)
     s = load_scenario(a.scenario)

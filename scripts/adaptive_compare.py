@@ -15,7 +15,7 @@ import numpy as np
 from depl.certificate import confidence_words
 from depl.plan import Plan
 from depl.store import Store
-from depl.train.adaptive import finished, outcome
+from depl.train.loops.adaptive import finished, outcome
 from depl.validate import coverage
 
 

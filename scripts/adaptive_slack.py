@@ -29,7 +29,7 @@ from depl.certificate import Certificate, clopper_pearson_lower
 from depl.gap import measure
 from depl.plan import Plan
 from depl.store import Store
-from depl.train import adaptive as ad
+from depl.train.loops import adaptive as ad
 from depl.workflows.errors import BadInput, Unreachable
 from depl.workflows.planning import load, retarget
 from depl.workflows.planning import plan as plan_workflow

@@ -40,7 +40,7 @@ from depl.certificate import DEFAULT_ALPHA, Certificate
 from depl.paths import relative
 from depl.plan import Plan
 from depl.store import Store
-from depl.train import adaptive as ad
+from depl.train.loops import adaptive as ad
 from depl.validate import coverage
 
 ROOT = Path(__file__).resolve().parent.parent

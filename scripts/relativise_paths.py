@@ -97,7 +97,7 @@ def models() -> list[Path]:
         torch.save(content, pt)
         d["spec"]["code_dir"] = new
         d["sha256"] = hashlib.sha256(pt.read_bytes()).hexdigest()
-        side.write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")   # as depl.train.models writes it
+        side.write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")   # as depl.train.task.models writes it
         changed += [side, pt]
     return changed
 

@@ -1,5 +1,5 @@
 """A recorded certified search (a folder of docs/certificate-store/search/) read back from a copy of its store with
-its candidates as recorded (`depl.train.search.recorded_candidates`): the decisions the store gives, that nothing
+its candidates as recorded (`depl.train.loops.search.recorded_candidates`): the decisions the store gives, that nothing
 trained, the seed-epochs its store holds, and the seed-epochs the same seeds and decisions cost where each group
 trains, each batch, only its longest candidate still in the race.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from depl.certificate import Certificate
 from depl.certificate.search import Search
 from depl.store import Store
-from depl.train.search import recorded_candidates, run_search
+from depl.train.loops.search import recorded_candidates, run_search
 
 
 def replay(folder: Path, batch: int) -> dict:

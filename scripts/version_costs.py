@@ -13,9 +13,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from depl.scenario import load_scenario
-from depl.train.data import data_spec
-from depl.train.federation import version_specs
-from depl.train.prune import build_version
+from depl.train.task.data import data_spec
+from depl.train.engine.federation import version_specs
+from depl.train.task.prune import build_version
 
 
 def costs(name: str) -> list[tuple[str, float, float]]:

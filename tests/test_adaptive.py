@@ -174,7 +174,7 @@ def test_the_command_line_offers_exactly_the_rules_the_loop_knows():
     """The rules are named once (depl.adaptive.RULES); the CLI's choices, kept import-light, must agree."""
     from depl.adaptive import DEFAULT_RULE, RULES
     from depl.cli.training import Rule as RuleChoice
-    from depl.train.executors import names
+    from depl.train.backends.executors import names
 
     assert {r.value for r in RuleChoice} == set(RULES) and DEFAULT_RULE in RULES
     assert {"loop", "stack", "processes", "ray"} <= set(names())

@@ -259,7 +259,7 @@ def test_the_fleet_gateway_passes_on_only_what_a_supernode_sends():
     is down: 502, which a SuperNode retries)."""
     import warnings
 
-    from depl.train.fleet_gateway import Limits, make_app
+    from depl.train.apps.fleet_gateway import Limits, make_app
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Starlette's test client on httpx: a deprecation notice
@@ -295,7 +295,7 @@ def test_hostile_cifar10_batches_under_the_data_folder_stop_run_in_one_line_with
     pytest.importorskip("torch")
     import numpy as np
 
-    from depl.train.data import MAX_BATCH_BYTES
+    from depl.train.task.data import MAX_BATCH_BYTES
 
     secret = b"<<depl-secret-7d1f>>"
     work, outside = tmp_path / "work", tmp_path / "outside"

@@ -217,8 +217,8 @@ def test_own_networks_and_sources_pass_to_their_loader():
 def test_the_scenario_knows_the_nets_and_sources_depl_builds():
     pytest.importorskip("torch")
     from depl.scenario import BUILTIN_NETS, BUILTIN_SOURCES
-    from depl.train.data import SOURCES
-    from depl.train.nets import NETS
+    from depl.train.task.data import SOURCES
+    from depl.train.task.nets import NETS
 
     assert set(BUILTIN_NETS) == set(NETS) and set(BUILTIN_SOURCES) == set(SOURCES)
 

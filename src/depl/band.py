@@ -1,7 +1,7 @@
 """`Band`: the loss per epoch as a mean and a 1st–99th percentile band, over many runs.
 
 One record for every band the package draws: Monte Carlo trajectories of a
-plan (`depl.simulate`), measured seeds of a store (`depl.train.bands`), the
+plan (`depl.simulate`), measured seeds of a store (`depl.train.engine.bands`), the
 planned and measured bands of a validation.  It sits below all of them and
 imports only numpy, so the simulator and training both use it; the drawing
 lives in `depl.report`.

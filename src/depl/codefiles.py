@@ -11,7 +11,7 @@ not thereby allow (a project folder holds its ``.venv``).
 
 Planning reads these files (a plan records their digests) but imports nothing:
 this module needs only the standard library.  The policy — which folders are
-allowed, what is refused and how it is said — is depl.train.custom's.
+allowed, what is refused and how it is said — is depl.train.task.custom's.
 """
 
 from __future__ import annotations

@@ -495,7 +495,7 @@ def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
     for seed in range(first, first + runs):
         if test.decided:
             break
-        # the first run holding the seed to epoch K or that saw it diverge (depl.train.search.source)
+        # the first run holding the seed to epoch K or that saw it diverge (depl.train.loops.search.source)
         losses, gone = next(((ls, g) for ls, g in read if seed in g or len(ls.get(seed) or []) >= K), read[0])
         row_losses = losses.get(seed) or []
         x = math.inf if (seed in gone and gone[seed] <= K) or len(row_losses) < K else float(row_losses[K - 1])
@@ -511,9 +511,9 @@ def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
 
 
 def _not_as_bound(plan: "Plan", cert: Certificate, m: dict) -> str | None:
-    """What of a search's certificate differs from its store's manifest (depl.train.search.manifest): α, ω, ℓmax,
-    the e-process, the first seed, a candidate's schedule, cost or share of α, or the plan's own schedule and cost
-    from the candidate returned; None where nothing does."""
+    """What of a search's certificate differs from its store's manifest (depl.train.loops.search.manifest): α, ω,
+    ℓmax, the e-process, the first seed, a candidate's schedule, cost or share of α, or the plan's own schedule and
+    cost from the candidate returned; None where nothing does."""
     def same(x, y) -> bool:
         try:
             return abs(float(x) - float(y)) <= 1e-12 * max(1.0, abs(float(y)))

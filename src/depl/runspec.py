@@ -2,10 +2,10 @@
 
 A run's spec says what was trained, so that `depl runs show`, `depl fit` and
 the plots can read a store without the code that wrote it (and without torch).
-Its keys, all written by `depl.train.execute.register`:
+Its keys, all written by `depl.train.engine.execute.register`:
 
 ``job``
-    the training job (`depl.train.federation.Job.to_json`: data, versions,
+    the training job (`depl.train.engine.federation.Job.to_json`: data, versions,
     nodes per cluster, ``epochs`` as [epoch, version, cluster] rows, options);
     kept as JSON here so that reading a store needs no torch.  Its
     ``options`` hold ``lr``, ``momentum`` (sgd only), ``batch_size``, ``iid``

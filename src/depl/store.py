@@ -39,7 +39,7 @@ migrated once, scripts/migrate_stores.py).  A new store is an empty SQLite file:
 the tables and sets the version.
 
 ``epochs.test_accuracy`` is NULL where the run's loss has no accuracy (a
-regression: [training] loss = "mse", depl.train.losses).
+regression: [training] loss = "mse", depl.train.task.losses).
 
 An epoch's row and its checkpoint are written in one transaction: after a
 ``kill -9`` either both are there or neither, so a restarted run neither loses

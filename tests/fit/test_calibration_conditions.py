@@ -82,8 +82,8 @@ def _profile_with_a_diverged_seed(path: Path, seeds: range, diverged: dict[int, 
     """A store of `depl profile mnist1d-small --version pruned-0.75` as the trainer writes it (its job, its spec),
     its epochs recorded as they are trained; the seeds of `diverged` turn non-finite at their epoch."""
     from depl.store import EpochRow, Store
-    from depl.train import execute
-    from depl.train import profile as prof
+    from depl.train.engine import execute
+    from depl.train.engine import profile as prof
 
     s = load_scenario("mnist1d-small")
     exp = prof.Experiment("version", "pruned-0.75")

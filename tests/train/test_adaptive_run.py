@@ -10,9 +10,9 @@ from depl.plan import Epoch, Plan, with_figures
 from depl.planners import make_plan
 from depl.scenario import load_scenario, parse_scenario
 from depl.store import Store
-from depl.train import adaptive as ad
-from depl.train import data as data_mod
-from depl.train.federation import node_data
+from depl.train.loops import adaptive as ad
+from depl.train.task import data as data_mod
+from depl.train.engine.federation import node_data
 from trainkit import scenario_dict
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
@@ -484,8 +484,8 @@ def switch_plan_file(tmp_path, schedule, target: float = 2.0):
                                             "conditional")])
 def test_an_adaptive_run_keeps_each_seeds_model_of_the_epoch_it_ended_at(depl_cli, tmp_path, schedule, rule):
     import depl
-    from depl.train.federation import evaluate, test_data
-    from depl.train.prune import make_net
+    from depl.train.engine.federation import evaluate, test_data
+    from depl.train.task.prune import make_net
 
     f = switch_plan_file(tmp_path, schedule)
     out = tmp_path / "o"

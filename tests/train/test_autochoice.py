@@ -5,12 +5,13 @@ import math
 
 import pytest
 
-from depl.train import autochoice
-from depl.train.autochoice import (LOOP, MARGIN, Candidate, Choice, Estimate, cache_file, choose, decide,
+from depl.train.engine import autochoice
+from depl.train.engine.autochoice import (LOOP, MARGIN, Candidate, Choice, Estimate, cache_file, choose, decide,
                                    default_candidates, measure, probe, usable_cores)
 from depl.store import Store
-from depl.train import execute, executors
-from depl.train.federation import job_from_plan
+from depl.train.engine import execute
+from depl.train.backends import executors
+from depl.train.engine.federation import job_from_plan
 from trainkit import make_plan
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
@@ -84,7 +85,7 @@ def test_the_rule_on_given_rounds_keeps_the_loop_unless_a_candidate_beats_it_by_
 
 
 def test_a_cache_file_of_another_key_or_unreadable_is_not_used(tmp_path):
-    from depl.train.autochoice import _read
+    from depl.train.engine.autochoice import _read
 
     key = {"job": {"net": "cnn1d"}, "machine": {"cpu": "x"}, "candidates": []}
     load = {"loadavg": 1.0, "cpus": 2, "per_cpu": 0.5, "spread": [0.01]}

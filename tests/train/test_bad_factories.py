@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from depl.store import Store
-from depl.train.data import derive_seed
+from depl.train.task.data import derive_seed
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -93,7 +93,7 @@ train = { net = "mydata:make_net" }
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial-own-model.md"
 
 # the command line with every seed's draw found too dear to check ahead: each is checked when its seed starts
-LATE = "import depl.train.data as d; d.CHECK_AHEAD_SECONDS = 0.0; from depl.cli import main; main()"
+LATE = "import depl.train.task.data as d; d.CHECK_AHEAD_SECONDS = 0.0; from depl.cli import main; main()"
 
 
 def write_factory(folder, bad: set[int], body: str) -> None:
@@ -204,7 +204,7 @@ def test_runs_whose_losses_go_non_finite_are_counted_at_the_end(depl_cli, projec
 
 def test_every_draw_is_checked_ahead_only_where_that_is_cheap(project, monkeypatch):
     from depl.scenario import load_scenario
-    from depl.train import custom, data as data_mod
+    from depl.train.task import custom, data as data_mod
 
     monkeypatch.setenv("DEPL_CODE", str(project))
     write_factory(project, {4}, CASES["none"][1])
@@ -221,7 +221,7 @@ def test_every_draw_is_checked_ahead_only_where_that_is_cheap(project, monkeypat
 
 def test_your_fixed_data_with_a_nan_is_refused_with_its_field(project, monkeypatch):
     from depl.scenario import load_scenario
-    from depl.train import data as data_mod
+    from depl.train.task import data as data_mod
 
     monkeypatch.setenv("DEPL_CODE", str(project))
     (project / "fixed.py").write_text(NET_AND_DRAW + "def load():\n    (a, b), (c, d) = draw(0)\n"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from depl.scenario import parse_scenario
-from depl.train import data
+from depl.train.task import data
 from trainkit import scenario_dict
 
 
@@ -289,7 +289,7 @@ def test_tiny_pickles_that_would_build_huge_objects_are_refused_at_once(tmp_path
     assert len(bombs["nested-list"]) < 300 and len(bombs["memo-index"]) < 16
     code = """if True:
         import json, resource, sys, time
-        from depl.train import data
+        from depl.train.task import data
         out = {}
         for name in sys.argv[1:]:
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

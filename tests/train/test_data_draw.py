@@ -13,11 +13,12 @@ import pytest
 from depl.plan import Plan
 from depl.scenario import parse_scenario, scenario_dict as as_dict
 from depl.store import Store
-from depl.train import data as data_mod
-from depl.train import execute, executors
-from depl.train.certify import covers
-from depl.train import federation
-from depl.train.federation import job_from_plan, node_data
+from depl.train.task import data as data_mod
+from depl.train.engine import execute
+from depl.train.backends import executors
+from depl.train.loops.certify import covers
+from depl.train.engine import federation
+from depl.train.engine.federation import job_from_plan, node_data
 from trainkit import SWITCH_PLAN, make_plan, scenario_dict
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from depl.store import EpochRow, Store, StoreError
-from depl.train import execute
-from depl.train.federation import job_from_plan
-from depl.train.executors import run_all
-from depl.train.vectorised import walk_plan_stack
+from depl.train.engine import execute
+from depl.train.engine.federation import job_from_plan
+from depl.train.backends.executors import run_all
+from depl.train.engine.vectorised import walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
@@ -58,8 +58,8 @@ def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resu
 
 def _first_epoch(store: Store, run_id: str, job, seeds: list[int]) -> None:
     """Epoch 1 of every seed, recorded with its checkpoint (as a run killed after it leaves the store)."""
-    from depl.train.federation import state_bytes
-    from depl.train.seeds import as_row
+    from depl.train.engine.federation import state_bytes
+    from depl.train.engine.seeds import as_row
 
     class Stop(Exception):
         pass
@@ -130,7 +130,7 @@ def test_the_store_records_a_divergence_once_and_nothing_after_it(tmp_path):
 def test_fit_skips_diverged_seeds_and_says_how_many(tmp_path):
     from depl.fit.runs import load_profile
     from depl.scenario import load_scenario
-    from depl.train import profile as prof
+    from depl.train.engine import profile as prof
 
     s = load_scenario("mnist1d-small")
     job = prof.experiment_job(s, [d.name for d in s.datasets], prof.Experiment("version", "pruned-0.75"), 2)

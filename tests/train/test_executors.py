@@ -1,4 +1,4 @@
-"""The executors of the local back end: one protocol, one registry (depl.train.executors).
+"""The executors of the local back end: one protocol, one registry (depl.train.backends.executors).
 
 A back end is one class and one `register`: the toy below, registered here, trains a real job through the
 one entry point (`executors.run_all`) and writes what the per-seed loop writes.  Adaptive runs are tasks of
@@ -12,9 +12,11 @@ import pytest
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import parse_scenario
 from depl.store import Store
-from depl.train import adaptive as ad
-from depl.train import execute, executors, ray_pool, seeds
-from depl.train.federation import JobError, job_from_plan
+from depl.train.loops import adaptive as ad
+from depl.train.engine import execute, seeds
+from depl.train.backends import executors, ray_pool
+from depl.train.task.source import JobError
+from depl.train.engine.federation import job_from_plan
 from trainkit import SWITCH_PLAN, make_plan, scenario_dict
 
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from depl.train.federation import (JobError, LocalFederation, TrainOptions, derive_seed, evaluate, fedavg,
+from depl.train.task.source import JobError
+from depl.train.engine.federation import (LocalFederation, TrainOptions, derive_seed, evaluate, fedavg,
                                    initial_model, job_from_plan, local_epoch, node_data, state_bytes, walk_plan)
 from trainkit import SWITCH_PLAN, make_plan
 

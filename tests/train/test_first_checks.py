@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 from depl.plan import Plan
-from depl.train.federation import JobError, LocalFederation, job_from_plan, walk_plan
-from depl.train.source import DataError
+from depl.train.task.source import JobError
+from depl.train.engine.federation import LocalFederation, job_from_plan, walk_plan
+from depl.train.task.source import DataError
 from trainkit import write_regression
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
@@ -107,7 +108,7 @@ def load_global():
 
 def test_a_data_factory_that_returns_other_data_when_called_again_is_refused(tmp_path, monkeypatch):
     from depl.scenario import load_scenario
-    from depl.train.data import data_spec
+    from depl.train.task.data import data_spec
 
     project = write_regression(tmp_path / "p")
     (project / "tinyreg.py").write_text((project / "tinyreg.py").read_text() + GLOBAL, encoding="utf-8")

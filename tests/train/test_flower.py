@@ -16,8 +16,8 @@ pytest.importorskip("flwr")
 import depl  # noqa: E402
 import depl.workflows  # noqa: E402
 from depl.store import Store  # noqa: E402
-from depl.train.federation import LocalFederation, evaluate, job_from_plan, walk_plan  # noqa: E402
-from depl.train.federation import test_data as run_test_data  # noqa: E402
+from depl.train.engine.federation import LocalFederation, evaluate, job_from_plan, walk_plan  # noqa: E402
+from depl.train.engine.federation import test_data as run_test_data  # noqa: E402
 from trainkit import SWITCH_PLAN, make_plan  # noqa: E402
 
 

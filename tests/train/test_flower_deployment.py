@@ -29,7 +29,7 @@ if not (shutil.which("openssl") and shutil.which("ssh-keygen")):
     pytest.skip("needs openssl and ssh-keygen to make the certificates and keys", allow_module_level=True)
 
 from depl.store import Store  # noqa: E402
-from depl.train.federation import LocalFederation, job_from_plan, walk_plan  # noqa: E402
+from depl.train.engine.federation import LocalFederation, job_from_plan, walk_plan  # noqa: E402
 from trainkit import make_plan  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -166,7 +166,7 @@ def test_a_plan_runs_on_a_tls_deployment_with_authenticated_supernodes(depl_cli)
             got = s.losses(run_row["run_id"])[0]
         local = [x.test_loss for x in walk_plan(job_from_plan(plan), 0, LocalFederation())]
         assert got == pytest.approx(local, rel=1e-5, abs=1e-6)
-        from depl.train.fleet_gateway import plan_body_limit
+        from depl.train.apps.fleet_gateway import plan_body_limit
 
         limit = plan_body_limit(d / "plan.json")[0]
         assert limit < 8 << 20 and f"limits: body {limit} bytes" in (d / "gateway.log").read_text()

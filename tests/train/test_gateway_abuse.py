@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from test_flower_deployment import Processes, free_port, listening, make_certificates, wait_for
 
-from depl.train.fleet_gateway import LINGER
+from depl.train.apps.fleet_gateway import LINGER
 
 MAX_BODY = 1 << 20  # the limits the gateway runs with here: small, so each abuse is refused quickly
 HEADER_TIMEOUT = BODY_TIMEOUT = 2.0
@@ -267,9 +267,9 @@ def test_the_body_limit_is_sized_from_the_plan(plan_file, tmp_path, monkeypatch)
 
     from depl import cli
     from depl.plan import Plan
-    from depl.train.federation import job_from_plan
-    from depl.train.fleet_gateway import PLAN_MARGIN, PLAN_SLACK, plan_body_limit
-    from depl.train.prune import build_version, n_parameters
+    from depl.train.engine.federation import job_from_plan
+    from depl.train.apps.fleet_gateway import PLAN_MARGIN, PLAN_SLACK, plan_body_limit
+    from depl.train.task.prune import build_version, n_parameters
 
     limit, weights = plan_body_limit(plan_file)
     largest = max(n_parameters(build_version(v)) for v in job_from_plan(Plan.load(plan_file)).versions.values())

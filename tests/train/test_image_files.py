@@ -14,7 +14,7 @@ import pytest
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.store import Store
-from depl.train import data
+from depl.train.task import data
 from trainkit import make_plan
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not

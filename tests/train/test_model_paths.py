@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import depl
-from depl.train.models import read
+from depl.train.task.models import read
 
 TASK = Path(__file__).resolve().parents[2] / "docs" / "certificate-store" / "search" / "my-digits"
 RUN = "plan-990105f2361e"

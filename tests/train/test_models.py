@@ -17,9 +17,9 @@ import torch
 import depl
 from depl.plan import Plan
 from depl.store import Store
-from depl.train.federation import evaluate, job_from_plan
-from depl.train.federation import test_data as run_test_data
-from depl.train.prune import make_net
+from depl.train.engine.federation import evaluate, job_from_plan
+from depl.train.engine.federation import test_data as run_test_data
+from depl.train.task.prune import make_net
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -170,7 +170,7 @@ def test_keep_models_best_and_none(depl_cli, plan_file, tmp_path):
 
 
 def test_the_default_is_all_up_to_16_seeds_then_best(depl_cli):
-    from depl.train.models import default_keep
+    from depl.train.task.models import default_keep
 
     assert (default_keep(16), default_keep(17)) == ("all", "best")
     r = depl_cli("run", "--help", env={"COLUMNS": "400"})

@@ -23,7 +23,7 @@ import pytest
 
 from depl.scenario import load_scenario, parse_scenario
 from depl.store import Store
-from depl.train.federation import LocalFederation, job_from_plan, walk_plan
+from depl.train.engine.federation import LocalFederation, job_from_plan, walk_plan
 from trainkit import make_plan, scenario_dict
 
 pytestmark = pytest.mark.slow  # Ray and Flower across network namespaces: make test runs it, test-fast not

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from depl.train.nets import NETS, build_net
+from depl.train.task.nets import NETS, build_net
 
 SHAPES = {"cnn1d": (1, 40), "cnn2d": (1, 8, 8), "alexnet": (3, 32, 32), "mobilenet": (3, 32, 32),
           "alexnet28": (1, 28, 28)}

@@ -23,10 +23,11 @@ from torch import nn
 from depl.plan import Plan
 from depl.scenario import ScenarioError, load_scenario
 from depl.store import Store
-from depl.train import custom
-from depl.train.data import DataError, data_spec
-from depl.train.federation import JobError, job_from_plan, version_specs
-from depl.train.prune import build_version, switch
+from depl.train.task import custom
+from depl.train.task.data import DataError, data_spec
+from depl.train.task.source import JobError
+from depl.train.engine.federation import job_from_plan, version_specs
+from depl.train.task.prune import build_version, switch
 from trainkit import search_fields
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
@@ -530,8 +531,8 @@ def test_a_scenario_whose_code_dir_is_not_allowed_is_refused_by_profile(project,
 
 def test_the_flower_simulation_imports_from_the_folders_this_command_allowed(tmp_path, monkeypatch):
     # its SuperLink and ClientApps are other processes, started elsewhere: they get the allow-list, not the folder
-    from depl.train.custom import code_roots
-    from depl.train.flower_app import flower_environment
+    from depl.train.task.custom import code_roots
+    from depl.train.apps.flower_app import flower_environment
 
     monkeypatch.setenv("DEPL_CODE", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
     assert flower_environment(tmp_path / "out")["DEPL_CODE"] == f"{tmp_path / 'a'}:{tmp_path / 'b'}"
@@ -572,9 +573,9 @@ def test_a_store_of_your_own_code_reads_back_after_its_folder_moved_and_a_change
 def test_a_jobs_identity_falls_back_to_its_folder_where_its_code_cannot_be_read(tmp_path, monkeypatch):
     """No module there (or a folder not allowed): the run is identified by the folder, as the docstring says —
     never an exception from working out a run id."""
-    from depl.train.data import DataSpec
-    from depl.train.federation import Job
-    from depl.train.prune import VersionSpec
+    from depl.train.task.data import DataSpec
+    from depl.train.engine.federation import Job
+    from depl.train.task.prune import VersionSpec
 
     monkeypatch.setenv("DEPL_CODE", str(tmp_path))
     v = VersionSpec("nomodule:make_net", None, 0.0, (4,), 2, "{}", str(tmp_path))

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from depl.scenario import ScenarioError, parse_scenario
-from depl.train import data
-from depl.train.federation import Job, node_data
+from depl.train.task import data
+from depl.train.engine.federation import Job, node_data
 from trainkit import scenario_dict
 
 LABELS = data.mnist1d().y_train  # the real labels a partition of mnist1d-noniid splits

@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
-from depl.train.federation import TrainOptions, local_epoch, node_data
-from depl.train.data import DataSpec
-from depl.train.prune import VersionSpec, build_version, n_parameters, prune_to, switch
+from depl.train.engine.federation import TrainOptions, local_epoch, node_data
+from depl.train.task.data import DataSpec
+from depl.train.task.prune import VersionSpec, build_version, n_parameters, prune_to, switch
 
 SHAPES = {"cnn1d": (1, 40), "cnn2d": (1, 8, 8), "alexnet": (3, 32, 32), "mobilenet": (3, 32, 32)}
 

@@ -17,8 +17,8 @@ pytest.importorskip("ray")
 
 from depl.scenario import load_scenario  # noqa: E402
 from depl.store import Store  # noqa: E402
-from depl.train import profile as prof  # noqa: E402
-from depl.train.federation import LocalFederation, walk_plan  # noqa: E402
+from depl.train.engine import profile as prof  # noqa: E402
+from depl.train.engine.federation import LocalFederation, walk_plan  # noqa: E402
 from test_bad_factories import CASES, LATE, SCENARIO, refused, write_factory  # noqa: E402
 
 RAY = Path(sys.executable).parent / "ray"

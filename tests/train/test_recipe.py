@@ -18,12 +18,13 @@ import torch.nn.functional as F
 
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import ScenarioError, load_scenario, parse_scenario
-from depl.train.custom import CodeRefused
-from depl.train.execute import run_id_for
-from depl.train.federation import (JobError, LocalFederation, TrainOptions, derive_seed, evaluate, initial_model,
+from depl.train.task.custom import CodeRefused
+from depl.train.engine.execute import run_id_for
+from depl.train.task.source import JobError
+from depl.train.engine.federation import (LocalFederation, TrainOptions, derive_seed, evaluate, initial_model,
                                    job_from_plan, local_epoch, node_data, walk_plan)
-from depl.train.losses import LOSSES, Loss
-from depl.train.vectorised import walk_plan_stack
+from depl.train.task.losses import LOSSES, Loss
+from depl.train.engine.vectorised import walk_plan_stack
 from test_own_code import write_project
 from trainkit import make_plan
 
@@ -117,7 +118,7 @@ def test_the_vectorised_stack_trains_the_recipe_as_the_loop_does():
 
 
 def test_clipping_bounds_every_seeds_own_gradient_norm():
-    from depl.train.vectorised import clip_per_seed
+    from depl.train.engine.vectorised import clip_per_seed
 
     g = [torch.tensor([[3.0, 4.0], [0.3, 0.4]]), torch.tensor([[[0.0]], [[0.0]]])]
     params = [torch.zeros_like(x, requires_grad=True) for x in g]

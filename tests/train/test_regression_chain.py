@@ -21,7 +21,7 @@ import torch
 from depl.certificate import Certificate
 from depl.plan import Plan
 from depl.store import Store
-from depl.train.federation import LocalFederation, derive_seed, job_from_plan, walk_plan
+from depl.train.engine.federation import LocalFederation, derive_seed, job_from_plan, walk_plan
 
 from test_own_code import tutorial_commands, tutorial_files, write_project
 

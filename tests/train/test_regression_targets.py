@@ -12,9 +12,9 @@ import torch
 
 from depl.plan import Plan
 from depl.store import Store
-from depl.train.autochoice import MAX_STEPS, _first_epoch_data, probe
-from depl.train.federation import LocalFederation, job_from_plan, node_data, walk_plan
-from depl.train.vectorised import walk_plan_stack
+from depl.train.engine.autochoice import MAX_STEPS, _first_epoch_data, probe
+from depl.train.engine.federation import LocalFederation, job_from_plan, node_data, walk_plan
+from depl.train.engine.vectorised import walk_plan_stack
 from trainkit import write_regression
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not

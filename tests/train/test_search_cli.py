@@ -138,8 +138,8 @@ def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_p
 def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_own(searched, tmp_path):
     """One run of a schedule yields every prefix: a nested candidate trained alone on the same seed has the
     per-epoch losses the search read from its group's longer run."""
-    from depl.train.executors import run_all
-    from depl.train.execute import register, run_id_for
+    from depl.train.backends.executors import run_all
+    from depl.train.engine.execute import register, run_id_for
     from depl.workflows.search import prepare_search
 
     folder, r = searched

@@ -14,10 +14,10 @@ from depl.certificate import Certificate
 from depl.certificate.search import Search
 from depl.plan import Plan
 from depl.store import Store, StoreError
-from depl.train.execute import register, run_id_for
-from depl.train.executors import run_all
-from depl.train.federation import Job
-from depl.train.search import Candidate, _register, covers, group, recorded_candidates, run_search
+from depl.train.engine.execute import register, run_id_for
+from depl.train.backends.executors import run_all
+from depl.train.engine.federation import Job
+from depl.train.loops.search import Candidate, _register, covers, group, recorded_candidates, run_search
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depl.train.federation import LocalFederation, job_from_plan, walk_plan
-from depl.train.vectorised import walk_plan_stack
+from depl.train.engine.federation import LocalFederation, job_from_plan, walk_plan
+from depl.train.engine.vectorised import walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
 
@@ -34,7 +34,7 @@ def test_the_stack_is_deterministic_for_the_same_seeds():
 
 
 def test_a_stack_resumed_from_checkpoints_continues_exactly():
-    from depl.train.federation import state_bytes
+    from depl.train.engine.federation import state_bytes
 
     job = job_from_plan(make_plan(SWITCH_PLAN))
     saved = {}

@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from depl.train.federation import job_from_plan
-from depl.train.nets import build_net
-from depl.train.vectorised import Stack, per_seed_mean_ce, walk_plan_stack
+from depl.train.engine.federation import job_from_plan
+from depl.train.task.nets import build_net
+from depl.train.engine.vectorised import Stack, per_seed_mean_ce, walk_plan_stack
 from trainkit import SWITCH_PLAN, make_plan
 
 
@@ -92,7 +92,7 @@ class _Strided1d(nn.Module):
 def test_slab_convolutions_give_each_models_own_losses_and_gradients(monkeypatch):
     """The 1-D convolutions without a patch matrix (vectorised._SlabConv1d) compute each model's forward and
     gradients: in float64 to 1e-10 of the model itself, in float32 to vmap's tolerance."""
-    from depl.train import vectorised
+    from depl.train.engine import vectorised
 
     used = []
     apply = vectorised._SlabConv1d.apply
@@ -127,7 +127,7 @@ def test_slab_convolutions_give_each_models_own_losses_and_gradients(monkeypatch
 def test_a_stack_keeps_its_freed_memory_for_the_next_step():
     """glibc's malloc is told to keep freed blocks (vectorised.keep_heap): a step's activations are not faulted in
     afresh every step.  This machine's Python runs on glibc (Linux)."""
-    from depl.train import vectorised
+    from depl.train.engine import vectorised
 
     Stack([build_net("cnn1d", 8, (1, 40), 10) for _ in range(2)])
     assert vectorised._heap_kept and vectorised.keep_heap()
@@ -165,10 +165,10 @@ def test_fashion_smalls_versions_train_as_stacks_on_the_gemm_kernels():
     import numpy as np
 
     from depl.scenario import load_scenario
-    from depl.train.autochoice import candidates_for
-    from depl.train.data import DataSpec, Source
-    from depl.train.federation import Job, TrainOptions, version_specs
-    from depl.train.prune import build_version
+    from depl.train.engine.autochoice import candidates_for
+    from depl.train.task.data import DataSpec, Source
+    from depl.train.engine.federation import Job, TrainOptions, version_specs
+    from depl.train.task.prune import build_version
 
     s = load_scenario("fashion-small")
     shape = Source(np.zeros((4, 1, 28, 28), np.float32), np.zeros(4, np.int64), np.zeros((2, 1, 28, 28), np.float32),

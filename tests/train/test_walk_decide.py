@@ -3,7 +3,8 @@
 import pytest
 
 from depl.state import RunState
-from depl.train.federation import JobError, LocalFederation, job_from_plan, walk_plan
+from depl.train.task.source import JobError
+from depl.train.engine.federation import LocalFederation, job_from_plan, walk_plan
 from trainkit import SWITCH_PLAN, make_plan
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from depl.store import Store
-from depl.train.search import MANIFEST, MAX_RUNS
+from depl.train.loops.search import MANIFEST, MAX_RUNS
 from depl.workflows.errors import BadInput
-from depl.workflows.search import HORIZON, certify_price, prepare_search, price, settings, shares
+from depl.workflows.planning import certify_price
+from depl.workflows.search import HORIZON, prepare_search, price, settings, shares
 
 BOUND = {"format": "depl.search-manifest/1", "candidates": [], "omega": 0.5, "loss_target": 1.5, "alpha": 0.05,
          "prior": "spiked", "allocation": "all", "drop_below": 0.0, "uses": 1000.0, "spending": {},
@@ -20,7 +21,7 @@ BOUND = {"format": "depl.search-manifest/1", "candidates": [], "omega": 0.5, "lo
 @pytest.fixture
 def store(tmp_path):
     path = tmp_path / "runs.sqlite"
-    with Store(path) as st:   # the rows depl.train.search.bind writes before a search's first run
+    with Store(path) as st:   # the rows depl.train.loops.search.bind writes before a search's first run
         st.start_run(MANIFEST, MANIFEST, BOUND)
         st.start_run(f"{MAX_RUNS}-0", MAX_RUNS, {"from_seeds": 0, "max_runs": 30})
     return path

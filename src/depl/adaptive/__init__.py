@@ -1,7 +1,7 @@
 """The closed loop: after every epoch, keep the plan, stop, or re-plan the rest — without weakening the guarantee.
 
 A plan promises P(ℓ(K) ≤ ℓmax) ≥ ω before training.  During a run the loss
-is observed after every epoch (on a validation split, depl.train.adaptive),
+is observed after every epoch (on a validation split, depl.train.loops.adaptive),
 and the loss law conditions on it (`LossModel.distribution(..., start=state)`):
 p(π | state) = P(ℓ_final ≤ ℓmax | the run's state, the rest π is trained).
 

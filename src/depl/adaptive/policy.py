@@ -257,7 +257,7 @@ class Policy:
         """One epoch of the closed loop: `epoch` took `seconds` (scenario units) and its model's loss was `observed`
         (with the validation–test gap `gap_sd`); returns the run's state after it and the decision on `rest`, the
         epochs planned after it ("end" when none is; None when `decide` is False: an epoch replayed, skipped or
-        diverged).  The simulated loop (`monte_carlo`) and real runs (depl.train.adaptive) both step by it."""
+        diverged).  The simulated loop (`monte_carlo`) and real runs (depl.train.loops.adaptive) both step by it."""
         self.observe(epoch, seconds)
         after = state.after(epoch.model, observed, seconds, self.cost_of(epoch, state.clusters), epoch.cluster)
         if not decide:

@@ -84,6 +84,15 @@ ALLOCATIONS = ("focus", "all")
 DEFAULT_ALLOCATION = "focus"
 FOCUS = 0.5            # `focus`: a candidate certifying within its runs left with at least this probability suffices
 PATIENCE = 2           # candidates that fell short before one is proposed from the runs (`Search.stalled`)
+# the runs a new search's decisions reckon with ("The horizon and the cap") where --horizon is not given, whatever
+# --max-runs is (the first --max-runs where larger), so that a rerun with a larger --max-runs (up to it) decides as
+# one search with that cap from the start
+HORIZON = 1000
+MAX_RUNS = 500         # the most runs a candidate of a new search counts where --max-runs is not given
+# how many times the plan returned will be run, where the user does not say: a plan is run many times between two
+# certificates, so its cost decides, and a certificate's runs weigh only where they cost more than a thousandth of
+# the plan's cost per use (`--uses`)
+USES = 1000
 
 
 def weights(n: int, rule: str = "equal") -> np.ndarray:

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from .console import choice, command_line, console, epoch_progress, json_option, next_step, print_json, refusals, warn
 from .training import ALLOW_CODE, AppDevice, KeepModels, summary
-from ..workflows.apps import export_app as export, prepare_app_run, prepare_gateway, serve_gateway, train_app_run
+from .. import workflows
 
 APP_PLAN = typer.Argument(..., metavar="PLAN.json", help="a plan file (JSON, from `depl plan`)")
 APP_FOLDER = typer.Argument(..., metavar="DIR", help="the app folder to write")
@@ -35,7 +35,7 @@ def export_app(
 ) -> None:
     """Write the plan as a Flower app (pyproject.toml with [tool.flwr.app]) for `flwr run DIR`."""
     with refusals():
-        app = export(plan, folder, seeds, first_seed, store=store, device=device, keep_models=keep_models,
+        app = workflows.export_app(plan, folder, seeds, first_seed, store=store, device=device, keep_models=keep_models,
                      allow_code=allow, command=command_line())
     if as_json:
         print_json(app.to_json())
@@ -59,7 +59,7 @@ def run_app(
 
     A SuperLink of its own on 127.0.0.1, its state in DIR/.flwr (never ~/.flwr), stopped with all it started."""
     with refusals():
-        a = prepare_app_run(folder, threads, allow_code=allow, command=command_line())
+        a = workflows.prepare_app_run(folder, threads, allow_code=allow, command=command_line())
     console.print(f"run [bold]{a.run_id}[/] · app {escape(str(folder))} · {a.epochs} epochs × {len(a.seeds)} seeds · "
                   f"flwr run on Flower's simulation engine ({a.device}) · store {escape(a.store)}", highlight=False)
     with epoch_progress() as bar, refusals():
@@ -68,7 +68,7 @@ def run_app(
         def progress(seed, epoch, loss):
             bar.update(task, advance=1, description=f"flower seed {seed} epoch {epoch} loss {loss:.3f}")
 
-        done = train_app_run(a, supernodes, threads, progress)
+        done = workflows.train_app_run(a, supernodes, threads, progress)
     with done.store as st:
         console.print(f"done in {done.seconds:.1f} s · the SuperLink and all it started are stopped")
         summary(st, done.run_id, f"app {folder}", list(done.seeds))
@@ -104,10 +104,11 @@ def fleet_gateway(
 ) -> None:
     """Serve a SuperLink's Fleet API (SuperNodes only) on the network; its Control API stays on loopback."""
     with refusals():
-        g = prepare_gateway(listen, superlink, certfile=certfile, keyfile=keyfile, ca=ca, plan=plan,
-                            max_body=max_body, header_timeout=header_timeout, body_timeout=body_timeout,
-                            body_min_rate=body_min_rate, keep_alive=keep_alive, max_connections=max_connections)
+        g = workflows.prepare_gateway(listen, superlink, certfile=certfile, keyfile=keyfile, ca=ca, plan=plan,
+                                      max_body=max_body, header_timeout=header_timeout, body_timeout=body_timeout,
+                                      body_min_rate=body_min_rate, keep_alive=keep_alive,
+                                      max_connections=max_connections)
     if g.note:
         warn(g.note)
     with refusals():
-        serve_gateway(g)
+        workflows.serve_gateway(g)

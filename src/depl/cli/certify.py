@@ -1,4 +1,5 @@
-"""`depl certify`: a plan run on fresh seeds until a sequential test certifies or refutes it (depl.train.certify)."""
+"""`depl certify`: a plan run on fresh seeds until a sequential test certifies or refutes it
+(depl.train.loops.certify)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .console import console, epoch_progress, err_console, json_option, next_ste
 from ..certificate import ALPHA_RULE, DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS
 from ..workflows.common import Training
 from .training import trains_seeds
-from ..workflows.certify import prepare_certify, run_certify
+from .. import workflows
 
 
 @trains_seeds(seed_batch=False)
@@ -44,8 +45,8 @@ def certify(
     stops as soon as it can decide (docs/certificate.md). Exits 0 certified, 4 refuted, 3 undecided after
     --max-runs (it says how many more runs it expects to need)."""
     with refusals():  # every refusal before anything is written or drawn
-        prep = prepare_certify(plan_file, alpha, out=out, training=training, store=store, first_seed=first_seed,
-                               max_runs=max_runs, prior=prior)
+        prep = workflows.prepare_certify(plan_file, alpha, out=out, training=training, store=store,
+                                         first_seed=first_seed, max_runs=max_runs, prior=prior)
     (err_console if as_json else console).print(
         f"certifying {plan_file} on seeds from {prep.first_seed} (at most {prep.first_seed}..."
         f"{prep.first_seed + max_runs - 1}); {prep.ledger.words()}", markup=False)
@@ -58,8 +59,8 @@ def certify(
         def looked(v):
             bar.update(task, description=f"{v.runs} runs, {v.hits} met ℓmax: {v.verdict}")
 
-        done = run_certify(prep, out=out, store=store, max_runs=max_runs, batch=batch,
-                           training=training, progress=progress, on_decision=looked)
+        done = workflows.run_certify(prep, out=out, store=store, max_runs=max_runs, batch=batch,
+                                     training=training, progress=progress, on_decision=looked)
     _print(err_console if as_json else console, done.decided, done.certificate, done.report)
     code = done.certificate.exit_code()
     next_step(f"depl run {plan_file} --seeds N", err_console, when=done.certificate.certified)

@@ -12,7 +12,7 @@ from rich.markup import escape
 from .console import EXIT_OK, EXIT_REFUTED, console, epoch_progress, err_console, fail, json_option, print_json, refusals
 from ..workflows.common import Training
 from .training import said, trains_seeds
-from ..workflows.coverage import prepare_coverage, train_coverage
+from .. import workflows
 
 
 def _split(text: str) -> list[str]:
@@ -58,8 +58,9 @@ def coverage(
     Clopper–Pearson upper bound lies below ω, α the task's; the cells are named), 0 otherwise."""
     con = err_console if as_json else console
     with refusals(), con.status("planning the cells …", spinner="dots"):
-        c = prepare_coverage(_split(tasks), _floats(omegas, "--omegas"), _split(laws), runs=runs, first_seed=first_seed,
-                             method=method, out=out, md=md, train=train, training=training)
+        c = workflows.prepare_coverage(_split(tasks), _floats(omegas, "--omegas"), _split(laws), runs=runs,
+                                       first_seed=first_seed, method=method, out=out, md=md, train=train,
+                                       training=training)
     _print_cells(c.table.cells, con)
     total, done = c.total_epochs, c.done_epochs()
     con.print(f"{len(c.table.cells)} cells, {len(c.groups)} distinct runs to train × {runs} seeds "
@@ -70,7 +71,7 @@ def coverage(
         def progress(label, seed, epoch, r):
             bar.update(task_bar, advance=1, description=f"{label} · seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-        result = train_coverage(c, training, progress, said(con))
+        result = workflows.train_coverage(c, training, progress, said(con))
     _summary(result.table, con)
     con.print(f"written to {result.json_file} and {result.md}", markup=False)
     refuted = result.refuted

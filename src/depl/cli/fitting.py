@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from .console import choice, console, json_option, next_step, print_json, refusals
+from .. import workflows
 from ..laws import law_names
 
 
@@ -51,16 +52,12 @@ def fit(
              "[default: a quarter of the seeds, leaving 3 to fit]"),
 ) -> None:
     """Fit the loss models (paper's increments, level) to profiled runs; report, choose by held-out fit, write."""
-    # depl.fit imports scipy.optimize and scipy.stats, which `depl plan` never loads
-    from ..fit.report import report_lines
-    from ..workflows.fitting import fit as fit_laws
-
-    with refusals():
-        done = fit_laws(store, scenario, out=out, png=png, model=model, bootstrap=bootstrap, seed=seed,
-                        target_loss=target_loss, omega=omega, deadline=deadline, name=name,
-                        calibration_seeds=calibration_seeds)
+    with refusals():   # depl.workflows imports its fitting module (scipy.stats) here, on first use
+        done = workflows.fit(store, scenario, out=out, png=png, model=model, bootstrap=bootstrap, seed=seed,
+                             target_loss=target_loss, omega=omega, deadline=deadline, name=name,
+                             calibration_seeds=calibration_seeds)
     r = done.result
-    for line in report_lines(r):
+    for line in workflows.report_lines(r):
         console.print(line, markup=False)
     if r.profile.diverged:
         console.print(f"skipped {r.profile.diverged} diverged seeds (non-finite loss; `depl runs show` lists them)",
@@ -120,10 +117,8 @@ def calibrate(
     Each run of RUNS (an experiment's seed) gives one PIT score under the law at each epoch it ran; split
     conformal on the epoch-K scores recalibrates the ω-quantile of a K-epoch plan (docs/fitting.md). Runs on the seeds the law was fitted on,
     and experiments the law cannot score, are refused (exit 2)."""
-    from ..workflows.fitting import calibrate as recalibrate   # depl.fit imports scipy.stats
-
     with refusals():
-        done = recalibrate(scenario, store, out, omega=omega, png=png)
+        done = workflows.calibrate(scenario, store, out, omega=omega, png=png)
     if as_json:
         print_json(done.to_json())
         return

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from ..workflows.common import MAX_SEED
 from .console import choice, console, json_option, print_json, refusals
-from ..workflows.models import export_model as export, list_models
+from .. import workflows
 
 RUN_FOLDER = typer.Argument(..., help="a run folder (`depl run --out`): its models/ folder is read")
 RUN = typer.Option(None, "--run", help="the run whose model to take, where the folder keeps several runs' models")
@@ -32,7 +32,7 @@ def runs_models(
     from rich.table import Table
 
     with refusals():
-        models = list_models(folder)
+        models = workflows.list_models(folder)
     if as_json:
         print_json({"folder": str(folder), "models": models})
         return
@@ -66,7 +66,7 @@ def export_model(
 ) -> None:
     """Write one seed's trained model as a deployable program that loads without depl."""
     with refusals():
-        done = export(folder, seed, out, run=run, fmt=fmt, allow_code=allow)
+        done = workflows.export_model(folder, seed, out, run=run, fmt=fmt, allow_code=allow)
     if as_json:
         print_json(done.to_json())
         return

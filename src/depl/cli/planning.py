@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from ..workflows.planning import MAX_RUNS
+from ..workflows.planning import MAX_RUNS, certify_price
 from ..workflows.common import Training
 from ..certificate import DEFAULT_ALPHA, Certificate, Outcome, confidence_words, fewest_runs
 from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
@@ -23,7 +23,6 @@ from ..planners.status import status_line
 from ..predict import signed
 from ..scenario import builtin_names, load_scenario
 from ..workflows import plan as make, predict as ask, simulate as monte_carlo
-from ..workflows.search import certify_price
 
 
 def scenarios() -> None:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from ..workflows.common import MAX_SEED, MAX_SEEDS, Training
 from .console import console, epoch_progress, err_console, json_option, next_step, print_json, refusals
 from .training import diverged_line, said, trains_seeds
-from ..workflows.training import parse_fractions, prepare_profile, train_profile
+from .. import workflows
 
 SCENARIO = typer.Argument(..., help="a built-in scenario name or a TOML file")
 EPOCHS = typer.Option(30, "--epochs", "-E", min=1, max=10_000,  # as a scenario's max_epochs
@@ -43,9 +43,11 @@ def profile(
     """Profile model versions: E epochs × N seeds from scratch, at data fractions, and switch experiments. Resumes."""
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     with refusals():
-        p = prepare_profile(scenario, epochs, seeds, first_seed, fractions=tuple(parse_fractions(fractions)),
-                            versions=tuple(version or ()), switches=tuple(switch or ()),
-                            datasets=tuple(datasets or ()), nodes=nodes, store=store, out=out, training=training)
+        p = workflows.prepare_profile(scenario, epochs, seeds, first_seed,
+                                      fractions=tuple(workflows.parse_fractions(fractions)),
+                                      versions=tuple(version or ()), switches=tuple(switch or ()),
+                                      datasets=tuple(datasets or ()), nodes=nodes, store=store, out=out,
+                                      training=training)
     total, done = p.total_epochs, p.done_epochs()
     con.print(f"profiling {escape(p.scenario.name)}: {len(p.jobs)} experiments × {seeds} seeds "
               f"({first_seed}..{first_seed + seeds - 1}) × {epochs} epochs · store {escape(p.store.path)}"
@@ -59,7 +61,7 @@ def profile(
             bar.update(tasks[rid], advance=1)
             bar.update(overall, advance=1)
 
-        profiled = train_profile(p, training, progress, said(con))
+        profiled = workflows.train_profile(p, training, progress, said(con))
     con.print(f"done in {profiled.seconds:.1f} s")
     labels = {rid: exp.label for exp, _, rid in p.jobs}
     gone = profiled.diverged()

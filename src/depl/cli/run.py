@@ -16,7 +16,7 @@ from ..workflows.common import MAX_SEED, MAX_SEEDS, Training, seed_range
 from .console import choice, console, epoch_progress, err_console, fail, json_option, next_step, print_json, refusals
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, KEEP_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, KeepModels,
                        Rule, refuse_adaptive_options, said, summary, trains_seeds)
-from ..workflows.training import flower_app_folder, parse_slow, prepare_run, run_adaptive, train_run
+from .. import workflows
 
 
 class Backend(str, Enum):
@@ -68,8 +68,9 @@ def run(
         fail("--slow applies to --adaptive runs only")
     refuse_adaptive_options(rule, validation, "runs", gap_from, certificate)
     with refusals():
-        prepared = prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out, training=training,
-                               superlink=superlink, insecure=insecure, keep_models=keep_models)
+        prepared = workflows.prepare_run(plan, seeds, first_seed, backend=backend, store=store, out=out,
+                                         training=training, superlink=superlink, insecure=insecure,
+                                         keep_models=keep_models)
     con = err_console if as_json else console  # with --json, stdout carries the JSON object only
     done = show_plan_run(prepared, training, con)
     if done.flwr_output:
@@ -94,11 +95,12 @@ def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, 
     if backend != "local" or superlink or training.ray_address:
         fail("--adaptive runs on the local back end (each seed's rest may change on its own)")
     with refusals():
-        slowed = parse_slow(slow)
+        slowed = workflows.parse_slow(slow)
     with AdaptiveShow() as show, refusals():
-        done = run_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
-                            slow=slowed, rule=rule or Rule.slack.value, gap_from=gap_from, certificate=certificate,
-                            keep_models=keep_models, started=show.started, progress=show.progress)
+        done = workflows.run_adaptive(plan, seed_list, store=store, out=out, training=training, validation=validation,
+                                      slow=slowed, rule=rule or Rule.slack.value, gap_from=gap_from,
+                                      certificate=certificate, keep_models=keep_models, started=show.started,
+                                      progress=show.progress)
     show.done(done)
     next_step(f"depl runs models {shlex.quote(str(out))}" if done.models is not None else
               f"depl runs show {shlex.quote(str(store or out / 'runs.sqlite'))}")
@@ -107,10 +109,10 @@ def _adaptive(plan: Path, seed_list: list[int], backend: str, superlink, store, 
 def show_plan_run(r, training: Training, con=console):
     """Train a prepared plan run (depl.workflows.training.train_run) under its header line and progress bar."""
     if r.superlink:  # the ServerApp trains elsewhere: no progress here
-        con.print(f"run [bold]{r.run_id}[/] · submitting {escape(str(flower_app_folder(r)))} to SuperLink "
+        con.print(f"run [bold]{r.run_id}[/] · submitting {escape(str(workflows.flower_app_folder(r)))} to SuperLink "
                   f"{escape(repr(r.superlink))} (flwr run)", highlight=False)
         with refusals():
-            return train_run(r, training)
+            return workflows.train_run(r, training)
     already, seeds = r.done_epochs(), len(r.seeds)
     con.print(f"run [bold]{r.run_id}[/] · plan {escape(str(r.plan_file))} · {r.epochs} epochs × {seeds} seeds · "
               f"back end {r.backend} · store {escape(r.store.path)}"
@@ -121,7 +123,7 @@ def show_plan_run(r, training: Training, con=console):
         def progress(seed, epoch, loss):
             bar.update(task, advance=1, description=f"{r.backend} seed {seed} epoch {epoch} loss {loss:.3f}")
 
-        return train_run(r, training, progress, said(con))
+        return workflows.train_run(r, training, progress, said(con))
 
 
 def run_json(done) -> dict:

@@ -12,7 +12,8 @@ from .console import (choice, console, epoch_progress, err_console,
                       print_json, refusals)
 from .training import KeepModels
 from ..workflows.errors import BadInput
-from ..workflows.search import HORIZON as HORIZON_DEFAULT, MAX_RUNS, candidate_rows, prepare_search, price, run_search
+from .. import workflows
+from ..certificate.search import HORIZON as HORIZON_DEFAULT, MAX_RUNS
 
 
 # `depl plan`'s options for --certify (one object per option)
@@ -76,11 +77,11 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
         if unused:
             raise BadInput(f"{', '.join(unused)}: not used by --certify (it plans its candidates with the law as "
                            "fitted and certifies on real runs); drop it, or plan without --certify")
-        prep = prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
-                              alpha=alpha, out=out, store=opts["store"], png=opts["png"], training=opts["training"],
-                              rerun=opts)
-        prices = price(prep, opts["max_runs"], opts["uses"], opts["horizon"])
-    _candidates(con, prep, candidate_rows(prep), prices)
+        prep = workflows.prepare_search(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
+                                        alpha=alpha, out=out, store=opts["store"], png=opts["png"],
+                                        training=opts["training"], rerun=opts)
+        prices = workflows.price(prep, opts["max_runs"], opts["uses"], opts["horizon"])
+    _candidates(con, prep, workflows.candidate_rows(prep), prices)
     with epoch_progress("epochs") as bar, refusals():
         task = bar.add_task("search", total=None)
 
@@ -90,7 +91,7 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
         def looked(search, seeds, seconds):
             bar.update(task, description=_line(search, seeds, seconds))
 
-        done = run_search(prep, out=out, progress=progress, on_batch=looked, **opts)
+        done = workflows.run_search(prep, out=out, progress=progress, on_batch=looked, **opts)
     _result(con, done)
     code = done.certificate.exit_code()
     if as_json:

@@ -98,7 +98,7 @@ GAP_FROM_HELP = ("--adaptive: a store (or run folder) of runs that logged valida
                  "there, not from a Gaussian modelled on sample counts (repeatable; docs/adaptive.md)")
 
 
-EXECUTOR_HELP = ("the executor that trains the seed batches, by its name (depl.train.executors: loop, stack, "
+EXECUTOR_HELP = ("the executor that trains the seed batches, by its name (depl.train.backends.executors: loop, stack, "
                  "processes, ray, and any registered since: docs/extending.md) [default: decided as --seed-batch "
                  "says; nothing measured when named]")
 

@@ -14,7 +14,7 @@ from .console import (choice, console, epoch_progress, err_console, fail, json_o
                       next_step, print_json, refusals, warn)
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, Rule, diverged_line,
                        refuse_adaptive_options, said, trains_seeds)
-from ..workflows.validation import prepare_validation, train_validation, validate_adaptive
+from .. import workflows
 
 
 @trains_seeds()
@@ -57,8 +57,9 @@ def validate(
     refuse_adaptive_options(rule, validation, "validations", gap_from, certificate)
 
     with refusals():
-        held = prepare_validation(scenario, plan_file, seeds if first_seed is None else seed_range(first_seed, seeds),
-                                  out=out, store=store, png=png, training=training, asked=asked)
+        held = workflows.prepare_validation(scenario, plan_file,
+                                            seeds if first_seed is None else seed_range(first_seed, seeds),
+                                            out=out, store=store, png=png, training=training, asked=asked)
     _say_start(held.run, plan_file, con)
     v = _train(held, training, con)
     _print_validation(v, held.run, plan_file, con)
@@ -107,7 +108,7 @@ def _train(held, training, con):
         def progress(rid, seed, epoch, r):
             bar.update(task, advance=1, description=f"seed {seed} epoch {epoch} loss {r.test_loss:.3f}")
 
-        return train_validation(held, training, progress, said(con))
+        return workflows.train_validation(held, training, progress, said(con))
 
 
 def _print_validation(done, h, plan_file: Path, con) -> None:
@@ -133,9 +134,9 @@ def _validate_adaptive(scenario: str, plan_file: Path, seeds: list[int] | int, a
     """Coverage of the final test loss and mean cost of adaptive runs on held-out seeds (the workflow
     `validate_adaptive`), said as they train; exit 4 when refuted."""
     with AdaptiveShow(con) as show, refusals():
-        r = validate_adaptive(scenario, plan_file, seeds, out=out, store=store, training=training,
-                              validation=validation, rule=rule, gap_from=gap_from, certificate=certificate,
-                              asked=asked, started=show.started, progress=show.progress)
+        r = workflows.validate_adaptive(scenario, plan_file, seeds, out=out, store=store, training=training,
+                                        validation=validation, rule=rule, gap_from=gap_from, certificate=certificate,
+                                        asked=asked, started=show.started, progress=show.progress)
     show.done(r.run)
     c = r.coverage
     con.print(f"  adaptive coverage P(ℓ_test ≤ {c.target:g}) = {c.rate:.3f} ({c.hits}/{c.runs})   {_bounds(c)}"

@@ -3,7 +3,7 @@
 A cell is (task, ω, law).  Its plan is made with the task's scenario, the
 target quantile set to ω and the loss law set to the cell's law; the plan's
 cost and certified ω-quantile are recorded, and the plan is run for real on
-held-out seeds (by the caller: `depl.train.validation`, the pipeline of `depl
+held-out seeds (by the caller: `depl.train.loops.validation`, the pipeline of `depl
 validate`) and judged by `depl.validate`: coverage P(ℓ(K) ≤ ℓmax) with its
 Clopper–Pearson interval, the measured ω-quantile and mean, and a verdict.
 
@@ -18,7 +18,7 @@ the scenario's own `loss_model`, and `calibrated` when the scenario has a
 the reason; so is a cell whose plan is infeasible (the planner's message).
 
 Cells whose plans train the same job (the same datasets, versions, clusters
-and epochs: `depl.train.execute.run_id_for`) share their runs: the store
+and epochs: `depl.train.engine.execute.run_id_for`) share their runs: the store
 holds one run per job, so a second cell costs no training.
 """
 

@@ -82,7 +82,7 @@ class Conditions(Strict):
     (`mismatch(scenario, nodes=…, data=…)`: the nodes of its clusters and its datasets)."""
 
     nodes: int = Field(ge=1, description="nodes per cluster (FedAvg over them every epoch)")
-    source: str = Field(min_length=1, description="the data source (depl.train.data) the runs trained on")
+    source: str = Field(min_length=1, description="the data source (depl.train.task.data) the runs trained on")
     shares: list[Share] = Field(min_length=1, description="the shares [start, end) of the source's training "
                                 "data, one per dataset, sorted")
     fraction: float = Field(default=1.0, gt=0.0, le=1.0, description="the fraction of those datasets trained on")
@@ -104,8 +104,8 @@ class Conditions(Strict):
 
     @classmethod
     def of_job(cls, job: dict[str, Any], code: dict[str, str] | None = None) -> "Conditions":
-        """The conditions of a stored job (`runs.spec` job: `depl.train.federation.Job.to_json`) and of the code it
-        ran (`runs.spec` code: sha256 by path).  The Dirichlet partition and the data draw travel with its data
+        """The conditions of a stored job (`runs.spec` job: `depl.train.engine.federation.Job.to_json`) and of the
+        code it ran (`runs.spec` code: sha256 by path).  The Dirichlet partition and the data draw travel with its data
         (alpha, draws); here they are [training] options, as the scenario states them; where the run chose the
         device, and the folder its code was imported from, are no conditions of its losses: the code's files are."""
         data = dict(job.get("data") or {})

@@ -9,13 +9,13 @@ from typing import Any
 from .. import codefiles
 
 
-# The networks and data sources depl builds itself (depl.train.nets.NETS and
-# depl.train.data.SOURCES; a test keeps the lists equal).  They are named here
+# The networks and data sources depl builds itself (depl.train.task.nets.NETS and
+# depl.train.task.data.SOURCES; a test keeps the lists equal).  They are named here
 # so that a scenario is checked without importing torch.  A value with a ':'
 # is the user's own MODULE:FUNCTION, checked where it is imported.
 BUILTIN_NETS = ("cnn1d", "cnn2d", "alexnet", "mobilenet", "alexnet28")
 BUILTIN_SOURCES = ("mnist1d", "digits", "cifar10", "fashion-mnist")
-BUILTIN_LOSSES = ("cross_entropy", "mse", "l1", "bce_with_logits")  # depl.train.losses.LOSSES
+BUILTIN_LOSSES = ("cross_entropy", "mse", "l1", "bce_with_logits")  # depl.train.task.losses.LOSSES
 
 
 def _reference(v: str | None) -> str | None:

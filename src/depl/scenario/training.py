@@ -14,7 +14,7 @@ from .code import BUILTIN_LOSSES, BUILTIN_NETS, builtin_or_reference
 class TrainSpec(Strict):
     """How a model version maps to a real network (used by `depl run`)."""
 
-    net: str = Field(min_length=1, description="a network of depl.train.nets (e.g. cnn1d) or MODULE:FUNCTION")
+    net: str = Field(min_length=1, description="a network of depl.train.task.nets (e.g. cnn1d) or MODULE:FUNCTION")
     prune_ratio: float = Field(default=0.0, ge=0.0, lt=1.0)
     width: int | None = Field(default=None, ge=1, le=100_000)
     net_args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of a MODULE:FUNCTION net")

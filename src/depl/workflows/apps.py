@@ -10,11 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .common import allow_code as allow, need_training_extra, start_training
+from .common import allow_code as allow, start_training
 from .errors import BadInput, ExternalFailure, as_bad_input, training_errors
 from ..store import Store
-from ..train.fleet_gateway import GatewayError, Limits, check_tls, is_loopback, parse_size, serve, split_address
-from ..train.fleet_gateway import plan_body_limit
+from ..train.apps.fleet_gateway import (check_tls, GatewayError, is_loopback, Limits, parse_size, plan_body_limit,
+                                        serve, split_address)
+from ..train.apps.flower_app import (app_commands, app_run_config, AppError, export_app as export, job_of_run_config,
+                                     run_app)
+from ..train.engine import execute
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,7 @@ def export_app(plan_file: str | Path, folder: str | Path, seeds: int = 1, first_
     `store` [default: DIR/runs.sqlite] and keeping the seeds' final models (`keep_models`), the ClientApps
     training on `device` (cpu or cuda).  `allow_code`: folders of your own code (net/source = MODULE:FUNCTION);
     `command`: the command line, repeated by a refusal to import code."""
-    need_training_extra()
     allow(allow_code, command)
-    # depl.train.flower_app imports torch and flwr
-    from ..train.flower_app import app_commands, export_app as export
 
     with as_bad_input(*training_errors()):
         try:
@@ -55,7 +55,7 @@ class AppRun:
     """An app folder of `depl export-app`, read and ready to run (`prepare_app_run`)."""
 
     folder: Path
-    job: Any                    # depl.train.federation.Job
+    job: Any                    # depl.train.engine.federation.Job
     run_id: str
     seeds: tuple[int, ...]
     store: str
@@ -84,8 +84,6 @@ class AppRan:
 def prepare_app_run(folder: str | Path, threads: int = 1, allow_code: Optional[list[Path]] = None,
                     command: Optional[list[str]] = None) -> AppRun:
     """Read the app's run config (its plan, seeds, store and device), checked before anything runs."""
-    # depl.train.flower_app imports torch and flwr
-    from ..train.flower_app import AppError, app_run_config, job_of_run_config
 
     folder = Path(folder)
     with as_bad_input(AppError, *training_errors()):
@@ -104,9 +102,6 @@ def train_app_run(a: AppRun, supernodes: Optional[int] = None, threads: int = 1,
     DIR/.flwr (never ~/.flwr), stopped with all it started; `supernodes` virtual SuperNodes [default: the largest
     cluster's nodes]. Resumes.  progress(seed, epoch, test loss) after every epoch.  A run that fails, or ends with
     seeds unfinished, is ExternalFailure (Flower's logs are in DIR/.flwr)."""
-    # depl.train.execute and depl.train.flower_app import torch and flwr
-    from ..train import execute
-    from ..train.flower_app import run_app
 
     t0 = time.perf_counter()
     try:
@@ -127,7 +122,7 @@ def train_app_run(a: AppRun, supernodes: Optional[int] = None, threads: int = 1,
 @dataclass(frozen=True)
 class Gateway:
     """The Fleet API gateway, checked and ready to serve: where it listens, the SuperLink it passes on to (on
-    loopback), its TLS files and its limits (depl.train.fleet_gateway.Limits); `note`: what the user should know
+    loopback), its TLS files and its limits (depl.train.apps.fleet_gateway.Limits); `note`: what the user should know
     about the limits (a --max-body below what the plan's largest model needs), or None."""
 
     listen: str
@@ -184,8 +179,6 @@ def prepare_gateway(listen: str, superlink: str = "127.0.0.1:9093", *, certfile:
 
 def _plan_body_limit(plan: Path, limit: Optional[int]) -> tuple[int, Optional[str]]:
     """(--max-body, a note): from the plan's largest model (2 × its weights + 4 MiB), or said to be below it."""
-    need_training_extra()
-
     with as_bad_input(*training_errors()):
         need, weights = plan_body_limit(plan)
     if limit is None:

@@ -1,5 +1,5 @@
 """`depl certify`'s workflow: a plan run on fresh seeds until a sequential test certifies or refutes it
-(depl.train.certify), its certificate written as OUT/PLAN-certificate.json."""
+(depl.train.loops.certify), its certificate written as OUT/PLAN-certificate.json."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from .errors import as_bad_input, training_errors
 from ..jsonout import dumps
 from ..paths import relative
 from ..plan import Plan
+from ..train.loops.certify import certify as sequential, prepare, seeds_for
 
 if TYPE_CHECKING:
-    from ..train.certify import Decided
+    from ..train.loops.certify import Decided
 
 
 @dataclass(frozen=True)
@@ -40,13 +41,11 @@ def prepare_certify(plan_file: str | Path, alpha: Optional[float] = None, *, out
                     training: Training = Training(), store: Optional[str] = None, first_seed: Optional[int] = None,
                     max_runs: int = 500, prior: Optional[str] = None) -> Any:
     """The plan, its certificate text, its code, α, the e-process and the seeds checked before anything is written
-    (depl.train.certify.Prepared, its first seed chosen: `first_seed`, or the plan's first free seed; seeds its
+    (depl.train.loops.certify.Prepared, its first seed chosen: `first_seed`, or the plan's first free seed; seeds its
     lineage used, or another α or first seed than a resumed run began with, are refused).  `alpha` None: the
     plan's (its scenario's [target] alpha, else DEFAULT_ALPHA)."""
     plan_file, out = Path(plan_file), Path(out)
     dev = start_training(training.threads, training.device)
-    # depl.train.certify imports torch
-    from ..train.certify import prepare, seeds_for
 
     check_folder("--out", out)
     with as_bad_input(*training_errors(), ValueError, OSError):
@@ -64,8 +63,6 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
                 progress: Optional[Callable] = None, on_decision: Optional[Callable] = None) -> Certified:
     """Train seeds F, F+1, … `batch` at a time until the test decides or `max_runs` are counted; write the
     certificate.  F: `first_seed`, else the one `prepare_certify` chose. progress(run_id, seed, epoch, result) after every epoch, on_decision(verdict) after every batch."""
-    # depl.train.certify imports torch
-    from ..train.certify import certify as sequential
 
     out = Path(out)
     with as_bad_input(*training_errors(), ValueError, OSError):

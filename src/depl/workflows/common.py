@@ -10,11 +10,11 @@ from typing import Callable, Optional
 
 from .errors import BadInput, as_bad_input, training_errors
 from ..store import Store, StoreError
-from ..train import executors
-from ..train.custom import allow
-from ..train.data import DATA_ENV
-from ..train.executors import run_all
-from ..train.ray_pool import RayError, probe
+from ..train.backends import executors
+from ..train.task.custom import allow
+from ..train.task.data import DATA_ENV
+from ..train.backends.executors import run_all
+from ..train.backends.ray_pool import RayError, probe
 
 MAX_SEEDS = 100_000  # seeds of one command (each trains the whole plan)
 MAX_SEED = 2**31 - 1  # seeds are SQLite integers and inputs of numpy's SeedSequence
@@ -25,8 +25,8 @@ class Training:
     """How seeds are trained: torch threads per process, the device (cpu, cuda or auto), seeds stacked in one
     vectorised computation, worker processes, and a Ray cluster to spread the batches on.
 
-    `executor` names the executor that trains them (`depl.train.executors.get`); left None, it and threads,
-    seed_batch and workers left None are chosen where the seeds train (`depl.train.executors.decide`:
+    `executor` names the executor that trains them (`depl.train.backends.executors.get`); left None, it and threads,
+    seed_batch and workers left None are chosen where the seeds train (`depl.train.backends.executors.decide`:
     measured on this machine, or the fixed defaults — 1 thread, batches of 32, one worker per core — when any of
     them is given)."""
 
@@ -35,16 +35,16 @@ class Training:
     seed_batch: Optional[int] = None
     workers: Optional[int] = None
     ray_address: Optional[str] = None
-    executor: Optional[str] = None   # a registered executor's name (depl.train.executors); None: decided
+    executor: Optional[str] = None   # a registered executor's name (depl.train.backends.executors); None: decided
 
     def seed_options(self) -> dict:
-        """The keyword arguments of `depl.train.executors.run_all`."""
+        """The keyword arguments of `depl.train.backends.executors.run_all`."""
         return dict(seed_batch=self.seed_batch, workers=self.workers, threads=self.threads,
                     ray_address=self.ray_address, executor=self.executor)
 
 
 def check_executor(name: Optional[str]) -> Optional[str]:
-    """An executor's name, refused unless registered (depl.train.executors.names(): the built-ins and any
+    """An executor's name, refused unless registered (depl.train.backends.executors.names(): the built-ins and any
     registered since)."""
     if name is not None:
         with as_bad_input(ValueError, prefix="--executor: "):
@@ -115,7 +115,7 @@ def allow_code(folders: Optional[list[Path]], command: Optional[list[str]] = Non
 
 def data_folders(folders: Optional[list[Path]]) -> None:
     """--data DIR: folders data is read from for this process and those it starts, before $DEPL_DATA's
-    (depl.train.data.data_roots); a source without a `path` (Fashion-MNIST, CIFAR-10) is looked for in them."""
+    (depl.train.task.data.data_roots); a source without a `path` (Fashion-MNIST, CIFAR-10) is looked for in them."""
     if folders:
         given = [str(Path(f).expanduser().resolve()) for f in folders]
         before = [x for x in os.environ.get(DATA_ENV, "").split(os.pathsep) if x.strip()]
@@ -143,11 +143,11 @@ def open_store(store: Optional[str], out: Path):
 
 def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
               said: Optional[Callable[[str], None]] = None, keep: Optional[Callable] = None):
-    """`depl.train.executors.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used is bad
-    input, and so is data that cannot be used (a seed's own draw of your data: the seeds trained before it stay in
-    the store). progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
+    """`depl.train.backends.executors.run_all` over `runs` [(run id, job, seeds)]; a Ray cluster that cannot be used
+    is bad input, and so is data that cannot be used (a seed's own draw of your data: the seeds trained before it stay
+    in the store). progress(run_id, seed, epoch, result) after every epoch; said(text): how the seeds train, one line
     (and before it, that a measurement starts when one does); keep(item): every batch-epoch before it is written
-    (depl.train.models.ModelKeeper). Returns how they trained (executors.Decision)."""
+    (depl.train.task.models.ModelKeeper). Returns how they trained (executors.Decision)."""
     check_executor(training.executor)
     try:
         with as_bad_input(*training_errors()):

@@ -2,7 +2,7 @@
 seeds and judged.
 
 The cells are made and described by depl.experiments.coverage, trained and
-judged through the pipeline of `depl validate` (depl.train.validation), and
+judged through the pipeline of `depl validate` (depl.train.loops.validation), and
 written by depl.report.coverage_md. Everything trained goes to one store, so
 an interrupted table continues where it stopped and no run is trained twice.
 """
@@ -26,6 +26,7 @@ from ..paths import relative
 from ..planners import planner_names
 from ..report.coverage_md import coverage_markdown
 from ..store import Store
+from ..train.loops.validation import prepare
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,6 @@ def plan_cell(task, omega: float, law: str, plans: Path, method: str, seeds: lis
     """One cell planned (`as_stored`: the store's plan for it as it was planned), its run registered (into `held`, by
     the cell's key) when it has a plan, its seeds checked against the plan's ledger (`asked`: the options that gave
     them, for a refusal)."""
-    # depl.train.validation imports torch
-    from ..train.validation import prepare
 
     cell, plan = make_cell(task, omega, law, plans, method, as_stored)
     if plan is not None:

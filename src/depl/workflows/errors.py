@@ -14,7 +14,7 @@ from ..plan import PlanError
 from ..runspec import SpecError
 from ..scenario import ScenarioError
 from ..store import StoreError
-from ..train.source import DataError
+from ..train.task.source import DataError, JobError
 
 
 class WorkflowError(Exception):
@@ -64,11 +64,6 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 def training_errors() -> tuple[type[Exception], ...]:
     """The exceptions whose message is meant for the user, training's included."""
-    try:
-        # depl.train.federation imports torch
-        from ..train.federation import JobError
-    except ImportError:  # no `train` extra (torch): `runs show` reads a store without it, and no job was made
-        return (*user_errors(), DataError)
     return (*user_errors(), DataError, JobError)
 
 

@@ -16,7 +16,7 @@ from .errors import BadInput, Failed, as_bad_input, fitting_errors
 from ..fit.bands import law_bands
 from ..fit.calibrate import recalibrate, reliability, with_calibration
 from ..fit.logs import base_scenario, is_log_file, read_logs
-from ..fit.report import fit_profile, run_fit, toml_dumps
+from ..fit.report import fit_profile, report_lines, run_fit, toml_dumps  # noqa: F401 (report_lines: `depl fit` prints them)
 from ..fit.runs import FitError, load_profile
 from ..report.plots import plot_calibration, plot_fit, plot_multipliers, plot_reliability
 from ..paths import informational

@@ -1,9 +1,9 @@
 """The trained models of a run folder: listed (`runs models`), loaded (`load_model`, exported as
 `depl.load_model`) and exported as a deployable program (`export-model`).
 
-`depl run` keeps each seed's final model in RUN_FOLDER/models/RUN_ID (depl.train.models says the format).
+`depl run` keeps each seed's final model in RUN_FOLDER/models/RUN_ID (depl.train.task.models says the format).
 A run folder or an output file that cannot be used is `BadInput`; a model that cannot be loaded, `ModelError`
-(a BadInput): its file is checked against the network its run recorded (depl.train.models.rebuild).
+(a BadInput): its file is checked against the network its run recorded (depl.train.task.models.rebuild).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from .common import check_output_file, need_training_extra
+from .common import check_output_file
 from .errors import BadInput, ModelError, as_bad_input, training_errors
+from ..train.task.models import export, EXPORT_FORMATS, find, FOLDER, list_models as listed, load, read
 
 if TYPE_CHECKING:
     from torch import nn
@@ -28,10 +29,6 @@ LISTED = ("run", "seed", "version", "parameters", "epochs", "final_test_loss", "
 def list_models(run_folder: str | os.PathLike) -> list[dict[str, Any]]:
     """Every model kept in `run_folder`, by run and seed: its sidecar (run, seed, version, parameters, epochs,
     final test loss and accuracy, plan, file, path, SHA-256, …)."""
-    need_training_extra()
-    # depl.train.models imports torch
-    from ..train.models import list_models as listed
-
     with as_bad_input(*training_errors()):
         return listed(run_folder)
 
@@ -47,10 +44,6 @@ def load_model(run_folder: str | os.PathLike, seed: int = 0, *, run: Optional[st
     ModelError (one line: the file, the layer or weight, why) for a model that is not there or cannot be used:
     a file changed since it was kept, layer sizes or weights (shapes, dtypes) not those of the network its run
     recorded, a weight that is NaN or infinite, a sidecar naming another file than its own."""
-    need_training_extra()
-    # depl.train.models imports torch
-    from ..train.models import load
-
     try:
         return load(run_folder, seed, run, [Path(f) for f in allow_code or []])
     except training_errors() as e:
@@ -106,10 +99,6 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
     extension is its format's.  It is written whole or not at all (a temporary file beside it, renamed)."""
     out = Path(out)
     check_output_file("--out", out, make_folders=False)   # a folder made for an export that fails would be left
-    need_training_extra()
-    # depl.train.models imports torch
-    from ..train.models import EXPORT_FORMATS, export, find, read
-
     if fmt not in EXPORT_FORMATS:
         raise BadInput(f"--format {fmt!r}: choose {' or '.join(EXPORT_FORMATS)}")
     try:
@@ -187,8 +176,6 @@ def _kind(path: Path) -> str:
 def models_folder_of(path: Path, run_folder: Path) -> Path | None:
     """The run folder's models/ folder that `path` (resolved) lies in, or None: `run_folder`'s own, or any folder
     named models/ beside a runs store or holding a run's folder of sidecars (models/RUN_ID/seed-N.json)."""
-    # depl.train.models imports torch
-    from ..train.models import FOLDER
 
     for folder in path.parents:
         if folder.name != FOLDER:

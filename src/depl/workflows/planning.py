@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from .common import check_output_file
 from .errors import BadInput, Unreachable, as_bad_input
-from ..certificate import Certificate, fixed_n_verdict
+from ..certificate import Certificate, alpha_or_default, expected_runs, fixed_n_verdict
+from ..certificate.search import HORIZON
 from ..loss import loss_model_for
 from ..omega import OMEGA_MAX
 from ..paths import informational
@@ -288,3 +289,37 @@ def predict(scenario: "str | Scenario", schedule: str, quantile: Optional[float]
     else:
         warnings = extrapolation_warnings(s, r.epochs)
     return Predicted(s, r, beyond, s.extrapolated(r.epochs) is not None, warnings)
+
+
+def law_of(p: "Plan", s: "Scenario"):
+    """The distribution of plan p's final loss ℓ(K) under scenario s's loss law."""
+    return loss_model_for(s).distribution([e.model for e in p.epochs], s.phi(s.samples(p.datasets)))
+
+
+def p_meet(d, loss: float) -> float:
+    """P(ℓ(K) ≤ loss) under the distribution d, kept in [0, 1]."""
+    return min(max(float(d.cdf(loss)), 0.0), 1.0)
+
+
+def price_row(p: float, omega: float, alpha: float, horizon: int, cost: float) -> dict:
+    """The sequential test's expected runs to a decision within `horizon` runs and P(certified) at success
+    probability p, and those runs' cost (each trains the plan once)."""
+    need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=horizon)
+    return {"law_p": p, "expected_runs": need.mean_runs, "p_certify": need.certify,
+            "expected_cost": need.mean_runs * float(cost)}
+
+
+def certify_price(plan: "Plan", alpha: Optional[float] = None, horizon: int = HORIZON) -> Optional[dict]:
+    """What a certificate of `plan` on real runs is expected to take, from the probability its own law gives of
+    meeting ℓmax: the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within
+    `horizon` runs [default: a new certified search's, depl.certificate.search.HORIZON], P(certified within them),
+    and their cost (runs × the plan's cost); None where the plan has no law to ask (infeasible, empty, no scenario)."""
+    if not plan.feasible or not plan.epochs:
+        return None
+    try:
+        s = plan.scenario_object()
+        p = p_meet(law_of(plan, s), plan.loss_target)
+        alpha = alpha_or_default(alpha if alpha is not None else s.target.alpha)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return {"alpha": alpha, "horizon": horizon, **price_row(p, plan.omega, alpha, horizon, plan.cost)}

@@ -12,7 +12,7 @@ from .errors import BadInput, as_bad_input, training_errors
 from ..report.plots import plot_measured_bands
 from ..runspec import run_spec
 from ..store import Store
-from ..train.bands import band, bands, ends, run_label
+from ..train.engine.bands import band, bands, ends, run_label
 
 KINDS = ("plan", "profile")
 

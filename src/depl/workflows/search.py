@@ -9,7 +9,7 @@
 2. **The certified search** (`depl.certificate.search`): every candidate has its own anytime-valid test at its
    share of α, on the same fresh seeds F, F+1, …; hopeless ones are dropped; the search stops when the
    cheapest candidate neither dropped nor refuted is certified, and returns it.
-3. **Training** (`depl.train.search`): one run of a schedule yields every prefix, so each group of candidates
+3. **Training** (`depl.train.loops.search`): one run of a schedule yields every prefix, so each group of candidates
    whose jobs nest trains, each batch, only its longest candidate still in the race.
 
 The plan returned carries the scenario's own target (ω, ℓmax) and `info.certificate`: the statement's α, the
@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..certificate import DEFAULT_PRIOR, Certificate, Kind, Outcome, alpha_or_default, check_alpha, expected_runs
+from ..certificate import (alpha_or_default, Certificate, check_alpha, DEFAULT_PRIOR, Kind, more_runs_if_all_meet,
+                           Outcome, PRIORS)
 from .common import Training, check_output_file, start_training
 from .errors import BadInput, Unreachable, as_bad_input, training_errors
-from .planning import load, retarget, save_plan
+from .planning import law_of, load, p_meet, price_row, retarget, save_plan
 from .training import check_keep
-from ..certificate import more_runs_if_all_meet
-from ..certificate.search import ALLOCATIONS, DEFAULT_ALLOCATION, Search, Spending, ladder, value_shares
+from ..certificate.search import (ALLOCATIONS, DEFAULT_ALLOCATION, HORIZON, MAX_RUNS, USES, ladder, Search, Spending,
+                                  value_shares)
 from ..jsonout import dumps
 from ..ledger import TaskSeeds, digest, lineage
-from ..loss import loss_model_for
 from ..paths import informational
 from ..planners import Infeasible, Options, infeasible_reason, make_plan
 from ..report.mpl import save
@@ -40,23 +40,16 @@ from ..report.plots import plot_search
 from ..scenario import scenario_dict
 from ..store import Store
 from .alpha_spent import ledger_path, plan_hash, record
+from ..train.loops.search import (bind, bound, check_bound, make_candidate, manifest, run_ids, run_search as train,
+                                  SearchKeeper)
 
 if TYPE_CHECKING:
     from ..plan import Plan
     from ..scenario import Scenario
-    from ..train.search import Candidate, Searched
+    from ..train.loops.search import Candidate, Searched
 
 LEVELS = 5                    # ω, ω + (1 − ω)/5, …: the levels candidates are planned at
-# how many times the plan returned will be run, where the user does not say: a plan is run many times between two
-# certificates, so its cost decides, and a certificate's runs weigh only where they cost more than a thousandth of
-# the plan's cost per use (`--uses`)
-USES = 1000
 TIGHTER = (1.0, 0.9, 0.8)     # ℓmax − (1 − t)|ℓmax|: the targets
-# the runs a new search's decisions reckon with (depl.certificate.search, "The horizon and the cap") where --horizon
-# is not given, whatever --max-runs is (the first --max-runs where larger), so that a rerun with a larger --max-runs
-# (up to it) decides as one search with that cap from the start
-HORIZON = 1000
-MAX_RUNS = 500                # the most runs a candidate of a new search counts where --max-runs is not given
 
 
 def _training_key(p: "Plan") -> tuple:
@@ -86,16 +79,6 @@ def propose(s: "Scenario", method: str = "depl", eta: int = 200) -> list[tuple["
         why = infeasible_reason(last, s) if isinstance(last, Infeasible) else str(last)
         raise Unreachable(f"no candidate plan for the search: {why}")
     return sorted(found.values(), key=lambda c: (c[0].cost, len(c[0].epochs), str(_training_key(c[0]))))
-
-
-def law_of(p: "Plan", s: "Scenario"):
-    """The distribution of plan p's final loss ℓ(K) under scenario s's loss law."""
-    return loss_model_for(s).distribution([e.model for e in p.epochs], s.phi(s.samples(p.datasets)))
-
-
-def p_meet(d, loss: float) -> float:
-    """P(ℓ(K) ≤ loss) under the distribution d, kept in [0, 1]."""
-    return min(max(float(d.cdf(loss)), 0.0), 1.0)
 
 
 def as_target(p: "Plan", s: "Scenario", proposed: dict) -> "Plan":
@@ -130,8 +113,6 @@ def prepare_search(scenario: "str | Scenario", method: str = "depl", *, eta: int
     the `run_search` keywords the search will run with (first_seed, max_runs, batch, prior, allocation, uses,
     horizon): where the store is bound to a search already, what of them and of ω, ℓmax and α differs from it is
     refused here, before the candidates are planned (`run_search` checks the whole manifest)."""
-    # depl.train.search imports torch
-    from ..train.search import make_candidate
 
     if alpha is not None:
         with as_bad_input(ValueError):
@@ -158,12 +139,9 @@ def store_path(store: Optional[Path], out: Optional[Path]) -> Path:
 
 def _refuse_another_search(store: Path, s: "Scenario", alpha: float, rerun: dict) -> tuple[dict, list]:
     """BadInput where `store` is bound to a search whose ω, ℓmax, α or one of the options given in `rerun` differs
-    (depl.train.search.check_bound), or where `rerun`'s horizon is no search's (`check_horizon`): what planning
-    does not change, checked before it.  Returns the store's manifest ({}: not bound yet) and --max-runs record."""
-    from ..certificate import PRIORS
-    from ..certificate.search import ALLOCATIONS
-    from ..store import Store
-    from ..train.search import bound, check_bound
+    (depl.train.loops.search.check_bound), or where `rerun`'s horizon is no search's (`check_horizon`): what
+    planning does not change, checked before it.  Returns the store's manifest ({}: not bound yet) and --max-runs
+    record."""
 
     theirs, seg = None, []
     if store.is_file():
@@ -237,13 +215,11 @@ def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candid
 
 
 def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
-    """The rule that proposes candidates from the search's own runs (`depl.train.search.run_search`'s `propose`),
+    """The rule that proposes candidates from the search's own runs (`depl.train.loops.search.run_search`'s `propose`),
     fixed before the first run: the planner's cheapest plan, over its whole space (data, versions, switches,
     clusters), with the law as fitted, for the target ℓmax tightened by the margin the runs showed (`margin`: ℓmax
     divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst shift), at ω and at ω′;
     the cheapest plan not already a candidate.  Its guess of P(meets ℓmax) is the law's at the tightened target."""
-    # depl.train.search imports torch
-    from ..train.search import make_candidate
 
     s = prep.scenario
 
@@ -308,7 +284,7 @@ def settings(began: dict, caps: list, max_runs: Optional[int] = None, uses: Opti
     """The --max-runs, --uses and horizon a search runs with, from the options given and the store's search
     (`began`, its manifest, {} where none; `caps`, its --max-runs record): what is given, else the store's, else
     the defaults (MAX_RUNS; USES; HORIZON, or the first --max-runs where larger).  A value given that differs from
-    the store's is refused when the search binds (depl.train.search.bind)."""
+    the store's is refused when the search binds (depl.train.loops.search.bind)."""
     uses = check_uses(uses or began.get("uses") or USES)
     asked, max_runs = max_runs, max_runs or (caps[-1][1] if caps else MAX_RUNS)
     first = caps[0][1] if caps else max_runs
@@ -343,33 +319,8 @@ def price(prep: Prepared, max_runs: Optional[int] = None, uses: Optional[float] 
     _, uses, horizon = settings(prep.began, list(prep.caps), max_runs, uses, horizon)
     omega = float(prep.scenario.target.quantile)
     # the candidates fixed in advance hold FIRST of α between them (the rest is the proposals'): each its share of it
-    return [{"share": FIRST * w, "horizon": horizon,
-             **_price_row(p, omega, prep.alpha * FIRST * w, horizon, c.plan.cost)}
+    return [{"share": FIRST * w, "horizon": horizon, **price_row(p, omega, prep.alpha * FIRST * w, horizon, c.plan.cost)}
             for c, w, p in zip(prep.candidates, shares(prep, uses, horizon), guesses(prep))]
-
-
-def _price_row(p: float, omega: float, alpha: float, horizon: int, cost: float) -> dict:
-    """The sequential test's expected runs to a decision within `horizon` runs and P(certified) at success
-    probability p, and those runs' cost (each trains the plan once)."""
-    need = expected_runs(min(p, 1.0 - 1e-12), omega, alpha, max_runs=horizon)
-    return {"law_p": p, "expected_runs": need.mean_runs, "p_certify": need.certify,
-            "expected_cost": need.mean_runs * float(cost)}
-
-
-def certify_price(plan: "Plan", alpha: Optional[float] = None, horizon: int = HORIZON) -> Optional[dict]:
-    """What a certificate of `plan` on real runs is expected to take, from the probability its own law gives of
-    meeting ℓmax: the mean runs of the sequential test at `alpha` [default: the scenario's α, else depl's] within
-    `horizon` runs [default: a new certified search's, HORIZON], P(certified within them), and their cost (runs ×
-    the plan's cost); None where the plan has no law to ask (infeasible, empty, no scenario)."""
-    if not plan.feasible or not plan.epochs:
-        return None
-    try:
-        s = plan.scenario_object()
-        p = p_meet(law_of(plan, s), plan.loss_target)
-        alpha = alpha_or_default(alpha if alpha is not None else s.target.alpha)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return {"alpha": alpha, "horizon": horizon, **_price_row(p, plan.omega, alpha, horizon, plan.cost)}
 
 
 def candidate_rows(prep: Prepared) -> list[dict]:
@@ -424,8 +375,6 @@ def search_certificate(r: "Searched") -> Certificate:
 def runs_cost(r: "Searched") -> float:
     """What the search's runs cost: each run trained, the cost of the plan its job trains (a group's run trains
     its longest candidate's plan; one that stopped short, a shorter candidate's)."""
-    # depl.train.search imports torch
-    from ..train.search import run_ids
 
     cost = {rid: float(r.candidates[i].plan.cost) for i, rid in run_ids(r.candidates).items()}
     return float(sum(n * cost[rid] for rid, n in r.trained.items()))
@@ -452,14 +401,13 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
     the store's folder's models/<run id>; once the search is decided only the returned plan's stay (the
     certificate's `models`).
 
-    The store is bound to this search before its first run (`depl.train.search.bind`): a rerun takes what it
-    began with — its first seed, batch, e-process (`prior`), allocation, uses and horizon are the defaults of a
-    rerun, any other value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a new search,
+    The store is bound to this search before its first run (`depl.train.loops.search.bind`): a rerun takes what
+    it began with — its first seed, batch, e-process (`prior`), allocation, uses and horizon are the defaults of a
+    rerun, any other value is refused — and only a larger `max_runs` goes on, where the recorded runs stop.  For a
+    new search,
     `first_seed` None is the first seed above every seed the task's lineage and seed book used (depl.ledger),
     `max_runs` None MAX_RUNS, `batch` None 32, `prior` None depl.certificate.DEFAULT_PRIOR, `allocation` None focus;
     seeds the task used are refused, and the seeds drawn go to the task's seed book as they are drawn."""
-    # depl.train.search imports torch
-    from ..train.search import SearchKeeper, bind, bound, manifest, run_ids, run_search as train
 
     store = store_path(store, out)
     book = TaskSeeds.of(prep.scenario)

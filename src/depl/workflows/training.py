@@ -20,10 +20,18 @@ from ..gap import measure
 from ..plan import Plan
 from ..scenario import load_scenario
 from ..store import Store
-from ..train.custom import CodeRefused
-from ..train.data import check_draws
-from ..train.fleet_gateway import DeploymentError, check_connection
-from ..train.seeds import DEFAULT_SEED_BATCH
+from ..train.task.custom import CodeRefused
+from ..train.task.source import JobError
+from ..train.task.data import check_draws
+from ..train.apps.fleet_gateway import DeploymentError, check_connection
+from ..train.engine.seeds import DEFAULT_SEED_BATCH
+from ..train.engine import execute, profile as prof
+from ..train.engine.federation import job_from_plan
+from ..train.task.models import default_keep, ModelKeeper, models_folder, plan_summary
+from ..train.apps.flower_app import export_app, run_deployment as submit, simulate_app
+from ..train.loops import adaptive as ad
+from ..train.engine.execute import run_id_for
+from ..adaptive import check_certificate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,7 +52,7 @@ class PlanRun:
 
     plan_file: Path
     plan: "Plan"
-    job: Any                    # depl.train.federation.Job
+    job: Any                    # depl.train.engine.federation.Job
     store: "Store"
     run_id: str
     seeds: tuple[int, ...]
@@ -76,7 +84,7 @@ class RunResult:
     backend: str
     seconds: float
     flwr_output: str = ""
-    seed_training: Any = None   # the local back end: how its seeds trained (depl.train.executors.Decision)
+    seed_training: Any = None   # the local back end: how its seeds trained (depl.train.backends.executors.Decision)
     models: Optional[Path] = None   # where the run's final models are kept (None: --keep-models none, or Flower)
     models_written: tuple[int, ...] = ()   # the seeds whose model this call wrote
     seeds: tuple[int, ...] = ()
@@ -114,9 +122,6 @@ def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, b
     check_backend(backend, superlink, insecure, training.ray_address)
     dev = start_training(training.threads, training.device)  # the `train` extra, before what needs torch
     keep_models = check_keep(keep_models, seeds, backend)
-    # depl.train.execute and depl.train.federation import torch
-    from ..train import execute
-    from ..train.federation import job_from_plan
 
     with as_bad_input(*training_errors()):
         p = Plan.load(plan_file)
@@ -135,10 +140,6 @@ def check_keep(keep: Optional[str], seeds: int, backend: str) -> str:
     """--keep-models, or its default for `seeds` seeds (all up to 16, best above)."""
     if keep is not None and keep not in KEEP_MODELS:
         raise BadInput(f"--keep-models {keep!r}: choose {', '.join(KEEP_MODELS)}")
-    # depl.train.models imports torch
-    from ..train.models import default_keep
-
-
     return keep or default_keep(seeds)
 
 
@@ -150,8 +151,6 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     t0 = time.perf_counter()
     keeper = model_keeper(r)
     st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said, keeper)
-    # depl.train.models imports torch
-    from ..train.models import models_folder
 
     folder = None if r.keep_models == "none" else models_folder(r.out, r.run_id)  # Flower's: its ServerApp's
     return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, folder,
@@ -159,12 +158,10 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
 
 
 def model_keeper(r: "PlanRun | AdaptiveRun"):
-    """What keeps the run's final models (depl.train.models.ModelKeeper), or None (--keep-models none).  On the
+    """What keeps the run's final models (depl.train.task.models.ModelKeeper), or None (--keep-models none).  On the
     Flower back end the ServerApp keeps them (the app's run config says where): None here."""
     if r.keep_models == "none" or getattr(r, "backend", "local") != "local" or getattr(r, "superlink", None):
         return None
-    # depl.train.models imports torch
-    from ..train.models import ModelKeeper, plan_summary
 
     with as_bad_input(OSError, prefix=f"{r.plan_file}: "):
         summary = plan_summary(r.plan_file, r.plan)
@@ -176,8 +173,6 @@ def backend_step(r: PlanRun, training: Training, progress: EpochProgress,
                  ) -> tuple["Store", str, Any]:
     """The one place the back end is chosen: (the store to read the run from, what `flwr run` printed, how the
     local back end trained the seeds)."""
-    # depl.train.execute imports torch
-    from ..train import execute
 
     if r.superlink:
         return (*run_deployment(r), None)
@@ -218,9 +213,6 @@ def flower_app_folder(r: PlanRun) -> Path:
 
 def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int) -> None:
     """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
-    # depl.train.execute and depl.train.flower_app import torch and flwr
-    from ..train import execute
-    from ..train.flower_app import export_app, simulate_app
 
     app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device,
                      r.keep_models, r.out)
@@ -235,8 +227,6 @@ def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int)
 
 def run_deployment(r: PlanRun) -> tuple["Store", str]:
     """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
-    # depl.train.flower_app imports torch and flwr
-    from ..train.flower_app import export_app, run_deployment as submit
 
     app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device,
                      r.keep_models, r.out)
@@ -293,8 +283,6 @@ class AdaptiveRun:
     @property
     def models(self) -> Optional[Path]:
         """Where the run's models are kept (None: --keep-models none)."""
-        # depl.train.models imports torch
-        from ..train.models import models_folder
 
         return None if self.keep_models == "none" else models_folder(self.out, self.run_id)
 
@@ -334,9 +322,6 @@ def prepare_adaptive(plan_file: str | Path, seeds: list[int], *, store: Optional
         raise BadInput(f"--executor {training.executor}: an adaptive run trains its stacks in this process (each "
                        "seed's rest may change on its own); the executors train open-loop runs")
     dev = start_training(training.threads, training.device)
-    # depl.train.adaptive and depl.train.execute import torch
-    from ..train import adaptive as ad
-    from ..train import execute
 
     with as_bad_input(*training_errors()):
         p = Plan.load(plan_file)
@@ -366,9 +351,6 @@ def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> d
         return {}
     import json
 
-    # depl.train.execute and depl.train.federation import torch
-    from ..train.execute import run_id_for
-    from ..train.federation import job_from_plan
 
     path = Path(path)
     try:
@@ -377,7 +359,6 @@ def read_certificate(path: Optional[str | Path], plan: "Plan", device: str) -> d
         raise BadInput(f"--certificate {path}: cannot read ({e.strerror or e})") from None
     except ValueError as e:
         raise BadInput(f"--certificate {path}: not JSON ({e})") from None
-    from ..adaptive import check_certificate   # depl.adaptive imports scipy.stats, which `depl plan` never loads
 
     try:
         checked = check_certificate(plan, cert, f"--certificate {path}")
@@ -412,8 +393,6 @@ def check_slow(slow: dict[str, float], scenario: "Scenario") -> None:
 def train_adaptive(a: AdaptiveRun, seed_batch: Optional[int] = None, progress: Optional[Callable] = None) -> AdaptiveResult:
     """Train the seeds not finished yet by the closed loop, `seed_batch` [default 32, nothing measured] in one
     vectorised stack while their rests agree; progress(seed, epoch, result, decision) after every epoch."""
-    # depl.train.adaptive imports torch
-    from ..train import adaptive as ad
 
     seed_batch = seed_batch or DEFAULT_SEED_BATCH
 
@@ -483,7 +462,7 @@ class Profiled:
     run_ids: tuple[str, ...]
     store: "Store"
     seconds: float
-    seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
+    seed_training: Any = None   # how the seeds trained (depl.train.backends.executors.Decision)
     seeds: tuple[int, ...] = ()
 
     def diverged(self) -> dict[str, dict[int, int]]:
@@ -515,9 +494,6 @@ def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed
     then register each in the store; a refused profile writes nothing."""
     out = Path(out)
     dev = start_training(training.threads, training.device)
-    # depl.train.execute and depl.train.profile import torch
-    from ..train import execute
-    from ..train import profile as prof
 
     # CodeRefused (the scenario's code_dir, by default its folder) named by the scenario given
     with as_bad_input(*training_errors()), as_bad_input(CodeRefused, prefix=f"{scenario}: "):
@@ -525,7 +501,7 @@ def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed
         names = list(datasets) if datasets else [d.name for d in s.datasets]
         unknown = [d for d in names if d not in {x.name for x in s.datasets}]
         if unknown:
-            raise prof.JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
+            raise JobError(f"--dataset {unknown[0]!r}: no such dataset in {s.name!r}")
         exps = prof.experiments(s, list(versions), list(fractions), [prof.parse_switch(t) for t in switches], epochs)
         jobs = []
         for exp in exps:

@@ -19,6 +19,10 @@ from ..report.plots import plot_validation
 from ..scenario import load_scenario
 from ..store import store_path
 from ..validate import coverage, law_mismatch
+from ..train.engine.execute import run_id_for
+from ..train.engine.federation import job_from_plan
+from ..train.loops.validation import prepare, store_ledger, write_report
+from ..adaptive import promise
 
 # the seed book's name for the seeds a closed-loop validation (`depl validate --adaptive`) judged the plan on
 ADAPTIVE = "validate-adaptive"
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """A plan's run on held-out seeds registered in its store (`run`: depl.train.validation.HeldOutRun), and
+    """A plan's run on held-out seeds registered in its store (`run`: depl.train.loops.validation.HeldOutRun), and
     where its report and band plot go."""
 
     run: Any
@@ -47,7 +51,7 @@ class Validated:
     report: Path
     png: Path
     seconds: float
-    seed_training: Any = None   # how the seeds trained (depl.train.executors.Decision)
+    seed_training: Any = None   # how the seeds trained (depl.train.backends.executors.Decision)
 
     def to_json(self) -> dict:
         """The certificate, as its file holds it, with where the report and band are and how the seeds trained."""
@@ -63,8 +67,6 @@ def prepare_validation(scenario: str, plan_file: str | Path, seeds: list[int] | 
     count N from the plan's first free seed: depl.ledger) and the outputs; register the run."""
     plan_file, out, png = Path(plan_file), Path(out), None if png is None else Path(png)
     dev = start_training(training.threads, training.device)
-    # depl.train.validation imports torch
-    from ..train.validation import prepare
 
     check_folder("--out", out)
     if png is not None:  # checked now: the plot is drawn after the training
@@ -78,8 +80,6 @@ def train_validation(held: HeldOut, training: Training = Training(),
                      progress: Optional[Callable] = None, said: Optional[Callable[[str], None]] = None) -> Validated:
     """Train the pending seeds (progress(run_id, seed, epoch, result) after every epoch; said(text): how they
     train, `run_seeds`), judge the plan by them, and write its report and band plot."""
-    # depl.train.validation imports torch
-    from ..train.validation import write_report
 
     h = held.run
     t0 = time.perf_counter()
@@ -129,10 +129,6 @@ def check_same_law(scenario: str, plan_file: Path, store: str | Path, first_seed
     (validations, certificates and searches in other stores) and `store`'s own validations of the plan; returns
     the first seed (None: this store's earlier closed-loop validation's, else the first free one) and records the
     range in the task's seed book, so that no other store judges the plan on them again."""
-    from ..train.execute import run_id_for       # depl.train imports torch
-    from ..train.federation import job_from_plan
-    from ..train.validation import store_ledger
-
     with as_bad_input(*training_errors(), ValueError, OSError):
         p = Plan.load(plan_file)
         own, given = p.scenario_object(), load_scenario(scenario)
@@ -160,7 +156,6 @@ def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValid
     import numpy as np
 
     p = done.plan
-    from ..adaptive import promise   # depl.adaptive imports scipy.stats, which `depl plan` never loads
 
     c, mean_cost = coverage(done.finals, p.loss_target, promise(p), p.alpha), float(np.nanmean(done.costs))
     cert = c.certificate(done.seeds, plan_file=str(plan_file), method=p.method, scenario=p.scenario,

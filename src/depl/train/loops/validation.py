@@ -20,15 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..certificate import Certificate
-from ..ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
-from ..paths import relative
-from ..plan import Plan
-from ..scenario import Scenario, load_scenario
-from ..store import Store, store_path
-from ..validate import Validation, law_mismatch, validate
-from . import execute
-from .federation import Job, job_from_plan
+from ...certificate import Certificate
+from ...ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
+from ...paths import relative
+from ...plan import Plan
+from ...scenario import Scenario, load_scenario
+from ...store import Store, store_path
+from ...validate import Validation, law_mismatch, validate
+from ..engine import execute
+from ..engine.federation import Job, job_from_plan
 
 
 @dataclass

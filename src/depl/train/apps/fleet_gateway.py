@@ -37,7 +37,9 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from ..plan import Plan
+from ...plan import Plan
+from ..engine.federation import job_from_plan
+from ..task.prune import build_version
 
 FLEET_PREFIX = "/v1/fleet/"
 # what Flower's SuperNodes send: /v1/fleet/push-messages, /v1/fleet/pull-object, ...
@@ -115,10 +117,6 @@ def plan_body_limit(plan_path) -> tuple[int, int]:
     elements × their size: 4 bytes a float32); the limit is PLAN_MARGIN times that plus PLAN_SLACK.
     Raises the plan's or the job's own errors (PlanError, JobError, DataError: a message for the user).
     """
-    # depl.train.federation and depl.train.prune import torch
-    from .federation import job_from_plan
-    from .prune import build_version
-
     job = job_from_plan(Plan.load(plan_path))
     weights = max(sum(t.numel() * t.element_size() for t in build_version(v).state_dict().values())
                   for v in job.versions.values())

@@ -6,7 +6,7 @@ One plan epoch k on cluster n with model version m (paper Sec. III):
    model is pruned further to m's ratio (a switch, `prune.switch`);
 2. every node of n trains `local_epochs` passes (one by default) over its
    equal share of the selected data, starting from the current weights:
-   mini-batches in a seeded order, the scenario's loss (`depl.train.losses`)
+   mini-batches in a seeded order, the scenario's loss (`depl.train.task.losses`)
    and optimiser (SGD with momentum by default, Adam, AdamW; weight decay, a
    learning-rate schedule over the plan's epochs, gradient-norm clipping);
 3. the weights are averaged, weighted by the nodes' sample counts (FedAvg);
@@ -14,7 +14,7 @@ One plan epoch k on cluster n with model version m (paper Sec. III):
 
 The model is then handed to the cluster of epoch k+1.  `walk_plan` is the loop;
 how a round is carried out is a parameter: `LocalFederation` does it in
-process (the ``local`` back end), `depl.train.flower_app` through Flower
+process (the ``local`` back end), `depl.train.apps.flower_app` through Flower
 messages.  Both call `local_epoch` and `fedavg`, so for the same seed they
 follow the same trajectory.
 
@@ -37,18 +37,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..scenario import TrainingOptions
-from ..scenario.training import RECIPE_DEFAULTS
-from ..state import RunState
-from ..store import EpochRow, diverges, drop_code_dirs
-from . import data as data_mod
-from .custom import CodeRefused, check_code, digests
-from .losses import Loss, LossError, check as check_loss
-from .prune import VersionSpec, build_version, switch
-
-
-class JobError(ValueError):
-    """A plan or scenario that cannot be trained for real; the message is meant for the user."""
+from ...scenario import TrainingOptions
+from ...scenario.training import RECIPE_DEFAULTS
+from ...state import RunState
+from ...store import EpochRow, diverges, drop_code_dirs
+from ..task import data as data_mod
+from ..task.custom import CodeRefused, check_code, digests
+from ..task.losses import Loss, LossError, check as check_loss
+from ..task.prune import VersionSpec, build_version, switch
+from ..task.source import JobError
 
 
 class TrainOptions(TrainingOptions):
@@ -66,7 +63,7 @@ class TrainOptions(TrainingOptions):
 
     @property
     def criterion(self) -> Loss:
-        """The loss trained and tested (`depl.train.losses`)."""
+        """The loss trained and tested (`depl.train.task.losses`)."""
         return Loss(self.loss, self.code_dir)
 
 

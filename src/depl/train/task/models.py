@@ -2,7 +2,7 @@
 
 Where: ``RUN_FOLDER/models/RUN_ID/seed-N.pt`` with its sidecar ``seed-N.json`` (one folder per run: a run
 folder may hold the runs of several plans).  The parent process, the store's one writer, writes them
-(`ModelKeeper`, called by `depl.train.seeds.Writer` before the seed's last epoch is committed), from what the
+(`ModelKeeper`, called by `depl.train.engine.seeds.Writer` before the seed's last epoch is committed), from what the
 worker that trained the seed sends back with that epoch (`final_payload`: a stacked batch unstacks each
 seed's weights first).  A model is written before its epoch's transaction: after a kill in between, the
 resumed run retrains that epoch from its checkpoint and writes the same model again; a seed the store has
@@ -14,7 +14,7 @@ is read with ``torch.load(weights_only=True)``: no pickled code.  It holds
 * ``state_dict``: the weights (on the CPU);
 * ``layers``: for every layer whose size pruning changes, its type and its sizes (``in_channels``,
   ``out_channels``, ``groups``, ``in_features``, ``out_features``, ``num_features``, …) as trained;
-* ``spec``: the model version (`depl.train.prune.VersionSpec`: network, width, pruning ratio, input shape,
+* ``spec``: the model version (`depl.train.task.prune.VersionSpec`: network, width, pruning ratio, input shape,
   classes; for your own network its reference, arguments and code folder).
 
 `rebuild` makes the model from these against the network the run recorded: the version of ``spec`` is built
@@ -27,7 +27,7 @@ plan (file name, SHA-256, method, scenario), the ``.pt`` file (``seed-N.pt`` bes
 SHA-256, and for your own network the
 digests of its code files (checked on loading).
 
-An adaptive run (`depl run --adaptive`, depl.train.adaptive) keeps, per seed, the model of the epoch the
+An adaptive run (`depl run --adaptive`, depl.train.loops.adaptive) keeps, per seed, the model of the epoch the
 closed loop ended it at — its version then (pruned where it pruned) —: ``epochs`` is that epoch and ``stop``
 (`stop_record`) says why (``stop``: the guarantee allowed it; ``end``: the plan's last epoch).
 
@@ -54,7 +54,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
-from ..paths import relative, resolved
+from ...paths import relative, resolved
 from .nets import seeded
 from .prune import VersionSpec, build_version, n_parameters
 from .source import DataError
@@ -154,11 +154,11 @@ def code_digests(spec: VersionSpec) -> dict[str, str] | None:
 class ModelKeeper:
     """Writes the final models of run `run_id` into `run_folder`/models/`run_id`, as `keep` says (all or best).
 
-    Called with every `depl.train.seeds.Item` before the store commits it (`Writer`)."""
+    Called with every `depl.train.engine.seeds.Item` before the store commits it (`Writer`)."""
 
     run_folder: Path
     run_id: str
-    job: Any                       # depl.train.federation.Job
+    job: Any                       # depl.train.engine.federation.Job
     plan: dict[str, Any]           # plan_summary(...)
     keep: str = "all"
     written: list[int] = field(default_factory=list)   # seeds whose model this keeper wrote
@@ -170,7 +170,7 @@ class ModelKeeper:
         self._code = None
 
     def __call__(self, item) -> None:
-        """The final models a batch-epoch (`depl.train.seeds.Item`) brings."""
+        """The final models a batch-epoch (`depl.train.engine.seeds.Item`) brings."""
         if item.run_id != self.run_id or not item.models:
             return
         rows = {seed: row for seed, row, _, final in item.entries if final}
@@ -231,7 +231,7 @@ def recorded_spec(spec: VersionSpec, folder: Path) -> dict[str, Any]:
 
 def stop_record(decision: dict[str, Any]) -> dict[str, Any]:
     """What an adaptive seed's sidecar says of where and why it ended, from the record of its last decision
-    (depl.train.adaptive.record): the epoch, the action (stop: the guarantee allowed it; end: the plan's last
+    (depl.train.loops.adaptive.record): the epoch, the action (stop: the guarantee allowed it; end: the plan's last
     epoch), the policy's note, the validation loss it decided on, and the cost and time it spent."""
     keys = ("epoch", "action", "note", "observed", "p_new", "cost_spent", "time_spent")
     finite = (lambda v: None if isinstance(v, float) and not math.isfinite(v) else v)  # noqa: E731  (JSON: null)
@@ -329,7 +329,7 @@ def _network(spec: VersionSpec) -> str:
 
 def rebuild(spec: VersionSpec, layers: Any, state: Any, where: str = "the model file") -> nn.Module:
     """The network the run recorded (`spec`: the full network pruned to its ratio, whose shapes do not depend on
-    how the ratio was reached, depl.train.prune) with the kept weights `state`, in eval mode.
+    how the ratio was reached, depl.train.task.prune) with the kept weights `state`, in eval mode.
 
     Nothing of the file is trusted: its recorded layer sizes must be the network's, every weight of the network
     must be there with the network's shape and dtype (and no other), and every value must be finite — else

@@ -1,9 +1,10 @@
-"""A data source's arrays, and the error of data that cannot be used.
+"""A data source's arrays, and the errors meant for the user below the engine: data that cannot be used
+(DataError), a plan or scenario that cannot be trained (JobError).
 
 Below both the built-in sources (data.py) and a user's own (custom.py):
 data.py dispatches `source = "MODULE:FUNCTION"` to custom.py, and custom.py
 returns a Source, so neither imports the other for these.  Here too: what a
-loss (depl.train.losses) needs of a source's labels (`fit_targets`).
+loss (depl.train.task.losses) needs of a source's labels (`fit_targets`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ class DataError(ValueError):
     """Data that cannot be used; the message is meant for the user."""
 
 
+class JobError(ValueError):
+    """A plan or scenario that cannot be trained for real; the message is meant for the user."""
+
+
 @dataclass(frozen=True)
 class Source:
     x_train: np.ndarray
@@ -25,7 +30,7 @@ class Source:
     y_test: np.ndarray
     n_classes: int = 10
     # your factory's inputs and labels as it gave them, before they became float32 and int64 (None: a built-in
-    # source); a run's own draw of your data is checked against them (depl.train.data.checked_draw)
+    # source); a run's own draw of your data is checked against them (depl.train.task.data.checked_draw)
     given_dtypes: tuple[str, str] | None = field(default=None, compare=False)
 
     @property
@@ -34,7 +39,7 @@ class Source:
 
 
 CLASSES, VALUES, GIVEN = "classes", "values", "given"  # what a loss trains against (DataSpec.targets)
-# what each built-in loss of depl.train.losses trains against; your own loss (MODULE:FUNCTION): the labels as given
+# what each built-in loss of depl.train.task.losses trains against; your own loss (MODULE:FUNCTION): the labels as given
 _KIND = {"cross_entropy": CLASSES, "mse": VALUES, "l1": VALUES, "bce_with_logits": VALUES}
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import replace
-from ..runspec import Experiment
-from . import data as data_mod
-from .custom import check_code
-from .federation import Job, JobError, TrainOptions, check_switches, version_specs
+from ...runspec import Experiment
+from ..task import data as data_mod
+from ..task.custom import check_code
+from .federation import Job, TrainOptions, check_switches, version_specs
+from ..task.source import JobError
 
 PROFILE_CLUSTER = "profile"
 

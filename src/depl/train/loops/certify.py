@@ -8,7 +8,7 @@ probability ≥ ω on a new run" then holds for it, because these runs were
 drawn after the choice and are independent of it (docs/certificate.md).
 
 Seeds F, F+1, … train in batches (the vectorised stack, the worker
-processes, a Ray cluster: `depl.train.executors.run_all`), and their outcomes
+processes, a Ray cluster: `depl.train.backends.executors.run_all`), and their outcomes
 feed `depl.certificate.Sequential` in seed order; the test stops at the first
 seed after which it can decide, so a batch's later seeds may be trained and
 not counted.  Runs go to the store under their own run id (`certify-…`),
@@ -29,16 +29,16 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..certificate import (DEFAULT_ALPHA, DEFAULT_PRIOR, Certificate, Kind, Outcome, Sequential, Verdict, expected_runs,
+from ...certificate import (DEFAULT_ALPHA, DEFAULT_PRIOR, Certificate, Kind, Outcome, Sequential, Verdict, expected_runs,
                            more_runs_if_all_meet, seed_ranges)
-from ..ledger import Ledger, TaskSeeds, check_certificate, plan_lineage, resolve, store_uses
-from ..plan import Plan
-from ..scenario import Scenario
-from ..store import Store, store_path
-from . import execute
-from .data import MNIST1D_POOL
-from .federation import Job, job_from_plan
-from .executors import run_all
+from ...ledger import Ledger, TaskSeeds, check_certificate, plan_lineage, resolve, store_uses
+from ...plan import Plan
+from ...scenario import Scenario
+from ...store import Store, store_path
+from ..engine import execute
+from ..task.data import MNIST1D_POOL
+from ..engine.federation import Job, job_from_plan
+from ..backends.executors import run_all
 
 
 def covers(scenario: Scenario) -> str:
@@ -171,7 +171,7 @@ def certify(prep: Prepared, *, store: str | Path | Store, first_seed: int | None
     against the plan's ledger first (`seeds_for`; None: its first free seed), and the run records the α and
     first seed it began with.
 
-    `options`: `depl.train.executors.run_all`'s keywords (workers, threads, ray_address);
+    `options`: `depl.train.backends.executors.run_all`'s keywords (workers, threads, ray_address);
     `progress(run_id, seed, epoch, result)` after every epoch; `on_decision(verdict)` after every batch.
     Raises ValueError (StoreError …) with a message for the user.
     """

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from .cachedir import default_cache_dir, write_whole  # noqa: F401 - default_cache_dir: part of this API
+from ..task.cachedir import default_cache_dir, write_whole  # noqa: F401 - default_cache_dir: part of this API
 from .seeds import _start_method
 
 MIN_SECONDS = 1.0    # each worker trains this long (a shorter window is too brief to time on a busy machine)
@@ -279,7 +279,7 @@ def probe(job, seeds: int, clock: Callable[[], float] = time.perf_counter, data=
     pass, and estimate the job from it: `seeds` × each epoch's mini-batches over its cluster's nodes and one
     test pass (every version as costly as the first: an estimate from above for pruned ones).  `data`: the
     job's `_first_epoch_data`, loaded before the clock starts (the job loads and keeps it anyway: `node_data`)."""
-    # depl.train.federation imports torch
+    # depl.train.engine.federation imports torch
     from .federation import evaluate, initial_model, local_epoch
 
     import torch
@@ -594,7 +594,7 @@ def _serve(job, data, inbox, results, barriers: dict) -> None:
     after another until None."""
     import torch
 
-    # depl.train.federation imports torch
+    # depl.train.engine.federation imports torch
     from .federation import Job
 
     if isinstance(job, dict):
@@ -613,7 +613,7 @@ def _serve(job, data, inbox, results, barriers: dict) -> None:
 def _first_epoch_data(job):
     """The first epoch's training samples (repeated to MAX_STEPS + 1 mini-batches if fewer), its test set, and
     the mini-batches in one of its epochs (what a step's share of the epoch's test pass is)."""
-    # depl.train.federation imports torch
+    # depl.train.engine.federation imports torch
     from .federation import node_data, on_device, test_data
 
     cluster = job.epochs[0][2]
@@ -641,7 +641,7 @@ def _train_timed(job, data, seed_batch: int, barrier, window: float = MIN_SECOND
     window, whatever its first mini-batch took: workers that each counted their own number of steps from a
     noisy first timing would end at different times, and the one left running alone would hide how fast they
     run together."""
-    # depl.train.federation and depl.train.vectorised import torch
+    # depl.train.engine.federation and depl.train.engine.vectorised import torch
     from .federation import evaluate, initial_model, local_epoch
     from .vectorised import Stack, evaluate_stack, local_epoch_stack
 

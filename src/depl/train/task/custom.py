@@ -30,7 +30,7 @@ docs/security.md says what is trusted, by whom, and how to share a plan.
 
 A data factory returns ``(train, test)``, each a ``torch.utils.data.Dataset``
 of ``(x, y)`` pairs or a pair of tensors/arrays ``(X, y)``; it becomes a
-`depl.train.data.Source` (float32 inputs; int64 class labels, or float32
+`depl.train.task.data.Source` (float32 inputs; int64 class labels, or float32
 targets of shape (n,) or (n, d) for a regression loss: `source.fit_targets`),
 so ``share``, node shares and the test loss work as for the built-in sources.
 """
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import codefiles
+from ... import codefiles
 from .source import DataError, Source, fit_targets, outputs, targets_of
 
 

@@ -15,8 +15,8 @@ from typing import Callable
 
 import torch
 
-from ..runspec import RunSpec
-from ..store import EpochRow, Store
+from ...runspec import RunSpec
+from ...store import EpochRow, Store
 from .federation import EpochResult, Job, LocalFederation, RoundFn, state_bytes, walk_plan
 
 OnEpoch = Callable[[int, int, EpochResult | None], None]  # (seed, epochs done, last result)
@@ -43,7 +43,7 @@ def pending(store: Store, run_id: str, job: Job, seeds: list[int]) -> list[int]:
 def recorder(store: Store, run_id: str, seed: int, n_epochs: int, progress: OnEpoch | None = None,
              keep: KeepFinal | None = None):
     """The on_epoch hook that writes an epoch and its checkpoint in one transaction; `keep(seed, row, model)`
-    hears the seed's last epoch before it is written (depl.train.models.ModelKeeper.final)."""
+    hears the seed's last epoch before it is written (depl.train.task.models.ModelKeeper.final)."""
 
     def on_epoch(r: EpochResult, model: torch.nn.Module) -> None:
         final = r.epoch == n_epochs

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..band import Band
-from ..runspec import run_spec
-from ..store import Store
+from ...band import Band
+from ...runspec import run_spec
+from ...store import Store
 
 
 def run_label(run: dict) -> str:

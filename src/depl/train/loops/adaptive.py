@@ -4,7 +4,7 @@ A seed trains the plan epoch by epoch: seeds not started yet together as one
 vectorised stack while their rests agree (`run_batch`), a seed whose rest
 changes on its own in the per-seed loop (`run_seed`, `walk_plan`); a resumed
 run re-forms the stacks its seeds were in (bit for bit: `run_batch`).  After every epoch the model is scored on
-the validation split (depl.train.data.validation: fresh samples where the
+the validation split (depl.train.task.data.validation: fresh samples where the
 source can generate them — MNIST-1D —, else a share of the plan's training
 samples held out; never trained on; the test set stays the guarantee's), the policy decides, and the epoch's row, its checkpoint and the
 decision go to the store in one transaction.  The decision's rest is what the
@@ -28,20 +28,20 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..adaptive import RULES as RULES_BY_NAME
-from ..adaptive import DEFAULT_RULE, Decision, Policy, Slack, rule_named
-from ..gap import MeasuredGap
-from ..plan import Epoch, Plan
-from ..state import START, RunState
-from ..store import EpochRow, Store, StoreError, diverges
-from . import data as data_mod
-from .executors import Options, get, run_tasks
-from .federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
-from .losses import Loss
-from .models import final_payload
-from .seeds import Item, Writer, warm_job
-from .execute import run_id_for as execute_run_id
-from .vectorised import walk_plan_stack
+from ...adaptive import RULES as RULES_BY_NAME
+from ...adaptive import DEFAULT_RULE, Decision, Policy, Slack, rule_named
+from ...gap import MeasuredGap
+from ...plan import Epoch, Plan
+from ...state import START, RunState
+from ...store import EpochRow, Store, StoreError, diverges
+from ..task import data as data_mod
+from ..backends.executors import Options, get, run_tasks
+from ..engine.federation import Job, LocalFederation, job_from_plan, on_device, state_bytes, test_data, version_specs, walk_plan
+from ..task.losses import Loss
+from ..task.models import final_payload
+from ..engine.seeds import Item, Writer, warm_job
+from ..engine.execute import run_id_for as execute_run_id
+from ..engine.vectorised import walk_plan_stack
 
 # the validation split's default size, a share of the selected samples: a carved split is paid for in training
 # samples (0.1); a fresh one only in forward passes, and its noise is half of what the stops must allow for
@@ -197,7 +197,7 @@ class Ledger:
     def record_epochs(self, run_id: str, items: list, decisions: list = (), decided: list = (), models: list = ()) -> None:
         """`Store.record_epochs` (one transaction: sent to the writer); `decided`: (seed, row, Decision) to show;
         `models`: (seed, the model it stopped with) for the seeds this batch-epoch ends, sent back only where the
-        run keeps its models (`keep_models`: depl.train.models.final_payload, written by the writer's keeper)."""
+        run keeps its models (`keep_models`: depl.train.task.models.final_payload, written by the writer's keeper)."""
         for seed, d in decisions:
             self._seeds[seed]["decisions"][int(d["epoch"])] = _as_read(seed, d)
         for seed, row, checkpoint, final in items:
@@ -216,7 +216,7 @@ class Ledger:
 
 @dataclass(frozen=True)
 class AdaptiveBatch:
-    """An adaptive run's seeds of one batch (`run_batch`), as a task of depl.train.executors: plain data."""
+    """An adaptive run's seeds of one batch (`run_batch`), as a task of depl.train.backends.executors: plain data."""
 
     run_id: str
     job: dict                                 # Job.to_json()
@@ -263,7 +263,7 @@ def run_seed(store: Store, run_id: str, job: Job, plan: Plan, seed: int, slow: d
              progress=None, keep: Callable[[Item], None] | None = None, **policy_options) -> list[Decision]:
     """Train one seed adaptively to its end in the per-seed loop, in this process, resuming from the store;
     returns the decisions taken here.  `keep(item)`: hears every batch-epoch before it is written, with the
-    model of the epoch the seed ends at (depl.train.models.ModelKeeper)."""
+    model of the epoch the seed ends at (depl.train.task.models.ModelKeeper)."""
     task = AdaptiveBatch(run_id, job.to_json(), plan, (seed,), dict(slow or {}), policy_options,
                          keep_models=keep is not None).loaded(store)
     return _seed_loop(task.ledger(Writer(store, _shown(progress), keep).write), run_id, job, plan, seed, task.slow,
@@ -275,7 +275,7 @@ def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int],
               **policy_options) -> None:
     """Train seeds adaptively to their end, resuming from the store: the seeds not started yet as one vectorised
     stack (`vectorised.walk_plan_stack`) while their rests agree, the others one by one (the per-seed loop) —
-    one task of depl.train.executors, run by `executor` (a registered name), written here.
+    one task of depl.train.backends.executors, run by `executor` (a registered name), written here.
 
     Every seed of the stack gets its own policy and decision after every epoch, recorded with the epoch's
     rows and checkpoints in one transaction per epoch; a seed whose decision changes its rest leaves the
@@ -290,7 +290,7 @@ def run_batch(store: Store, run_id: str, job: Job, plan: Plan, seeds: list[int],
     starts the fresh seeds' stack and the per-seed loop as an uninterrupted run does.  (Ask for the same
     seeds: a stack resumed with fewer of its seeds is a smaller stack.)
 
-    `keep(item)` (depl.train.models.ModelKeeper): hears every batch-epoch before it is written; a seed's last
+    `keep(item)` (depl.train.task.models.ModelKeeper): hears every batch-epoch before it is written; a seed's last
     one brings the model it stopped with (the version it trained last: pruned where it pruned).
     """
     run_batches(store, run_id, job, plan, [list(seeds)], slow, progress, executor=executor, keep=keep,

@@ -4,7 +4,7 @@ Built in: ``cross_entropy`` (class logits against class indices, today's
 default), ``mse`` and ``l1`` (predictions against real-valued targets) and
 ``bce_with_logits`` (logits against targets in [0, 1], one or several per
 sample); or your own ``MODULE:FUNCTION``, imported like your own network
-(depl.train.custom: from a folder you allowed, its file's digest pinned in a
+(depl.train.task.custom: from a folder you allowed, its file's digest pinned in a
 plan), called as ``FUNCTION(outputs, targets)`` on a mini-batch and returning
 one loss per sample, shape (batch,).  depl reduces: the mean over a batch is
 what a step minimises, the mean over the test set is the run's test loss.

@@ -238,7 +238,7 @@ DRAW_SPLIT, DRAW_FRACTION, DRAW_NODES = 1, 2, 3  # the streams of a run's draw: 
 
 def derive_seed(*parts: int) -> int:
     """A 31-bit seed from integers (numpy's SeedSequence: well mixed, stable across versions): a run's streams
-    (its initialisation and batch order, depl.train.federation; its draw of the data and that draw's streams)."""
+    (its initialisation and batch order, depl.train.engine.federation; its draw of the data and that draw's streams)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
@@ -748,7 +748,7 @@ def load_source(source: str, path: str | None = None, code_dir: str | None = Non
         return _subset(source, path, code_dir, draw, seed, loss, int(subset))
     if draw is not None:
         return _drawn(source, path, code_dir, int(draw), seed, loss)
-    if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.custom)
+    if ":" in source:  # MODULE:FUNCTION, your own data (depl.train.task.custom)
         return own(source, code_dir, loss=loss)
     if source == "mnist1d":
         return mnist1d()

@@ -1,9 +1,9 @@
 """The local back end's executors: one protocol, one registry (`depl run`, `depl profile`, `depl validate`,
 `depl certify`, adaptive runs).
 
-An executor runs a list of tasks (`depl.train.seeds.Task`: plain data, the seeds of one batch of a job with
+An executor runs a list of tasks (`depl.train.engine.seeds.Task`: plain data, the seeds of one batch of a job with
 what they need from the store) and sends every batch-epoch (`seeds.Item`: rows, checkpoints, decisions)
-back to the one writer in this process (`seeds.Writer`; `depl.train.seeds` says why only one process
+back to the one writer in this process (`seeds.Writer`; `depl.train.engine.seeds` says why only one process
 writes).  What tells executors apart is where the tasks train (this process, worker processes, a Ray
 cluster) and how many run at once — which decides how the seeds are cut into batches, and so the
 trajectories: the batching is asked of the executor before any task is made (`Executor.batch`).
@@ -23,7 +23,7 @@ data shape and machine in `autochoice.default_cache_dir()`), never a way that me
 Whatever is decided, a seed already cut into a batch keeps it (`seeds.make_tasks`, `Store.batches`).
 
 Flower is not an executor: its simulation engine runs the exported app's ServerApp, which is itself the
-store's writer (another process, `depl.train.flower_app`) and walks all seeds of the plan as Flower rounds,
+store's writer (another process, `depl.train.apps.flower_app`) and walks all seeds of the plan as Flower rounds,
 so there is no list of tasks to hand out nor batch-epochs coming back here.
 """
 
@@ -34,13 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from ..paths import informational
-from ..store import Store
-from .seeds import (DEFAULT_SEED_BATCH, OnEpoch, Task, Writer, batch_size, default_workers, make_tasks,
+from ...paths import informational
+from ...store import Store
+from ..engine.seeds import (DEFAULT_SEED_BATCH, OnEpoch, Task, Writer, batch_size, default_workers, make_tasks,
                     run_on_processes, shown_rows)
-from . import autochoice
-from .autochoice import SHARE
-from .data import check_draws
+from ..engine import autochoice
+from ..engine.autochoice import SHARE
+from ..task.data import check_draws
 from .ray_pool import RayError, connect, run_on_ray, slots
 
 
@@ -252,7 +252,7 @@ def run_all(store: Store, runs: Iterable[Run], *, executor: str | None = None, p
     name; None: `decide`), and return how they were trained; `options`: the fields of `Options` (seed_batch,
     workers, threads: None or absent unless given) and `decide`'s cache_dir.  `said(text)` is told how the
     seeds train (one line) before they do, and that a measurement starts when one does.  `keep(item)`: hears
-    every batch-epoch before it is written (the final models it brings: depl.train.models.ModelKeeper);
+    every batch-epoch before it is written (the final models it brings: depl.train.task.models.ModelKeeper);
     `keep_at`: run id → the epochs before the last whose models it brings too."""
     runs = list(runs)
     left = [(job, pending_seeds(store, rid, job, seeds)) for rid, job, seeds in runs]

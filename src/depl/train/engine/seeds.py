@@ -1,4 +1,4 @@
-"""The work of the local back end's executors (depl.train.executors): tasks of seeds, the one writer, worker processes.
+"""The work of the local back end's executors (depl.train.backends.executors): tasks of seeds, the one writer, worker processes.
 
 The seeds of a run are cut into batches once, from the whole seed list, and
 the store records each seed's batch before it trains (so a resumed run
@@ -8,7 +8,7 @@ uninterrupted run).  A batch of one seed is the
 per-seed loop (`federation.walk_plan`); a larger batch is one stack of
 `vectorised.walk_plan_stack`.  A task (`SeedBatch`) is one batch's pending
 seeds that have the same number of epochs done, with their checkpoints; an
-adaptive run's task is depl.train.adaptive's `AdaptiveBatch`.  Both are `Task`s:
+adaptive run's task is depl.train.loops.adaptive's `AdaptiveBatch`.  Both are `Task`s:
 plain data that any process can train, sending `Item`s back.
 
 Who writes the store: **only the parent process.**  Workers (processes on
@@ -33,9 +33,9 @@ import traceback
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Protocol
 
-from ..store import EpochRow, Store, diverges, drop_inherited_locks
-from .data import DrawError
-from .source import DataError
+from ...store import EpochRow, Store, diverges, drop_inherited_locks
+from ..task.data import DrawError
+from ..task.source import DataError, JobError
 
 DEFAULT_SEED_BATCH = 32
 
@@ -73,7 +73,7 @@ class Task(Protocol):
 
 @dataclass
 class Writer:
-    """The store's one writer: `keep(item)` first (a run's final models into its folder: depl.train.models),
+    """The store's one writer: `keep(item)` first (a run's final models into its folder: depl.train.task.models),
     then every batch-epoch in one transaction, then `shown(item)` (progress)."""
 
     store: Store
@@ -108,9 +108,6 @@ def local_device(asked: str) -> str:
     """The torch device of `asked` (cpu, cuda or auto) in this process: resolved where the work runs."""
     import torch
 
-    # depl.train.federation imports torch
-    from .federation import JobError
-
     if asked == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if asked == "cuda" and not torch.cuda.is_available():
@@ -120,7 +117,7 @@ def local_device(asked: str) -> str:
 
 def job_here(spec: dict, device: str | None):
     """The job of `spec` (Job.to_json()), on `device` as resolved in this process (None: the job's own)."""
-    # depl.train.federation imports torch
+    # depl.train.engine.federation imports torch
     from .federation import Job
 
     job = Job.from_json(spec)
@@ -142,7 +139,7 @@ class SeedBatch:
     device: str | None = None        # cpu, cuda or auto, resolved on the worker; None: the job's device
     keep_models: bool = False        # send each seed's final model back with its last epoch (Item.models)
     keep_at: tuple[int, ...] = ()    # with keep_models, the epochs before the last whose models go back too (a
-                                     # search's shorter candidates end there: depl.train.search.SearchKeeper)
+                                     # search's shorter candidates end there: depl.train.loops.search.SearchKeeper)
 
     def loaded(self, store: Store) -> "SeedBatch":
         """The task with its seeds' checkpoints (read only now: a long run's checkpoints are not all held at once)."""
@@ -157,9 +154,9 @@ class SeedBatch:
         return replace(self, checkpoints=tuple(blobs))
 
     def run(self, emit: Callable[[Item], None]) -> None:
-        # depl.train.federation and depl.train.models and depl.train.vectorised import torch
+        # depl.train.engine.federation and depl.train.task.models and depl.train.engine.vectorised import torch
         from .federation import LocalFederation, node_data, state_bytes, test_data, walk_plan
-        from .models import final_payload
+        from ..task.models import final_payload
         from .vectorised import walk_plan_stack
 
         job = job_here(self.job, self.device)
@@ -197,8 +194,8 @@ class SeedBatch:
 
 
 def warm_job(spec: dict, seed: int = 0) -> None:
-    """Load a job's test and node data here (cached by depl.train.federation); `seed`: one of the seeds to train."""
-    # depl.train.federation imports torch
+    """Load a job's test and node data here (cached by depl.train.engine.federation); `seed`: one of the seeds to train."""
+    # depl.train.engine.federation imports torch
     from .federation import Job, node_data, test_data
 
     job = Job.from_json(spec)

@@ -17,7 +17,7 @@ The mathematics is the per-seed loop's, seed by seed:
 * data order: seed s, epoch k, node i visits its node's samples in the order
   `randperm(n, derive_seed(s, TRAIN_STREAM, k, i))` — the same permutation
   the loop draws; mini-batch j of the stack is batch j of every seed;
-* loss: each seed's batch mean of the scenario's loss (`depl.train.losses`:
+* loss: each seed's batch mean of the scenario's loss (`depl.train.task.losses`:
   its per-sample losses over the stack's S × batch samples, averaged per
   seed); the stack minimises their *sum*, whose gradient with respect to seed
   s's parameters is seed s's own gradient (the seeds share no parameter);
@@ -58,9 +58,9 @@ from torch.func import functional_call, stack_module_state
 
 from .federation import (TRAIN_STREAM, EpochResult, Job, TrainOptions, derive_seed, fedavg, initial_model,
                          model_from_bytes, node_data, on_device, optimizer, pass_seed, test_data)
-from .losses import Loss
-from ..store import diverges
-from .prune import VersionSpec, build_version, switch
+from ..task.losses import Loss
+from ...store import diverges
+from ..task.prune import VersionSpec, build_version, switch
 
 # activations are held for S seeds × a mini-batch; evaluation is chunked so
 # that S × chunk stays below this many samples (≈100 MB for mnist1d-small's net)

@@ -4,7 +4,7 @@ Each task (a `seeds.Task`: the job as JSON, the seeds, their checkpoints) runs
 as a Ray task with `cpus` CPUs (one by default) on whichever node has them free; every
 batch-epoch it finishes is put on a `ray.util.queue.Queue` and written to the
 store by this process, one transaction per batch-epoch, as with local worker
-processes (`depl.train.seeds` says why only one process writes).  Every node
+processes (`depl.train.engine.seeds` says why only one process writes).  Every node
 needs depl with the `train` extra installed (the same version): the task
 code is imported there, not shipped.
 
@@ -18,9 +18,9 @@ import os
 import queue as queue_mod
 import socket
 
-from .seeds import Task, Writer
-from .data import DrawError
-from .source import DataError
+from ..engine.seeds import Task, Writer
+from ..task.data import DrawError
+from ..task.source import DataError
 
 
 class RayError(RuntimeError):

@@ -12,7 +12,7 @@ that diverged at epoch d is a miss for every candidate of K ≥ d and counts as 
 shorter ones.
 
 Seeds F, F+1, … train in batches, every group with a candidate still in the race on the same seed numbers
-(`depl.train.executors.run_all`); a seed a run of the group already holds far enough is read, not trained, so a
+(`depl.train.backends.executors.run_all`); a seed a run of the group already holds far enough is read, not trained, so a
 rerun with the same arguments replays the store to the same decisions (and a store whose groups trained their
 longest job on every seed, as depl did before groups stopped short, replays as it was).
 
@@ -39,14 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..certificate import Certificate, Outcome
-from ..certificate.search import Search
-from ..plan import Plan
-from ..store import Store, StoreError
-from . import execute
-from .federation import Job, job_from_plan
-from .models import ModelKeeper
-from .executors import run_all
+from ...certificate import Certificate, Outcome
+from ...certificate.search import Search
+from ...plan import Plan
+from ...store import Store, StoreError
+from ..engine import execute
+from ..engine.federation import Job, job_from_plan
+from ..task.models import ModelKeeper
+from ..backends.executors import run_all
 
 MANIFEST = "search-manifest"            # the run row binding a store to its search (kind and id)
 MAX_RUNS = "search-max-runs"            # the rows recording each --max-runs and the seeds drawn when it took effect
@@ -293,11 +293,11 @@ def _layout(cands: list[Candidate]):
 
 
 class SearchKeeper:
-    """Keeps the models of the search's runs as `depl run` does (depl.train.models.ModelKeeper, `keep`: best or
+    """Keeps the models of the search's runs as `depl run` does (depl.train.task.models.ModelKeeper, `keep`: best or
     all): candidate i's model of each seed trained for it — at epoch K_i of its group's run, its own run or a
     longer one's prefix — in RUN_FOLDER/models/<its run id>, so that the runs that certify the plan returned are
     also its trained models (`depl runs models`, `depl.load_model`).  Called with every batch-epoch
-    (`depl.train.seeds.Item`) before the store commits it."""
+    (`depl.train.engine.seeds.Item`) before the store commits it."""
 
     def __init__(self, run_folder: Path, keep: str) -> None:
         self.run_folder, self.keep = Path(run_folder), keep
@@ -319,7 +319,7 @@ class SearchKeeper:
                 self.wanted.setdefault(rid, []).append((i, cands[i].epochs))
 
     def keep_at(self) -> dict[str, tuple[int, ...]]:
-        """Each run's epochs whose models the candidates it trains want (`depl.train.executors.run_all`)."""
+        """Each run's epochs whose models the candidates it trains want (`depl.train.backends.executors.run_all`)."""
         return {rid: tuple(sorted({k for _, k in want})) for rid, want in self.wanted.items()}
 
     def __call__(self, item) -> None:

@@ -41,13 +41,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from ..store import Store, store_path
-from . import execute
-from .custom import CODE_ENV, code_roots
-from .federation import TRAIN_STREAM, Job, derive_seed, fedavg, job_from_plan, local_epoch, node_data, on_device
-from .prune import build_version
-from ..plan import Plan
-from .models import ModelKeeper, default_keep, final_payload
+from ...store import Store, store_path
+from ..engine import execute
+from ..task.custom import CODE_ENV, code_roots
+from ..engine.federation import TRAIN_STREAM, Job, derive_seed, fedavg, job_from_plan, local_epoch, node_data, on_device
+from ..task.prune import build_version
+from ...plan import Plan
+from ..task.models import ModelKeeper, default_keep, final_payload
 
 # --------------------------------------------------------------------------- #
 # ClientApp: one local epoch on this node's share
@@ -170,7 +170,7 @@ class FlowerRound:
 def serve(grid: Grid, job: Job, seeds: list[int], store_url: str, run_id: str, progress=None,
           keeper=None) -> FlowerRound:
     """The ServerApp's main loop: every seed, every epoch of the plan, into the store; each seed's final model
-    to `keeper` (a depl.train.models.ModelKeeper) before its last epoch is written."""
+    to `keeper` (a depl.train.task.models.ModelKeeper) before its last epoch is written."""
     keep = None if keeper is None else (lambda seed, row, model: keeper.final(seed, row, final_payload(model)))
     fed = FlowerRound(grid, job)
     with Store(store_url) as store:  # a connection of this thread
@@ -254,8 +254,8 @@ dependencies = []
 publisher = "depl"
 
 [tool.flwr.app.components]
-serverapp = "depl.train.flower_app:server_app"
-clientapp = "depl.train.flower_app:client_app"
+serverapp = "depl.train.apps.flower_app:server_app"
+clientapp = "depl.train.apps.flower_app:client_app"
 
 [tool.flwr.app.config]
 {config}

@@ -1,0 +1,1 @@
+"""What is trained: networks, pruning, losses, data sources and their arrays, your own code, the final models kept, the cache."""
