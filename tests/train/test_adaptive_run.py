@@ -91,12 +91,12 @@ def test_a_digits_adaptive_run_still_carves_its_validation_split_out_and_says_so
     assert ad.training_samples(job) == n - round(0.1 * n) and len(data_mod.validation(job.data)[1]) == round(0.1 * n)
     assert "carved out" in ad.split_note(job)
     plan.save(tmp_path / "plan.json")
-    r = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "2", "--out", str(tmp_path / "o"))
+    r, big = depl_cli.each([["run", tmp_path / "plan.json", "--adaptive", "--seeds", "2", "--out", tmp_path / "o"],
+                            ["run", tmp_path / "plan.json", "--adaptive", "--validation", "0.6", "--out", tmp_path / "o2"]])
     assert r.returncode == 0, r.stderr
     assert "adaptive: 2 seeds" in r.stdout                  # trained together: one stack of 2 (--seed-batch 32)
     assert f"carved out of the {n} selected" in r.stdout and f"trains on {ad.training_samples(job)}" in r.stdout
-    r = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--validation", "0.6", "--out", str(tmp_path / "o2"))
-    assert r.returncode == 2 and "at most 0.5" in r.stderr and "Traceback" not in r.stderr  # only fresh splits grow
+    assert big.returncode == 2 and "at most 0.5" in big.stderr and "Traceback" not in big.stderr  # only fresh splits grow
 
 
 def test_an_adaptive_seed_decides_after_every_epoch_on_the_validation_split_and_records_it(depl_cli, tmp_path,
@@ -332,15 +332,20 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
     c = json.loads(cert.read_text())
     slack = anytime_lower(c["hits"], c["runs"], c["alpha"]) - plan.omega
     assert slack > 0
-    a = depl_cli("run", str(path), "--adaptive", "--seeds", "3", "--certificate", str(cert), "--out", str(tmp_path / "a"))
+    cases = ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or"),
+             (["--certificate", str(cert)], "--certificate applies to --adaptive"))
+    a, none, o, r, *done = depl_cli.each(   # one start-up for them all
+        [["run", path, "--adaptive", "--seeds", "3", "--certificate", cert, "--out", tmp_path / "a"],
+         ["run", path, "--adaptive", "--seeds", "1", "--out", tmp_path / "n"],
+         ["run", path, "--seeds", "3", "--out", tmp_path / "o"],
+         ["runs", "show", "--out", tmp_path / "a", "--json"]] +
+        [["run", path, *bad, "--out", tmp_path / "b"] for bad, _ in cases])
     assert a.returncode == 0, a.stderr
     assert "rule slack" in a.stdout and f"a stop may spend δ = {slack:.4f}" in a.stdout   # what it may spend
     assert "fresh runs of this plan" in a.stdout and f"with confidence {1 - c['alpha']:g} over the certificate's" in a.stdout
-    none = depl_cli("run", str(path), "--adaptive", "--seeds", "1", "--out", str(tmp_path / "n"))
     assert none.returncode == 0, none.stderr
     assert "no certified slack" in none.stdout and "stop 1" not in none.stdout
     assert "3/3 seeds" in a.stderr and "/3 epochs" not in a.stderr    # the bar counts seeds, and says so
-    o = depl_cli("run", str(path), "--seeds", "3", "--out", str(tmp_path / "o"))
     assert o.returncode == 0, o.stderr
     with Store(tmp_path / "a" / "runs.sqlite", readonly=True) as st, Store(tmp_path / "o" / "runs.sqlite",
                                                                            readonly=True) as op:
@@ -363,16 +368,12 @@ def test_slack_rule_runs_stop_by_the_plans_slack_and_end_where_the_open_loop_was
         finals = [st.trajectory(rid, seed)[-1].test_loss for seed in range(3)]
         lengths = [len(st.trajectory(rid, seed)) for seed in range(3)]
     # `runs show`: an adaptive run's final losses are each seed's last, not the band's at the shortest seed's end
-    r = depl_cli("runs", "show", "--out", str(tmp_path / "a"), "--json")
     (shown,) = json.loads(r.stdout)["runs"]
     assert shown["final_loss_mean"] == pytest.approx(np.mean(finals), abs=1e-6)
     assert (shown["epochs_min"], shown["epochs"]) == (min(lengths), max(lengths)) and min(lengths) < 6
     # its band: at every epoch over the seeds that trained it, to the last seed's end
     assert shown["band"]["epoch"][-1] == max(lengths)
     assert shown["band"]["mean"][-1] == pytest.approx(np.mean([f for f, n in zip(finals, lengths) if n == max(lengths)]))
-    cases = ((["--rule", "slack"], "--adaptive"), (["--adaptive", "--rule", "greedy"], "choose slack or"),
-             (["--certificate", str(cert)], "--certificate applies to --adaptive"))
-    done = depl_cli.each([["run", path, *bad, "--out", tmp_path / "b"] for bad, _ in cases])
     for (bad, says), r in zip(cases, done):
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
 
@@ -383,15 +384,17 @@ def test_a_certificate_of_another_plan_is_refused_before_any_training(depl_cli, 
     plan, path, cert = certified_loose
     c = json.loads(cert.read_text())
     other = plan_file(tmp_path, target=2.0, epochs=7, omega=0.5)
-    for changed, says in (({"omega": 0.6}, "omega = 0.6"),
-                          ({"evidence": {**c["evidence"], "run_id": "certify-000000000000"}}, "run_id"),
-                          ({"format": "depl.plan/1"}, "format")):
-        bad = tmp_path / "bad.json"
+    cases = (({"omega": 0.6}, "omega = 0.6"),
+             ({"evidence": {**c["evidence"], "run_id": "certify-000000000000"}}, "run_id"),
+             ({"format": "depl.plan/1"}, "format"))
+    bads = [tmp_path / f"bad-{i}.json" for i in range(len(cases))]
+    for bad, (changed, _) in zip(bads, cases):
         bad.write_text(json.dumps({**c, **changed}))
-        r = depl_cli("run", str(path), "--adaptive", "--seeds", "1", "--certificate", str(bad), "--out", str(tmp_path / "x"))
-        assert r.returncode == 2 and says in r.stderr and str(bad) in r.stderr and "Traceback" not in r.stderr
-    r = depl_cli("run", str(tmp_path / "plan.json"), "--adaptive", "--seeds", "1", "--certificate", str(cert),
-                 "--out", str(tmp_path / "y"))
+    *done, r = depl_cli.each(   # one start-up for them all
+        [["run", path, "--adaptive", "--seeds", "1", "--certificate", bad, "--out", tmp_path / "x"] for bad in bads] +
+        [["run", tmp_path / "plan.json", "--adaptive", "--seeds", "1", "--certificate", cert, "--out", tmp_path / "y"]])
+    for bad, (_, says), b in zip(bads, cases, done):
+        assert b.returncode == 2 and says in b.stderr and str(bad) in b.stderr and "Traceback" not in b.stderr
     assert r.returncode == 2 and "epochs = 6, the plan's is 7" in r.stderr and "Traceback" not in r.stderr
     assert len(other.epochs) == 7 and not (tmp_path / "x" / "runs.sqlite").exists()
 
@@ -408,11 +411,14 @@ def test_stops_by_the_gap_measured_on_earlier_runs_of_the_same_data_and_the_rule
     plan, path, cert = certified_loose
     # δ = 0 (no certificate): no stop, every epoch measured; 24 seeds: a stop at the certificate's δ ≈ 0.04 needs
     # (1 − δ)/δ of them
-    first = depl_cli("run", str(path), "--adaptive", "--seeds", "24", "--out", str(tmp_path / "a"))
+    first, b, c, o = depl_cli.each([   # one start-up for them all, one after another
+        ["run", path, "--adaptive", "--seeds", "24", "--out", tmp_path / "a"],
+        ["run", path, "--adaptive", "--seeds", "3", "--first-seed", "24", "--gap-from", tmp_path / "a", "--certificate",
+         cert, "--out", tmp_path / "b"],
+        ["run", path, "--adaptive", "--seeds", "1", "--gap-from", tmp_path / "b" / "x", "--out", tmp_path / "c"],
+        ["run", path, "--seeds", "1", "--gap-from", tmp_path / "a", "--out", tmp_path / "c"]])
     assert first.returncode == 0, first.stderr
     assert "validation–test gap: modelled from sample counts" in first.stdout
-    b = depl_cli("run", str(path), "--adaptive", "--seeds", "3", "--first-seed", "24",
-                 "--gap-from", str(tmp_path / "a"), "--certificate", str(cert), "--out", str(tmp_path / "b"))
     assert b.returncode == 0, b.stderr
     assert "validation–test gap: measured — 1 run(s) of" in b.stdout and "24 seeds reached" in b.stdout
     assert "marginally over the 24 gap runs" in b.stdout
@@ -443,11 +449,7 @@ def test_stops_by_the_gap_measured_on_earlier_runs_of_the_same_data_and_the_rule
                 else:  # went on: no stop the measured gap allowed
                     assert gap.exceed(d["observed"]) > slack["delta"] or d["action"] == "end"
         assert stops > 0
-    c = depl_cli("run", str(path), "--adaptive", "--seeds", "1", "--gap-from", str(tmp_path / "b" / "x"),
-                 "--out", str(tmp_path / "c"))
     assert c.returncode == 2 and "--gap-from" in c.stderr and "Traceback" not in c.stderr
-    o = depl_cli("run", str(path), "--seeds", "1", "--gap-from", str(tmp_path / "a"), "--out",
-                 str(tmp_path / "c"))
     assert o.returncode == 2 and "--gap-from applies to --adaptive" in o.stderr
 
 
@@ -497,7 +499,9 @@ def test_an_adaptive_run_keeps_each_seeds_model_of_the_epoch_it_ended_at(depl_cl
 
     f = switch_plan_file(tmp_path, schedule)
     out = tmp_path / "o"
-    r = depl_cli("run", str(f), "--adaptive", "--seeds", "2", "--rule", rule, "--out", str(out))
+    r, none = depl_cli.each([["run", f, "--adaptive", "--seeds", "2", "--rule", rule, "--out", out],
+                             ["run", f, "--adaptive", "--seeds", "2", "--rule", rule, "--keep-models", "none",
+                              "--out", tmp_path / "n"]])
     assert r.returncode == 0, r.stderr
     assert "models (all, each of the epoch its seed ended at)" in r.stdout and "2 written now" in r.stdout
     plan = Plan.load(f)
@@ -528,7 +532,5 @@ def test_an_adaptive_run_keeps_each_seeds_model_of_the_epoch_it_ended_at(depl_cl
         assert side["parameters"] < 0.6 * sum(p.numel() for p in make_net(full).parameters())
     else:                 # the closed loop ended the seeds before the plan's 4 epochs
         assert side["epochs"] < len(plan.epochs)
-    r = depl_cli("run", str(f), "--adaptive", "--seeds", "2", "--rule", rule, "--keep-models", "none",
-                 "--out", str(tmp_path / "n"))
-    assert r.returncode == 0, r.stderr
-    assert not (tmp_path / "n" / "models").exists() and "models (" not in r.stdout
+    assert none.returncode == 0, none.stderr
+    assert not (tmp_path / "n" / "models").exists() and "models (" not in none.stdout
