@@ -198,7 +198,7 @@ def test_runs_whose_losses_go_non_finite_are_counted_at_the_end(depl_cli, projec
     assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in r.stderr
     r = depl_cli("validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v",
                  "--allow-code", ".", "--json", cwd=project)
-    assert r.returncode in (0, 4) and json.loads(r.stdout)["diverged"] == [0, 2], r.stderr[-2000:]
+    assert r.returncode in (0, 4) and json.loads(r.stdout)["evidence"]["diverged"] == [0, 2], r.stderr[-2000:]
     assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in r.stderr
 
 
