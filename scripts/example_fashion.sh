@@ -37,7 +37,7 @@ scripts/fit_builtin.sh fashion-small docs/example-fashion "${1:-/tmp/depl-exampl
 # under the plans' conditions — FedAvg over 2 nodes, data fractions 1/0.5,
 # $SEEDS seeds × $EPOCHS epochs, switch experiments after $K1 epochs — by
 # \`SEEDS=$SEEDS EPOCHS=$EPOCHS scripts/example_fashion.sh\` (docs/fitting.md,
-# docs/example-fashion/fit-report.txt).  Few seeds: a first fit, to be redone
-# with more (SEEDS=20) before a plan of it is certified.
+# docs/example-fashion/fit-report.txt); its [calibration] by
+# \`scripts/calibrate_fashion.sh\` (64 fresh seeds per version).
 # max_epochs = the profiled epochs: the law is not extrapolated.
 TEXT

@@ -35,7 +35,10 @@ echo "== 3. the fitted scenario becomes the built-in $OUT"
 mv "$OUT.new" "$OUT"
 
 echo "== 4. plan it"
-"$DEPL" plan "$NAME" --out "$DOCS/plan.json" | tee "$DOCS/plan.txt"
+# exit 3 where the fit's own held-out runs are too few to certify a plan: then the law as fitted (a
+# calibration on fresh seeds — scripts/calibrate_*.sh — is the next step)
+"$DEPL" plan "$NAME" --out "$DOCS/plan.json" | tee "$DOCS/plan.txt" \
+    || "$DEPL" plan "$NAME" --uncalibrated --out "$DOCS/plan.json" | tee "$DOCS/plan.txt"
 
 if [ "${VALIDATE:-0}" -gt 0 ]; then
     echo "== 5. validate the plan for real on $VALIDATE held-out seeds (1000 ..)"
