@@ -52,9 +52,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of every cell")
     ap.add_argument("--json", help="also write the cells and the rates here")
     a = ap.parse_args(argv)
-    a.devices = [d.strip() for d in a.device.split(",") if d.strip()]
-    bad = [d for d in a.devices if d not in DEVICES]
-    if bad or not a.devices:
+    asked = {d.strip() for d in a.device.split(",") if d.strip()}
+    a.devices = [d for d in DEVICES if d in asked]   # the CPU first, each once
+    if asked - set(DEVICES) or not asked:
         refuse(f"--device {a.device!r}: choose cpu, cuda or cpu,cuda")
     try:
         a.sizes = [int(v) for v in a.seeds.split(",")]
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         for device in a.devices:
             options = ["--fractions", "1", "--nodes", "2", "--seed-batch", str(seeds), "--workers", "1",
                        "--threads", str(a.threads), "--device", device]
-            print(f"{device}:")
+            print(f"{device}:", flush=True)
             t = {}
             for epochs in (a.long, a.short):
                 c = cell(a, seeds, epochs, folder, env, options) | {"device": device}
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         got = [rates[d][seeds] for d in a.devices]
         line = f"{seeds:>5} | " + " | ".join(f"{r:>13.2f}" if r else f"{'—':>13}" for r in got)
         if both:
-            ratios[seeds] = got[1] / got[0] if all(got) else None
+            ratios[seeds] = rates["cuda"][seeds] / rates["cpu"][seeds] if all(got) else None
             line += f" | {ratios[seeds]:6.2f}×" if ratios[seeds] else " |      —"
         print(line)
     if None in (r for v in rates.values() for r in v.values()):
