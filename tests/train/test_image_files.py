@@ -15,21 +15,9 @@ from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import load_scenario, parse_scenario, scenario_dict
 from depl.store import Store
 from depl.train.task import data
-from trainkit import make_plan
+from trainkit import make_plan, needs_fashion
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
-
-def _fashion_here() -> bool:
-    try:
-        data.source_folder(data.FASHION, None)
-    except data.DataError:
-        return False
-    return True
-
-
-needs_fashion = pytest.mark.skipif(not _fashion_here(), reason=f"Fashion-MNIST is not in "
-                                   f"{data.SYSTEM_FOLDERS[data.FASHION]} nor in $DEPL_DATA (`apt-get install "
-                                   "dataset-fashion-mnist`, or `make test` as root on Debian/Ubuntu)")
 
 
 def _idx_images(x: np.ndarray) -> bytes:

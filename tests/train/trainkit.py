@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import pytest
+
 from depl.certificate import Certificate
 from depl.plan import Epoch, Plan, with_figures
 from depl.scenario import parse_scenario
+from depl.train.task import data
+
+
+def fashion_here() -> bool:
+    """Fashion-MNIST is where depl reads it (the system's folder or $DEPL_DATA)."""
+    try:
+        data.source_folder(data.FASHION, None)
+    except data.DataError:
+        return False
+    return True
+
+
+needs_fashion = pytest.mark.skipif(not fashion_here(), reason=f"Fashion-MNIST is not in "
+                                   f"{data.SYSTEM_FOLDERS[data.FASHION]} nor in $DEPL_DATA (`apt-get install "
+                                   "dataset-fashion-mnist`, or `make test` as root on Debian/Ubuntu)")
 
 
 def search_fields(c: dict) -> dict:
