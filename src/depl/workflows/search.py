@@ -293,13 +293,13 @@ def settings(began: dict, caps: list, max_runs: Optional[int] = None, uses: Opti
     return max_runs, uses, int(began.get("horizon") or max(HORIZON, first))
 
 
-def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = HORIZON) -> list[float]:
+def shares(prep: Prepared, uses: Optional[float] = USES, horizon: int = HORIZON) -> list[float]:
     """Each candidate's share of α, fixed before any run where it buys most
     (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
-    and `uses`, reckoning with `max_runs` runs: the search's horizon)."""
+    and `uses`, reckoning with `horizon` runs: the search's horizon)."""
     costs = [float(c.plan.cost) for c in prep.candidates]
     return [float(w) for w in value_shares(costs, guesses(prep), float(prep.scenario.target.quantile), prep.alpha,
-                                           uses, max_runs)]
+                                           uses, horizon)]
 
 
 def guesses(prep: Prepared) -> list[float]:
