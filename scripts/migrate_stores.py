@@ -13,6 +13,14 @@ records neither its runs' losses nor their conditions gets both from the store h
 calibration runs are not committed (`AS_FITTED`) becomes the plan of its schedule under its scenario's law as fitted.
 Any other plan's ``info.certificate`` is left as it is.
 
+Stored specifications (``runs.spec`` of every committed store): a run whose spec holds a certificate in an older
+shape — the plan a certified search returned recorded its ``info.certificate`` as a ``depl.search/1`` dict, the
+calibration's and ``depl certify``'s likewise — gets it in today's (``depl.certificate/2``), rewritten as
+``scripts/migrate_certificates.py`` rewrote the plan files (its `walk`), so a command that resumes the run with
+the migrated plan file finds its own specification.  Nothing but certificates changes: the spec's job and back
+end, from which the run's id is derived (depl.train.engine.execute.run_id_for), are compared before and after,
+and so is the rest of the spec without its certificates.
+
     python scripts/migrate_stores.py            # migrate, then say what changed
     python scripts/migrate_stores.py --check    # change nothing; exit 1 if anything is left to migrate
 """
@@ -31,9 +39,11 @@ import tempfile
 from pathlib import Path
 
 from depl.scenario.calibration import Conditions
-from depl.store import COLUMNS, SCHEMA, SCHEMA_VERSION
+from depl.store import COLUMNS, SCHEMA, SCHEMA_VERSION, without_key
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from migrate_certificates import walk as certificates_today  # noqa: E402  (a script beside this one)
 
 # (store, run id prefix) → (command, first seed, last seed, α): what the judging command that trained the runs
 # began with, as its command line in the docs says (the seeds it was given, --seeds/--runs/--max-runs long)
@@ -80,13 +90,37 @@ def committed(pattern: str) -> list[Path]:
 
 # -- stores ------------------------------------------------------------------------------------------------------ #
 def _rows_digest(db: sqlite3.Connection, tables: list[str]) -> str:
-    """sha256 of every row of `tables` in key order, values as SQLite gives them (floats by their bits)."""
+    """sha256 of every row of `tables` in key order, values as SQLite gives them (floats by their bits); the runs'
+    specs are left to `_spec_digest` (their certificates may change shape)."""
     h = hashlib.sha256()
     for t in tables:
-        cols = COLUMNS[t]
+        cols = [c for c in COLUMNS[t] if (t, c) != ("runs", "spec")]
         for row in db.execute(f"SELECT {', '.join(cols)} FROM {t} ORDER BY {', '.join(cols[:3])}"):
             h.update(repr(tuple(x.hex() if isinstance(x, float) else x for x in row)).encode())
     return h.hexdigest()
+
+
+def _spec_digest(db: sqlite3.Connection) -> str:
+    """sha256 of every run's id, job, back end and spec without its certificates, in run order."""
+    h = hashlib.sha256()
+    for run_id, text in db.execute("SELECT run_id, spec FROM runs ORDER BY run_id"):
+        spec = json.loads(text)
+        h.update(json.dumps([run_id, spec.get("job"), spec.get("backend"), without_key(spec, "certificate")],
+                            sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _old_specs(db: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(run id, today's spec as the store writes it) of each run whose spec holds a certificate of an older shape."""
+    out = []
+    if "runs" not in _tables(db):
+        return out
+    for run_id, text in db.execute("SELECT run_id, spec FROM runs ORDER BY run_id"):
+        spec = json.loads(text)
+        now = certificates_today(spec)
+        if now != spec:
+            out.append((run_id, json.dumps(now, sort_keys=True)))   # as depl.store.Store.start_run writes it
+    return out
 
 
 def _tables(db: sqlite3.Connection) -> list[str]:
@@ -105,6 +139,9 @@ def _outdated(db: sqlite3.Connection, rel: str) -> list[str]:
         out.append("no " + ", ".join(missing))
     if any(r[1] == "test_accuracy" and r[3] for r in db.execute("PRAGMA table_info(epochs)")):
         out.append("epochs.test_accuracy NOT NULL")
+    old = _old_specs(db)
+    if old:
+        out.append(f"certificates of an older shape in the spec of {', '.join(r for r, _ in old)}")
     for (where, prefix), (command, *_rest) in USES.items():
         if where == rel and "seed_uses" in _tables(db):
             runs = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE run_id LIKE ?", (prefix + "%",))]
@@ -141,7 +178,7 @@ def migrate_store(path: Path) -> str | None:
         if not why:
             return None
         had = [t for t in _tables(db) if t != "seed_uses"]   # the rows the migration may not change: all but uses
-        before = _rows_digest(db, had)
+        before, specs = _rows_digest(db, had), _spec_digest(db)
         db.execute("BEGIN IMMEDIATE")
         for stmt in SCHEMA.split(";"):
             if stmt.strip():
@@ -153,8 +190,9 @@ def migrate_store(path: Path) -> str | None:
             db.execute("DROP TABLE epochs")
             db.execute("ALTER TABLE epochs_now RENAME TO epochs")
         db.executemany("INSERT OR IGNORE INTO seed_uses VALUES (?, ?, ?, ?, ?, ?)", _uses(db, rel))
+        db.executemany("UPDATE runs SET spec = ? WHERE run_id = ?", [(text, r) for r, text in _old_specs(db)])
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        if _rows_digest(db, had) != before:
+        if _rows_digest(db, had) != before or _spec_digest(db) != specs:
             db.execute("ROLLBACK")
             raise Refused(f"{rel}: its rows would change; nothing written")
         db.execute("COMMIT")

@@ -157,13 +157,18 @@ def untimed(spec: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "plan": plan}
 
 
+def without_key(value, key: str):
+    """`value` (JSON) without any `key` key, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_key(v, key) for k, v in value.items() if k != key}
+    if isinstance(value, list):
+        return [without_key(v, key) for v in value]
+    return value
+
+
 def drop_code_dirs(value):
     """`value` (JSON) without any `code_dir` key, at any depth: where a run's code lies is not what it trains."""
-    if isinstance(value, dict):
-        return {k: drop_code_dirs(v) for k, v in value.items() if k != "code_dir"}
-    if isinstance(value, list):
-        return [drop_code_dirs(v) for v in value]
-    return value
+    return without_key(value, "code_dir")
 
 
 def _same_run(spec: dict[str, Any]) -> Any:
