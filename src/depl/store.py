@@ -29,7 +29,9 @@ Tables:
   the divergence stay in ``epochs``, and its final loss counts as +inf.
 * ``seed_uses``: what a judging command (`depl certify`, `depl validate`,
   `depl coverage`) began a run with — its seeds first..last and its α — so a
-  later command knows which seeds judged the plan (depl.ledger).
+  later command knows which seeds judged the plan (depl.ledger); a closed-loop
+  validation (`depl validate --adaptive`) records its seeds on the run id of
+  the plan's job, as the open loop does, whose run it does not train.
 
 The schema has one version, SQLite's ``user_version`` (`SCHEMA_VERSION`): a store of
 any other version was written by another version of depl and is refused, in one line, whether it
