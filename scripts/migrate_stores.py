@@ -13,6 +13,16 @@ records neither its runs' losses nor their conditions gets both from the store h
 calibration runs are not committed (`AS_FITTED`) becomes the plan of its schedule under its scenario's law as fitted.
 Any other plan's ``info.certificate`` is left as it is.
 
+Stored specifications (``runs.spec`` of every committed store): a run whose spec holds a certificate in an older
+shape — the plan a certified search returned recorded its ``info.certificate`` as a ``depl.search/1`` dict, the
+calibration's and ``depl certify``'s likewise — gets it in today's (``depl.certificate/2``), rewritten as
+``scripts/migrate_certificates.py`` rewrote the plan files (its `walk`); a run of `PLAN_FILES`, whose plan file
+was migrated after it trained (calibration experiments given their losses, certificate recomputed), records that
+file's plan as it is now, once the file is seen to train the very job the run trained.  So a command that resumes
+the run with the plan file finds its own specification.  Nothing else changes: the spec's job and back end, from
+which the run's id is derived (depl.train.engine.execute.run_id_for), are compared before and after, and so is the
+rest of the spec but its plan's certificates, `certified_by` and calibration experiments' losses and conditions.
+
     python scripts/migrate_stores.py            # migrate, then say what changed
     python scripts/migrate_stores.py --check    # change nothing; exit 1 if anything is left to migrate
 """
@@ -31,9 +41,11 @@ import tempfile
 from pathlib import Path
 
 from depl.scenario.calibration import Conditions
-from depl.store import COLUMNS, SCHEMA, SCHEMA_VERSION
+from depl.store import COLUMNS, SCHEMA, SCHEMA_VERSION, untimed, without_key
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from migrate_certificates import walk as certificates_today  # noqa: E402  (a script beside this one)
 
 # (store, run id prefix) → (command, first seed, last seed, α): what the judging command that trained the runs
 # began with, as its command line in the docs says (the seeds it was given, --seeds/--runs/--max-runs long)
@@ -69,6 +81,23 @@ AS_FITTED = {
 }
 
 
+# stores whose runs trained a plan file that was migrated after they trained (its calibration experiments given
+# their runs' losses and conditions, above, and its certificate recomputed: scripts/recompute_plan_certificates.py):
+# each run's spec records the plan as the file holds it now, as the command that made the store, run today, writes
+# it (docs/certificate.md, "The built-ins, certified"); only where the file trains the very job the runs trained
+PLAN_FILES = {
+    "docs/certificate-store/fresh/digits/runs.sqlite": "docs/certificate-store/plans/digits-small-default.json",
+    "docs/certificate-store/fresh/mnist1d/runs.sqlite": "docs/certificate-store/plans/mnist1d-small-default.json",
+    "docs/certificate-store/fresh/noniid/runs.sqlite": "docs/certificate-store/plans/mnist1d-noniid-default.json",
+    "docs/certificate-store/fresh/mnist1d-2/runs.sqlite": "docs/certificate-store/plans/mnist1d-small-default-2.json",
+    "docs/certificate-store/certify/digits-small/runs.sqlite": "docs/certificate-store/plans/digits-small-default.json",
+    "docs/certificate-store/certify/mnist1d-small/runs.sqlite":
+        "docs/certificate-store/plans/mnist1d-small-default.json",
+    "docs/certificate-store/certify/mnist1d-noniid/runs.sqlite":
+        "docs/certificate-store/plans/mnist1d-noniid-default.json",
+}
+
+
 class Refused(Exception):
     """A file this script cannot migrate; the message says which and why."""
 
@@ -80,13 +109,71 @@ def committed(pattern: str) -> list[Path]:
 
 # -- stores ------------------------------------------------------------------------------------------------------ #
 def _rows_digest(db: sqlite3.Connection, tables: list[str]) -> str:
-    """sha256 of every row of `tables` in key order, values as SQLite gives them (floats by their bits)."""
+    """sha256 of every row of `tables` in key order, values as SQLite gives them (floats by their bits); the runs'
+    specs are left to `_spec_digest` (their certificates may change shape)."""
     h = hashlib.sha256()
     for t in tables:
-        cols = COLUMNS[t]
+        cols = [c for c in COLUMNS[t] if (t, c) != ("runs", "spec")]
         for row in db.execute(f"SELECT {', '.join(cols)} FROM {t} ORDER BY {', '.join(cols[:3])}"):
             h.update(repr(tuple(x.hex() if isinstance(x, float) else x for x in row)).encode())
     return h.hexdigest()
+
+
+def _kept(spec: dict) -> dict:
+    """A run's spec without what its migration may change (its plan's certificates and `certified_by`, and its
+    calibration experiments' recorded losses and conditions): the rest, its job and back end first among it (its
+    run id is theirs, depl.train.engine.execute.run_id_for), stays as it was."""
+    spec = without_key(spec, "certificate")
+    plan = spec.get("plan")
+    if isinstance(plan, dict):
+        plan = json.loads(json.dumps(plan))
+        plan.get("info", {}).pop("certified_by", None)
+        for e in ((plan.get("scenario_spec") or {}).get("calibration") or {}).get("experiments") or []:
+            e.pop("losses", None)
+            e.pop("conditions", None)
+        spec = {**spec, "plan": plan}
+    return spec
+
+
+def _spec_digest(db: sqlite3.Connection) -> str:
+    """sha256 of every run's id, job, back end and the rest of its spec that its migration may not change, in
+    run order."""
+    h = hashlib.sha256()
+    for run_id, text in db.execute("SELECT run_id, spec FROM runs ORDER BY run_id"):
+        spec = json.loads(text)
+        h.update(json.dumps([run_id, spec.get("job"), spec.get("backend"), _kept(spec)], sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _plan_file(rel: str, spec: dict) -> dict:
+    """The plan `PLAN_FILES` gives the store at `rel`, as the command that made it records it today; Refused where
+    that file trains another job than the run's or differs from its recorded plan beyond what `_kept` leaves out."""
+    from depl.plan import Plan
+    from depl.train.engine.federation import job_from_plan
+
+    p = Plan.load(ROOT / PLAN_FILES[rel])
+    if job_from_plan(p, "cpu").to_json() != spec.get("job"):
+        raise Refused(f"{rel}: {PLAN_FILES[rel]} trains another job than its runs did")
+    plan = p.to_json()
+    if _kept({"plan": plan}) != _kept({"plan": spec.get("plan")}):
+        raise Refused(f"{rel}: {PLAN_FILES[rel]} differs from the plan its runs recorded beyond its certificate")
+    return plan
+
+
+def _old_specs(db: sqlite3.Connection, rel: str) -> list[tuple[str, str]]:
+    """(run id, today's spec as the store writes it) of each run whose spec holds a certificate of an older shape,
+    or, in a store of `PLAN_FILES`, a plan other than that file's."""
+    out = []
+    if "runs" not in _tables(db):
+        return out
+    for run_id, text in db.execute("SELECT run_id, spec FROM runs ORDER BY run_id"):
+        spec = json.loads(text)
+        now = certificates_today(spec)
+        if rel in PLAN_FILES and "plan" in now:
+            now = {**now, "plan": _plan_file(rel, now)}
+        if untimed(now) != untimed(spec):
+            out.append((run_id, json.dumps(now, sort_keys=True)))   # as depl.store.Store.start_run writes it
+    return out
 
 
 def _tables(db: sqlite3.Connection) -> list[str]:
@@ -105,6 +192,9 @@ def _outdated(db: sqlite3.Connection, rel: str) -> list[str]:
         out.append("no " + ", ".join(missing))
     if any(r[1] == "test_accuracy" and r[3] for r in db.execute("PRAGMA table_info(epochs)")):
         out.append("epochs.test_accuracy NOT NULL")
+    old = _old_specs(db, rel)
+    if old:
+        out.append(f"a plan of an older shape or content in the spec of {', '.join(r for r, _ in old)}")
     for (where, prefix), (command, *_rest) in USES.items():
         if where == rel and "seed_uses" in _tables(db):
             runs = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE run_id LIKE ?", (prefix + "%",))]
@@ -141,7 +231,7 @@ def migrate_store(path: Path) -> str | None:
         if not why:
             return None
         had = [t for t in _tables(db) if t != "seed_uses"]   # the rows the migration may not change: all but uses
-        before = _rows_digest(db, had)
+        before, specs = _rows_digest(db, had), _spec_digest(db)
         db.execute("BEGIN IMMEDIATE")
         for stmt in SCHEMA.split(";"):
             if stmt.strip():
@@ -153,8 +243,9 @@ def migrate_store(path: Path) -> str | None:
             db.execute("DROP TABLE epochs")
             db.execute("ALTER TABLE epochs_now RENAME TO epochs")
         db.executemany("INSERT OR IGNORE INTO seed_uses VALUES (?, ?, ?, ?, ?, ?)", _uses(db, rel))
+        db.executemany("UPDATE runs SET spec = ? WHERE run_id = ?", [(text, r) for r, text in _old_specs(db, rel)])
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        if _rows_digest(db, had) != before:
+        if _rows_digest(db, had) != before or _spec_digest(db) != specs:
             db.execute("ROLLBACK")
             raise Refused(f"{rel}: its rows would change; nothing written")
         db.execute("COMMIT")

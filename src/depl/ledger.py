@@ -63,9 +63,11 @@ if TYPE_CHECKING:
     from .scenario import Scenario
 
 FLOOR = 100_000          # the defaults start at least here: above `depl profile`'s seeds 0.. and the examples'
-OFFSETS = {"certify": 0, "validate": 100_000, "coverage": 200_000, "search": 300_000}   # each command's block above B
+# each command's block above B (a closed-loop validation, `depl validate --adaptive`, takes the open loop's)
+OFFSETS = {"certify": 0, "validate": 100_000, "validate-adaptive": 100_000, "coverage": 200_000, "search": 300_000}
 RULE = "docs/certificate.md, \"Seeds are used once\""
-SAID = {"search": "plan --certify"}   # a command as the user types it, where its ledger name is not that
+# a command as the user types it, where its ledger name is not that
+SAID = {"search": "plan --certify", "validate-adaptive": "validate --adaptive"}
 
 
 class SeedsUsed(ValueError):
@@ -408,7 +410,8 @@ def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count:
         _checked(ledger, f, f + count - 1, asked, command)   # seeds another step used: named first
         raise SeedsUsed(f"{asked or f'--first-seed {f}'} (seeds {f}..{f + count - 1}): {own.what.split(' (')[0]} "
                         f"began with seeds {own.first}..{own.last}; it resumes only from its first seed (--first-seed "
-                        f"{own.first}), and another {command} of the plan takes another store (--out, --store) and "
+                        f"{own.first}), and another {SAID.get(command, command)} of the plan takes another store "
+                        "(--out, --store) and "
                         f"seeds free of these ({RULE}): the first free seed is {ledger.default(command)}")
     first = ledger.default(command) if first is None else first
     return _checked(ledger, first, first + count - 1, asked, command)

@@ -29,7 +29,9 @@ Tables:
   the divergence stay in ``epochs``, and its final loss counts as +inf.
 * ``seed_uses``: what a judging command (`depl certify`, `depl validate`,
   `depl coverage`) began a run with — its seeds first..last and its α — so a
-  later command knows which seeds judged the plan (depl.ledger).
+  later command knows which seeds judged the plan (depl.ledger); a closed-loop
+  validation (`depl validate --adaptive`) records its seeds on the run id of
+  the plan's job, as the open loop does, whose run it does not train.
 
 The schema has one version, SQLite's ``user_version`` (`SCHEMA_VERSION`): a store of
 any other version was written by another version of depl and is refused, in one line, whether it
@@ -157,13 +159,18 @@ def untimed(spec: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "plan": plan}
 
 
+def without_key(value, key: str):
+    """`value` (JSON) without any `key` key, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_key(v, key) for k, v in value.items() if k != key}
+    if isinstance(value, list):
+        return [without_key(v, key) for v in value]
+    return value
+
+
 def drop_code_dirs(value):
     """`value` (JSON) without any `code_dir` key, at any depth: where a run's code lies is not what it trains."""
-    if isinstance(value, dict):
-        return {k: drop_code_dirs(v) for k, v in value.items() if k != "code_dir"}
-    if isinstance(value, list):
-        return [drop_code_dirs(v) for v in value]
-    return value
+    return without_key(value, "code_dir")
 
 
 def _same_run(spec: dict[str, Any]) -> Any:

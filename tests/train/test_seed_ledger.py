@@ -13,6 +13,7 @@ import pytest
 from depl.certificate import Certificate, Kind, Outcome
 from depl.ledger import lineage, round_up
 from depl.scenario import load_scenario
+from depl.store import Store
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -183,19 +184,32 @@ def test_the_task_seed_book_refuses_a_jobs_seeds_in_another_store_and_lets_each_
     assert again.returncode in (0, 4), again.stderr
 
 
-def test_closed_loop_validations_take_fresh_seeds_and_one_rule_per_seed(depl_cli, plan):
-    """`depl validate --adaptive` keeps to the seed book as the open loop does: a second closed-loop validation in
-    another folder takes seeds above the first's (not the same ones again), a resumption in the same store keeps
-    its seeds, another rule on them in that store is refused, and an open-loop validation on them likewise."""
-    first, other, resumed, rule, open_loop = depl_cli.each([
+def test_closed_loop_validations_take_fresh_seeds_and_one_rule_per_seed(depl_cli, plan, tmp_path):
+    """`depl validate --adaptive` keeps to the seed book and to its store's record as the open loop does: a second
+    closed-loop validation in another folder takes seeds above the first's (not the same ones again), a resumption
+    in the same store keeps its seeds, another rule on them in that store is refused, and an open-loop validation
+    on them likewise, in another store (by the seed book) and in the same one (by the store's record)."""
+    first, other, resumed, rule, open_loop, same_store = depl_cli.each([
         ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-a", "--json"],
         ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-b", "--json"],
         ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-a", "--json"],
         ["validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-a", "--rule", "conditional"],
-        ["validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410000", "--out", "open"]],
+        ["validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410000", "--out", "open"],
+        ["validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410000", "--out", "loop-a"]],
         cwd=plan.parent)
     seeds = [[tuple(x) for x in json.loads(r.stdout)["seeds"]] for r in (first, other, resumed)]
     assert seeds[0] == [(410_000, 410_001)] and seeds[1][0][0] > 410_001 and seeds[2] == seeds[0], seeds
     assert rule.returncode == 2 and "already judged this plan's closed loop" in rule.stderr, rule.stderr
     assert open_loop.returncode == 2 and "validate-adaptive" in open_loop.stderr, open_loop.stderr
     assert not (plan.parent / "open").exists()
+    # each store records its closed loop's range on the plan's job (depl.ledger.resolve reads it, as the open loop's)
+    with Store(plan.parent / "loop-b" / "runs.sqlite", readonly=True) as st:
+        (use,) = [u for u in st.uses() if u["command"] == "validate-adaptive"]
+    assert (use["first"], use["last"]) == seeds[1][0] and use["run_id"].startswith("plan-"), use
+    assert same_store.returncode == 2, same_store.stderr
+    assert f"validate-adaptive run {use['run_id']} in loop-a/runs.sqlite (seeds 410000..410001)" in same_store.stderr
+    # the store's record alone resumes it: with an empty seed book, loop-b keeps its seeds (not the first free ones)
+    again = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--adaptive", "--out", "loop-b", "--json",
+                     cwd=plan.parent, env={"DEPL_SEED_LEDGER": str(tmp_path / "empty-book")})
+    assert again.returncode in (0, 4), again.stderr
+    assert [tuple(x) for x in json.loads(again.stdout)["seeds"]] == seeds[1]

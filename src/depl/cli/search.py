@@ -163,6 +163,26 @@ def cost_line(cert) -> str:
             f"{c['seconds'] / 60:.1f} min in this command{differ}")
 
 
+def undecided_hint(m: dict, r: dict) -> str:
+    """What going on with the candidate likeliest to certify takes (`m`: the certificate's `expected_more_runs`;
+    `r`: that candidate's row): with no run counted yet, the fewest runs that certify it and, at its law's guess,
+    the runs the search expects it to need; where every run it counted met ℓmax, the more runs that certify it if
+    each meets ℓmax too (Laplace's rate would read 4 of 4 as 0.83); else the runs expected at its observed rate."""
+    need, i = m.get("if_all_meet"), m["candidate"]
+    if r["runs"] == 0:
+        fewest = (f"it certifies after {need} runs at the fewest, if each meets ℓmax" if need is not None else
+                  "its test's bound needs more runs than depl counts")
+        guess = (f"; at its law's guess (P(ℓ(K) ≤ ℓmax) ≈ {r['law_p']:.3f}) the search expects about "
+                 f"{m['outlook_runs']:.0f} runs to decide it within its {m['runs_left']} runs left, certifying with "
+                 f"probability {m['outlook_p_certify']:.2f}" if r.get("law_p") is not None else "")
+        return f"candidate [{i}] has no runs counted yet: {fewest}{guess}"
+    if r["met"] == r["runs"] and need is not None:
+        return (f"candidate [{i}]: every run it counted met ℓmax ({r['met']} of {r['runs']}), it certifies after "
+                f"{need} more runs if each meets ℓmax too")
+    return (f"candidate [{i}] at its rate ({m['rate']:.3f}) expects about {m['mean_more_runs']:.0f} more runs "
+            f"(certifies with probability {m['p_certify']:.2f})")
+
+
 def _result(con, done) -> None:
     cert = done.certificate
     for r in cert.candidates:
@@ -194,15 +214,8 @@ def _result(con, done) -> None:
         con.print(f"refuted: every candidate meets ℓmax = {cert.loss_target:g} with probability < ω = {cert.omega:g} "
                   f"(each at its share of α = {cert.alpha:g}); no plan written", markup=False, highlight=False)
     else:
-        m = cert.evidence["expected_more_runs"] or {}
-        r = cert.candidates[m["candidate"]] if m else {}
-        if m and r["met"] == r["runs"] and m.get("if_all_meet") is not None:   # Laplace's rate would read 4/4 as 0.83
-            hint = (f"; candidate [{m['candidate']}]: every run it counted met ℓmax ({r['met']} of {r['runs']}), it "
-                    f"certifies after {m['if_all_meet']} more runs if each meets ℓmax too")
-        else:
-            hint = (f"; candidate [{m['candidate']}] at its rate ({m['rate']:.3f}) expects about "
-                    f"{m['mean_more_runs']:.0f} more runs (certifies with probability {m['p_certify']:.2f})"
-                    if m else "")
+        m = cert.evidence["expected_more_runs"]
+        hint = "; " + undecided_hint(m, cert.candidates[m["candidate"]]) if m else ""
         con.print(f"undecided: no candidate certified within --max-runs {cert.evidence['max_runs']} runs counted each{hint}: rerun "
                   "with a larger "
                   "--max-runs to go on where this stopped; no plan written", markup=False, highlight=False)

@@ -293,13 +293,13 @@ def settings(began: dict, caps: list, max_runs: Optional[int] = None, uses: Opti
     return max_runs, uses, int(began.get("horizon") or max(HORIZON, first))
 
 
-def shares(prep: Prepared, uses: Optional[float] = USES, max_runs: int = HORIZON) -> list[float]:
+def shares(prep: Prepared, uses: Optional[float] = USES, horizon: int = HORIZON) -> list[float]:
     """Each candidate's share of α, fixed before any run where it buys most
     (`depl.certificate.search.value_shares`: halving in the order the search will try them, at the law's guesses
-    and `uses`, reckoning with `max_runs` runs: the search's horizon)."""
+    and `uses`, reckoning with `horizon` runs: the search's horizon)."""
     costs = [float(c.plan.cost) for c in prep.candidates]
     return [float(w) for w in value_shares(costs, guesses(prep), float(prep.scenario.target.quantile), prep.alpha,
-                                           uses, max_runs)]
+                                           uses, horizon)]
 
 
 def guesses(prep: Prepared) -> list[float]:
@@ -346,13 +346,7 @@ def search_certificate(r: "Searched") -> Certificate:
                      "trains_with": r.run_ids[c.group], "read_from": r.read_from.get(a.index, []),
                      "first_counted": r.first_counted.get(a.index), "dropped_after": a.dropped_after,
                      "priced_out": a.priced_out, "law_p": a.guess, "proposal": a.proposal})
-    more = None
-    if b is None and s.outcome is not Outcome.REFUTED:
-        i = s.likeliest()
-        if i is not None:
-            t = s.arms[i].test   # the fewest more runs that certify it, each meeting ℓmax (the least going on takes)
-            more = {"candidate": i, **s.more_runs(i),
-                    "if_all_meet": more_runs_if_all_meet(t.hits, t.runs, float(s.omega), t.alpha, s.prior)}
+    more = expected_more(s) if b is None else None
     won = s.arms[b].state if b is not None else None
     seeds = ((r.first_seed, r.first_seed + r.seeds - 1),) if r.seeds else ()
     return Certificate(Kind.SEARCH, s.outcome, float(s.omega), cands[0].plan.loss_target, s.alpha,
@@ -370,6 +364,22 @@ def search_certificate(r: "Searched") -> Certificate:
                     + (f", weighing its runs' cost against {s.uses:g} uses of the plan" if s.uses else "")
                     + "; dropping never certifies (depl.certificate.search)",
             "candidates": rows, "expected_more_runs": more})
+
+
+def expected_more(s: Search) -> Optional[dict]:
+    """What going on with an undecided search takes, for the candidate likeliest to certify (None if every one is
+    refuted): the runs at its observed rate (`Search.more_runs`), the fewest more runs that certify it if each meets
+    ℓmax (`if_all_meet`: the least going on takes), and what the search's own decisions expect of it within its
+    runs left (`outlook_runs`, `outlook_p_certify`: at its law's guess until it has counted the runs its test needs,
+    `Search.outlook`)."""
+    i = s.likeliest() if s.outcome is Outcome.UNDECIDED else None
+    if i is None:
+        return None
+    t = s.arms[i].test
+    outlook_runs, outlook_p = s.outlook(i)
+    return {"candidate": i, **s.more_runs(i),
+            "if_all_meet": more_runs_if_all_meet(t.hits, t.runs, float(s.omega), t.alpha, s.prior),
+            "outlook_runs": float(outlook_runs), "outlook_p_certify": float(outlook_p), "runs_left": s.left(i)}
 
 
 def runs_cost(r: "Searched") -> float:

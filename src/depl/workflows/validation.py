@@ -12,8 +12,7 @@ from .common import Training, check_folder, check_output_file, run_seeds, seed_r
 from .errors import BadInput, as_bad_input, training_errors
 from .training import AdaptiveResult, AdaptiveRun, run_adaptive
 from ..certificate import Certificate
-from ..ledger import TaskSeeds, check_certificate, lineage, plan_lineage
-from ..ledger import where as seed_book_name
+from ..ledger import TaskSeeds, check_certificate, lineage, plan_lineage, resolve
 from ..plan import Plan
 from ..report.plots import plot_validation
 from ..scenario import load_scenario
@@ -21,10 +20,11 @@ from ..store import store_path
 from ..validate import coverage, law_mismatch
 from ..train.engine.execute import run_id_for
 from ..train.engine.federation import job_from_plan
-from ..train.loops.validation import prepare, store_ledger, write_report
+from ..train.loops.validation import prepare, record_range, store_ledger, write_report
 from ..adaptive import promise
 
-# the seed book's name for the seeds a closed-loop validation (`depl validate --adaptive`) judged the plan on
+# the seeds a closed-loop validation (`depl validate --adaptive`) judged the plan on, as its store and the task's
+# seed book name them (depl.ledger)
 ADAPTIVE = "validate-adaptive"
 
 if TYPE_CHECKING:
@@ -122,13 +122,14 @@ class AdaptiveValidated:
 
 
 def check_same_law(scenario: str, plan_file: Path, store: str | Path, first_seed: Optional[int] = None,
-                   count: int = 0, asked: str = "", device: str = "cpu") -> int:
+                   count: int = 0, asked: str = "", device: str = "cpu") -> tuple[int, str]:
     """SCENARIO must have the plan's loss law (as for an open-loop validation): the closed loop decides with it.
     The plan's certificate text is checked, and the seeds first_seed..+count-1 against every use that judged the
     plan before (depl.ledger): its lineage's (the fit's, the calibration's, its search's), the task's seed book
-    (validations, certificates and searches in other stores) and `store`'s own validations of the plan; returns
-    the first seed (None: this store's earlier closed-loop validation's, else the first free one) and records the
-    range in the task's seed book, so that no other store judges the plan on them again."""
+    (validations, certificates and searches in other stores) and `store`'s own uses of the plan's job; returns
+    the first seed (None: the one this store's closed-loop validation of the plan began with, else the first free
+    one: depl.ledger.resolve, as for the open loop) and the run id of the plan's job, which the range is recorded
+    on (`record_range`, once the closed loop's run is registered)."""
     with as_bad_input(*training_errors(), ValueError, OSError):
         p = Plan.load(plan_file)
         own, given = p.scenario_object(), load_scenario(scenario)
@@ -138,16 +139,11 @@ def check_same_law(scenario: str, plan_file: Path, store: str | Path, first_seed
             raise BadInput(why)
         job = job_from_plan(p, device)
         plan_run = run_id_for(job, "local")   # the plan's job, as an open-loop validation of it names it
-        book, here = TaskSeeds.of(own), store_path(store)
-        ledger = (plan_lineage(p, own) + lineage(given, "the scenario given") + book.ledger(here, plan_run)
+        here = store_path(store)
+        ledger = (plan_lineage(p, own) + lineage(given, "the scenario given") + TaskSeeds.of(own).ledger(here, plan_run)
                   + store_ledger(here, plan_run, run_id_for(job, "local", prefix="certify")))
-        began = next((r["seeds"] for r in book.entries() if (r.get("kind"), r.get("store"), r.get("job"))
-                      == (ADAPTIVE, seed_book_name(here), plan_run)), None)
-        first = (int(began[0]) if began else ledger.default("validate")) if first_seed is None else first_seed
-        if count:
-            ledger.check(first, first + count - 1, asked or f"--first-seed {first}", "validate")
-            book.record(ADAPTIVE, first, first + count - 1, here, plan_run)
-        return first
+        first = resolve(ledger, ADAPTIVE, plan_run, first_seed, count, asked)
+        return first, plan_run
 
 
 def judge_adaptive(plan_file: str | Path, done: AdaptiveResult) -> AdaptiveValidated:
@@ -175,10 +171,10 @@ def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int] | i
     `started` and `progress`), judged. Resumes."""
     plan_file = Path(plan_file)
     here = store or Path(out) / "runs.sqlite"
-    if isinstance(seeds, int):
-        seeds = seed_range(check_same_law(scenario, plan_file, here, None, seeds, asked, training.device), seeds)
-    else:
-        check_same_law(scenario, plan_file, here, seeds[0], len(seeds), asked, training.device)
+    count = seeds if isinstance(seeds, int) else len(seeds)
+    first, plan_run = check_same_law(scenario, plan_file, here, None if isinstance(seeds, int) else seeds[0], count,
+                                     asked, training.device)
+    seeds = seed_range(first, count)
 
     def one_rule(a: AdaptiveRun) -> None:
         """Seeds that judged the plan's closed loop under one rule never judge it under another (a choice of
@@ -191,6 +187,8 @@ def validate_adaptive(scenario: str, plan_file: str | Path, seeds: list[int] | i
                 raise BadInput(f"seeds {both[0]}..{both[-1]} already judged this plan's closed loop in {a.store.path}"
                                f" (run {r['run_id']}, another rule, validation split or slack); another rule takes "
                                f"fresh seeds in another store (--out DIR, from the first free seed)")
+        with as_bad_input(OSError):
+            record_range(a.store, TaskSeeds.of(a.plan.scenario_object()), ADAPTIVE, plan_run, first, count)
         if started is not None:
             started(a)
 

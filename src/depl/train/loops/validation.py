@@ -108,11 +108,19 @@ def prepare(scenario: str | Scenario, plan_file: Path, seeds: list[int] | int, s
         folder.mkdir(parents=True, exist_ok=True)
     st = store if isinstance(store, Store) else Store(store)
     execute.register(st, run_id, "plan", job, {"backend": "local", "plan": p.to_json()} if spec is None else spec)
-    began = [u["last"] for u in st.uses(run_id) if u["command"] == command and u["first"] == first]
-    st.record_use(run_id, command, first, max([first + count - 1, *began]))
-    book.record(command, first, max([first + count - 1, *began]), str(where), run_id)
+    record_range(st, book, command, run_id, first, count)
     return HeldOutRun(own, p, Path(plan_file), job, st, run_id, list(range(first, first + count)),
                       given.extrapolated(len(p.epochs)) or own.extrapolated(len(p.epochs)), ledger + stored)
+
+
+def record_range(st: Store, book: TaskSeeds, command: str, plan_run: str, first: int, count: int) -> None:
+    """Record the seeds first..first+count-1 that `command` judges the plan's job `plan_run` on: in the store
+    (`seed_uses`, what a resumption there keeps: depl.ledger.resolve over `store_ledger`) and in the task's seed
+    book (what keeps other stores off them).  A resumption with fewer seeds keeps the range it began with."""
+    began = [u["last"] for u in st.uses(plan_run) if u["command"] == command and u["first"] == first]
+    last = max([first + count - 1, *began])
+    st.record_use(plan_run, command, first, last)
+    book.record(command, first, last, st.path, plan_run)
 
 
 def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> Ledger:
