@@ -136,7 +136,7 @@ SCHEMA_VERSION = 4
 
 # what a plan file records of the time it took to make (`depl plan` again, `depl plan --certify` resumed): not
 # part of what a run of it trains, so a run's specification is compared without it
-PLAN_TIMINGS = (("solve_seconds",), ("info", "certificate", "seconds"))
+PLAN_TIMINGS = (("solve_seconds",), ("info", "certificate", "evidence", "seconds"))
 # ... nor where the records of its certificate lie (a certified search's store and kept models, the α ledger): paths,
 # read from the plan file's folder (depl.plan.with_paths), that are not what a run of it trains
 PLAN_PLACES = (("info", "certificate", "evidence", "store"), ("info", "certificate", "evidence", "models"),

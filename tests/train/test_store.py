@@ -55,13 +55,14 @@ def test_the_store_is_reopened_with_its_runs(tmp_path):
 def test_a_plan_made_again_is_the_same_run_its_timings_apart(tmp_path):
     """`depl plan` (or `depl plan --certify` resumed) writes the plan again with other timings: `depl run` of it
     resumes the run it began, while a plan that trains anything else is another specification."""
-    plan = {"epochs": [["full", "A"]], "solve_seconds": 0.07, "info": {"certificate": {"seconds": 16.1, "runs": 48}}}
-    again = {**plan, "solve_seconds": 0.06, "info": {"certificate": {"seconds": 0.04, "runs": 48}}}
+    plan = {"epochs": [["full", "A"]], "solve_seconds": 0.07,
+            "info": {"certificate": {"runs": 48, "evidence": {"seconds": 16.1}}}}
+    again = {**plan, "solve_seconds": 0.06, "info": {"certificate": {"runs": 48, "evidence": {"seconds": 0.04}}}}
     with Store(tmp_path / "s.sqlite") as s:
         s.start_run("r", "plan", {"backend": "local", "plan": plan})
         s.start_run("r", "plan", {"backend": "local", "plan": again})
         assert s.runs("plan")[0]["spec"]["plan"]["solve_seconds"] == 0.07  # the record as first written
-        for other in ({**plan, "epochs": [["half", "A"]]}, {**plan, "info": {"certificate": {"seconds": 16.1, "runs": 47}}}):
+        for other in ({**plan, "epochs": [["half", "A"]]}, {**plan, "info": {"certificate": {"runs": 47, "evidence": {"seconds": 16.1}}}}):
             with pytest.raises(StoreError, match="another specification"):
                 s.start_run("r", "plan", {"backend": "local", "plan": other})
         with pytest.raises(StoreError, match="another specification"):
