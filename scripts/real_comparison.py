@@ -92,6 +92,8 @@ def run_method(method: str, i: int, out: Path, a: argparse.Namespace) -> None:
                   "--max-runs", str(a.max_runs), "--batch", str(a.batch), "--workers", str(a.workers),
                   "--keep-models", "none", "--store", str(folder / "runs.sqlite"), "--out", str(folder / "plan.json"),
                   "--png", str(folder / "candidates.png"), "--json")
+    if search.returncode not in (0, 3, 4):   # 3: undecided within --max-runs, 4: every candidate refuted
+        raise SystemExit(f"depl plan --certify --method {planner} exited {search.returncode}: see its message above")
     (folder / "search.json").write_text(json.dumps({"exit": search.returncode}) + "\n")
     if search.returncode != 0:
         return

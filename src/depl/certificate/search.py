@@ -110,13 +110,14 @@ def weights(n: int, rule: str = "equal") -> np.ndarray:
 
 
 def value_shares(costs: Sequence[float], guesses: Sequence[float | None], omega: float, alpha: float,
-                 uses: float | None, max_runs: int, prior: str = DEFAULT_PRIOR) -> np.ndarray:
+                 uses: float | None, horizon: int, prior: str = DEFAULT_PRIOR) -> np.ndarray:
     """Shares of α fixed before any run where they buy most: halving (1/2, 1/4, …, normalised) in the order the
-    search will try the candidates — by `Search.value` at the law's guesses (each at an equal share), or by cost
-    without `uses` — so the candidate likeliest to end the search holds the most α.  Costs nondecreasing."""
+    search will try the candidates — by `Search.value` at the law's guesses (each at an equal share), reckoning with
+    `horizon` runs, or by cost without `uses` — so the candidate likeliest to end the search holds the most α.
+    Costs nondecreasing."""
     n = len(costs)
-    probe = Search(list(costs), omega, alpha, max_runs=max_runs, prior=prior, allocation="all", uses=uses,
-                   guesses=list(guesses))
+    probe = Search(list(costs), omega, alpha, max_runs=horizon, prior=prior, allocation="all", uses=uses,
+                   guesses=list(guesses), horizon=horizon)
     order = probe.priority()
     w = np.zeros(n)
     for rank, i in enumerate(order):
