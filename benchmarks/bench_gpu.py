@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from bench_many_seeds import cell, load
+from depl.scenario import load_scenario
 from depl.train.engine.autochoice import cpu_model
 
 DEVICES = ("cpu", "cuda")
@@ -48,7 +49,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cpu,cuda", help="cpu, cuda or both (cpu,cuda)")
     ap.add_argument("--seeds", default="1,8,32", help="stack sizes, separated by commas")
     ap.add_argument("--short", type=int, default=1, help="epochs of the short cells")
-    ap.add_argument("--long", type=int, default=4, help="epochs of the long cells (at most fashion-small's 10)")
+    ap.add_argument("--long", type=int, default=4, help="epochs of the long cells (at most fashion-small's max_epochs)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of every cell")
     ap.add_argument("--json", help="also write the cells and the rates here")
     a = ap.parse_args(argv)
@@ -62,8 +63,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         a.sizes = []
     if not a.sizes or min(a.sizes) < 1:
         refuse(f"--seeds {a.seeds!r}: expected positive whole numbers separated by commas, e.g. 1,8,32")
-    if not 0 < a.short < a.long <= 10 or a.threads < 1:
-        refuse("need 0 < --short < --long <= 10 and --threads >= 1")
+    most = load_scenario("fashion-small").max_epochs
+    if not 0 < a.short < a.long <= most or a.threads < 1:
+        refuse(f"need 0 < --short < --long <= {most} (fashion-small's max_epochs) and --threads >= 1")
     a.scenario, a.version = "fashion-small", "full"   # what bench_many_seeds.cell runs
     return a
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from depl.certificate import Certificate
+from depl.loss.base import segments
 
 docs = Path(sys.argv[1])
 rows = ["| loss model | plan (versions × epochs, cluster) | cost | certified q_ω(ℓ(K)) | measured mean ℓ(K) (sd) | "
@@ -16,12 +17,7 @@ for m in ("increments", "level"):
         rows.append(f"| {m} | infeasible (see plan-{m}.txt) | — | — | — | — | — | — | — |")
         continue
     p = json.loads(plan_f.read_text())
-    runs = []
-    for e in p["epochs"]:
-        if runs and runs[-1][0] == (e["model"], e["cluster"]):
-            runs[-1][1] += 1
-        else:
-            runs.append([(e["model"], e["cluster"]), 1])
+    runs = segments([(e["model"], e["cluster"]) for e in p["epochs"]])
     sched = ", ".join(f"{mod} ×{n} on {cl}" for (mod, cl), n in runs) + f"; data {'+'.join(p['datasets'])}"
     if not val_f.is_file():
         rows.append(f"| {m} | {sched} | {p['cost']:.1f} | {p['loss_quantile']:.3f} | not validated | | | | |")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from depl.certificate import Certificate
 from depl.fit.report import toml_dumps
+from depl.loss.base import segments
 from depl.scenario import load_scenario as load, scenario_dict
 
 METHODS = ("depl", "optimal", "best-exp", "best-exp-loss", "one-model")
@@ -68,20 +69,15 @@ def depl(*args: str, err: bool = False) -> subprocess.CompletedProcess:
 
 
 def schedule(plan: dict) -> str:
-    runs: list[list] = []
-    for e in plan["epochs"]:
-        if runs and runs[-1][0] == (e["model"], e["cluster"]):
-            runs[-1][1] += 1
-        else:
-            runs.append([(e["model"], e["cluster"]), 1])
-    return ", ".join(f"{m} ×{n} on {c}" for (m, c), n in runs)
+    """A plan file's epochs as a person reads them: version ×epochs on cluster, in order."""
+    return ", ".join(f"{m} ×{n} on {c}" for (m, c), n in segments([(e["model"], e["cluster"]) for e in plan["epochs"]]))
 
 
-def run_method(method: str, i: int, out: Path, a: argparse.Namespace) -> None:
+def run_method(method: str, i: int, out: Path, a: argparse.Namespace, whole: Path, one: Path) -> None:
+    """`method`'s law plan, certified search and fresh runs (module docstring); `whole`, `one`: `scenarios`."""
     folder = out / method
     folder.mkdir(parents=True, exist_ok=True)
-    whole, one = (str(p) for p in scenarios(a.scenario, out, a.loss))
-    scen, planner = (one, "depl") if method == "one-model" else (whole, method)
+    scen, planner = (str(one), "depl") if method == "one-model" else (str(whole), method)
     law = depl("plan", scen, "--method", planner, "--out", str(folder / "plan-law.json"), "--json", err=True)
     if law.returncode != 0:   # no plan of this method at the target: its certified search has no candidate either
         why = law.stderr.strip().splitlines()[0] if law.stderr.strip() else f"exit {law.returncode}"
@@ -205,8 +201,9 @@ def main() -> None:
         if m not in METHODS:
             raise SystemExit(f"--methods: {m!r} is not one of {', '.join(METHODS)}")
     if not a.stored:
+        whole, one = scenarios(a.scenario, a.out, a.loss)
         for m in methods:
-            run_method(m, METHODS.index(m), a.out, a)
+            run_method(m, METHODS.index(m), a.out, a, whole, one)
     s = load(str(a.out / "scenario.toml"))   # the target the methods planned for
     rows = [row(a.out, m) for m in methods]
     for r in rows:

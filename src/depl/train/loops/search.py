@@ -41,6 +41,7 @@ from typing import Callable
 
 from ...certificate import Certificate, Outcome
 from ...certificate.search import Search
+from ...loss.base import segments
 from ...plan import Plan
 from ...store import Store, StoreError
 from ..engine import execute
@@ -67,13 +68,8 @@ class Candidate:
 
     def words(self) -> str:
         """The schedule as a person reads it: version ×epochs on cluster, in order."""
-        segs: list[list] = []
-        for e in self.plan.epochs:
-            if segs and segs[-1][0] == e.model and segs[-1][1] == e.cluster:
-                segs[-1][2] += 1
-            else:
-                segs.append([e.model, e.cluster, 1])
-        return ", ".join(f"{m} ×{n} on {c}" for m, c, n in segs) + f" (data: {', '.join(self.plan.datasets)})"
+        segs = segments([(e.model, e.cluster) for e in self.plan.epochs])
+        return ", ".join(f"{m} ×{n} on {c}" for (m, c), n in segs) + f" (data: {', '.join(self.plan.datasets)})"
 
 
 def _rest(job: Job) -> str:
