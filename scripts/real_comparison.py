@@ -33,7 +33,7 @@ from pathlib import Path
 from depl.certificate import Certificate
 from depl.fit.report import toml_dumps
 from depl.loss.base import segments
-from depl.scenario import load_scenario as load, scenario_dict
+from depl.scenario import ScenarioError, load_scenario as load, scenario_dict
 
 METHODS = ("depl", "optimal", "best-exp", "best-exp-loss", "one-model")
 WHAT = {"depl": "DepL", "optimal": "optimal (MILP)", "best-exp": "best-exp (cost-minimising, tightened mean)",
@@ -199,9 +199,14 @@ def main() -> None:
     methods = [m for m in a.methods.split(",") if m]
     for m in methods:
         if m not in METHODS:
-            raise SystemExit(f"--methods: {m!r} is not one of {', '.join(METHODS)}")
+            ap.error(f"--methods: {m!r} is not one of {', '.join(METHODS)}")
+    if a.stored and not (a.out / "scenario.toml").is_file():
+        ap.error(f"--stored: {a.out} holds no comparison (no scenario.toml): run it without --stored first")
     if not a.stored:
-        whole, one = scenarios(a.scenario, a.out, a.loss)
+        try:
+            whole, one = scenarios(a.scenario, a.out, a.loss)
+        except ScenarioError as e:
+            ap.error(str(e))
         for m in methods:
             run_method(m, METHODS.index(m), a.out, a, whole, one)
     s = load(str(a.out / "scenario.toml"))   # the target the methods planned for
