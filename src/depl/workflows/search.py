@@ -37,7 +37,7 @@ from ..paths import informational
 from ..planners import Infeasible, Options, infeasible_reason, make_plan
 from ..report.mpl import save
 from ..report.plots import plot_search
-from ..scenario import scenario_dict
+from ..scenario import parse_scenario, scenario_dict, ScenarioError
 from ..store import Store
 from .alpha_spent import ledger_path, plan_hash, record
 from ..train.loops.search import (bind, bound, check_bound, make_candidate, manifest, run_ids, run_search as train,
@@ -189,16 +189,16 @@ MARGIN_RUNS = 10    # the fewest runs of a candidate whose losses say what margi
 STRICTER = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)   # the margin's target × these, until a plan is not a candidate yet
 
 
-def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candidate"]) -> Optional[dict]:
-    """How optimistic the law was, from the search's own runs: for each candidate that counted at least
-    MARGIN_RUNS runs, its runs' ℓ(K) at the stricter level ω′ = ω + (1 − ω)/2 (the margin a proposal plans with)
-    against the law's ω-quantile for it; the worst (largest) ratio, or shift where a loss can be ≤ 0.  None: no
-    candidate has the runs to say."""
+def margins(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candidate"]) -> list[dict]:
+    """How optimistic the law was, from the search's own runs: for each candidate that counted at least MARGIN_RUNS
+    runs, its runs' ℓ(K) at the stricter level ω′ = ω + (1 − ω)/2 (the margin a proposal plans with) against the
+    law's ω-quantile for it, as a ratio (None where a loss can be ≤ 0) and a shift, with the version its schedule
+    ends in (the one whose model the runs scored)."""
     import numpy as np
 
     omega = float(prep.scenario.target.quantile)
     level = omega + (1.0 - omega) / 2.0
-    worst = None
+    found = []
     for i, losses in outcomes.items():
         law = float(cands[i].plan.loss_quantile)
         if len(losses) < MARGIN_RUNS or not np.isfinite(law):
@@ -207,48 +207,100 @@ def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candid
         if not np.isfinite(seen):
             continue
         ratio = seen / law if law > 0 and seen > 0 else None
-        cand = {"ratio": ratio, "shift": seen - law, "candidate": i, "seen": seen, "law": law, "level": level}
-        key = (ratio if ratio is not None else 1.0 + cand["shift"])
-        if worst is None or key > worst[0]:
-            worst = (key, cand)
-    return None if worst is None else worst[1]
+        found.append({"ratio": ratio, "shift": seen - law, "candidate": i, "seen": seen, "law": law, "level": level,
+                      "version": cands[i].plan.epochs[-1].model})
+    return found
+
+
+def _worst(ms: list[dict]) -> Optional[dict]:
+    return max(ms, key=lambda m: m["ratio"] if m["ratio"] is not None else 1.0 + m["shift"], default=None)
+
+
+def _optimistic(m: dict) -> bool:
+    """The runs' ω′-quantile above the law's ω-quantile: the law was optimistic about this candidate."""
+    return m["ratio"] > 1.0 if m["ratio"] is not None else m["shift"] > 0.0
+
+
+def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candidate"]) -> Optional[dict]:
+    """The worst (largest) of `margins`: the ratio, or shift where a loss can be ≤ 0.  None: no candidate has the
+    runs to say."""
+    return _worst(margins(prep, outcomes, cands))
+
+
+def without_versions(s: "Scenario", drop: set[str]) -> Optional["Scenario"]:
+    """`s` with the law as fitted and without the model versions `drop` (and every switch to or from one): None
+    where no version would be left or what is left is no scenario."""
+    d = scenario_dict(s.uncalibrated())
+    d["models"] = [m for m in d["models"] if m["name"] not in drop]
+    d["switches"] = [w for w in d.get("switches", []) if w["from"] not in drop and w["to"] not in drop]
+    d.pop("calibration", None)
+    if not d["models"]:
+        return None
+    try:
+        return parse_scenario(d, f"{s.name} without {', '.join(sorted(drop))}")
+    except ScenarioError:
+        return None
+
+
+def _tightened(loss: float, m: Optional[dict]) -> float:
+    """ℓmax less the margin `m` showed (ℓmax / ratio, or ℓmax − shift); 10 % stricter where the runs met the law
+    (a margin all the same); ℓmax itself where no runs say (None)."""
+    if m is None:
+        return loss
+    if _optimistic(m):
+        return loss / m["ratio"] if m["ratio"] is not None else loss - m["shift"]
+    return loss - 0.1 * abs(loss)
 
 
 def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
     """The rule that proposes candidates from the search's own runs (`depl.train.loops.search.run_search`'s `propose`),
-    fixed before the first run: the planner's cheapest plan, over its whole space (data, versions, switches,
-    clusters), with the law as fitted, for the target ℓmax tightened by the margin the runs showed (`margin`: ℓmax
-    divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst shift), at ω and at ω′;
-    the cheapest plan not already a candidate.  Its guess of P(meets ℓmax) is the law's at the tightened target."""
+    fixed before the first run: the planner's cheapest plan, with the law as fitted, of two asks —
+
+    - its whole space (data, versions, switches, clusters) for the target ℓmax tightened by the worst margin the
+      runs showed (`margin`: ℓmax divided by the worst ratio of the runs' ω′-quantile to the law's, or less the worst
+      shift);
+    - where the runs found the law optimistic about the schedules ending in some versions (`margins`, by the version
+      a schedule ends in) and not about others: the space without those versions, for ℓmax tightened by the worst
+      margin of the versions left (the law as fitted where no run of theirs says otherwise) — a law that misprices
+      one version is not held against the plans that never train it;
+
+    each at ω and at ω′, stricter (STRICTER) until a plan is not a candidate already.  Its guess of P(meets ℓmax) is
+    the law's at its tightened target."""
 
     s = prep.scenario
 
     def propose(search, outcomes, cands, drawn) -> list:
-        m = margin(prep, outcomes, cands)
-        if m is None:
+        ms = margins(prep, outcomes, cands)
+        worst = _worst(ms)
+        if worst is None:
             return []
         loss = s.target.loss
-        tight = loss / m["ratio"] if m["ratio"] is not None and m["ratio"] > 1.0 else loss - max(m["shift"], 0.0)
-        if m["ratio"] is not None and m["ratio"] <= 1.0 and m["shift"] <= 0.0:
-            tight = loss - 0.1 * abs(loss)   # the runs met the law: ask for a margin all the same
+        asks = [(s.uncalibrated(), _tightened(loss, worst), worst, [])]
+        bad = {m["version"] for m in ms if _optimistic(m)}
+        if bad and (rest := without_versions(s, bad)) is not None:
+            left = _worst([m for m in ms if m["version"] not in bad])
+            asks.append((rest, _tightened(loss, left), left, sorted(bad)))
         have = {_training_key(c.plan) for c in cands}
         found = []
         for f in STRICTER:   # the margin's target first, stricter ones where its plan is a candidate already
-            for w in (s.target.quantile, m["level"]):
-                try:
-                    p = make_plan(retarget(s.uncalibrated(), loss=tight * f if tight > 0 else tight - (1 - f) * abs(
-                        loss), quantile=w), "depl", Options(eta=200))
-                except (Infeasible, BadInput):
-                    continue
-                if p.feasible and p.epochs and _training_key(p) not in have:
-                    found.append((p, w, p.loss_target))
+            for base, tight, m, dropped in asks:
+                for w in (s.target.quantile, worst["level"]):
+                    asked = tight * f if tight > 0 else tight - (1 - f) * abs(loss)
+                    try:
+                        p = make_plan(retarget(base, loss=asked, quantile=w), "depl", Options(eta=200))
+                    except (Infeasible, BadInput):
+                        continue
+                    if p.feasible and p.epochs and _training_key(p) not in have:
+                        found.append((p, w, p.loss_target, tight, m, dropped))
             if found:
                 break
         if not found:
             return []
-        p, w, asked = min(found, key=lambda x: x[0].cost)
+        p, w, asked, tight, m, dropped = min(found, key=lambda x: x[0].cost)
         why = {"omega": w, "loss": asked, "law": "as fitted, with the runs' margin", "after_seeds": int(drawn),
-               "margin": {k: v for k, v in m.items() if k != "level"}}
+               "margin": None if m is None else {k: v for k, v in m.items() if k not in ("level", "version")}}
+        if dropped:
+            why["without"] = dropped
         c = make_candidate(as_target(p, s, why), why, dev)
         c.proposed["guess"] = p_meet(law_of(p, s.uncalibrated()), tight)   # the law, less the runs' margin, of ℓmax
         return [c]
