@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from depl.certificate import Certificate  # noqa: E402
-from depl.paths import relative  # noqa: E402
+from depl.paths import relative, resolved  # noqa: E402
 from depl.certificate.bounds import (clopper_pearson_interval, clopper_pearson_lower,  # noqa: E402
                                      clopper_pearson_upper)
 
@@ -246,8 +246,18 @@ def route_folder(a, clock: Clock, name: str, what: str, key: dict, work: float):
     if done.is_file() and json.loads(done.read_text())["key"] == key:
         clock.tick(work, skipped=True)
         say(clock.line(f"{what}: read back"))
-        return folder, folder / "commands.log", done, key, json.loads(done.read_text())
+        back = json.loads(done.read_text())
+        if back.get("plan"):   # recorded relative to the result file: a path of this machine again
+            back["plan"] = str(resolved(back["plan"], done))
+        return folder, folder / "commands.log", done, key, back
     return folder, folder / "commands.log", done, key, None
+
+
+def write_route(done: Path, r: dict) -> dict:
+    """A route's result file, its plan relative to it (the folder moves whole); `r` as it was."""
+    rel = {**r, "plan": relative(r["plan"], done)} if r.get("plan") else r
+    done.write_text(json.dumps(rel, indent=1) + "\n", encoding="utf-8")
+    return r
 
 
 def calibration_route(a, clock: Clock) -> dict:
@@ -331,7 +341,7 @@ def calibration_route(a, clock: Clock) -> dict:
     else:
         r["plan"] = None
         r["cost"] = None
-    done.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+    write_route(done, r)
     clock.tick(a.calib_work)
     say(clock.line(f"calibration route: {'plan cost ' + format(r['cost'], '.6g') if r['cost'] is not None else 'refused'}"
                    f" after {r['calibration_runs']} calibration runs"))
@@ -363,7 +373,7 @@ def uncalibrated_route(a, clock: Clock) -> dict:
          "verdict": c.verdict.value, "runs_counted": c.runs, "met": c.hits,
          "runs_trained": c.runs + len(c.evidence["trained_not_counted"]), "seed_epochs": c.evidence["seed_epochs"],
          "lower_bound": c.lower_bound, "seconds": time.perf_counter() - t0}
-    done.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+    write_route(done, r)
     clock.tick(a.certify_work)
     say(clock.line(f"route --uncalibrated + depl certify: {r['verdict']} (exit {code}) after {r['runs_counted']} runs"))
     return r
@@ -594,7 +604,9 @@ def main(argv=None) -> int:
             plans.append((name, Plan.load(r["plan"])))   # its code_dir taken from its folder
     truth = true_coverage(a, plans, clock)
     rep = summarize(a, searches, cands, calib, uncal, truth, omega)
-    rep["calibration_route"], rep["uncalibrated_route"] = calib, uncal
+    # each route's plan relative to the report (depl.paths), as its scenario
+    rep["calibration_route"], rep["uncalibrated_route"] = (
+        {**r, "plan": relative(r["plan"], a.json)} if r.get("plan") else r for r in (calib, uncal))
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(rep, indent=1) + "\n", encoding="utf-8")
     md = markdown(rep)

@@ -15,8 +15,9 @@ rewrites them into that form, once, in place:
   ledger's ``path`` as ~/…;
 * certificates (``depl.certificate/2``): ``plan_file`` and ``store`` relative to the certificate's folder; a
   store that was not committed with it (it lay in /tmp) becomes null;
-* the routes study (``depl.bench-routes/1``): ``scenario`` relative to routes.json, and a route's key names the
-  scenario by its digest (what benchmarks/bench_routes.py's `scenario_digest` writes);
+* the routes study (``depl.bench-routes/1``): ``scenario`` and each route's ``plan`` relative to routes.json (a
+  route's ``result.json``: its ``plan`` relative to it), and a route's key names the scenario by its digest (what
+  benchmarks/bench_routes.py's `scenario_digest` writes);
 * validation reports (``*-validate.json``): ``plan_file``, recorded relative to the folder `depl validate` ran in,
   relative to the report's folder;
 * coverage tables (``depl.coverage/1``): each cell's ``plan_file`` relative to coverage.json;
@@ -158,6 +159,16 @@ def json_file(path: Path) -> bool:
                 if isinstance(key.get("scenario"), str) and key["scenario"].startswith("/"):
                     key["scenario"] = digest
             new = json.dumps(d, indent=1) + "\n"
+    if isinstance(d, dict) and d.get("format") == "depl.bench-routes/1":
+        for route in ("calibration_route", "uncalibrated_route"):
+            v = (d.get(route) or {}).get("plan")
+            target = base_of(v, path) if isinstance(v, str) else None
+            if target is not None:   # a route's plan, from the folder the study ran in
+                new = replace_value(new, "plan", v, relative_to(target, path))
+    if isinstance(d, dict) and path.name == "result.json" and "key" in d and isinstance(d.get("plan"), str):
+        target = base_of(d["plan"], path)
+        if target is not None:   # a route's result file
+            new = replace_value(new, "plan", d["plan"], relative_to(target, path))
     if path.name == "adaptive.json" and isinstance(d, list):
         for row in d:
             v = row.get("plan_file")

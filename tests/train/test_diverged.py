@@ -54,6 +54,8 @@ def test_a_run_with_a_huge_learning_rate_records_every_seed_as_diverged_and_resu
     assert (rep["runs"], rep["hits"], rep["evidence"]["diverged"], rep["seeds"]) == (2, 0, [400010, 400011],
                                                                                     [[400010, 400011]])
     assert rep["verdict"] == "refuted" and rep["evidence"]["final_quantile"] is None  # +inf, written as null
+    # the plan and the store as the report's folder sees them, not the folder the command ran in (depl.paths)
+    assert (rep["evidence"]["plan_file"], rep["evidence"]["store"]) == ("../plan.json", "runs.sqlite")
 
 
 def _first_epoch(store: Store, run_id: str, job, seeds: list[int]) -> None:

@@ -136,7 +136,8 @@ def store_ledger(store: str | Path | Store, plan_run: str, certify_run: str) -> 
 
 def write_report(cert: Certificate, report: Path) -> None:
     """The validation's certificate (depl.validate.Validation.certificate) as its JSON file (`report`), its plan
-    file relative to the report's folder (depl.paths); its band plot is drawn by depl.report.plots.plot_validation."""
-    if cert.evidence.get("plan_file"):
-        cert = cert.with_evidence(plan_file=relative(cert.evidence["plan_file"], report))
+    file and store relative to the report's folder (depl.paths: the folder moves whole); its band plot is drawn by
+    depl.report.plots.plot_validation."""
+    cert = cert.with_evidence(**{k: relative(cert.evidence[k], report) for k in ("plan_file", "store")
+                                 if isinstance(cert.evidence.get(k), str) and cert.evidence[k] != ":memory:"})
     report.write_text(json.dumps(cert.to_json(), indent=1, allow_nan=False), encoding="utf-8")
