@@ -22,6 +22,21 @@ def test_no_tracked_json_or_toml_under_docs_or_src_holds_an_absolute_path():
     assert not found, "\n".join(found[:20])
 
 
+# a path depl follows (a plan, a store) recorded as the folder a command ran in saw it: from the repository's root
+FROM_ROOT = re.compile(r'"(?:plan|plan_file|store)":\s*"(docs/[^"]*)"')
+
+
+def test_no_tracked_json_under_docs_names_a_file_it_follows_from_the_repositorys_root():
+    """Reports, certificates and studies name their plan and store relative to their own folder, so that a copy of
+    the folder, or a command run in another one, finds them."""
+    files = subprocess.run(["git", "ls-files", "-z", "--", "docs/*.json"], cwd=ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    found = [f"{f}: {m.group(0)}" for f in files if f and (ROOT / f).is_file()
+             for m in FROM_ROOT.finditer((ROOT / f).read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found[:20])
+    assert FROM_ROOT.search('"store": "docs/results/x/runs.sqlite"') and not FROM_ROOT.search('"store": "runs.sqlite"')
+
+
 def test_the_scan_finds_what_it_looks_for():
     assert ABSOLUTE.search('"code_dir": "/work/main/docs/x"') and ABSOLUTE.search("`depl fit /tmp/a/runs.sqlite`")
     assert ABSOLUTE.search('"path": "/root/.local/share/depl/alpha/x.json"')
