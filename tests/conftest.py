@@ -67,14 +67,14 @@ class DeplCli:
                               cwd=cwd, env=self.environ(env), timeout=timeout)
 
     def each(self, commands: list[list], cwd=None, env: dict[str, str | None] | None = None,
-             timeout: float = 900, prelude: str = "") -> list[subprocess.CompletedProcess]:
+             timeout: float = 900, prelude: str = "", safe_path: bool = False) -> list[subprocess.CompletedProcess]:
         """`depl ARGS…` for each ARGS of `commands` in one fresh interpreter, one after another as the script runs
         each (`main()` anew): a CompletedProcess each, its exit code, stdout and stderr.  `prelude`: code run
-        before depl is imported (e.g. an import hook)."""
+        before depl is imported (e.g. an import hook); `safe_path` as for a single command."""
         import json
 
         r = self(json.dumps([[str(a) for a in c] for c in commands]), cwd=cwd, env=env, timeout=timeout,
-                 code=EACH.replace("{prelude}", prelude))
+                 code=EACH.replace("{prelude}", prelude), safe_path=safe_path)
         # each piece after the first: the exit code of the command before it, a newline, the next command's output
         outs, errs = r.stdout.split(MARK), r.stderr.split(MARK)
         assert len(outs) == len(errs) == len(commands) + 1, (r.returncode, r.stderr[-2000:])
