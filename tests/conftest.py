@@ -50,11 +50,12 @@ class DeplCli:
 
     `env` adds to this process's environment and CLI_ENV, or overrides them; a None value unsets the variable
     (`{"COLUMNS": None}`: no terminal width, as in a pipe).  `code` replaces the entry point (e.g. to report on exit
-    what was imported); `safe_path` (python -P) keeps the working folder off sys.path, as for the installed script.
+    what was imported); `safe_path` (python -P) keeps the working folder off sys.path, as for the installed script;
+    `prefix` runs the interpreter through a command (e.g. `ip netns exec NAME`).
     """
 
-    def argv(self, *args, code: str = ENTRY, safe_path: bool = False) -> list[str]:
-        return [sys.executable, *(["-P"] if safe_path else []), "-c", code, *map(str, args)]
+    def argv(self, *args, code: str = ENTRY, safe_path: bool = False, prefix: list[str] = ()) -> list[str]:
+        return [*map(str, prefix), sys.executable, *(["-P"] if safe_path else []), "-c", code, *map(str, args)]
 
     @staticmethod
     def environ(env: dict[str, str | None] | None) -> dict[str, str]:
@@ -62,19 +63,20 @@ class DeplCli:
         return {k: v for k, v in merged.items() if v is not None}
 
     def __call__(self, *args, cwd=None, env: dict[str, str | None] | None = None, timeout: float = 900,
-                 code: str = ENTRY, safe_path: bool = False) -> subprocess.CompletedProcess:
-        return subprocess.run(self.argv(*args, code=code, safe_path=safe_path), capture_output=True, text=True,
-                              cwd=cwd, env=self.environ(env), timeout=timeout)
+                 code: str = ENTRY, safe_path: bool = False, prefix: list[str] = ()) -> subprocess.CompletedProcess:
+        return subprocess.run(self.argv(*args, code=code, safe_path=safe_path, prefix=prefix), capture_output=True,
+                              text=True, cwd=cwd, env=self.environ(env), timeout=timeout)
 
     def each(self, commands: list[list], cwd=None, env: dict[str, str | None] | None = None,
-             timeout: float = 900, prelude: str = "") -> list[subprocess.CompletedProcess]:
+             timeout: float = 900, prelude: str = "", safe_path: bool = False,
+             prefix: list[str] = ()) -> list[subprocess.CompletedProcess]:
         """`depl ARGS…` for each ARGS of `commands` in one fresh interpreter, one after another as the script runs
         each (`main()` anew): a CompletedProcess each, its exit code, stdout and stderr.  `prelude`: code run
-        before depl is imported (e.g. an import hook)."""
+        before depl is imported (e.g. an import hook); `safe_path`, `prefix` as for a single command."""
         import json
 
         r = self(json.dumps([[str(a) for a in c] for c in commands]), cwd=cwd, env=env, timeout=timeout,
-                 code=EACH.replace("{prelude}", prelude))
+                 code=EACH.replace("{prelude}", prelude), safe_path=safe_path, prefix=prefix)
         # each piece after the first: the exit code of the command before it, a newline, the next command's output
         outs, errs = r.stdout.split(MARK), r.stderr.split(MARK)
         assert len(outs) == len(errs) == len(commands) + 1, (r.returncode, r.stderr[-2000:])

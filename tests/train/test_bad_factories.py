@@ -93,7 +93,9 @@ train = { net = "mydata:make_net" }
 TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial-own-model.md"
 
 # the command line with every seed's draw found too dear to check ahead: each is checked when its seed starts
-LATE = "import depl.train.task.data as d; d.CHECK_AHEAD_SECONDS = 0.0; from depl.cli import main; main()"
+# (LATE_PRELUDE: the same for depl_cli.each)
+LATE_PRELUDE = "import depl.train.task.data as d; d.CHECK_AHEAD_SECONDS = 0.0"
+LATE = f"{LATE_PRELUDE}; from depl.cli import main; main()"
 
 
 def write_factory(folder, bad: set[int], body: str) -> None:

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -185,15 +184,16 @@ def test_depl_run_refuses_a_connection_without_tls_or_to_a_control_api_on_the_ne
     (tmp_path / "flwr" / "config.toml").write_text(
         '[superlink]\ndefault = "plain"\n\n[superlink.plain]\naddress = "127.0.0.1:9093"\ninsecure = true\n\n'
         '[superlink.remote]\naddress = "192.0.2.7:9093"\nroot-certificates = "/nonexistent/ca.crt"\n')
-    depl_run = partial(depl_cli, "run", plan_file, "--backend", "flower", "--out", tmp_path / "o",
-                       env={"FLWR_HOME": str(tmp_path / "flwr")}, timeout=120)
-
-    for conn, why in (("plain", "insecure = true"), ("remote", "reached over the network"),
-                      ("nosuch", "not found")):
-        r = depl_run("--superlink", conn)
+    run = ["run", plan_file, "--backend", "flower", "--out", tmp_path / "o"]
+    refused = (("plain", "insecure = true"), ("remote", "reached over the network"), ("nosuch", "not found"))
+    # one start-up for them all, each command as the installed script runs it (main() anew)
+    *done, insecure = depl_cli.each([*([*run, "--superlink", conn] for conn, _ in refused), [*run, "--insecure"]],
+                                    env={"FLWR_HOME": str(tmp_path / "flwr")}, timeout=120)
+    for (conn, why), r in zip(refused, done):
         assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (conn, r.stderr)
-        assert r.stderr.count("\n") == 1 and not (tmp_path / "o").exists()  # one line, nothing written
+        assert r.stderr.count("\n") == 1  # one line
         if conn != "nosuch":
             assert "--insecure" in r.stderr  # the line says how to go on anyway
-    r = depl_run("--insecure")
+    assert not (tmp_path / "o").exists()  # nothing written, by any of them
+    r = insecure
     assert r.returncode == 2 and "--insecure applies to --superlink only" in r.stderr

@@ -102,18 +102,20 @@ def test_profile_seeds_train_on_ray_nodes_behind_shaped_links(namespaces, depl_c
                         break
                 assert node.poll() is None, text(log)[-3000:]
             before = [sent_bytes(lab, i) for i in (1, 2)]
-            # the driver in the head's namespace; --workers 2: two batches of 2 seeds, as the two nodes' CPUs cut them
-            r = in_lab(lab, 0, depl_cli, *cmd, "--out", tmp_path / "ray", "--ray-address", f"{lab.ip(0)}:6379",
-                       "--workers", "2", env=env)
+            # the driver in the head's namespace; --workers 2: two batches of 2 seeds, as the two nodes' CPUs cut
+            # them; then the same seeds in this machine's own process (no Ray), cut into the same batches of 2 (one
+            # torch thread, as a Ray task): one start-up for both, each command as the installed script runs it
+            r, local = depl_cli.each([
+                [*cmd, "--out", tmp_path / "ray", "--ray-address", f"{lab.ip(0)}:6379", "--workers", "2"],
+                [*cmd, "--out", tmp_path / "local", "--seed-batch", "2", "--workers", "1"]],
+                env=env, timeout=WAIT * 3, prefix=lab.argv(0))
             assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
             after = [sent_bytes(lab, i) for i in (1, 2)]
         assert all(b > a for a, b in zip(before, after)), (before, after)  # both nodes sent through their links
     finally:
         link.unlink()
         link.parent.rmdir()
-    # the same seeds in this machine's own process, cut into the same batches of 2 (one torch thread, as a Ray task)
-    r = depl_cli(*cmd, "--out", tmp_path / "local", "--seed-batch", "2", "--workers", "1", timeout=WAIT * 2)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert local.returncode == 0, local.stdout[-2000:] + local.stderr[-3000:]
     got = {}
     for where in ("ray", "local"):
         with Store(tmp_path / where / "runs.sqlite") as st:

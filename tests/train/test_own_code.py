@@ -85,14 +85,18 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path, monkeypa
                                                 "export-model"]
     assert "--certify" in commands[2].split() and "--format onnx" in commands[-1]
     onnx = all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript"))   # the `onnx` extra
-    out = {}
+    small = []
     for cmd in commands:
-        name = cmd.split()[1]
         for pat, rep in SMALL:
             cmd = re.sub(pat, rep, cmd)
-        # safe_path: the working folder is not on the path, as with the installed `depl` script; the user's module
-        # must be found through the scenario file's folder
-        r = out[name] = depl_cli(*shlex.split(cmd)[1:], cwd=project, safe_path=True)
+        small.append(cmd)
+    # one start-up for them all, each command as the installed script runs it (main() anew); safe_path: the working
+    # folder is not on the path, as with the installed `depl` script; the user's module must be found through the
+    # scenario file's folder (every command locates it there before importing: custom.locate)
+    done = depl_cli.each([shlex.split(cmd)[1:] for cmd in small], cwd=project, safe_path=True)
+    out = {}
+    for cmd, r in zip(small, done):
+        out[cmd.split()[1]] = r
         if "--format onnx" in cmd and not onnx:   # without the extra: one line saying what to install
             assert r.returncode == 2 and 'pip install "depl[onnx]"' in r.stderr, r.stderr
             continue
