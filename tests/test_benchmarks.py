@@ -29,7 +29,7 @@ CASES = {
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
     "bench_certify.py": [],
     "bench_search.py": ["--quick", "--max-runs", "100"],
-    "bench_search_price.py": ["--quick"],
+    "bench_search_price.py": ["--quick", "--reps", "1"],
     "bench_selection.py": ["--quick", "--reps", "100"],
     "bench_profile.py": ["--seeds", "1,2", "--epochs", "1", "--rounds", "1"],
     "ab_stack_step.py": ["--base", "HEAD", "--seeds", "2", "--repeats", "1"],   # this tree's kernels against HEAD's
