@@ -24,7 +24,7 @@ CASES = {
     "bench_train.py": ["--epochs", "1", "--repeats", "1"],
     "bench_simulate.py": ["--quick"],
     # --before-src: the side-by-side process timing, here against this same tree
-    "bench_planner.py": ["--quick", "--skip-scaling", "--before-src", str(ROOT / "src")],
+    "bench_planner.py": ["--quick", "--skip-scaling", "--repeat", "1", "--before-src", str(ROOT / "src")],
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
     "bench_certify.py": [],
