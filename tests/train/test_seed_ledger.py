@@ -72,8 +72,13 @@ def test_a_refusal_is_one_line_and_lists_every_use_under_verbose_or_json(depl_cl
 
 
 def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_cli, plan):
-    folder = plan.parent
-    r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
+    others = (["--alpha", "0.1"], ["--first-seed", "700000"])
+    r, *refused, taken, same = depl_cli.each(   # one start-up for them all, one after another as a user runs them
+        [["certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json"]] +
+        [["certify", plan, "--batch", "2", "--max-runs", "4", "--out", "c", *other] for other in others] +
+        [["validate", "digits-small", plan, "--seeds", "2", "--first-seed", "310001", "--store", "c/runs.sqlite",
+          "--out", "v"],
+         ["certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json"]], cwd=plan.parent)
     assert r.returncode in (0, 3, 4), r.stderr
     out = json.loads(r.stdout)
     cert = Certificate.from_json({k: v for k, v in out.items() if k not in ("report", "exit_code")})
@@ -81,35 +86,28 @@ def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_c
     assert "certifying" in r.stderr and "on seeds from 310000" in r.stderr
     assert {u["kind"] for u in cert.evidence["ledger"]} == {"fit", "calibration"}
     # a resumed certificate with another α, or another first seed: refused, saying what it began with
-    for other in (["--alpha", "0.1"], ["--first-seed", "700000"]):
-        again = depl_cli("certify", plan, "--batch", "2", "--max-runs", "4", "--out", "c", *other, cwd=folder)
+    for again in refused:
         assert again.returncode == 2, again.stdout
         assert "began with α 0.05 and first seed 310000" in again.stderr and "Traceback" not in again.stderr
     # the certificate's seeds are in the ledger now: a validation on them in that store is refused
-    v = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "310001",
-                 "--store", "c/runs.sqlite", "--out", "v", cwd=folder)
-    assert v.returncode == 2 and "seeds 310001 by certify run certify-" in v.stderr
+    assert taken.returncode == 2 and "seeds 310001 by certify run certify-" in taken.stderr
     # the same α and seeds resume (nothing trained again: the same seeds, the same outcomes)
-    same = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
     assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["finals"] == cert.evidence["finals"]
 
 
 def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_seed(depl_cli, plan):
-    folder = plan.parent
-    r = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
+    args = ["validate", "digits-small", plan, "--seeds", "2", "--out", "v"]
+    r, again, apart, same = depl_cli.each(   # one start-up for them all, one after another as a user runs them
+        [[*args, "--json"], [*args, "--first-seed", "410001"], [*args, "--first-seed", "900000"], [*args, "--json"]],
+        cwd=plan.parent)
     assert r.returncode in (0, 4), r.stderr
     report = json.loads(r.stdout)
     assert report["seeds"] == [[410_000, 410_001]], report.get("seeds")
     assert "on seeds 410000..410001" in r.stderr and "kept clear of the plan's lineage" in r.stderr
     # another range in the same store: refused, saying the range the validation began with
-    again = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410001", "--out", "v",
-                     cwd=folder)
     assert again.returncode == 2 and "seeds 410001 by validate run plan-" in again.stderr
-    apart = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "900000", "--out", "v",
-                     cwd=folder)
     assert apart.returncode == 2 and "began with seeds 410000..410001" in apart.stderr
     # its own seeds resume (judged again, nothing trained)
-    same = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
     assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["coverage"] == report["evidence"]["coverage"]
 
 
@@ -172,15 +170,15 @@ def test_the_task_seed_book_refuses_a_jobs_seeds_in_another_store_and_lets_each_
     a command resumes)."""
     book = {"DEPL_SEED_LEDGER": str(tmp_path / "book")}
 
-    def validate(out, first):
-        return depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", str(first), "--out",
-                        str(tmp_path / out), cwd=tmp_path, env=book)
+    def validate(*runs):   # (folder, first seed) each, one after another in one interpreter
+        return depl_cli.each([["validate", "digits-small", plan, "--seeds", "2", "--first-seed", str(first), "--out",
+                               str(tmp_path / out)] for out, first in runs], cwd=tmp_path, env=book)
 
-    assert validate("a", 1200000).returncode in (0, 4)
-    other = validate("b", 1200000)
+    first, other = validate(("a", 1200000), ("b", 1200000))
+    assert first.returncode in (0, 4), first.stderr
     assert other.returncode == 2 and "seed book" in other.stderr and not (tmp_path / "b").exists()
-    assert validate("b", 1200010).returncode in (0, 4)
-    again = validate("a", 1200000)
+    own, again = validate(("b", 1200010), ("a", 1200000))
+    assert own.returncode in (0, 4), own.stderr
     assert again.returncode in (0, 4), again.stderr
 
 
