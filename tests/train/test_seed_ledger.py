@@ -58,15 +58,13 @@ def test_a_refusal_is_one_line_and_lists_every_use_under_verbose_or_json(depl_cl
     """Both calibration experiments of digits-small ran on 300000..300063: the refusal names the first and counts
     the other; `depl --verbose` lists each on a line of its own, --json as data."""
     args = ("certify", plan, "--max-runs", "100", "--first-seed", "300010", "--out", "refused")
-    r = depl_cli(*args, cwd=plan.parent)
+    r, loud, j = depl_cli.each([args, ("--verbose", *args), (*args, "--json")], cwd=plan.parent)   # one start-up
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "seeds 300010..300063 by calibration experiment full" in r.stderr
     assert "and 1 more use (calibration): 54 seeds in all, 300010..300063" in r.stderr
-    loud = depl_cli("--verbose", *args, cwd=plan.parent)
     lines = loud.stderr.strip().splitlines()
     assert loud.returncode == 2 and lines[0] == r.stderr.strip().splitlines()[0] and len(lines) == 3, loud.stderr
     assert lines[2].strip().startswith("seeds 300010..300063 by calibration experiment pruned-0.5")
-    j = depl_cli(*args, "--json", cwd=plan.parent)
     d = json.loads(j.stdout)
     assert d["exit_code"] == 2 and [u["seeds"] for u in d["seeds_used"]] == [[[300010, 300063]]] * 2
 
