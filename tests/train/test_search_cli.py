@@ -90,30 +90,35 @@ def test_a_rerun_replays_the_store_to_the_same_decisions_without_training(depl_c
         assert {rid: st.losses(rid) for rid in before} == before
 
 
-@pytest.mark.parametrize("args, what", [(("--alpha", "0.1"), "--alpha (was 0.05)"),
-                                       (("--first-seed", "900000"), "--first-seed (was"),   # a seed clear of the lineage
-                                       (("--batch", "16"), "--batch (was 10)"),
-                                       (("--prior", "uniform"), "--prior (was spiked)"),
-                                       (("--allocation", "focus"), "--allocation (was all)"),
-                                       (("--max-runs", "20"), "--max-runs only grows"),
-                                       (("--quantile", "0.55"), "ω (--quantile) (was 0.5)")])
-def test_a_rerun_that_would_analyse_the_stores_seeds_otherwise_is_refused(depl_cli, searched, args, what):
+OTHERWISE = [(("--alpha", "0.1"), "--alpha (was 0.05)"),
+             (("--first-seed", "900000"), "--first-seed (was"),   # a seed clear of the lineage
+             (("--batch", "16"), "--batch (was 10)"),
+             (("--prior", "uniform"), "--prior (was spiked)"),
+             (("--allocation", "focus"), "--allocation (was all)"),
+             (("--max-runs", "20"), "--max-runs only grows"),
+             (("--quantile", "0.55"), "ω (--quantile) (was 0.5)")]
+
+
+def test_a_rerun_that_would_analyse_the_stores_seeds_otherwise_is_refused(depl_cli, searched):
     """A store binds everything the search's decisions depend on; only a larger --max-runs goes on."""
     folder, _ = searched
     with Store(folder / "runs.sqlite") as st:
         before = st.count_epochs()
     listed = (folder / "search-candidates.json").read_text()
-    i = ARGS.index(args[0]) if args[0] in ARGS else None
-    argv = list(ARGS)
-    if i is not None:
-        argv[i + 1] = args[1]
-    else:
-        argv += list(args)
-    r = depl_cli(*argv, cwd=folder)
-    assert r.returncode == 2, r.stderr
-    line = [x for x in r.stderr.splitlines() if x.startswith("error") or "error:" in x]
-    assert what in r.stderr and "analysed once" in r.stderr or "only grows" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and len(line) == 1
+    commands = []
+    for args, _ in OTHERWISE:   # the search's command with one option changed (or added)
+        i = ARGS.index(args[0]) if args[0] in ARGS else None
+        argv = list(ARGS)
+        if i is not None:
+            argv[i + 1] = args[1]
+        else:
+            argv += list(args)
+        commands.append(argv)
+    for r, (args, what) in zip(depl_cli.each(commands, cwd=folder), OTHERWISE):   # one start-up for them all
+        assert r.returncode == 2, (args, r.stderr)
+        line = [x for x in r.stderr.splitlines() if x.startswith("error") or "error:" in x]
+        assert what in r.stderr and "analysed once" in r.stderr or "only grows" in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr and len(line) == 1, (args, r.stderr)
     with Store(folder / "runs.sqlite") as st:
         assert st.count_epochs() == before                          # nothing trained
     assert (folder / "search-candidates.json").read_text() == listed
@@ -266,18 +271,22 @@ EDITS = {   # on the JSON of the plan's certificate (depl.certificate.Certificat
 }
 
 
-@pytest.mark.parametrize("edit", list(EDITS))
-def test_an_edited_search_certificate_is_refused_before_anything_trains(depl_cli, searched, edit):
+def test_an_edited_search_certificate_is_refused_before_anything_trains(depl_cli, searched):
     """A plan's search certificate is checked against its store's manifest and recounted: an edited one is one
     line, exit 2, and `depl validate` trains nothing (it would have trained the search's own seeds)."""
     folder, _ = searched
-    plan = json.loads((folder / "plan.json").read_text())
-    EDITS[edit](plan["info"]["certificate"])
-    name = f"edited-{list(EDITS).index(edit)}.json"
-    (folder / name).write_text(json.dumps(plan))
-    r = depl_cli("validate", "digits-small", name, "--seeds", "2", "--out", f"v-{name}", cwd=folder, env=book(folder))
-    assert "info.certificate" in _one_error_line(r)
-    assert not (folder / f"v-{name}").exists()
+    names = []
+    for k, edit in enumerate(EDITS.values()):
+        plan = json.loads((folder / "plan.json").read_text())
+        edit(plan["info"]["certificate"])
+        names.append(f"edited-{k}.json")
+        (folder / names[-1]).write_text(json.dumps(plan))
+    refused = depl_cli.each(   # one start-up for them all
+        [["validate", "digits-small", name, "--seeds", "2", "--out", f"v-{name}"] for name in names], cwd=folder,
+        env=book(folder))
+    for r, name, edit in zip(refused, names, EDITS):
+        assert "info.certificate" in _one_error_line(r), edit
+        assert not (folder / f"v-{name}").exists(), edit
 
 
 def test_a_store_deleted_and_made_again_is_another_analysis_of_the_same_seeds(depl_cli, tmp_path):
