@@ -38,20 +38,24 @@ def test_the_defaults_lie_above_the_lineage_in_blocks_apart():
     assert [round_up(x) for x in (1, 20, 1064, 300_064, 99_001)] == [1, 20, 1100, 310_000, 100_000]
 
 
-@pytest.mark.parametrize("command, first, seeds, used_by", [
+LINEAGE = [
     ("certify", "300010", "300010..300063", "calibration experiment full"),     # certified on its calibration runs
     ("certify", "0", "0..14", "the law's fit"),                                 # on the law's fitting seeds
     ("validate", "300000", "300000..300001", "calibration experiment"),         # its calibration runs as held out
     ("validate", "13", "13..14", "the law's fit"),
     ("validate --adaptive", "300062", "300062..300063", "calibration experiment"),  # the closed loop's seeds too
-])
-def test_seeds_of_the_plans_lineage_are_refused_naming_them(depl_cli, plan, command, first, seeds, used_by):
-    args = (["certify", plan, "--max-runs", "100"] if command == "certify"
-            else ["validate", "digits-small", plan, "--seeds", "2", *command.split()[1:]])
-    r = depl_cli(*args, "--first-seed", first, "--out", "refused", cwd=plan.parent)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert f"seeds {seeds} by {used_by}" in r.stderr and "the first free seed is" in r.stderr
-    assert "Traceback" not in r.stderr and not (plan.parent / "refused").exists()   # refused before any work
+]
+
+
+def test_seeds_of_the_plans_lineage_are_refused_naming_them(depl_cli, plan):
+    commands = [[*(["certify", plan, "--max-runs", "100"] if command == "certify"
+                   else ["validate", "digits-small", plan, "--seeds", "2", *command.split()[1:]]),
+                 "--first-seed", first, "--out", "refused"] for command, first, _, _ in LINEAGE]
+    for r, (command, first, seeds, used_by) in zip(depl_cli.each(commands, cwd=plan.parent), LINEAGE):  # one start-up
+        assert r.returncode == 2, (command, first, r.stdout + r.stderr)
+        assert f"seeds {seeds} by {used_by}" in r.stderr and "the first free seed is" in r.stderr, (command, r.stderr)
+        assert "Traceback" not in r.stderr, r.stderr
+    assert not (plan.parent / "refused").exists()   # each refused before any work
 
 
 def test_a_refusal_is_one_line_and_lists_every_use_under_verbose_or_json(depl_cli, plan):
