@@ -17,6 +17,7 @@ with another source tree run by run beside it, printing the ratio; then where
 the process's time goes, import by import.
 
 Run:  .venv/bin/python benchmarks/bench_planner.py  [--quick] [--before-src ../main/src] [--process-only]
+      [--repeat N]
 """
 
 from __future__ import annotations
@@ -201,8 +202,9 @@ def main() -> int:
                     help="another source tree (its src folder, e.g. a checkout of main): the whole `depl plan "
                          "paper-alexnet` process is timed with it too, run by run, and the ratio printed")
     ap.add_argument("--process-only", action="store_true", help="only the whole-process timing of part 1")
+    ap.add_argument("--repeat", type=int, help="timings per cell (default 7; 3 with --quick)")
     args = ap.parse_args()
-    repeat = 3 if args.quick else 7
+    repeat = args.repeat if args.repeat is not None else 3 if args.quick else 7
     s = load_scenario("paper-alexnet")
     print(f"python {sys.version.split()[0]}, one thread; scenario paper-alexnet (target {s.target.loss}, ω {s.target.quantile})")
 

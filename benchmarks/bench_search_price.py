@@ -157,11 +157,11 @@ def nested_rows(reps: int) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=400)
-    ap.add_argument("--quick", action="store_true", help="one landscape, 20 searches: the script runs")
+    ap.add_argument("--reps", type=int, help="searches per row (default 400; 20 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="one landscape, 20 searches unless --reps: the script runs")
     ap.add_argument("--nested", action="store_true", help="the nested candidates' table instead")
     a = ap.parse_args(argv)
-    reps = 20 if a.quick else a.reps
+    reps = a.reps if a.reps is not None else 20 if a.quick else 400
     if a.nested:
         nested_rows(reps)
         return 0

@@ -96,7 +96,7 @@ def test_a_slow_cluster_triggers_a_replan_that_meets_the_deadline(rule):
     assert d.action == "deadline-miss" and "Tmax" in d.note
 
 
-@pytest.mark.slow  # the planner inside the closed loop, 200 runs
+@pytest.mark.slow  # the planner inside the closed loop, 100 runs
 def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
     """mnist1d-small ships calibrated at the plan's length: its early epochs' levels sit at 0 or 1, where the
     law cannot be conditioned on a run's state. The policy then keeps the plan (no replacement, only sure stops):
@@ -105,7 +105,8 @@ def test_a_calibrated_law_that_cannot_be_conditioned_keeps_the_plan():
     s = scenario("level", calibrated=True)
     plan = make_plan(s, "depl")
     quick = Options(eta=60, dataset_candidates=1, polish=False)   # Policy's own planner options, but the polish
-    mc = monte_carlo(Policy(plan, s, options=quick), 200, seed=5, every=4)
+    # 100 runs: 2 of them miss ℓmax in the open loop, so the coverage compared is not 1 on both sides
+    mc = monte_carlo(Policy(plan, s, options=quick), 100, seed=5, every=4)
     assert mc.coverage >= mc.open_coverage
     assert mc.cost.mean() <= mc.open_cost * (1 + 1e-9)
 

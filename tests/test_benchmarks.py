@@ -24,14 +24,16 @@ CASES = {
     "bench_train.py": ["--epochs", "1", "--repeats", "1"],
     "bench_simulate.py": ["--quick"],
     # --before-src: the side-by-side process timing, here against this same tree
-    "bench_planner.py": ["--quick", "--skip-scaling", "--before-src", str(ROOT / "src")],
+    "bench_planner.py": ["--quick", "--skip-scaling", "--repeat", "1", "--before-src", str(ROOT / "src")],
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
     "bench_certify.py": [],
     "bench_search.py": ["--quick", "--max-runs", "100"],
-    "bench_search_price.py": ["--quick"],
+    "bench_search_price.py": ["--quick", "--reps", "1"],
     "bench_selection.py": ["--quick", "--reps", "100"],
-    "bench_profile.py": ["--seeds", "1,2", "--epochs", "1", "--rounds", "1"],
+    # digits-small: no MNIST-1D pool to generate (13 s of CPU), so --cold-data: the cells load what they train on
+    "bench_profile.py": ["--scenario", "digits-small", "--seeds", "1,2", "--epochs", "1", "--rounds", "1",
+                         "--cold-data"],
     "ab_stack_step.py": ["--base", "HEAD", "--seeds", "2", "--repeats", "1"],   # this tree's kernels against HEAD's
 }
 

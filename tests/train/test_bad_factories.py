@@ -141,18 +141,19 @@ def test_run_validate_and_certify_refuse_a_bad_draw_too(depl_cli, project):
     r = depl_cli("plan", "s.toml", "--uncalibrated", "--out", "plan.json", cwd=project)
     assert r.returncode == 0, r.stderr
     what = CASES["raises"][2]
-    refused(depl_cli("run", "plan.json", "--seeds", "5", "--out", "r", "--allow-code", ".", cwd=project), 3, what)
-    refused(depl_cli("run", "plan.json", "--adaptive", "--seeds", "5", "--out", "a", "--allow-code", ".",
-                     cwd=project), 3, what)
-    refused(depl_cli("validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v",
-                     "--allow-code", ".", cwd=project), 3, what)
+    *commands, r = depl_cli.each([   # one start-up for them all
+        ["run", "plan.json", "--seeds", "5", "--out", "r", "--allow-code", "."],
+        ["run", "plan.json", "--adaptive", "--seeds", "5", "--out", "a", "--allow-code", "."],
+        ["validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v", "--allow-code", "."],
+        ["run", "plan.json", "--seeds", "5", "--out", "r", "--allow-code", ".", "--json"]], cwd=project)
+    for refusal in commands:
+        refused(refusal, 3, what)
+    assert r.returncode == 2 and json.loads(r.stdout)["error"].startswith("your data factory mydata:load fails for "
+                                                                          "seed 3"), r.stdout
     # seed 3 again, as another user would (the validation above put 0..3 in this task's seed book)
     refused(depl_cli("certify", "plan.json", "--first-seed", "0", "--max-runs", "5", "--batch", "5", "--out", "c",
                      "--allow-code", ".", cwd=project, env={"DEPL_SEED_LEDGER": str(project / "another-book")}), 3,
             what)
-    r = depl_cli("run", "plan.json", "--seeds", "5", "--out", "r", "--allow-code", ".", "--json", cwd=project)
-    assert r.returncode == 2 and json.loads(r.stdout)["error"].startswith("your data factory mydata:load fails for "
-                                                                          "seed 3"), r.stdout
 
 
 @pytest.mark.parametrize("how", [["--workers", "1", "--seed-batch", "1"], ["--workers", "2"]],
@@ -160,17 +161,17 @@ def test_run_validate_and_certify_refuse_a_bad_draw_too(depl_cli, project):
 def test_a_draw_checked_when_its_seed_starts_keeps_the_seeds_before_it_and_a_rerun_resumes(depl_cli, project, how):
     write_factory(project, {3}, CASES["raises"][1])
     args = ["profile", "s.toml", "--epochs", "2", "--seeds", "6", "--out", "p", "--allow-code", ".", *how]
-    r = depl_cli(*args, cwd=project, code=LATE)
+    # the run, then the same code again in the same interpreter: it resumes, and stops at seed 3 again
+    first, r = depl_cli.each([args, args], cwd=project, prelude=LATE_PRELUDE)
+    refused(first, 3, CASES["raises"][2])
     refused(r, 3, CASES["raises"][2])
+    assert "resuming (6 of 12 epochs done)" in r.stdout, r.stdout + r.stderr[-2000:]   # the first kept 6 epochs
     with Store(project / "p" / "runs.sqlite", readonly=True) as st:
         (run,) = st.runs()
         kept = {s: len(v) for s, v in st.losses(run["run_id"]).items()}
     assert 3 not in kept and all(n == 2 for n in kept.values())
     # the per-seed loop trains 0, 1, 2 before 3; two workers take seeds 0-2 and 3-5, and the first ends its batch
     assert set(kept) == {0, 1, 2}
-    r = depl_cli(*args, cwd=project, code=LATE)   # the same code again: it resumes, and stops at seed 3 again
-    refused(r, 3, CASES["raises"][2])
-    assert "resuming (6 of 12 epochs done)" in r.stdout, r.stdout + r.stderr[-2000:]
     # the factory mended is other code: a run of its own (a run is identified by its code's sha256), every seed
     # trained by the mended factory; the runs of the earlier code stay as they were, never mixed in
     write_factory(project, set(), "pass")
@@ -185,23 +186,23 @@ def test_a_draw_checked_when_its_seed_starts_keeps_the_seeds_before_it_and_a_rer
 def test_runs_whose_losses_go_non_finite_are_counted_at_the_end(depl_cli, project):
     # finite inputs of 1e30 for the draws of seeds 0 and 2: the first step's loss is finite, the weights then are not
     write_factory(project, {0, 2}, "(a, b), (c, d) = draw(seed)\n    return (a * 1e30, b), (c * 1e30, d)")
-    r = depl_cli("profile", "s.toml", "--epochs", "2", "--seeds", "4", "--out", "p", "--allow-code", ".", cwd=project)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1): their losses went non-finite" in r.stdout
-    r = depl_cli("profile", "s.toml", "--epochs", "2", "--seeds", "4", "--out", "p", "--allow-code", ".", "--json",
-                 cwd=project)
-    out = json.loads(r.stdout)
-    assert r.returncode == 0 and out["diverged_runs"] == 2 and out["runs"][0]["diverged"] == [0, 2]
+    profile = ["profile", "s.toml", "--epochs", "2", "--seeds", "4", "--out", "p", "--allow-code", "."]
+    shown, again, planned, ran, validated = depl_cli.each([   # one start-up for them all
+        profile, [*profile, "--json"], ["plan", "s.toml", "--uncalibrated", "--out", "plan.json"],
+        ["run", "plan.json", "--seeds", "4", "--out", "r", "--allow-code", ".", "--json"],
+        ["validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v", "--allow-code", ".",
+         "--json"]], cwd=project)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr[-3000:]
+    assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1): their losses went non-finite" in shown.stdout
+    out = json.loads(again.stdout)
+    assert again.returncode == 0 and out["diverged_runs"] == 2 and out["runs"][0]["diverged"] == [0, 2]
     assert out["runs_trained"] == 4
-    r = depl_cli("plan", "s.toml", "--uncalibrated", "--out", "plan.json", cwd=project)
-    assert r.returncode == 0, r.stderr
-    r = depl_cli("run", "plan.json", "--seeds", "4", "--out", "r", "--allow-code", ".", "--json", cwd=project)
-    assert r.returncode == 0 and json.loads(r.stdout)["diverged"] == [0, 2], r.stderr[-2000:]
-    assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in r.stderr
-    r = depl_cli("validate", "s.toml", "plan.json", "--seeds", "4", "--first-seed", "0", "--out", "v",
-                 "--allow-code", ".", "--json", cwd=project)
-    assert r.returncode in (0, 4) and json.loads(r.stdout)["evidence"]["diverged"] == [0, 2], r.stderr[-2000:]
-    assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in r.stderr
+    assert planned.returncode == 0, planned.stderr
+    assert ran.returncode == 0 and json.loads(ran.stdout)["diverged"] == [0, 2], ran.stderr[-2000:]
+    assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in ran.stderr
+    assert validated.returncode in (0, 4) and json.loads(validated.stdout)["evidence"]["diverged"] == [0, 2], \
+        validated.stderr[-2000:]
+    assert "2 of 4 runs diverged (seed 0 at epoch 1, seed 2 at epoch 1)" in validated.stderr
 
 
 def test_every_draw_is_checked_ahead_only_where_that_is_cheap(project, monkeypatch):

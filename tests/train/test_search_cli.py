@@ -90,30 +90,35 @@ def test_a_rerun_replays_the_store_to_the_same_decisions_without_training(depl_c
         assert {rid: st.losses(rid) for rid in before} == before
 
 
-@pytest.mark.parametrize("args, what", [(("--alpha", "0.1"), "--alpha (was 0.05)"),
-                                       (("--first-seed", "900000"), "--first-seed (was"),   # a seed clear of the lineage
-                                       (("--batch", "16"), "--batch (was 10)"),
-                                       (("--prior", "uniform"), "--prior (was spiked)"),
-                                       (("--allocation", "focus"), "--allocation (was all)"),
-                                       (("--max-runs", "20"), "--max-runs only grows"),
-                                       (("--quantile", "0.55"), "ω (--quantile) (was 0.5)")])
-def test_a_rerun_that_would_analyse_the_stores_seeds_otherwise_is_refused(depl_cli, searched, args, what):
+OTHERWISE = [(("--alpha", "0.1"), "--alpha (was 0.05)"),
+             (("--first-seed", "900000"), "--first-seed (was"),   # a seed clear of the lineage
+             (("--batch", "16"), "--batch (was 10)"),
+             (("--prior", "uniform"), "--prior (was spiked)"),
+             (("--allocation", "focus"), "--allocation (was all)"),
+             (("--max-runs", "20"), "--max-runs only grows"),
+             (("--quantile", "0.55"), "ω (--quantile) (was 0.5)")]
+
+
+def test_a_rerun_that_would_analyse_the_stores_seeds_otherwise_is_refused(depl_cli, searched):
     """A store binds everything the search's decisions depend on; only a larger --max-runs goes on."""
     folder, _ = searched
     with Store(folder / "runs.sqlite") as st:
         before = st.count_epochs()
     listed = (folder / "search-candidates.json").read_text()
-    i = ARGS.index(args[0]) if args[0] in ARGS else None
-    argv = list(ARGS)
-    if i is not None:
-        argv[i + 1] = args[1]
-    else:
-        argv += list(args)
-    r = depl_cli(*argv, cwd=folder)
-    assert r.returncode == 2, r.stderr
-    line = [x for x in r.stderr.splitlines() if x.startswith("error") or "error:" in x]
-    assert what in r.stderr and "analysed once" in r.stderr or "only grows" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and len(line) == 1
+    commands = []
+    for args, _ in OTHERWISE:   # the search's command with one option changed (or added)
+        i = ARGS.index(args[0]) if args[0] in ARGS else None
+        argv = list(ARGS)
+        if i is not None:
+            argv[i + 1] = args[1]
+        else:
+            argv += list(args)
+        commands.append(argv)
+    for r, (args, what) in zip(depl_cli.each(commands, cwd=folder), OTHERWISE):   # one start-up for them all
+        assert r.returncode == 2, (args, r.stderr)
+        line = [x for x in r.stderr.splitlines() if x.startswith("error") or "error:" in x]
+        assert what in r.stderr and "analysed once" in r.stderr or "only grows" in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr and len(line) == 1, (args, r.stderr)
     with Store(folder / "runs.sqlite") as st:
         assert st.count_epochs() == before                          # nothing trained
     assert (folder / "search-candidates.json").read_text() == listed
@@ -186,13 +191,13 @@ def test_the_searchs_seeds_are_refused_to_another_store_and_to_certify(depl_cli,
     candidate the search did not return, on those seeds is refused, whatever store or plan file it uses."""
     folder, r = searched
     first = search_fields(json.loads(r.stdout)["certificate"])["first_seed"]
-    again = depl_cli(*ARGS[:-2], "--out", str(tmp_path / "other.json"), "--first-seed", str(first), cwd=tmp_path,
-                     env=book(folder))
+    again, law, cert = depl_cli.each([   # one start-up for the three (the plan without --certify uses no seed)
+        [*ARGS[:-2], "--out", tmp_path / "other.json", "--first-seed", first],
+        ["plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--out", "law.json"],
+        ["certify", "law.json", "--first-seed", first + 3, "--max-runs", "4", "--out", "c"]], cwd=tmp_path,
+        env=book(folder))
     assert "seed book" in _one_error_line(again) and not (tmp_path / "other.json").exists()
-    law = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--out", "law.json", cwd=tmp_path)
     assert law.returncode == 0, law.stderr
-    cert = depl_cli("certify", "law.json", "--first-seed", str(first + 3), "--max-runs", "4", "--out", "c",
-                    cwd=tmp_path, env=book(folder))
     assert "seed book" in _one_error_line(cert) and not (tmp_path / "c").exists()
 
 
@@ -220,7 +225,8 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
     c1 = search_fields(json.loads(one.stdout)["certificate"])
     with Store(tmp_path / "runs.sqlite") as st:
         held = {rid: st.losses(rid) for rid in {c["trains_with"] for c in c1["candidates"]}}
-    two = depl_cli(*args, "--max-runs", "4", cwd=tmp_path)
+    # at 4, a rerun at 4 and a refused 3, one after another in one interpreter (one start-up)
+    two, three, smaller = depl_cli.each([[*args, "--max-runs", n] for n in (4, 4, 3)], cwd=tmp_path)
     assert two.returncode in (0, 3), two.stderr
     c2 = search_fields(json.loads(two.stdout)["certificate"])
     assert c2["first_seed"] == c1["first_seed"] and c2["seeds"][0] == c1["seeds"][0]
@@ -230,10 +236,10 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
             assert b["met"] >= a["met"] and b["runs"] - a["runs"] >= b["met"] - a["met"]
         assert a["verdict"] != "dropped" or b["verdict"] == "dropped"        # a past decision stands
     assert any(b["runs"] > a["runs"] for a, b in zip(c1["candidates"], c2["candidates"]))
-    with Store(tmp_path / "runs.sqlite") as st:
-        for rid, losses in held.items():
+    with Store(tmp_path / "runs.sqlite") as st:   # after all three: the first's runs as they were, and the rerun
+        for rid, losses in held.items():           # trained nothing (the store holds what the search at 4 trained)
             assert {s: v for s, v in st.losses(rid).items() if s in losses} == losses
-        epochs = st.count_epochs()
+        assert st.count_epochs() == c2["seed_epochs"]
     keep = ("verdict", "runs", "met", "first_counted", "dropped_after", "priced_out", "lower_bound")
     (tmp_path / "whole").mkdir()
     whole = depl_cli(*args, "--max-runs", "4", "--first-seed", str(c1["first_seed"]), cwd=tmp_path / "whole",
@@ -241,12 +247,10 @@ def test_a_larger_max_runs_goes_on_where_the_search_stopped(depl_cli, tmp_path):
     cw = search_fields(json.loads(whole.stdout)["certificate"])
     assert whole.returncode == two.returncode and (cw["returned"], cw["seeds"]) == (c2["returned"], c2["seeds"])
     assert [[c[k] for k in keep] for c in cw["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
-    three = depl_cli(*args, "--max-runs", "4", cwd=tmp_path)
     c3 = search_fields(json.loads(three.stdout)["certificate"])
     assert [[c[k] for k in keep] for c in c3["candidates"]] == [[c[k] for k in keep] for c in c2["candidates"]]
-    with Store(tmp_path / "runs.sqlite") as st:
-        assert st.count_epochs() == epochs
-    assert "only grows" in _one_error_line(depl_cli(*args, "--max-runs", "3", cwd=tmp_path))
+    assert c3["seed_epochs"] == c2["seed_epochs"]
+    assert "only grows" in _one_error_line(smaller)
 
 
 def _dropped_or_not_returned(cert: dict) -> int:
@@ -267,18 +271,22 @@ EDITS = {   # on the JSON of the plan's certificate (depl.certificate.Certificat
 }
 
 
-@pytest.mark.parametrize("edit", list(EDITS))
-def test_an_edited_search_certificate_is_refused_before_anything_trains(depl_cli, searched, edit):
+def test_an_edited_search_certificate_is_refused_before_anything_trains(depl_cli, searched):
     """A plan's search certificate is checked against its store's manifest and recounted: an edited one is one
     line, exit 2, and `depl validate` trains nothing (it would have trained the search's own seeds)."""
     folder, _ = searched
-    plan = json.loads((folder / "plan.json").read_text())
-    EDITS[edit](plan["info"]["certificate"])
-    name = f"edited-{list(EDITS).index(edit)}.json"
-    (folder / name).write_text(json.dumps(plan))
-    r = depl_cli("validate", "digits-small", name, "--seeds", "2", "--out", f"v-{name}", cwd=folder, env=book(folder))
-    assert "info.certificate" in _one_error_line(r)
-    assert not (folder / f"v-{name}").exists()
+    names = []
+    for k, edit in enumerate(EDITS.values()):
+        plan = json.loads((folder / "plan.json").read_text())
+        edit(plan["info"]["certificate"])
+        names.append(f"edited-{k}.json")
+        (folder / names[-1]).write_text(json.dumps(plan))
+    refused = depl_cli.each(   # one start-up for them all
+        [["validate", "digits-small", name, "--seeds", "2", "--out", f"v-{name}"] for name in names], cwd=folder,
+        env=book(folder))
+    for r, name, edit in zip(refused, names, EDITS):
+        assert "info.certificate" in _one_error_line(r), edit
+        assert not (folder / f"v-{name}").exists(), edit
 
 
 def test_a_store_deleted_and_made_again_is_another_analysis_of_the_same_seeds(depl_cli, tmp_path):
@@ -290,9 +298,9 @@ def test_a_store_deleted_and_made_again_is_another_analysis_of_the_same_seeds(de
     first = search_fields(json.loads(one.stdout)["certificate"])["first_seed"]
     for f in ("runs.sqlite", "search-candidates.json"):
         (tmp_path / f).unlink()
-    again = depl_cli(*args, "--batch", "4", "--first-seed", str(first), cwd=tmp_path)
+    again, fresh = depl_cli.each([[*args, "--batch", "4", "--first-seed", first], [*args, "--batch", "4"]],
+                                 cwd=tmp_path)
     assert "seed book" in _one_error_line(again)
-    fresh = depl_cli(*args, "--batch", "4", cwd=tmp_path)
     assert search_fields(json.loads(fresh.stdout)["certificate"])["first_seed"] > first + 1
 
 
@@ -304,13 +312,14 @@ def test_uses_and_the_horizon_are_the_searchs_recorded_priced_with_and_binding(d
 
     args = ("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2", "--batch",
             "2", "--out", "p.json", "--json")
-    few = depl_cli(*args, "--uses", "10", "--horizon", "40", cwd=tmp_path)
+    few, uses, horizon, same = depl_cli.each(   # one start-up for the four; the last replays the store
+        [[*args, "--uses", "10", "--horizon", "40"], [*args, "--uses", "1000000"], [*args, "--horizon", "1000"],
+         args], cwd=tmp_path)
     c = search_fields(json.loads(few.stdout)["certificate"])
     assert c["uses"] == 10 and "runs' cost" in few.stderr and "law p" in few.stderr
     assert sum(r["weight"] for r in c["candidates"] if not r.get("proposal")) == pytest.approx(0.75)
-    assert "--uses (was 10" in _one_error_line(depl_cli(*args, "--uses", "1000000", cwd=tmp_path))
-    assert "--horizon (was 40)" in _one_error_line(depl_cli(*args, "--horizon", "1000", cwd=tmp_path))
-    same = depl_cli(*args, cwd=tmp_path)                        # replays the store, trains nothing
+    assert "--uses (was 10" in _one_error_line(uses)
+    assert "--horizon (was 40)" in _one_error_line(horizon)
     for r in (few, same):
         c = search_fields(json.loads(r.stdout)["certificate"])
         assert c["uses"] == 10 and c["horizon"] == 40, r.stderr

@@ -38,42 +38,49 @@ def test_the_defaults_lie_above_the_lineage_in_blocks_apart():
     assert [round_up(x) for x in (1, 20, 1064, 300_064, 99_001)] == [1, 20, 1100, 310_000, 100_000]
 
 
-@pytest.mark.parametrize("command, first, seeds, used_by", [
+LINEAGE = [
     ("certify", "300010", "300010..300063", "calibration experiment full"),     # certified on its calibration runs
     ("certify", "0", "0..14", "the law's fit"),                                 # on the law's fitting seeds
     ("validate", "300000", "300000..300001", "calibration experiment"),         # its calibration runs as held out
     ("validate", "13", "13..14", "the law's fit"),
     ("validate --adaptive", "300062", "300062..300063", "calibration experiment"),  # the closed loop's seeds too
-])
-def test_seeds_of_the_plans_lineage_are_refused_naming_them(depl_cli, plan, command, first, seeds, used_by):
-    args = (["certify", plan, "--max-runs", "100"] if command == "certify"
-            else ["validate", "digits-small", plan, "--seeds", "2", *command.split()[1:]])
-    r = depl_cli(*args, "--first-seed", first, "--out", "refused", cwd=plan.parent)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert f"seeds {seeds} by {used_by}" in r.stderr and "the first free seed is" in r.stderr
-    assert "Traceback" not in r.stderr and not (plan.parent / "refused").exists()   # refused before any work
+]
+
+
+def test_seeds_of_the_plans_lineage_are_refused_naming_them(depl_cli, plan):
+    commands = [[*(["certify", plan, "--max-runs", "100"] if command == "certify"
+                   else ["validate", "digits-small", plan, "--seeds", "2", *command.split()[1:]]),
+                 "--first-seed", first, "--out", "refused"] for command, first, _, _ in LINEAGE]
+    for r, (command, first, seeds, used_by) in zip(depl_cli.each(commands, cwd=plan.parent), LINEAGE):  # one start-up
+        assert r.returncode == 2, (command, first, r.stdout + r.stderr)
+        assert f"seeds {seeds} by {used_by}" in r.stderr and "the first free seed is" in r.stderr, (command, r.stderr)
+        assert "Traceback" not in r.stderr, r.stderr
+    assert not (plan.parent / "refused").exists()   # each refused before any work
 
 
 def test_a_refusal_is_one_line_and_lists_every_use_under_verbose_or_json(depl_cli, plan):
     """Both calibration experiments of digits-small ran on 300000..300063: the refusal names the first and counts
     the other; `depl --verbose` lists each on a line of its own, --json as data."""
     args = ("certify", plan, "--max-runs", "100", "--first-seed", "300010", "--out", "refused")
-    r = depl_cli(*args, cwd=plan.parent)
+    r, loud, j = depl_cli.each([args, ("--verbose", *args), (*args, "--json")], cwd=plan.parent)   # one start-up
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "seeds 300010..300063 by calibration experiment full" in r.stderr
     assert "and 1 more use (calibration): 54 seeds in all, 300010..300063" in r.stderr
-    loud = depl_cli("--verbose", *args, cwd=plan.parent)
     lines = loud.stderr.strip().splitlines()
     assert loud.returncode == 2 and lines[0] == r.stderr.strip().splitlines()[0] and len(lines) == 3, loud.stderr
     assert lines[2].strip().startswith("seeds 300010..300063 by calibration experiment pruned-0.5")
-    j = depl_cli(*args, "--json", cwd=plan.parent)
     d = json.loads(j.stdout)
     assert d["exit_code"] == 2 and [u["seeds"] for u in d["seeds_used"]] == [[[300010, 300063]]] * 2
 
 
 def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_cli, plan):
-    folder = plan.parent
-    r = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
+    others = (["--alpha", "0.1"], ["--first-seed", "700000"])
+    r, *refused, taken, same = depl_cli.each(   # one start-up for them all, one after another as a user runs them
+        [["certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json"]] +
+        [["certify", plan, "--batch", "2", "--max-runs", "4", "--out", "c", *other] for other in others] +
+        [["validate", "digits-small", plan, "--seeds", "2", "--first-seed", "310001", "--store", "c/runs.sqlite",
+          "--out", "v"],
+         ["certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json"]], cwd=plan.parent)
     assert r.returncode in (0, 3, 4), r.stderr
     out = json.loads(r.stdout)
     cert = Certificate.from_json({k: v for k, v in out.items() if k not in ("report", "exit_code")})
@@ -81,35 +88,28 @@ def test_certify_takes_free_seeds_by_default_and_resumes_only_as_it_began(depl_c
     assert "certifying" in r.stderr and "on seeds from 310000" in r.stderr
     assert {u["kind"] for u in cert.evidence["ledger"]} == {"fit", "calibration"}
     # a resumed certificate with another α, or another first seed: refused, saying what it began with
-    for other in (["--alpha", "0.1"], ["--first-seed", "700000"]):
-        again = depl_cli("certify", plan, "--batch", "2", "--max-runs", "4", "--out", "c", *other, cwd=folder)
+    for again in refused:
         assert again.returncode == 2, again.stdout
         assert "began with α 0.05 and first seed 310000" in again.stderr and "Traceback" not in again.stderr
     # the certificate's seeds are in the ledger now: a validation on them in that store is refused
-    v = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "310001",
-                 "--store", "c/runs.sqlite", "--out", "v", cwd=folder)
-    assert v.returncode == 2 and "seeds 310001 by certify run certify-" in v.stderr
+    assert taken.returncode == 2 and "seeds 310001 by certify run certify-" in taken.stderr
     # the same α and seeds resume (nothing trained again: the same seeds, the same outcomes)
-    same = depl_cli("certify", plan, "--batch", "2", "--max-runs", "2", "--out", "c", "--json", cwd=folder)
     assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["finals"] == cert.evidence["finals"]
 
 
 def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_seed(depl_cli, plan):
-    folder = plan.parent
-    r = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
+    args = ["validate", "digits-small", plan, "--seeds", "2", "--out", "v"]
+    r, again, apart, same = depl_cli.each(   # one start-up for them all, one after another as a user runs them
+        [[*args, "--json"], [*args, "--first-seed", "410001"], [*args, "--first-seed", "900000"], [*args, "--json"]],
+        cwd=plan.parent)
     assert r.returncode in (0, 4), r.stderr
     report = json.loads(r.stdout)
     assert report["seeds"] == [[410_000, 410_001]], report.get("seeds")
     assert "on seeds 410000..410001" in r.stderr and "kept clear of the plan's lineage" in r.stderr
     # another range in the same store: refused, saying the range the validation began with
-    again = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "410001", "--out", "v",
-                     cwd=folder)
     assert again.returncode == 2 and "seeds 410001 by validate run plan-" in again.stderr
-    apart = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", "900000", "--out", "v",
-                     cwd=folder)
     assert apart.returncode == 2 and "began with seeds 410000..410001" in apart.stderr
     # its own seeds resume (judged again, nothing trained)
-    same = depl_cli("validate", "digits-small", plan, "--seeds", "2", "--out", "v", "--json", cwd=folder)
     assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["coverage"] == report["evidence"]["coverage"]
 
 
@@ -172,15 +172,15 @@ def test_the_task_seed_book_refuses_a_jobs_seeds_in_another_store_and_lets_each_
     a command resumes)."""
     book = {"DEPL_SEED_LEDGER": str(tmp_path / "book")}
 
-    def validate(out, first):
-        return depl_cli("validate", "digits-small", plan, "--seeds", "2", "--first-seed", str(first), "--out",
-                        str(tmp_path / out), cwd=tmp_path, env=book)
+    def validate(*runs):   # (folder, first seed) each, one after another in one interpreter
+        return depl_cli.each([["validate", "digits-small", plan, "--seeds", "2", "--first-seed", str(first), "--out",
+                               str(tmp_path / out)] for out, first in runs], cwd=tmp_path, env=book)
 
-    assert validate("a", 1200000).returncode in (0, 4)
-    other = validate("b", 1200000)
+    first, other = validate(("a", 1200000), ("b", 1200000))
+    assert first.returncode in (0, 4), first.stderr
     assert other.returncode == 2 and "seed book" in other.stderr and not (tmp_path / "b").exists()
-    assert validate("b", 1200010).returncode in (0, 4)
-    again = validate("a", 1200000)
+    own, again = validate(("b", 1200010), ("a", 1200000))
+    assert own.returncode in (0, 4), own.stderr
     assert again.returncode in (0, 4), again.stderr
 
 
