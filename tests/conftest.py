@@ -10,6 +10,8 @@ import tempfile
 
 import pytest
 
+import forked
+
 os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
 # The automatic choice of how seeds train measures for seconds to a minute per network: off in every test (the
 # fixed defaults, as with --seed-batch 32), but the tests of the choice itself, which turn it on with a cache of
@@ -63,9 +65,14 @@ class DeplCli:
         return {k: v for k, v in merged.items() if v is not None}
 
     def __call__(self, *args, cwd=None, env: dict[str, str | None] | None = None, timeout: float = 900,
-                 code: str = ENTRY, safe_path: bool = False, prefix: list[str] = ()) -> subprocess.CompletedProcess:
-        return subprocess.run(self.argv(*args, code=code, safe_path=safe_path, prefix=prefix), capture_output=True,
-                              text=True, cwd=cwd, env=self.environ(env), timeout=timeout)
+                 code: str = ENTRY, safe_path: bool = False, prefix: list[str] = (),
+                 _each: bool = False) -> subprocess.CompletedProcess:
+        argv = self.argv(*args, code=code, safe_path=safe_path, prefix=prefix)
+        if forked.usable(code == ENTRY or _each, env, prefix):   # forked from a warm interpreter (tests/forked.py)
+            done = forked.ZYG.run(code, list(args), cwd, self.environ(env), timeout, safe_path, argv)
+            if done is not None:
+                return done
+        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=self.environ(env), timeout=timeout)
 
     def each(self, commands: list[list], cwd=None, env: dict[str, str | None] | None = None,
              timeout: float = 900, prelude: str = "", safe_path: bool = False,
@@ -76,7 +83,7 @@ class DeplCli:
         import json
 
         r = self(json.dumps([[str(a) for a in c] for c in commands]), cwd=cwd, env=env, timeout=timeout,
-                 code=EACH.replace("{prelude}", prelude), safe_path=safe_path, prefix=prefix)
+                 code=EACH.replace("{prelude}", prelude), safe_path=safe_path, prefix=prefix, _each=not prelude)
         # each piece after the first: the exit code of the command before it, a newline, the next command's output
         outs, errs = r.stdout.split(MARK), r.stderr.split(MARK)
         assert len(outs) == len(errs) == len(commands) + 1, (r.returncode, r.stderr[-2000:])
