@@ -125,7 +125,11 @@ class Zygote:
                    "err": err, "safe_path": safe_path, "env": env, "code": code}
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
             self.proc.stdin.flush()
-            pid = self._line(time.monotonic() + 60)["pid"]
+            started = self._line(time.monotonic() + 60)
+            if started is None:   # the zygote died (or hangs): this command and the next afresh
+                self.stop()
+                return None
+            pid = started["pid"]
             deadline = time.monotonic() + timeout
             done = self._line(deadline)
             if done is None:   # past its timeout: the command and whatever it started
