@@ -165,13 +165,17 @@ def test_the_decision_without_measuring_few_seeds_another_device_off_given_or_no
     assert executors.decide(runs, todo=0).how == "done"
     gpu = executors.decide(runs, device="cuda")
     assert gpu.how == "device" and "device cuda" in gpu.why and gpu.options.seed_batch == 32
+    # on a GPU one process trains the stacks unless --workers is given (several would each start CUDA)
+    assert (gpu.executor.name, gpu.workers) == ("stack", 1)
+    assert executors.decide(runs, device="cuda", seed_batch=8).executor.name == "stack"
+    assert executors.decide(runs, device="cuda", workers=3).executor.name == "processes"
     given = executors.decide(runs, workers=1, threads=1)
     assert (given.how, given.executor.name, given.batch) == ("named", "stack", 3)
     assert given.why == "given: --workers 1, --threads 1; nothing measured"
     monkeypatch.setenv("DEPL_AUTOCHOICE", "0")
     off = executors.decide(runs)
     assert off.how == "off" and off.options.seed_batch == 32
-    assert not (tmp_path / "cache").exists()   # none of them measured
+    assert not list(tmp_path.glob("cache/autochoice-*.json"))   # none of them measured (data/: MNIST-1D's pool)
 
 
 def test_depl_run_measures_prints_and_records_its_choice_then_reads_it_back_and_options_override_it(

@@ -160,3 +160,13 @@ def test_the_command_line_trains_by_the_executor_it_names(tmp_path):
     assert out["test-backwards"] == out["loop"] and all(len(v) == 3 for v in out["loop"].values())
     r = CliRunner().invoke(app, ["profile", "mnist1d-small", "--executor", "nope", "--out", str(tmp_path / "p")])
     assert r.exit_code == 2 and "executor 'nope'" in r.output and "test-backwards" in r.output
+
+
+def test_worker_processes_are_spawned_once_the_parent_started_cuda_or_several_threads():
+    """A process forked after its parent started CUDA cannot use CUDA (nor a forked OpenMP pool its threads)."""
+    import multiprocessing as mp
+
+    from depl.train.engine.seeds import _start_method
+
+    assert _start_method(1, cuda_started=True) == "spawn" and _start_method(4) == "spawn"
+    assert _start_method(1) == ("fork" if "fork" in mp.get_all_start_methods() else "spawn")

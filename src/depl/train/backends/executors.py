@@ -190,10 +190,19 @@ def decide(runs: Sequence[Run], *, executor: str | None = None, todo: int | None
                    stackable=stackable)
 
 
+def _one_process_on_a_gpu(fixed: Options, runs: Sequence[Run]) -> Options:
+    """On a device other than the CPU the seeds train as stacks in this one process unless --workers says otherwise:
+    worker processes on one GPU would each start CUDA (and a process forked after CUDA started cannot use it).  On an
+    NVIDIA H200 one process training a stack of 32 fashion-small seeds ran 1.86× as fast as 16 CPU threads
+    (docs/results/speed.md, "On a GPU")."""
+    device = fixed.device or next((r[1].options.device for r in runs), "cpu")
+    return fixed if device == "cpu" or fixed.workers is not None else replace(fixed, workers=1)
+
+
 def _decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said, options) -> Decision:
     given = {k: v for k, v in (("seed_batch", seed_batch), ("workers", workers), ("threads", threads))
              if v is not None}
-    fixed = Options(**given, **options)
+    fixed = _one_process_on_a_gpu(Options(**given, **options), runs)
     if executor is not None:
         return Decision(get(executor), fixed, "named", f"the {executor} executor, as asked; nothing measured")
     if fixed.ray_address is not None:
@@ -212,7 +221,7 @@ def _decide(runs, executor, todo, seed_batch, workers, threads, cache_dir, said,
     device = fixed.device or job.options.device
     if device != "cpu":
         return Decision(fixed_rule(fixed), fixed, "device", f"device {device}: the automatic choice measures on the "
-                        "CPU only, so the fixed defaults (--seed-batch and --workers choose by hand)")
+                        "CPU only, so stacks in one process (--seed-batch and --workers choose by hand)")
     if n <= FEW_SEEDS:
         return Decision(get("loop"), fixed, "few", f"{n} seed{'s' * (n > 1)} to train: too few to be worth "
                         "measuring the alternatives")

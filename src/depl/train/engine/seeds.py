@@ -281,18 +281,21 @@ def _worker(tasks, results, threads: int, parent: int) -> None:
         results.put(("done", None))
 
 
-def _start_method(parent_threads: int) -> str:
+def _start_method(parent_threads: int, cuda_started: bool = False) -> str:
     """fork when it is safe, else spawn.
 
     A forked worker starts at once with the parent's imported torch and its
     data (MNIST-1D is generated in memory; a spawned worker regenerates it,
     seconds each).  Forking is unsafe once torch has run a parallel region
     with several threads (the OpenMP pool does not survive a fork); with one
-    thread it never starts one.
+    thread it never starts one.  A process forked after its parent started
+    CUDA cannot use CUDA at all ("Cannot re-initialize CUDA in forked
+    subprocess", seen with `--device cuda --workers 16` on an H200).
     """
     import multiprocessing as mp
 
-    return "fork" if parent_threads == 1 and "fork" in mp.get_all_start_methods() else "spawn"
+    safe = parent_threads == 1 and not cuda_started
+    return "fork" if safe and "fork" in mp.get_all_start_methods() else "spawn"
 
 
 def _warm(tasks: list[Task]) -> None:
@@ -309,7 +312,7 @@ def run_on_processes(tasks: list[Task], workers: int, threads: int, writer: Writ
 
     import torch
 
-    ctx = mp.get_context(_start_method(torch.get_num_threads()))
+    ctx = mp.get_context(_start_method(torch.get_num_threads(), torch.cuda.is_initialized()))
     if ctx.get_start_method() == "fork":
         _warm(tasks)
     todo, results = ctx.Queue(), ctx.Queue()
