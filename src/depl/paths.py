@@ -19,6 +19,13 @@ def relative(path: str | os.PathLike, file: str | os.PathLike) -> str:
     return Path(os.path.relpath(Path(path).resolve(), Path(file).resolve().parent)).as_posix()
 
 
+def relative_files(values: dict, keys: tuple[str, ...], file: str | os.PathLike) -> dict[str, str]:
+    """Those of `keys` whose value in `values` names a file of this machine (a string, neither an in-memory store
+    nor a URL), as `file` records them (`relative`): for `dict.update` or `Certificate.with_evidence`."""
+    return {k: relative(values[k], file) for k in keys
+            if isinstance(values.get(k), str) and values[k] != ":memory:" and "://" not in values[k]}
+
+
 def resolved(value: str, file: str | os.PathLike) -> Path:
     """A path `file` records (`relative`), as a path of this machine: taken from `file`'s folder (an absolute
     one, which someone wrote by hand, as it is)."""

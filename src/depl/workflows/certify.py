@@ -11,7 +11,7 @@ from ..certificate import DEFAULT_ALPHA, DEFAULT_PRIOR, PRIORS, Certificate, Out
 from .common import Training, check_folder, start_training
 from .errors import as_bad_input, training_errors
 from ..jsonout import dumps
-from ..paths import relative
+from ..paths import relative_files
 from ..plan import Plan
 from ..train.loops.certify import certify as sequential, prepare, seeds_for
 
@@ -72,8 +72,7 @@ def run_certify(prep: Any, *, out: str | Path = Path("depl-certify"), store: Opt
     report = out / f"{prep.plan_file.stem}-certificate.json"
     cert = c.certificate()  # the bounds are searched once, for the file, the text and --json alike
     # the plan and the store recorded relative to the certificate's folder (depl.paths): the folder moves whole
-    kept = cert.with_evidence(**{k: relative(cert.evidence[k], report) for k in ("plan_file", "store")
-                                 if isinstance(cert.evidence.get(k), str) and "://" not in cert.evidence[k]})
+    kept = cert.with_evidence(**relative_files(cert.evidence, ("plan_file", "store"), report))
     report.write_text(dumps(kept.to_json()) + "\n", encoding="utf-8")
     return Certified(c, cert, report)
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...certificate import Certificate
 from ...ledger import Ledger, TaskSeeds, check_certificate, lineage, plan_lineage, resolve, store_uses
-from ...paths import relative
+from ...paths import relative_files
 from ...plan import Plan
 from ...scenario import Scenario, load_scenario
 from ...store import Store, store_path
@@ -138,6 +138,5 @@ def write_report(cert: Certificate, report: Path) -> None:
     """The validation's certificate (depl.validate.Validation.certificate) as its JSON file (`report`), its plan
     file and store relative to the report's folder (depl.paths: the folder moves whole); its band plot is drawn by
     depl.report.plots.plot_validation."""
-    cert = cert.with_evidence(**{k: relative(cert.evidence[k], report) for k in ("plan_file", "store")
-                                 if isinstance(cert.evidence.get(k), str) and cert.evidence[k] != ":memory:"})
+    cert = cert.with_evidence(**relative_files(cert.evidence, ("plan_file", "store"), report))
     report.write_text(json.dumps(cert.to_json(), indent=1, allow_nan=False), encoding="utf-8")
