@@ -159,7 +159,6 @@ def json_file(path: Path) -> bool:
                 if isinstance(key.get("scenario"), str) and key["scenario"].startswith("/"):
                     key["scenario"] = digest
             new = json.dumps(d, indent=1) + "\n"
-    if isinstance(d, dict) and d.get("format") == "depl.bench-routes/1":
         for route in ("calibration_route", "uncalibrated_route"):
             v = (d.get(route) or {}).get("plan")
             target = base_of(v, path) if isinstance(v, str) else None

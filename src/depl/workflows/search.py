@@ -230,10 +230,10 @@ def margin(prep: Prepared, outcomes: dict[int, list[float]], cands: list["Candid
 def without_versions(s: "Scenario", drop: set[str]) -> Optional["Scenario"]:
     """`s` with the law as fitted and without the model versions `drop` (and every switch to or from one): None
     where no version would be left or what is left is no scenario."""
-    d = scenario_dict(s.uncalibrated())
+    d = scenario_dict(s)
     d["models"] = [m for m in d["models"] if m["name"] not in drop]
     d["switches"] = [w for w in d.get("switches", []) if w["from"] not in drop and w["to"] not in drop]
-    d.pop("calibration", None)
+    d.pop("calibration", None)   # its table names the versions it was made for
     if not d["models"]:
         return None
     try:
@@ -243,13 +243,13 @@ def without_versions(s: "Scenario", drop: set[str]) -> Optional["Scenario"]:
 
 
 def _tightened(loss: float, m: Optional[dict]) -> float:
-    """ℓmax less the margin `m` showed (ℓmax / ratio, or ℓmax − shift); 10 % stricter where the runs met the law
-    (a margin all the same); ℓmax itself where no runs say (None)."""
+    """ℓmax less the margin `m` showed (ℓmax / ratio, or ℓmax − shift); 10 % stricter where the runs met the law by
+    a ratio (a margin all the same); ℓmax itself where they met it by a shift, or no runs say (None)."""
     if m is None:
         return loss
     if _optimistic(m):
         return loss / m["ratio"] if m["ratio"] is not None else loss - m["shift"]
-    return loss - 0.1 * abs(loss)
+    return loss - 0.1 * abs(loss) if m["ratio"] is not None else loss
 
 
 def propose_from_runs(prep: Prepared, dev: str = "cpu") -> Callable:
