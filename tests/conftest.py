@@ -67,19 +67,20 @@ class DeplCli:
     def __call__(self, *args, cwd=None, env: dict[str, str | None] | None = None, timeout: float = 900,
                  code: str = ENTRY, safe_path: bool = False, prefix: list[str] = (),
                  _each: bool = False) -> subprocess.CompletedProcess:
-        argv = self.argv(*args, code=code, safe_path=safe_path, prefix=prefix)
+        argv, environ = self.argv(*args, code=code, safe_path=safe_path, prefix=prefix), self.environ(env)
         if forked.usable(code == ENTRY or _each, env, prefix):   # forked from a warm interpreter (tests/forked.py)
-            done = forked.ZYG.run(code, list(args), cwd, self.environ(env), timeout, safe_path, argv)
+            done = forked.ZYG.run(code, list(args), cwd, environ, timeout, safe_path, argv)
             if done is not None:
                 return done
-        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=self.environ(env), timeout=timeout)
+        return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=environ, timeout=timeout)
 
     def each(self, commands: list[list], cwd=None, env: dict[str, str | None] | None = None,
              timeout: float = 900, prelude: str = "", safe_path: bool = False,
              prefix: list[str] = ()) -> list[subprocess.CompletedProcess]:
-        """`depl ARGS…` for each ARGS of `commands` in one fresh interpreter, one after another as the script runs
-        each (`main()` anew): a CompletedProcess each, its exit code, stdout and stderr.  `prelude`: code run
-        before depl is imported (e.g. an import hook); `safe_path`, `prefix` as for a single command."""
+        """`depl ARGS…` for each ARGS of `commands` in one process (as a single command's), one after another as
+        the script runs each (`main()` anew): a CompletedProcess each, its exit code, stdout and stderr.  `prelude`:
+        code run before depl is imported (e.g. an import hook: a fresh interpreter); `safe_path`, `prefix` as for a
+        single command."""
         import json
 
         r = self(json.dumps([[str(a) for a in c] for c in commands]), cwd=cwd, env=env, timeout=timeout,
