@@ -24,6 +24,10 @@ def test_the_lineage_line_names_experiments_on_the_same_seeds_once():
     words = Ledger([Use("fit", "the law's fit", ((0, 14),)), *cals]).words()
     assert words == "kept clear of the plan's lineage: fit 0..14; calibration 15..19 (3 experiments)"
     assert Ledger([FIT, CAL]).words() == "kept clear of the plan's lineage: fit 0..19; calibration 300000..300063"
+    # a search's counted seeds and the batches its seed book holds: one use of the seeds, merged
+    search = [Use("search", "search in runs.sqlite", ((4_900_000, 4_900_095),)),
+              Use("search", "search in the task's seed book", ((4_900_000, 4_900_127),))]
+    assert Ledger([FIT, *search]).words() == "kept clear of the plan's lineage: fit 0..19; search 4900000..4900127"
 
 
 def test_a_refusal_that_meets_many_uses_is_one_short_line_with_every_use_behind_it():

@@ -204,13 +204,25 @@ class Ledger:
         """The seeds kept clear of, in a line: "kept clear of the plan's lineage: fit 0..14; calibration …"."""
         if not self.uses:
             return "the plan's lineage records no seeds"
-        # uses of one kind on the same seeds (a scenario's experiments of one calibration) are said once, with how many
-        seen = Counter((u.kind, ranges_text(u.seeds, 2)) for u in self.uses)
+        # uses of one kind on the same seeds (a scenario's experiments of one calibration) are said once, with how
+        # many; uses of one kind whose seeds overlap (a search's counted seeds and the batches its seed book holds)
+        # once, their seeds merged
+        seen: list[list] = []   # [kind, ranges, how many]
+        for u in self.uses:
+            same = next((s for s in seen if s[0] == u.kind and s[1] == tuple(u.seeds)), None)
+            near = same or next((s for s in seen if s[0] == u.kind and s[0] != "calibration"
+                                 and any(a <= d and c <= b for a, b in s[1] for c, d in u.seeds)), None)
+            if same:
+                same[2] += 1
+            elif near:
+                near[1] = tuple(_merged([*near[1], *u.seeds]))
+            else:
+                seen.append([u.kind, tuple(u.seeds), 1])
 
         def times(kind: str, n: int) -> str:
             return "" if n == 1 else f" ({n} experiments)" if kind == "calibration" else f" (×{n})"
 
-        said = [f"{kind} {seeds}{times(kind, n)}" for (kind, seeds), n in seen.items()]
+        said = [f"{kind} {ranges_text(seeds, 2)}{times(kind, n)}" for kind, seeds, n in seen]
         most = 5   # a line: the rest counted (--json lists every use: the command's `ledger`)
         return ("kept clear of the plan's lineage: " + "; ".join(said[:most])
                 + (f"; and {len(said) - most} more" if len(said) > most else ""))

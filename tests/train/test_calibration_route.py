@@ -17,7 +17,7 @@ import tomllib
 
 from depl.certificate import Certificate
 
-from trainkit import write_own_loss_task
+from trainkit import predicts_as_exported, write_own_loss_task
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -74,6 +74,22 @@ def test_runs_of_your_own_loss_calibrate_the_scenario_they_were_profiled_from(ca
     assert plan["scenario_spec"]["training"]["loss"] == "friedman:huber"
 
 
+def test_a_calibrated_file_written_into_another_folder_still_names_your_code(calibrated, monkeypatch):
+    """`depl calibrate fitted.toml RUNS --out sub/calibrated.toml`: the file's code_dir is relative to where it is
+    written, so it names the project's code, not sub/ (a plan of it runs); written beside its scenario, the text's
+    own code_dir is kept as it was."""
+    from depl.scenario import load_scenario
+
+    monkeypatch.chdir(calibrated)
+    code, out, err = cli("calibrate", "fitted.toml", "calibration/runs.sqlite", "--out", "sub/deeper/calibrated.toml")
+    assert code == 0, err
+    text = (calibrated / "sub" / "deeper" / "calibrated.toml").read_text()
+    assert 'code_dir = "../.."' in text
+    assert load_scenario(calibrated / "sub" / "deeper" / "calibrated.toml").code_dir == str(calibrated.resolve())
+    beside = tomllib.loads((calibrated / "calibrated.toml").read_text()).get("code_dir")
+    assert beside == tomllib.loads((calibrated / "fitted.toml").read_text()).get("code_dir")
+
+
 def variant(project, name: str, pattern: str, replacement: str, source: str = "fitted.toml") -> str:
     text = (project / source).read_text()
     changed = re.sub(pattern, replacement, text, count=1, flags=re.M)
@@ -124,24 +140,8 @@ def test_a_calibration_of_another_network_certifies_nothing_and_plan_says_one_re
     assert "`depl profile SCENARIO --first-seed N`, then `depl calibrate SCENARIO RUNS`" in said["reason"]
 
 
-def _predicts_as_trained(project, folder, seed: int, exported) -> None:
-    """The kept model (depl.load_model) and its export (torch.export.load, without depl) give the same
-    predictions, one per sample: a regressor's."""
-    import torch
-
-    import depl
-
-    model = depl.load_model(project / folder, seed, allow_code=[project])
-    width = next(m for m in model.modules() if isinstance(m, torch.nn.Linear)).in_features
-    x = torch.randn(5, width, generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        mine = model(x)
-        theirs = torch.export.load(str(exported)).module()(x)
-    assert mine.shape[0] == 5 and torch.allclose(mine, theirs, atol=1e-6)
-
-
 def test_the_calibrated_plan_runs_to_a_loaded_and_exported_model(calibrated):
-    _predicts_as_trained(calibrated, "run", 200, calibrated / "model.pt2")
+    predicts_as_exported(calibrated, "run", 200, calibrated / "model.pt2")
 
 
 def test_the_certified_search_on_the_same_task_runs_to_a_loaded_and_exported_model(calibrated, monkeypatch):
@@ -155,4 +155,4 @@ def test_the_certified_search_on_the_same_task_runs_to_a_loaded_and_exported_mod
         code, out, err = cli(*args)
         assert code == 0, f"depl {' '.join(map(str, args))}\n{out}\n{err}"
     assert Certificate.of_plan(json.loads((calibrated / "search" / "plan.json").read_text())["info"]).certified
-    _predicts_as_trained(calibrated, "search-run", 400, calibrated / "search-model.pt2")
+    predicts_as_exported(calibrated, "search-run", 400, calibrated / "search-model.pt2")

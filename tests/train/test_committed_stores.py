@@ -34,6 +34,7 @@ def _certify(plan: str, first: int, out: str) -> tuple:
 
 
 MY = f"{SEARCH}/my-digits"
+REG = f"{CS}/regression/my-diabetes"
 COMMANDS = [
     _validate("digits-small", f"{SEARCH}/digits-small-2/plan.json", 730000, f"{SEARCH}/digits-small-2/fresh"),
     _validate("digits-small", f"{SEARCH}/digits-small-3/plan.json", 1610000, f"{SEARCH}/digits-small-3/fresh"),
@@ -47,6 +48,12 @@ COMMANDS = [
     _validate(f"{MY}/fitted.toml", f"{MY}/plan.json", 950000, f"{MY}/validation", "--allow-code", MY),
     _validate(f"{MY}/fitted.toml", f"{MY}/allocation-all/plan.json", 930000, f"{MY}/allocation-all/validation",
               "--allow-code", MY),
+    _validate(f"{MY}/fitted.toml", f"{MY}/today/plan.json", 4910000, f"{MY}/today/fresh", "--allow-code", MY),
+    # its regression section: each route's plan on fresh seeds
+    _validate(f"{REG}/reg-fitted.toml", f"{REG}/reg-search/plan.json", 9500, f"{REG}/reg-search/fresh",
+              "--allow-code", REG),
+    _validate(f"{REG}/reg-calibration/calibrated.toml", f"{REG}/reg-calibration/plan.json", 9700,
+              f"{REG}/reg-calibration/fresh", "--allow-code", REG),
     # docs/certificate.md, "The built-ins, certified" (mnist1d-small's first default plan was made with a law the
     # built-in no longer has: its validation is refused for that, and mnist1d-small-default-2 is the one of today's)
     _validate("digits-small", f"{PLANS}/digits-small-default.json", 400000, "o-digits",
@@ -63,9 +70,10 @@ COMMANDS = [
 def _copy(to: Path) -> None:
     """What each command reads and writes, as committed: its plan (with the tutorial's scenario and code), its store
     and the report beside it."""
-    files = {f"{MY}/fitted.toml", f"{MY}/mymodel.py"}
+    files = {f"{MY}/mymodel.py", f"{REG}/myregression.py"}
     for argv, store, report in COMMANDS:
-        files |= {argv[2] if argv[0] == "validate" else argv[1], store, report}
+        files |= {*argv[1:3 if argv[0] == "validate" else 2], store, report}
+    files -= {"digits-small", "mnist1d-small", "mnist1d-noniid"}   # built-ins, not files
     for f in files:
         (to / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, to / f)

@@ -2,7 +2,8 @@
 
 The end-to-end test runs docs/tutorial-own-model.md itself, in a small
 version: it writes the tutorial's files to a temporary folder and runs its
-commands (profile → fit → plan --certify → run → validate) with fewer seeds and epochs.
+commands (profile → fit → plan --certify → run → validate, the calibration route beside it, the model kept,
+loaded and exported) with fewer seeds and epochs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from depl.train.task.data import DataError, data_spec
 from depl.train.task.source import JobError
 from depl.train.engine.federation import job_from_plan, version_specs
 from depl.train.task.prune import build_version, switch
-from trainkit import search_fields
+from depl.certificate import Certificate
+from trainkit import predicts_as_exported, search_fields
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -58,7 +60,9 @@ def tutorial_commands(regression: bool = False) -> list[str]:
 # (at 1000 uses a cheaper candidate near ω is worth the hundreds of runs its horizon allows: the search would pause
 # at --max-runs 24 with it)
 SMALL = [(r"--epochs \d+", "--epochs 6"), (r"--switch full:half:\d+", "--switch full:half:3"),
-         (r"profile (.*)--seeds \d+", r"profile \1--seeds 5"), (r"run (.*)--seeds \d+", r"run \1--seeds 2"),
+         (r"profile (.*)--seeds 20\b", r"profile \1--seeds 5"), (r"run (.*)--seeds \d+", r"run \1--seeds 2"),
+         # the calibration route at ω 0.5, which 8 calibration runs of a schedule certify at α/5 (ω 0.9 takes 44 here)
+         (r"--seeds 44\b", "--seeds 8"), (r"^(depl (?:calibrate|plan) calibration/.*)$", r"\1 --omega 0.5"),
          (r"validate (.*)--seeds \d+", r"validate \1--seeds 8"), (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0"),
          (r"--max-runs \d+", "--max-runs 4"),
          (r"^(depl plan .*--certify.*)$", r"\1 --omega 0.5 --max-runs 24 --batch 8 --uses 10 --json")]
@@ -81,8 +85,11 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path, monkeypa
     project = write_project(tmp_path / "project")
     assert {"mymodel.py", "my-digits.toml"} <= set(tutorial_files())
     commands = tutorial_commands()
-    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run", "validate", "runs", "export-model",
-                                                "export-model"]
+    # step 3 with the certified search, the calibration route beside it (profile on new seeds, calibrate, plan, run,
+    # export), step 4 on the search's plan
+    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "run", "validate",
+                                                "profile", "calibrate", "plan", "run", "export-model",
+                                                "runs", "export-model", "export-model"]
     assert "--certify" in commands[2].split() and "--format onnx" in commands[-1]
     onnx = all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript"))   # the `onnx` extra
     small = []
@@ -94,9 +101,9 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path, monkeypa
     # folder is not on the path, as with the installed `depl` script; the user's module must be found through the
     # scenario file's folder (every command locates it there before importing: custom.locate)
     done = depl_cli.each([shlex.split(cmd)[1:] for cmd in small], cwd=project, safe_path=True)
-    out = {}
+    out = {}   # each command's first call: the search route's profile and plan
     for cmd, r in zip(small, done):
-        out[cmd.split()[1]] = r
+        out.setdefault(cmd.split()[1], r)
         if "--format onnx" in cmd and not onnx:   # without the extra: one line saying what to install
             assert r.returncode == 2 and 'pip install "depl[onnx]"' in r.stderr, r.stderr
             continue
@@ -113,6 +120,11 @@ def test_the_tutorial_end_to_end_in_a_small_version(depl_cli, tmp_path, monkeypa
     for code in model_code[:3 if onnx else 2]:
         exec(code, namespace)
     assert tuple(namespace["program"](namespace["x"][:8]).shape) == (8, 10)
+    # the calibration route: its plan certified by the calibration runs of its schedule, run, loaded and exported
+    calibrated = Plan.load(project / "calibration" / "plan.json")
+    cert = Certificate.of_plan(calibrated.info)
+    assert cert.kind == "calibration" and cert.certified and cert.runs == 8 and calibrated.omega == 0.5
+    predicts_as_exported(project, "calibration/runs", 0, project / "calibration" / "model.pt2")
 
     # each step names the page's next one: the profile the fit as printed, the fit the certified search
     assert out["profile"].stdout.rstrip().splitlines()[-1] == f"next: {commands[1]}"

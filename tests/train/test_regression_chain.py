@@ -1,8 +1,9 @@
 """The regression section of docs/tutorial-own-model.md, the whole chain in a small version.
 
 An MLP on scikit-learn's diabetes data, `[training] loss = "mse"`, every run its own draw of the data
-(`data_draw = "run"`, a factory taking `seed`): profile → fit → plan → certify → run → validate, the
-commands of the section itself with fewer seeds and epochs.  The certificate recounts from its store
+(`data_draw = "run"`, a factory taking `seed`): profile → fit → plan → certify → run → validate, then the
+certified search and the calibration route each to an exported model, the commands of the section itself with
+fewer seeds and epochs.  The certificate recounts from its store
 (the finals at most ℓmax are its hits), validate trains seeds no other step used, and a stored test
 loss is the MSE of that seed's trained network on that seed's own test split, recomputed here.
 """
@@ -24,13 +25,18 @@ from depl.store import Store
 from depl.train.engine.federation import LocalFederation, derive_seed, job_from_plan, walk_plan
 
 from test_own_code import tutorial_commands, tutorial_files, write_project
+from trainkit import predicts_as_exported
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
 SMALL = [(r"--epochs \d+", "--epochs 4"), (r"profile (.*)--seeds \d+", r"profile \1--seeds 6"),
          (r"run (.*)--seeds \d+", r"run \1--seeds 2"), (r"validate (.*)--seeds \d+", r"validate \1--seeds 6"),
          (r"^depl fit (.*)$", r"depl fit \1 --bootstrap 0"), (r"--max-runs 400\b", "--max-runs 4"),
-         (r"--max-runs 1000\b", "--max-runs 8")]
+         (r"--max-runs 1000\b", "--max-runs 8"),
+         # both routes at ω 0.5, which a few runs certify: the search in batches of 8 for 10 uses of its plan, the
+         # calibration on its 6 runs
+         (r"^(depl plan .*--certify.*)$", r"\1 --omega 0.5 --max-runs 24 --batch 8 --uses 10"),
+         (r"^(depl calibrate .*)$", r"\1 --omega 0.5"), (r"--omega 0\.8\b", "--omega 0.5")]
 
 
 def _small(cmd: str) -> str:
@@ -59,20 +65,26 @@ def test_the_regression_chain_of_the_tutorial_in_a_small_version(depl_cli, tmp_p
     project = write_project(tmp_path / "project")
     assert {"myregression.py", "my-diabetes.toml"} <= set(tutorial_files())
     commands = tutorial_commands(regression=True)
-    # the second certify: the first one undecided at --max-runs, the same command with more runs resumes it
-    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "certify", "certify", "run", "validate"]
-    small = {cmd.split()[1]: _small(cmd) for cmd in commands}
+    # the second certify: the first one undecided at --max-runs, the same command with more runs resumes it; then
+    # both routes to a model: the certified search and the calibration, each run, its model exported
+    assert [c.split()[1] for c in commands] == ["profile", "fit", "plan", "certify", "certify", "run", "validate",
+                                                "plan", "run", "export-model",
+                                                "profile", "calibrate", "plan", "run", "export-model"]
+    small = {}   # each command's first call
+    for cmd in commands:
+        small.setdefault(cmd.split()[1], _small(cmd))
     certified = []
-    # two start-ups: the steps up to the first certify, then the rest (the second certify rewrites the first one's
-    # certificate, read in between); each command as the installed script runs it (main() anew)
-    for part in (commands[:4], commands[4:]):
+    # three start-ups: the steps up to the first certify, the rest of that chain (the second certify rewrites the
+    # first one's certificate, read in between), the two routes; each command as the installed script runs it
+    for part in (commands[:4], commands[4:7], commands[7:]):
         steps = [_small(cmd) for cmd in part]
         for cmd, r in zip(steps, depl_cli.each([shlex.split(c)[1:] for c in steps], cwd=project, safe_path=True)):
             # 4 or 8 runs cannot certify ω 0.9 (it takes 34): undecided (3), or refuted (4) if they miss
             codes = (3, 4) if cmd.startswith("depl certify") else (0,)
             assert r.returncode in codes and "Traceback" not in r.stderr, f"{cmd}\n{r.stdout}\n{r.stderr}"
-        (c,) = (project / "reg-certificate").glob("*-certificate.json")
-        certified.append(Certificate.from_json(json.loads(c.read_text())))
+        if part is not commands[7:]:
+            (c,) = (project / "reg-certificate").glob("*-certificate.json")
+            certified.append(Certificate.from_json(json.loads(c.read_text())))
     # the resumed certificate goes on from the first one's seeds (they are not trained again)
     assert certified[1].seed_list[:len(certified[0].seed_list)] == certified[0].seed_list
     assert certified[0].runs <= 4 and (certified[1].runs == 8 or certified[1].verdict == "refuted")
@@ -130,6 +142,17 @@ def test_the_regression_chain_of_the_tutorial_in_a_small_version(depl_cli, tmp_p
         mse0 = float(((trained["model"](x0).squeeze(1).double() - y0.double()) ** 2).mean())
     assert vfinals[seed] != pytest.approx(mse0, rel=1e-4)
 
+    # both routes to a model: the search's plan certified on seeds from its --first-seed, the calibrated plan by the
+    # 6 calibration runs of its schedule; each run, its kept model loaded and its export predicting the same
+    search = Certificate.of_plan(Plan.load(project / "reg-search" / "plan.json").info)
+    assert search.kind == "search" and search.certified and search.omega == 0.5
+    first = int(re.search(r"--first-seed (\d+)", commands[7]).group(1))
+    assert search.seed_list[0] == first and not set(search.seed_list) & set(fresh)
+    calibration = Certificate.of_plan(Plan.load(project / "reg-calibration" / "plan.json").info)
+    assert calibration.kind == "calibration" and calibration.certified and calibration.runs == 6
+    for route in ("reg-search", "reg-calibration"):
+        predicts_as_exported(project, f"{route}/runs", 0, project / route / "model.pt2")
+
 
 def test_the_tutorials_data_factory_draws_deterministically_from_its_seed(monkeypatch):
     """What the tutorial says a factory must do with `seed`: the same number, the same data bit for bit;
@@ -174,3 +197,17 @@ def test_the_committed_chain_and_its_fresh_seeds_say_what_the_page_says():
     assert fresh.certified and fresh.lower_bound == pytest.approx(lower) and lower >= fresh.omega
     assert f"**572 met ℓmax** (0.953); one-sided 95 % lower bound **{lower:.3f} ≥ ω = 0.9: certified**" in page
     assert "465 runs counted (seeds 5000..5464), 437 met ℓmax" in page
+
+    # both routes (reg-search/, reg-calibration/): each plan's certificate, and its 200 fresh seeds recounted
+    search = Certificate.of_plan(Plan.load(folder / "reg-search" / "plan.json").info)
+    assert (search.kind, search.runs, search.hits, search.certified) == ("search", 110, 108, True)
+    calibration = Certificate.of_plan(Plan.load(folder / "reg-calibration" / "plan.json").info)
+    assert (calibration.kind, calibration.runs, calibration.hits, calibration.omega) == ("calibration", 60, 55, 0.8)
+    for route, first, hits in (("reg-search", 9500, 191), ("reg-calibration", 9700, 182)):
+        report = Certificate.from_json(json.loads((folder / route / "fresh" / "plan-validate.json").read_text()))
+        with Store(folder / route / "fresh" / "runs.sqlite", readonly=True) as st:
+            run = st.runs()[0]
+            finals = [st.trajectory(run["run_id"], s)[-1].test_loss for s in range(first, first + 200)]
+        assert report.seed_list == list(range(first, first + 200)) and report.certified
+        assert sum(f <= report.loss_target for f in finals) == report.hits == hits
+        assert f"**{hits} met ℓmax** ({hits / 200:.3f}" in page

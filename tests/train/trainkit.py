@@ -33,6 +33,22 @@ def search_fields(c: dict) -> dict:
             "seeds": list(cert.seeds[0]) if cert.seeds else []}
 
 
+def predicts_as_exported(project, folder, seed: int, exported) -> None:
+    """The model `depl run` kept in project/folder for seed (depl.load_model) and its export (torch.export.load,
+    without depl) give the same outputs on 5 inputs of the width of its first Linear layer."""
+    import torch
+
+    import depl
+
+    model = depl.load_model(project / folder, seed, allow_code=[project])
+    width = next(m for m in model.modules() if isinstance(m, torch.nn.Linear)).in_features
+    x = torch.randn(5, width, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        mine = model(x)
+        theirs = torch.export.load(str(exported)).module()(x)
+    assert mine.shape[0] == 5 and torch.allclose(mine, theirs, atol=1e-6)
+
+
 def scenario_dict(width: int = 16, nodes: tuple[int, int] = (2, 1), share_to: float = 0.5, iid: bool = True,
                   source: str = "mnist1d", net: str = "cnn1d", path: str | None = None, lr: float = 0.05,
                   training: dict | None = None) -> dict:

@@ -21,6 +21,8 @@ recalibration of the CDF) that docs/fitting-results.md reports.
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -344,6 +346,31 @@ def _code(line: str) -> tuple[str, int]:
         elif ch == "]":
             n -= 1
     return line, n
+
+
+def with_code_dir(text: str, code_dir: str) -> str:
+    r"""The scenario file `text` with its top-level `code_dir` set to `code_dir` (a TOML string): the line replaced
+    where the file has one, else added before the first table; every other line as it was.
+
+    >>> with_code_dir('name = "x"\ncode_dir = "."\n[target]\nloss = 1\n', "..")
+    'name = "x"\ncode_dir = ".."\n[target]\nloss = 1\n'
+    >>> with_code_dir('# mine\nname = "x"\n\n[target]\ncode_dir = 2\n', "../a b")
+    '# mine\nname = "x"\ncode_dir = "../a b"\n\n[target]\ncode_dir = 2\n'
+    """
+    line = f"code_dir = {json.dumps(code_dir, ensure_ascii=False)}"
+    lines = text.splitlines(keepends=True)
+    depth, last = 0, 0   # last: the line after the top level's last key (before its first table)
+    for i, raw in enumerate(lines):
+        head = raw.strip()
+        code, brackets = _code(head)
+        if depth == 0 and head.startswith("["):
+            break
+        if depth == 0 and code.split("=", 1)[0].strip() == "code_dir":
+            return "".join(lines[:i] + [line + "\n"] + lines[i + 1:])
+        depth += brackets
+        if code.strip():
+            last = i + 1
+    return "".join(lines[:last] + [line + "\n"] + lines[last:])
 
 
 def with_calibration(text: str, table: str, comment: list[str]) -> str:

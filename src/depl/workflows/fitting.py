@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .common import check_output_file
 from .errors import BadInput, Failed, as_bad_input, fitting_errors
 from ..fit.bands import law_bands
-from ..fit.calibrate import recalibrate, reliability, with_calibration
+from ..fit.calibrate import recalibrate, reliability, with_calibration, with_code_dir
 from ..fit.logs import base_scenario, is_log_file, read_logs
 from ..fit.report import fit_profile, report_lines, run_fit, toml_dumps  # noqa: F401 (report_lines: `depl fit` prints them)
 from ..fit.runs import FitError, load_profile
@@ -291,7 +291,7 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     more = f"profile more seeds past the law's: `depl profile --first-seed {max(seeds[-1], base.fitted_seeds[1]) + 1}`"
     runs = (f"runs ({len(prof.experiments)} experiments, seeds {seeds[0]}..{seeds[-1]}; the law was fitted on seeds "
             f"{base.fitted_seeds[0]}..{base.fitted_seeds[1]}) by `depl calibrate`")
-    written = write_calibrated(text, cal, use, runs, more, out)
+    written = write_calibrated(rebased(text, base.code_dir, out), cal, use, runs, more, out)
     if png is not None:
         png.mkdir(parents=True, exist_ok=True)
         law = written.loss_model or "increments"
@@ -300,6 +300,19 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     return Calibrated(base, source, path, out, tuple(e.label for e in prof.experiments), (seeds[0], seeds[-1]), cal,
                       pit, use, levels, before, after, more, written, png / "calibration.png" if png else None,
                       unfinished)
+
+
+def rebased(text: str, code_dir: str | None, out: Path) -> str:
+    """The scenario's text with its `code_dir` relative to `out`, where it is written: the folder of your code the
+    scenario names (`code_dir`, resolved from its own file), not the one beside `out` (a calibrated file written
+    into another folder still runs your code; the text as it was where it already names that folder)."""
+    if code_dir is None:
+        return text
+    here = out.resolve().parent
+    given = tomllib.loads(text).get("code_dir", ".")
+    if isinstance(given, str) and (here / given).resolve() == Path(code_dir).resolve():
+        return text
+    return with_code_dir(text, os.path.relpath(code_dir, here))
 
 
 def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path) -> "Scenario":
