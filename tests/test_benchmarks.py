@@ -18,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# bench_certify.py runs in the tests of the doc's tables below (its default run, --priors, --replay)
 CASES = {
     "bench_adaptive.py": ["--seeds", "2", "--target", "2.2"],
     "bench_seeds.py": ["--seeds", "3", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
@@ -27,7 +28,6 @@ CASES = {
     "bench_planner.py": ["--quick", "--skip-scaling", "--repeat", "1", "--before-src", str(ROOT / "src")],
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],
     "bench_optimal.py": ["--n", "1", "--time-limit", "5"],
-    "bench_certify.py": [],
     "bench_search.py": ["--quick", "--max-runs", "100"],
     "bench_search_price.py": ["--quick", "--reps", "1"],
     "bench_selection.py": ["--quick", "--reps", "100"],

@@ -14,6 +14,18 @@ def test_the_commands_module_does_not_import_torch():
     assert r.stdout.strip() == "False"
 
 
+def test_the_local_back_end_trains_where_flower_is_not_installed(depl_cli, tmp_path):
+    """A machine without flwr (a GPU image with torch alone) profiles and runs on the local back end: Flower is
+    imported only by a run on --backend flower."""
+    block = "sys.modules.update(dict.fromkeys(['flwr', 'ray'], None))   # `import flwr` raises ImportError"
+    profile = ["profile", "digits-small", "--epochs", "1", "--seeds", "1", "--fractions", "1", "--version", "full",
+               "--out", str(tmp_path / "p")]
+    (r,) = depl_cli.each([profile], prelude=block)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    with Store(tmp_path / "p" / "runs.sqlite") as st:
+        assert [len(v) for r in st.runs() for v in st.losses(r["run_id"]).values()] == [1]
+
+
 def test_bad_input_exits_2_with_one_message(depl_cli, tmp_path):
     r = depl_cli("run", str(tmp_path / "missing.json"), "--out", str(tmp_path))
     assert r.returncode == 2 and "no such plan file" in r.stderr and "Traceback" not in r.stderr

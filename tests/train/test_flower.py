@@ -21,14 +21,14 @@ from depl.train.engine.federation import test_data as run_test_data  # noqa: E40
 from trainkit import SWITCH_PLAN, make_plan  # noqa: E402
 
 
-# the default training, and a recipe of every option at once (docs/scenario-format.md, [training])
-RECIPES = [None, {"optimizer": "adamw", "lr": 0.005, "weight_decay": 0.01, "schedule": "cosine", "local_epochs": 2,
-                  "clip": 1.0}]
+# a recipe of every option at once (docs/scenario-format.md, [training]); the default training runs on Flower's
+# simulation engine in the exported app's test below and on SuperNodes in test_flower_deployment.py and test_netns.py,
+# each against the local back end's trajectory
+RECIPE = {"optimizer": "adamw", "lr": 0.005, "weight_decay": 0.01, "schedule": "cosine", "local_epochs": 2, "clip": 1.0}
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=["default", "recipe"])
-def test_flower_simulation_follows_the_local_trajectory(depl_cli, tmp_path, recipe):
-    plan = make_plan(SWITCH_PLAN, training=recipe)  # cluster A: 2 nodes (FedAvg), then B: 1 node, two switches
+def test_flower_simulation_follows_the_local_trajectory(depl_cli, tmp_path):
+    plan = make_plan(SWITCH_PLAN, training=RECIPE)  # cluster A: 2 nodes (FedAvg), then B: 1 node, two switches
     plan.save(tmp_path / "plan.json")
     # a short folder: Ray's socket paths under it must stay below 107 characters
     out = Path(tempfile.mkdtemp(prefix="depl-fl-", dir="/tmp"))

@@ -28,7 +28,6 @@ from ..train.engine.seeds import DEFAULT_SEED_BATCH
 from ..train.engine import execute, profile as prof
 from ..train.engine.federation import job_from_plan
 from ..train.task.models import default_keep, ModelKeeper, models_folder, plan_summary
-from ..train.apps.flower_app import export_app, run_deployment as submit, simulate_app
 from ..train.loops import adaptive as ad
 from ..train.engine.execute import run_id_for
 from ..adaptive import check_certificate
@@ -213,6 +212,8 @@ def flower_app_folder(r: PlanRun) -> Path:
 
 def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int) -> None:
     """The app `depl export-app` writes, run by `flwr run` on Flower's simulation engine."""
+    # Flower only where a run uses it: the local back end trains where flwr is not installed (a GPU image)
+    from ..train.apps.flower_app import export_app, simulate_app
 
     app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(st.path), r.device,
                      r.keep_models, r.out)
@@ -227,6 +228,7 @@ def run_flower_simulation(r: PlanRun, st, progress: EpochProgress, threads: int)
 
 def run_deployment(r: PlanRun) -> tuple["Store", str]:
     """Write the Flower app folder and submit it with `flwr run`; the ServerApp writes the store."""
+    from ..train.apps.flower_app import export_app, run_deployment as submit   # Flower only where a run uses it
 
     app = export_app(r.plan_file, flower_app_folder(r), len(r.seeds), r.seeds[0], str(r.store.path), r.device,
                      r.keep_models, r.out)
