@@ -52,9 +52,10 @@ def test_alpha_is_005_by_default_and_only_python_reads_the_marginal_rank():
 
 
 def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, tmp_path):
-    r, low, high = depl_cli.each([["plan", "mnist1d-noniid", "--alpha", "0.05", "--json"],
-                                  ["plan", "mnist1d-noniid", "--alpha", "0.001"],
-                                  ["plan", "mnist1d-noniid", "--alpha", "0.7"]])
+    r, low, high, low_json = depl_cli.each([["plan", "mnist1d-noniid", "--alpha", "0.05", "--json"],
+                                            ["--verbose", "plan", "mnist1d-noniid", "--alpha", "0.001"],
+                                            ["plan", "mnist1d-noniid", "--alpha", "0.7"],
+                                            ["plan", "mnist1d-noniid", "--alpha", "0.001", "--json"]])
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["info"]
     cert = Certificate.of_plan(info)
@@ -64,8 +65,14 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     assert cert.alpha_share == 0.05 and len(cert.calibration["runs"]) == 3
     r = low
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
-    # each chain's first test is named, with its count: what failed, not only how many runs would do
-    assert r.stderr.count("the law's likeliest)") == 3 and "of 64 met ℓmax, lower bound" in r.stderr
+    # what failed, not only how many runs would do: the nearest chain's first test in the message, with its count;
+    # each chain's under --verbose (a line each after the message) and in --json
+    message, *each = r.stderr.splitlines()
+    assert message.count("the law's likeliest)") == 1 and "of 64 met ℓmax, lower bound" in message
+    assert "each chain's first test: `depl --verbose …` or --json" in message
+    assert len(each) == 3 and all("the law's likeliest)" in x and "of 64 met ℓmax" in x for x in each)
+    said = json.loads(low_json.stdout)
+    assert low_json.returncode == 3 and [x.strip() for x in each] == said["detail"]
     r = high
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 
@@ -91,15 +98,16 @@ def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets
     law = loss_model_for(parse_scenario(with_target(d, alpha=0.05), "noniid ℓmax 1"))
     why = law.shortfall()
     assert why is not None and "stopping at the first that fails" not in why
-    assert "every chain failed its first test" in why
-    listed = re.search(r"first test \((.*)\), which takes", why).group(1).split("; experiment ")
+    assert "every chain failed its first test (the nearest, experiment '" in why
+    listed = law.shortfall_detail()   # each chain's first test (`depl --verbose`, --json's detail)
     E = len(law.usable)
     assert E == 3 and len(listed) == E and len(set(listed)) == E            # one entry per experiment, none alike
     names = [re.match(r"(?:experiment )?('[^']+' \([^)]*\))", x).group(1) for x in listed]
     assert len(set(names)) == E
     for e in load_scenario("mnist1d-noniid").calibration.experiments:
-        assert f"'{e.label}' (" in why
-    assert "full ×3, pruned-0.5 ×11" in why and "4 nodes" in why and "all of the data" in why
+        assert sum(f"'{e.label}' (" in x for x in listed) == 1
+    assert any("full ×3, pruned-0.5 ×11" in x for x in listed)
+    assert all("4 nodes" in x and "all of the data" in x for x in listed)
     assert all("its first epoch (" in x and "met ℓmax" in x for x in listed)
 
 

@@ -131,16 +131,18 @@ def binding(e: Infeasible, s: Scenario, method: str = "depl", options: Options |
     if s.target.alpha is None or s.calibration is None or not s.calibration.use:
         return e
     mismatch = s.calibration_mismatch()
-    why = mismatch or loss_model_for(s).shortfall()
+    law = loss_model_for(s)
+    why = mismatch or law.shortfall()
     if why is None:
         return e
+    detail = () if mismatch else law.shortfall_detail()
     try:
         make_plan(s.uncalibrated(), method, options)
     except Infeasible as fitted:
         # ... nor is planning with it a way out: the calibration's words end without it
         return Infeasible(f"{fitted} Besides, {why.removesuffix(AS_FITTED)}.", best_quantile=fitted.best_quantile,
-                          shortest_time=fitted.shortest_time, target=fitted.target)
+                          shortest_time=fitted.shortest_time, target=fitted.target, detail=detail)
     # nothing certified: every schedule's quantile is the law's ceiling, and what the planner's message says of
     # reaching the target would be about that ceiling, not the law; its sentence naming the target is kept
     head = str(e) if mismatch else (e.target or str(e))
-    return Infeasible(f"{head} {why[0].upper()}{why[1:]}.", target=e.target)
+    return Infeasible(f"{head} {why[0].upper()}{why[1:]}.", target=e.target, detail=detail)

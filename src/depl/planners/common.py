@@ -48,8 +48,9 @@ class Infeasible(Exception):
     """No plan meets the target; says which constraint and what is reachable."""
 
     def __init__(self, message: str, *, best_quantile: float | None = None, shortest_time: float | None = None,
-                 witness: tuple | None = None, target: str | None = None):
+                 witness: tuple | None = None, target: str | None = None, detail: tuple[str, ...] = ()):
         super().__init__(message)
+        self.detail = tuple(detail)   # what the message only counts (each calibration chain's first test), a line each
         self.target = target   # the message's sentence naming the target alone (reach.infeasible sets it)
         self.best_quantile = best_quantile
         self.shortest_time = shortest_time

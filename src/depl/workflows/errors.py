@@ -44,9 +44,9 @@ class Unreachable(WorkflowError):
     """The target cannot be met (no plan is feasible).  Its message is its one reason: a `result` that gives a
     reason (`depl plan --json`) gives this one."""
 
-    def __init__(self, message: str, result: dict | None = None):
+    def __init__(self, message: str, result: dict | None = None, detail: tuple[str, ...] = ()):
         super().__init__(message, None if result is None else {**result, "reason": message}
-                         if "reason" in result else result)
+                         if "reason" in result else result, detail)
 
 
 class Failed(WorkflowError):

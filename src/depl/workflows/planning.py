@@ -74,7 +74,8 @@ def infeasible_result(s: "Scenario", method: str, e) -> dict:
     """What an infeasible target can reach, as its message says it (null where it says nothing)."""
     return {"feasible": False, "reason": str(e), "scenario": s.name, "method": method,
             "target": {"loss": s.target.loss, "quantile": s.target.quantile, "deadline": s.target.deadline},
-            "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time}
+            "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time,
+            "detail": list(getattr(e, "detail", ()))}
 
 
 def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float]:
@@ -123,7 +124,7 @@ def plan(scenario: "str | Scenario", method: str = "depl", *, eta: int = 200, lo
         p = make_plan(s, method, options)
     except Infeasible as e:
         why = binding(e, s, method, options)   # one reason, the binding one first: on stderr and in --json alike
-        raise Unreachable(str(why), infeasible_result(s, method, why)) from None
+        raise Unreachable(str(why), infeasible_result(s, method, why), why.detail) from None
     certify_by_calibration(s, p, promise)
 
     cert = Certificate.of_plan(p.info)
