@@ -67,12 +67,13 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     assert r.returncode == 3 and "takes at least 76 runs" in r.stderr and "64 runs per experiment" in r.stderr
     # what failed, not only how many runs would do: the nearest chain's first test in the message, with its count;
     # each chain's under --verbose (a line each after the message) and in --json
-    message, *each = r.stderr.splitlines()
-    assert message.count("the law's likeliest)") == 1 and "of 64 met ℓmax, lower bound" in message
-    assert "each chain's first test: `depl --verbose …` or --json" in message
+    message, how, *each = r.stderr.splitlines()
+    assert "failed, the nearest: '" in message and "of 64 met ℓmax, lower bound" in message
+    assert "`depl --verbose …` says each test" in message and len(message) < 700, message
+    assert "a chain stopping at its first failure; every chain failed its first test:" in how
     assert len(each) == 3 and all("the law's likeliest)" in x and "of 64 met ℓmax" in x for x in each)
     said = json.loads(low_json.stdout)
-    assert low_json.returncode == 3 and [x.strip() for x in each] == said["detail"]
+    assert low_json.returncode == 3 and [x.strip() for x in (how, *each)] == said["detail"]
     r = high
     assert r.returncode == 2 and "target.alpha = 0.7" in r.stderr
 
@@ -98,8 +99,9 @@ def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets
     law = loss_model_for(parse_scenario(with_target(d, alpha=0.05), "noniid ℓmax 1"))
     why = law.shortfall()
     assert why is not None and "stopping at the first that fails" not in why
-    assert "every chain failed its first test (the nearest, experiment '" in why
-    listed = law.shortfall_detail()   # each chain's first test (`depl --verbose`, --json's detail)
+    assert "each of the 3 experiments' first test (the law's likeliest schedule, at α/3 = 0.0167) failed" in why
+    how, *listed = law.shortfall_detail()   # each chain's first test (`depl --verbose`, --json's detail)
+    assert "every chain failed its first test" in how
     E = len(law.usable)
     assert E == 3 and len(listed) == E and len(set(listed)) == E            # one entry per experiment, none alike
     names = [re.match(r"(?:experiment )?('[^']+' \([^)]*\))", x).group(1) for x in listed]

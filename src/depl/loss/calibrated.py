@@ -408,16 +408,16 @@ class CalibratedModel(LossModel):
         E = len(self.usable)
         need = conformal.pac_scores_needed(omega, self.alpha / E)
         have = min(n for _, n, _ in cert.values())
-        heads = self.shortfall_detail()
-        # one chain named, the nearest to certifying (the highest lower bound); each of them under --verbose
-        nearest = max(range(len(heads)), key=lambda j: self._lower(self._heads[j], E))
-        firsts = heads[0] if len(heads) == 1 else (
-            f"the nearest, {heads[nearest]}; each chain's first test: `depl --verbose …` or --json")
-        return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: each of the {E} "
-                f"profiled experiments is a chain of its schedules tested on its own runs at α/{E} = "
-                f"{self.alpha / E:.3g}, the law's likeliest first, a chain stopping at its first failure; every chain "
-                f"failed its first test ({firsts}), which "
-                f"takes at least {need} runs of it meeting ℓmax = {loss:g} ({have} runs per experiment here); profile "
+        # one chain named, the nearest to certifying (the highest lower bound); how the chains are tested and each
+        # chain's first test under `depl --verbose` (shortfall_detail)
+        j = max(range(len(self._heads)), key=lambda k: self._lower(self._heads[k], E))
+        i, key, n, met = self._heads[j]
+        which = "its one experiment's" if E == 1 else f"each of the {E} experiments'"
+        return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: {which} first test "
+                f"(the law's likeliest schedule, at α/{E} = {self.alpha / E:.3g}) failed"
+                + ("" if E == 1 else ", the nearest") + f": {self.records[i].label!r} ({_words(key[0])}), {met} of "
+                f"{n} met ℓmax, lower bound {self._lower(self._heads[j], E):.3f}; it takes at least {need} runs of it "
+                f"meeting ℓmax = {loss:g} ({have} runs per experiment here; `depl --verbose …` says each test); profile "
                 "more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`)" + AS_FITTED)
 
     def _lower(self, head, E: int) -> float:
@@ -425,15 +425,18 @@ class CalibratedModel(LossModel):
         return clopper_pearson_lower(met, n, self.alpha / E)
 
     def shortfall_detail(self) -> tuple[str, ...]:
-        """Each chain's first test where no schedule is certified (`shortfall` names the nearest): the experiment,
-        the schedule tested, its runs, those that met ℓmax and the lower bound at α/E; () where something is."""
+        """Where no schedule is certified (`shortfall` names the nearest chain): how the chains are tested, then each
+        chain's first test — the experiment, the schedule tested, its runs, those that met ℓmax and the lower bound
+        at α/E; () where something is certified."""
         cert = self.certified_schedules
         if self.alpha is None or not cert or any(ok for ok, _, _ in cert.values()):
             return ()
         E = len(self.usable)
-        return tuple(f"{self.experiment_words(i)}: its first {_epochs(len(key[0]))} ({_words(key[0])}, the law's "
-                     f"likeliest): {met} of {n} met ℓmax, lower bound {self._lower((i, key, n, met), E):.3f}"
-                     for i, key, n, met in self._heads)
+        how = (f"each experiment is a chain of its schedules tested on its own runs at α/{E} = {self.alpha / E:.3g}, "
+               "the law's likeliest first, a chain stopping at its first failure; every chain failed its first test:")
+        return (how, *(f"{self.experiment_words(i)}: its first {_epochs(len(key[0]))} ({_words(key[0])}, the law's "
+                       f"likeliest): {met} of {n} met ℓmax, lower bound {self._lower((i, key, n, met), E):.3f}"
+                       for i, key, n, met in self._heads))
 
     def experiment_words(self, i: int) -> str:
         """Calibration experiment `i` by what sets it apart from the others: its label, the versions it trained
