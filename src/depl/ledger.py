@@ -210,11 +210,12 @@ class Ledger:
         seen: list[list] = []   # [kind, ranges, how many]
         for u in self.uses:
             same = next((s for s in seen if s[0] == u.kind and s[1] == tuple(u.seeds)), None)
-            near = same or next((s for s in seen if s[0] == u.kind and s[0] != "calibration"
-                                 and any(a <= d and c <= b for a, b in s[1] for c, d in u.seeds)), None)
             if same:
                 same[2] += 1
-            elif near:
+                continue
+            near = next((s for s in seen if s[0] == u.kind != "calibration"
+                         and any(a <= d and c <= b for a, b in s[1] for c, d in u.seeds)), None)
+            if near:
                 near[1] = tuple(_merged([*near[1], *u.seeds]))
             else:
                 seen.append([u.kind, tuple(u.seeds), 1])

@@ -410,13 +410,13 @@ class CalibratedModel(LossModel):
         have = min(n for _, n, _ in cert.values())
         # one chain named, the nearest to certifying (the highest lower bound); how the chains are tested and each
         # chain's first test under `depl --verbose` (shortfall_detail)
-        j = max(range(len(self._heads)), key=lambda k: self._lower(self._heads[k], E))
-        i, key, n, met = self._heads[j]
+        nearest = max(self._heads, key=lambda h: self._lower(h, E))
+        i, key, n, met = nearest
         which = "its one experiment's" if E == 1 else f"each of the {E} experiments'"
         return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: {which} first test "
                 f"(the law's likeliest schedule, at α/{E} = {self.alpha / E:.3g}) failed"
                 + ("" if E == 1 else ", the nearest") + f": {self.records[i].label!r} ({_words(key[0])}), {met} of "
-                f"{n} met ℓmax, lower bound {self._lower(self._heads[j], E):.3f}; it takes at least {need} runs of it "
+                f"{n} met ℓmax, lower bound {self._lower(nearest, E):.3f}; it takes at least {need} runs of it "
                 f"meeting ℓmax = {loss:g} ({have} runs per experiment here; `depl --verbose …` says each test); profile "
                 "more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`)" + AS_FITTED)
 

@@ -3,7 +3,6 @@ scenario) and `calibrate` (a scenario's fitted law recalibrated on new runs, the
 
 from __future__ import annotations
 
-import os
 import time
 import tomllib
 import warnings
@@ -19,7 +18,7 @@ from ..fit.logs import base_scenario, is_log_file, read_logs
 from ..fit.report import fit_profile, report_lines, run_fit, toml_dumps  # noqa: F401 (report_lines: `depl fit` prints them)
 from ..fit.runs import FitError, load_profile
 from ..report.plots import plot_calibration, plot_fit, plot_multipliers, plot_reliability
-from ..paths import informational
+from ..paths import informational, relative, resolved
 from ..runspec import run_spec
 from ..scenario import OMEGA_RULE, CalibrationTable, load_scenario, name_problem, omega_problem, scenario_source
 from ..scenario import parse_scenario, with_target
@@ -193,7 +192,7 @@ def fitted_text(r: "FitResult", tag: str, base: "Scenario", fitted: str, store: 
                  "(or use = false) with the law as fitted." if tag in r.calibration else ""))
     if isinstance(data.get("code_dir"), str) and Path(data["code_dir"]).is_absolute():
         # your code's folder relative to the written file (read relative to it): the project moves whole
-        data = {**data, "code_dir": os.path.relpath(data["code_dir"], out.resolve().parent)}
+        data = {**data, "code_dir": relative(data["code_dir"], out)}
     text = toml_dumps(data, header)
     try:
         parse_scenario(tomllib.loads(text), str(out))  # what we write must load
@@ -308,11 +307,10 @@ def rebased(text: str, code_dir: str | None, out: Path) -> str:
     into another folder still runs your code; the text as it was where it already names that folder)."""
     if code_dir is None:
         return text
-    here = out.resolve().parent
     given = tomllib.loads(text).get("code_dir", ".")
-    if isinstance(given, str) and (here / given).resolve() == Path(code_dir).resolve():
+    if isinstance(given, str) and resolved(given, out) == Path(code_dir).resolve():
         return text
-    return with_code_dir(text, os.path.relpath(code_dir, here))
+    return with_code_dir(text, relative(code_dir, out))
 
 
 def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path) -> "Scenario":

@@ -75,7 +75,7 @@ def infeasible_result(s: "Scenario", method: str, e) -> dict:
     return {"feasible": False, "reason": str(e), "scenario": s.name, "method": method,
             "target": {"loss": s.target.loss, "quantile": s.target.quantile, "deadline": s.target.deadline},
             "lowest_reachable_quantile": e.best_quantile, "earliest_time": e.shortest_time,
-            "detail": list(getattr(e, "detail", ()))}
+            "detail": list(e.detail)}
 
 
 def check_time_limit(method: str, time_limit: Optional[float]) -> Optional[float]:
