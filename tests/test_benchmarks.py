@@ -24,6 +24,7 @@ CASES = {
     "bench_seeds.py": ["--seeds", "3", "--samples", "128", "--loop-seeds", "1", "--workers", "1"],
     "bench_train.py": ["--epochs", "1", "--repeats", "1"],
     "bench_simulate.py": ["--quick"],
+    "bench_sum.py": ["--epochs", "16", "--repeat", "1"],
     # --before-src: the side-by-side process timing, here against this same tree
     "bench_planner.py": ["--quick", "--skip-scaling", "--repeat", "1", "--before-src", str(ROOT / "src")],
     "bench_datasets.py": ["--n", "1", "--time-limit", "5", "--eta", "20"],

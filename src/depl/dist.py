@@ -32,6 +32,7 @@ with the upper end, so a certified quantile is never optimistic.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -313,7 +314,6 @@ def sum_distribution(
         if tol is None:
             tol = 0.01 * math.sqrt(var) if var > 0 else 1e-6
         h = tol / n
-    # Narrow terms first: the running sum stays short until the wide ones come.
     def masses(t: Term):
         if cache is None:
             return _term_pmf(t, h, eps)
@@ -322,12 +322,21 @@ def sum_distribution(
             cache[key] = _term_pmf(t, h, eps)
         return cache[key]
 
-    pieces = sorted((masses(t) for t in random), key=lambda p: p[1].size)
-    i0, pmf = pieces[0]
-    for j, p in pieces[1:]:
-        pmf = fft_convolve(pmf, p) if min(pmf.size, p.size) > 64 else np.convolve(pmf, p)
+    # The two shortest pieces first, always (Huffman's order): n terms of about m points each cost
+    # O(n·m·log n) FFT work this way, against O(n²·m) when one running sum takes the terms one by one
+    # (20× fewer operations for the 320 terms of a 16-epoch plan).  Every convolution trims at most
+    # `trim` a side and its loss is counted in δ, whatever the order.
+    heap = [(p.size, k, j, p) for k, (j, p) in enumerate(masses(t) for t in random)]
+    heapq.heapify(heap)
+    made = len(heap)
+    while len(heap) > 1:
+        _, _, ja, a = heapq.heappop(heap)
+        _, _, jb, b = heapq.heappop(heap)
+        pmf = fft_convolve(a, b) if min(a.size, b.size) > 64 else np.convolve(a, b)
         np.clip(pmf, 0.0, None, out=pmf)  # FFT round-off can leave -1e-17
-        i0 += j
-        i0, pmf = _trim(i0, pmf, trim)
+        i0, pmf = _trim(ja + jb, pmf, trim)
+        heapq.heappush(heap, (pmf.size, made, i0, pmf))
+        made += 1
+    _, _, i0, pmf = heap[0]
     delta = max(0.0, 1.0 - float(pmf.sum()))
     return GridDistribution(offset, h, i0, pmf, n, delta, mean, var)
