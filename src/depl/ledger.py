@@ -186,14 +186,12 @@ class Ledger:
         if len(hits) > 1:
             kinds = Counter(u.kind for u, _ in hits[1:])
             union = _merged(r for _, o in hits for r in o)
-            count = sum(b - a + 1 for a, b in union)
             said += (f" and {len(hits) - 1} more use{'s' * (len(hits) > 2)} ("
                      + ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in kinds.items())
-                     + f"): {count} seeds in all, {union[0][0]}..{union[-1][1]}")
-        raise SeedsUsed(f"{asked} (seeds {first}..{last}): the plan's lineage used {said}. Seeds that judge a plan "
-                        f"are used once ({RULE}): the first free seed is {self.default(command)} (the default of "
-                        f"`depl {SAID.get(command, command)}`; the ledger's seeds end at {self.highest()})"
-                        + ("; `depl --verbose …` or --json lists every use" if len(hits) > 1 else ""),
+                     + f": {union[0][0]}..{union[-1][1]} in all; `depl --verbose` lists each)")
+        raise SeedsUsed(f"{asked} (seeds {first}..{last}): the plan's lineage used {said}; seeds judge a plan once "
+                        f"({RULE}): the first free seed is {self.default(command)}, "
+                        f"`depl {SAID.get(command, command)}`'s default",
                         [{"kind": u.kind, "what": u.what, "seeds": [list(r) for r in o],
                           **({"run_id": u.run_id} if u.run_id else {})} for u, o in hits])
 
@@ -238,8 +236,8 @@ def lineage(s: "Scenario", whose: str = "the plan's scenario") -> Ledger:
     c = s.calibration
     for e in (c.experiments or []) if c is not None else []:
         if e.seeds:
-            uses.append(Use("calibration", f"calibration experiment {e.label} ({whose} {s.name!r}, "
-                            "[[calibration.experiments]].seeds)", as_ranges(e.seeds)))
+            uses.append(Use("calibration", f"calibration experiment {e.label} ({whose} {s.name!r})",
+                            as_ranges(e.seeds)))
     return Ledger(uses)
 
 
@@ -410,11 +408,11 @@ def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count:
             if other:
                 raise SeedsUsed(f"{' and '.join(other)}: {own.what.split(' (')[0]} began with "
                                 + (f"α {own.alpha:g} and " if own.alpha is not None else "")
-                                + f"first seed {own.first}; a certificate resumes only with the values it began "
-                                "with (its test's level and seeds are fixed before its first run). Rerun with "
+                                + f"first seed {own.first}, and resumes only with them (fixed before its first "
+                                "run): rerun with "
                                 + (f"--alpha {own.alpha:g} " if own.alpha is not None else "")
-                                + f"--first-seed {own.first}, or certify in another store (--out, --store) on seeds "
-                                f"from {max(ledger.default('certify'), round_up((own.last or own.first) + 1))}")
+                                + f"--first-seed {own.first}, or certify in another store (--out) from seed "
+                                f"{max(ledger.default('certify'), round_up((own.last or own.first) + 1))}")
             return _checked(ledger.without(own), own.first, own.first + count - 1, asked or f"--first-seed {own.first}",
                             command)
         f = own.first if first is None else first
@@ -422,10 +420,9 @@ def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count:
             return _checked(ledger.without(own), f, f + count - 1, asked, command)
         _checked(ledger, f, f + count - 1, asked, command)   # seeds another step used: named first
         raise SeedsUsed(f"{asked or f'--first-seed {f}'} (seeds {f}..{f + count - 1}): {own.what.split(' (')[0]} "
-                        f"began with seeds {own.first}..{own.last}; it resumes only from its first seed (--first-seed "
-                        f"{own.first}), and another {SAID.get(command, command)} of the plan takes another store "
-                        "(--out, --store) and "
-                        f"seeds free of these ({RULE}): the first free seed is {ledger.default(command)}")
+                        f"began with seeds {own.first}..{own.last} and resumes only from --first-seed {own.first}; "
+                        f"another {SAID.get(command, command)} of the plan takes another store (--out) and free "
+                        f"seeds: the first is {ledger.default(command)}")
     first = ledger.default(command) if first is None else first
     return _checked(ledger, first, first + count - 1, asked, command)
 
@@ -466,14 +463,31 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
         if k == "certificate" and cert is not None:   # the α account kept beside it, not a claim of runs
             have = cert.without_evidence(*ACCOUNT_KEYS).to_json()
         if have is not None and json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
-            def shown(v):
-                t = "nothing" if v is None else repr(v)
-                return t if len(t) <= 400 else t[:397] + "..."
             # the file's text is not repeated: what a command prints of a certificate is recomputed
-            return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give {shown(want)}; "
-                    "a plan's certificate is recomputed, never taken as written (the file was edited, or made by "
-                    "another calibration: make the plan again with `depl plan --out`)")
+            return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give "
+                    f"{_given(have, want)}; a plan's certificate is recomputed, never taken as written (make the "
+                    "plan again with `depl plan --out`)")
     return None
+
+
+def _given(have, want, most: int = 3) -> str:
+    """What the runs give where the file differs: a text whole, a certificate's differing fields (at most `most`,
+    each value cut to 40 characters), never the file's values."""
+    if not (isinstance(have, dict) and isinstance(want, dict)):
+        return "nothing" if want is None else repr(want)
+
+    def flat(d, head=""):
+        out = {}
+        for key, v in d.items():
+            out.update(flat(v, f"{head}{key}.") if isinstance(v, dict) else {f"{head}{key}": v})
+        return out
+
+    h, w = flat(have), flat(want)
+    keys = [key for key in sorted(set(h) | set(w), key=lambda k: (k.count("."), k))   # the top fields first
+            if json.dumps(h.get(key)) != json.dumps(w.get(key))]
+    shown = [f"{key} {'nothing' if key not in w else (t if len(t := repr(w[key])) <= 40 else t[:37] + '...')}"
+             for key in keys[:most]]
+    return ", ".join(shown) + (f" and {len(keys) - most} more fields" if len(keys) > most else "")
 
 
 def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:

@@ -414,11 +414,11 @@ class CalibratedModel(LossModel):
         i, key, n, met = nearest
         which = "its one experiment's" if E == 1 else f"each of the {E} experiments'"
         return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: {which} first test "
-                f"(the law's likeliest schedule, at α/{E} = {self.alpha / E:.3g}) failed"
+                f"(at α/{E} = {self.alpha / E:.3g}) failed"
                 + ("" if E == 1 else ", the nearest") + f": {self.records[i].label!r} ({_words(key[0])}), {met} of "
-                f"{n} met ℓmax, lower bound {self._lower(nearest, E):.3f}; it takes at least {need} runs of it "
-                f"meeting ℓmax = {loss:g} ({have} runs per experiment here; `depl --verbose …` says each test); profile "
-                "more calibration seeds (`depl profile --first-seed N`, then `depl calibrate`)" + AS_FITTED)
+                f"{n} met ℓmax = {loss:g}, lower bound {self._lower(nearest, E):.3f}, which needs at least {need} runs "
+                f"({have} here; `depl --verbose` says each test); profile more calibration seeds (`depl profile "
+                "--first-seed N`, `depl calibrate`)" + AS_FITTED)
 
     def _lower(self, head, E: int) -> float:
         _, _, n, met = head
