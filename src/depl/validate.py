@@ -130,7 +130,7 @@ def law_mismatch(plan: Plan, own: Scenario, other: Scenario, other_source: str) 
     return (f"{plan.source} was planned with the loss law of scenario {own.name!r} (mean ℓ(K) {a.loss_mean:.4g}, "
             f"{plan.omega:g}-quantile {a.loss_quantile:.4g}), but {other_source} ({other.name!r}) gives its "
             f"schedule mean {b.loss_mean:.4g}, {plan.omega:g}-quantile {b.loss_quantile:.4g}: validate with the plan's "
-            f"own scenario, or plan with {other_source} first (depl plan {other_source} --out PLAN.json)")
+            "own scenario, or make its plan first (`depl plan SCENARIO --out PLAN.json`)")
 
 
 def validate(plan: Plan, scenario: Scenario, trajectories: np.ndarray, seeds: list[int], plan_file: str = "",
