@@ -104,4 +104,5 @@ def test_an_infeasibility_says_when_the_horizon_binds_not_the_deadline():
         make_plan(parse_scenario(d), "depl", Options(eta=60))
     msg = str(e.value)
     assert "The horizon binds, not the deadline" in msg and "max_epochs = 4" in msg
-    assert "No schedule of at most 4 epochs (max_epochs = 4)" in msg
+    assert "all max_epochs = 4 epochs the loss law is given for (the deadline alone would allow" in msg
+    assert "and no schedule of at most that many reaches the loss target." in msg and "No schedule of" not in msg

@@ -122,7 +122,9 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
         parts.append(f"By the deadline the lowest reachable {w} is {r.best_quantile:.4g} (constraint (3), target.loss).")
         if r.horizon_binds:
             parts.append(f"The horizon binds, not the deadline: that plan uses all max_epochs = {s.max_epochs} epochs "
-                         f"the loss law is given for (the deadline alone would allow {r.deadline_epochs}).")
+                         f"the loss law is given for (the deadline alone would allow {r.deadline_epochs})"
+                         + (", and no schedule of at most that many reaches the loss target." if r.shortest_time is None
+                            else "."))
     elif r.unbounded:
         parts.append(f"Schedules run within the deadline, but the loss law certifies no {w} below "
                      f"{r.ceiling:g} (4·|ℓ(0)| + 1) for any of them — a calibrated law whose scores "
@@ -135,7 +137,7 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
     if r.shortest_time is not None:
         parts.append(f"The loss target is reached at the earliest after {r.shortest_time:.6g} time units at full speed "
                      "(constraint (4), target.deadline).")
-    else:
+    elif not (r.best_quantile is not None and r.horizon_binds):   # else said with the horizon, above
         src = (f"max_epochs = {s.max_epochs}" if s.max_epochs is not None
                else "4× what the best version alone needs, at least 400" if r.horizon < LONGEST else "the longest horizon")
         parts.append(f"No schedule of at most {r.horizon} epochs ({src}) reaches the loss target, whatever the deadline.")
