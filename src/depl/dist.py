@@ -324,8 +324,9 @@ def sum_distribution(
 
     # The two shortest pieces first, always (Huffman's order): n terms of about m points each cost
     # O(n·m·log n) FFT work this way, against O(n²·m) when one running sum takes the terms one by one
-    # (20× fewer operations for the 320 terms of a 16-epoch plan).  Every convolution trims at most
-    # `trim` a side and its loss is counted in δ, whatever the order.
+    # (the closed loop's re-plans explore schedules of up to hundreds of terms; benchmarks/bench_sum.py
+    # times both orders).  Every convolution trims at most `trim` a side and its loss is counted in δ,
+    # whatever the order.
     heap = [(p.size, k, j, p) for k, (j, p) in enumerate(masses(t) for t in random)]
     heapq.heapify(heap)
     made = len(heap)
