@@ -118,9 +118,10 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
                           best_quantile=r.best_quantile, shortest_time=r.shortest_time, witness=r.witness)
     target = f"no plan meets the target: the {w} of the final loss ≤ {tgt.loss:g} by the deadline {tgt.deadline:g}."
     parts = [target]
+    horizon_said = r.best_quantile is not None and r.horizon_binds   # then its sentence says what no schedule reaches
     if r.best_quantile is not None:
         parts.append(f"By the deadline the lowest reachable {w} is {r.best_quantile:.4g} (constraint (3), target.loss).")
-        if r.horizon_binds:
+        if horizon_said:
             parts.append(f"The horizon binds, not the deadline: that plan uses all max_epochs = {s.max_epochs} epochs "
                          f"the loss law is given for (the deadline alone would allow {r.deadline_epochs})"
                          + (", and no schedule of at most that many reaches the loss target." if r.shortest_time is None
@@ -137,7 +138,7 @@ def infeasible(problem: Problem, search, *, method: str = "depl") -> Infeasible:
     if r.shortest_time is not None:
         parts.append(f"The loss target is reached at the earliest after {r.shortest_time:.6g} time units at full speed "
                      "(constraint (4), target.deadline).")
-    elif not (r.best_quantile is not None and r.horizon_binds):   # else said with the horizon, above
+    elif not horizon_said:
         src = (f"max_epochs = {s.max_epochs}" if s.max_epochs is not None
                else "4× what the best version alone needs, at least 400" if r.horizon < LONGEST else "the longest horizon")
         parts.append(f"No schedule of at most {r.horizon} epochs ({src}) reaches the loss target, whatever the deadline.")
