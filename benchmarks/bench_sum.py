@@ -46,10 +46,17 @@ def best_of(repeat: int, f):
     return min(times), out
 
 
+def at_least_one(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: at least 1")
+    return n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, nargs="+", default=[16, 64, 160])
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--epochs", type=at_least_one, nargs="+", default=[16, 64, 160])
+    ap.add_argument("--repeat", type=at_least_one, default=2)
     a = ap.parse_args()
     d = scenario_dict(load_scenario("mnist1d-small"))
     d.pop("calibration", None)
