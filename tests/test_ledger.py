@@ -113,3 +113,21 @@ def test_a_certify_run_whose_seeds_no_use_records_is_refused_naming_the_store_an
     line = str(e.value)
     assert "\n" not in line and str(tmp_path / "runs.sqlite") in line and "seed_uses" in line
     assert "certify-x" in line and "310000..310000" in line and "scripts/migrate_stores.py" in line
+
+
+def test_a_plans_certificate_equal_to_its_runs_but_for_the_last_digits_is_its_certificate():
+    """A certificate recomputed on another machine differs from the file's in the last digits of its numbers (numpy's
+    vectorised loops differ by CPU): the same certificate; a number that differs more is not what the runs give."""
+    import json
+    from pathlib import Path
+
+    from depl.ledger import certificate_problem
+    from depl.plan import Plan
+
+    d = json.loads((Path(__file__).parents[1] / "docs/certificate-store/plans/digits-small-default.json").read_text())
+    assert certificate_problem(Plan.from_json(d), "p.json") is None
+    for factor, same in ((1 - 1e-13, True), (1 - 1e-6, False)):
+        c = json.loads(json.dumps(d))
+        c["info"]["certificate"]["alpha_share"] *= factor
+        why = certificate_problem(Plan.from_json(c), "p.json")
+        assert (why is None) == same and (same or "alpha_share" in why), why

@@ -34,3 +34,22 @@ def clean(x: Any) -> Any:
 
 def dumps(obj: Any) -> str:
     return json.dumps(clean(obj), allow_nan=False, ensure_ascii=False)
+
+
+# numbers depl computes and records (a law's P(meets ℓmax), a cost, a share of α, a lower bound) differ between
+# machines in their last digits (numpy's vectorised loops differ by CPU): two records equal to this are the same
+RTOL = 1e-9
+
+
+def alike(a, b) -> bool:
+    """Whether two records (JSON values) are the same: their numbers equal to RTOL (or within 1e-12 of each other),
+    everything else exactly."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(alike(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(alike(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
+            return False
+        return math.isclose(a, b, rel_tol=RTOL, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+    return a == b and type(a) is type(b)

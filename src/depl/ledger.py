@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from .certificate import Certificate, CertificateError, Kind, Outcome, Sequential
+from .jsonout import alike
 from .planners import certify_by_calibration
 from .scenario import scenario_dict
 from .store import Store, StoreError
@@ -462,7 +463,7 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
         have, want = plan.info.get(k), got.get(k)
         if k == "certificate" and cert is not None:   # the α account kept beside it, not a claim of runs
             have = cert.without_evidence(*ACCOUNT_KEYS).to_json()
-        if have is not None and json.dumps(have, sort_keys=True) != json.dumps(want, sort_keys=True):
+        if have is not None and not alike(json.loads(json.dumps(have)), json.loads(json.dumps(want))):
             # the file's text is not repeated: what a command prints of a certificate is recomputed
             return (f"{where}: the plan's info.{k} is not what its calibration runs give: they give "
                     f"{_given(have, want)}; a plan's certificate is recomputed, never taken as written (make the "

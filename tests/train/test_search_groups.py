@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -416,3 +417,37 @@ def test_a_committed_search_of_the_price_rule_replays_through_its_command(depl_c
     assert (again.returned, again.evidence["runs_trained"], again.seeds) == \
         (cert.returned, cert.evidence["runs_trained"], cert.seeds)
     assert _epochs(tmp_path / "runs.sqlite") == before
+
+
+def _nudge(store: Path, factor: float) -> dict:
+    """Move the numbers a search computed in a store's manifest — each candidate's guess and share of α — by
+    `factor`, as another machine's last digits would; the manifest as it is then."""
+    with sqlite3.connect(store) as db:
+        (spec,) = db.execute("SELECT spec FROM runs WHERE kind = 'search-manifest'").fetchone()
+        m = json.loads(spec)
+        for c in m["candidates"]:
+            c["guess"], c["share"] = c["guess"] * factor, c["share"] * factor
+        db.execute("UPDATE runs SET spec = ? WHERE kind = 'search-manifest'", (json.dumps(m),))
+    return m
+
+
+def test_a_search_replays_on_the_numbers_its_store_bound_not_this_machines_last_digits(depl_cli, tmp_path):
+    """A law's P(meets ℓmax) and the shares of α computed from it differ between machines in their last digits: a
+    rerun is the search its store bound when they agree to 1e-9, and decides on the store's numbers; numbers that
+    differ more are another search, refused in one line."""
+    shutil.copy(RECORDS / "mnist1d-small-2" / "runs.sqlite", tmp_path / "runs.sqlite")
+    before = _epochs(tmp_path / "runs.sqlite")
+    m = _nudge(tmp_path / "runs.sqlite", 1.0 + 1e-12)
+    args = ("plan", "mnist1d-small", "--certify", "--first-seed", 1800000, "--batch", 16, "--max-runs", 300,
+            "--uses", 1000, "--keep-models", "none", "--json")
+    r = depl_cli(*args, "--out", tmp_path / "plan.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = Certificate.from_json(json.loads(r.stdout)["certificate"])
+    assert [(c["weight"], c["law_p"]) for c in again.candidates] == [(c["share"], c["guess"]) for c in m["candidates"]]
+    assert _epochs(tmp_path / "runs.sqlite") == before
+    _nudge(tmp_path / "runs.sqlite", 1.0 + 1e-6)
+    # (a new seed book: the one above holds these seeds for the search as bound, and refuses first)
+    r = depl_cli(*args, "--out", tmp_path / "plan-2.json", cwd=tmp_path, env={"DEPL_SEED_LEDGER": str(tmp_path)})
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode == 2 and len(errors) == 1 and "holds a search with another list of candidates" in errors[0]
+    assert not (tmp_path / "plan-2.json").exists()

@@ -245,6 +245,18 @@ class Search:
         self.started = []
         self._allocate()
 
+    def take(self, weights: Sequence[float], guesses: Sequence[float | None]) -> None:
+        """Before any run: the shares of α (`Arm.weight`) and the guesses its store recorded for the candidates
+        fixed in advance, where they are this search's to rounding (computed on another machine, they differ in the
+        last digits) — so that a rerun decides on the numbers its store bound."""
+        if any(a.test.runs for a in self.arms) or len(weights) != len(self.arms) or len(guesses) != len(self.arms):
+            raise ValueError("a search takes its store's numbers before any run, one per candidate")
+        for a, w, g in zip(self.arms, weights, guesses):
+            a.weight, a.guess = float(w), g
+            a.test = Sequential(self.omega, a.weight * self.alpha, self.prior)
+        self.started = []
+        self._allocate()
+
     @property
     def proposed(self) -> int:
         """How many candidates were proposed from the runs."""

@@ -19,6 +19,7 @@ runs counted for it and by the whole search, the seeds, and every candidate's ve
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -31,7 +32,7 @@ from .planning import law_of, load, p_meet, price_row, retarget, save_plan
 from .training import check_keep
 from ..certificate.search import (ALLOCATIONS, DEFAULT_ALLOCATION, HORIZON, MAX_RUNS, USES, ladder, Search, Spending,
                                   value_shares)
-from ..jsonout import dumps
+from ..jsonout import alike, dumps
 from ..ledger import TaskSeeds, digest, lineage
 from ..paths import informational
 from ..planners import Infeasible, Options, infeasible_reason, make_plan
@@ -502,6 +503,9 @@ def run_search(prep: Prepared, *, out: Optional[Path] = None, store: Optional[Pa
         mine = manifest(prep.candidates, search, run_ids(prep.candidates), first_seed, batch)
         with Store(store) as st:
             seg = bind(st, mine, max_runs)
+        if began:   # bound to this search: its recorded numbers, equal to these to rounding (`bind`), decide
+            mine = began
+            search.take([c["share"] for c in began["candidates"]], [c["guess"] for c in began["candidates"]])
         _write_candidates(prep, store.parent / "search-candidates.json", mine)
         mark = digest(mine)
         book.record("search", first_seed, first_seed + batch - 1, str(store), alpha=prep.alpha, search=mark)
@@ -554,7 +558,11 @@ def _write_candidates(prep: Prepared, path: Path, bound: dict) -> None:
             "candidates": [{**r, "weight": m["share"]} for r, m in zip(candidate_rows(prep), bound["candidates"])]}
     text = dumps(data) + "\n"
     if path.is_file():
-        if path.read_text(encoding="utf-8") != text:
+        try:
+            was = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            was = None
+        if not alike(was, json.loads(text)):   # the same but for the last digits of a number: written already
             raise BadInput(f"{path}: lists other candidates than this search's (another search wrote it, or it was "
                            "edited); the candidates are written once, before the first run: give this search its "
                            "own folder (--out, --store)")

@@ -19,7 +19,9 @@ longest job on every seed, as depl did before groups stopped short, replays as i
 A store holds one search, bound by its **manifest** (`manifest`, the run row `search-manifest`, written before the
 first run is trained): the candidates (their runs, epochs, costs, schedules and shares of α), ω, ℓmax, α, the
 e-process, the allocation, the drop rule, the batch and the first seed — everything a decision depends on.  A rerun
-that differs in any of them is refused (`bind`): the same seeds are analysed once.  Only `--max-runs` may grow: each
+that differs in any of them is refused (`bind`): the same seeds are analysed once.  Numbers the search computed are
+compared to `depl.jsonout.RTOL` (another machine's last digits are the same search) and the rerun takes the store's
+(`depl.certificate.search.Search.take`, a proposal's recorded cost and guess), so it decides as the store did.  Only `--max-runs` may grow: each
 value is recorded with the seeds drawn when it took effect (`search-max-runs-K` rows), a rerun replays the store
 under the values recorded, batch by batch, to where the runs stop (the search finished or paused at its cap, or a
 batch needs training) and only there takes the new value: every past decision and counted seed stays as it was.
@@ -41,6 +43,7 @@ from typing import Callable
 
 from ...certificate import Certificate, Outcome
 from ...certificate.search import Search
+from ...jsonout import alike
 from ...loss.base import segments
 from ...plan import Plan
 from ...store import Store, StoreError
@@ -197,10 +200,10 @@ def manifest(cands: list[Candidate], search: Search, ids: dict[int, str], first_
             "batch": int(batch), "first_seed": int(first_seed)}
 
 
-WORDS = {"candidates": "the candidates (runs, epochs, costs or shares of α)", "omega": "ω (--quantile)",
+WORDS = {"candidates": "list of candidates (runs, epochs, costs, shares of α or guesses)", "omega": "ω (--quantile)",
          "loss_target": "ℓmax (--loss)", "alpha": "--alpha", "prior": "--prior", "allocation": "--allocation",
-         "drop_below": "the drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "the format",
-         "uses": "--uses", "spending": "the spending rule", "horizon": "--horizon"}
+         "drop_below": "drop rule", "batch": "--batch", "first_seed": "--first-seed", "format": "format",
+         "uses": "--uses", "spending": "spending rule", "horizon": "--horizon"}
 
 
 def bound(st: Store) -> tuple[dict | None, list[tuple[int, int]]]:
@@ -231,8 +234,7 @@ def check_bound(path, theirs: dict, seg: list[tuple[int, int]], mine: dict,
     """StoreError naming what differs between the store's manifest `theirs` and `mine` (a key `mine` lacks: not
     known yet, not compared), or a `max_runs` smaller than the last recorded (None: not compared); else the
     --max-runs record `seg`."""
-    differ = [k for k in WORDS if k in mine
-              and json.dumps(theirs.get(k), sort_keys=True) != json.dumps(mine.get(k), sort_keys=True)]
+    differ = [k for k in WORDS if k in mine and not alike(theirs.get(k), mine.get(k))]
     if differ:
         was = {k: theirs.get(k) for k in differ if k != "candidates"}
         said = ", ".join(WORDS[k] + (f" (was {was[k]})" if k in was else "") for k in differ)
@@ -339,23 +341,25 @@ class SearchKeeper:
 PROPOSAL = "search-proposal"
 
 
-def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int) -> None:
+def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int) -> dict:
     """Record a proposed candidate (or check the one recorded at its slot: a rerun proposes the same at the same
-    seed, or the store's runs were analysed otherwise)."""
+    seed, or the store's runs were analysed otherwise); the record, whose cost and guess the search takes."""
     k = search.proposed + 1
     row = {"index": index, "proposal": k, "from_seeds": int(drawn), "epochs": c.epochs, "cost": float(c.plan.cost),
            "schedule": c.words(), "share": search.spending.later(k), "guess": c.proposed.get("guess"),
            "run": run_ids([c])[0], "plan": dataclasses.replace(c.plan, solve_seconds=0.0).to_json(),
            "job": c.job.to_json(), "proposed_at": c.proposed}
     have = [r["spec"] for r in st.runs(PROPOSAL) if r["run_id"] == f"{PROPOSAL}-{k}"]
-    if have and json.dumps({**have[0], "plan": None}, sort_keys=True, default=str) != \
-            json.dumps({**row, "plan": None}, sort_keys=True, default=str):
+    if have and not alike({**have[0], "plan": None}, json.loads(json.dumps({**row, "plan": None}, default=str))):
         raise StoreError(f"{st.path}: the search proposed candidate {have[0]['schedule']} (cost {have[0]['cost']:.6g}) "
                          f"after {have[0]['from_seeds']} seeds; this one proposes {row['schedule']} after {drawn}: "
                          "the store's runs were analysed by another depl or scenario; rerun it with those, or start a "
                          "new search in a new --store")
-    if not have:
-        st.start_run(f"{PROPOSAL}-{k}", PROPOSAL, json.loads(json.dumps(row, default=str)))
+    if have:
+        return have[0]
+    row = json.loads(json.dumps(row, default=str))
+    st.start_run(f"{PROPOSAL}-{k}", PROPOSAL, row)
+    return row
 
 
 def _take(search: Search, max_runs: int) -> None:
@@ -424,9 +428,9 @@ def run_search(cands: list[Candidate], search: Search, *, store: str | Store, fi
             asked_at = len(search.fallen())
             new = propose(search, outcomes, cands, drawn)
             for c in new:
-                _proposed(st, c, search, len(cands), drawn)
+                rec = _proposed(st, c, search, len(cands), drawn)
                 cands.append(c)
-                search.add(c.plan.cost, c.proposed.get("guess"))
+                search.add(rec["cost"], rec["guess"])
                 read_from[len(cands) - 1], outcomes[len(cands) - 1] = [], []
             if new:
                 ids, group_runs, epochs, covering = _layout(cands)
