@@ -32,7 +32,7 @@ def replay(folder: Path, batch: int) -> dict:
             held = st.count_epochs()
         s = Search([c["cost"] for c in rows], cert.omega, cert.alpha, shares=[c["weight"] for c in rows],
                    max_runs=ev["max_runs"], drop_below=ev["drop_below"], prior=ev["prior"],
-                   allocation=ev.get("allocation", "all"))
+                   allocation=ev["allocation"])
         alive = [s.alive()]                                   # each batch's candidates in the race
         r = run_search(cands, s, store=store, first_seed=ev["first_seed"], batch=batch,
                        on_batch=lambda search, seeds, seconds: alive.append(search.alive()))

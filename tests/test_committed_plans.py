@@ -2,7 +2,8 @@
 read (depl.certificate.Certificate) — and its certificate is what today's depl recomputes from its own runs (its
 store's runs for a certified search), so every command that judges a committed plan reads it
 (scripts/recompute_plan_certificates.py brought them there once; scripts/migrate_stores.py planned the one whose
-calibration runs are not kept under its law as fitted)."""
+calibration runs are not kept under its law as fitted; scripts/migrate_search_records.py completed the records of the
+searches made before a search recorded every field it writes today)."""
 
 import importlib.util
 from pathlib import Path
@@ -36,3 +37,15 @@ def test_every_committed_search_plan_names_the_alpha_ledger_account_of_its_store
     accounts = {p: a for p, a in named.items() if a is not None}
     assert len(accounts) >= 2
     assert {p: have for p, (have, want) in accounts.items() if have != want} == {}
+
+
+def test_every_committed_search_record_is_in_todays_shape():
+    """scripts/migrate_search_records.py brought the searches made before a search named its e-process and
+    allocation, and its candidates' runs read and first seed counted, to today's shape once: nothing is left to
+    migrate, so every reader takes these fields as written, with no default."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "migrate_search_records.py"), "--check"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "0 store(s), 0 plan file(s) left to migrate" in r.stdout, r.stdout + r.stderr

@@ -501,12 +501,10 @@ def search_problem(plan: "Plan", where: str, c: Certificate) -> str | None:
     try:
         ev = c.evidence
         row = c.candidates[c.returned]
-        store, first, runs, met, prior = Path(c.store), int(ev["first_seed"]), c.runs, c.hits, str(ev["prior"])
-        rid, K, a = row["trains_with"], int(row["epochs"]), float(row["alpha"])
-        # the runs its seeds were read from, the longest first (one, its group's, before groups stopped short)
-        rids = [str(x) for x in (row.get("read_from") or [rid])]
-        # its seeds are consecutive from the first it counted (the search's first, before the allocation was named)
-        first = int(row["first_counted"]) if row.get("first_counted") is not None else first
+        store, runs, met, prior = Path(c.store), c.runs, c.hits, str(ev["prior"])
+        K, a = int(row["epochs"]), float(row["alpha"])
+        # the runs its seeds were read from, the longest first; its seeds are consecutive from the first it counted
+        rids, first = [str(x) for x in row["read_from"]], int(row["first_counted"])
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return f"{where}: info.certificate: not a certified search's record (kind search): make the plan again"
     if not store.is_file():
@@ -555,7 +553,7 @@ def _not_as_bound(plan: "Plan", cert: Certificate, m: dict) -> str | None:
     for key, words in (("alpha", "α"), ("omega", "ω"), ("loss_target", "ℓmax"), ("first_seed", "the first seed")):
         if not same(c.get(key), m.get(key)):
             return f"{words} {c.get(key)!r} where the search's was {m.get(key)!r}"
-    if c.get("prior") != m.get("prior") or c.get("allocation", m.get("allocation")) != m.get("allocation"):
+    if c.get("prior") != m.get("prior") or c.get("allocation") != m.get("allocation"):
         return f"the e-process or allocation {c.get('prior')!r}/{c.get('allocation')!r}"
     rows, bound = cert.candidates, m.get("candidates") or []
     if len(rows) != len(bound) or not (cert.seeds[0][0] if cert.seeds else None) == m.get("first_seed"):

@@ -344,7 +344,7 @@ def test_the_returned_plans_runs_are_its_kept_models(depl_cli, searched):
     assert m["kept"] == len(sides)
     with Store(folder / "runs.sqlite") as st:
         held = [(st.losses(rid), st.diverged(rid)) for rid in b["read_from"]]
-    start = b["first_counted"] if b.get("first_counted") is not None else cert["first_seed"]
+    start = b["first_counted"]
     counted = [s for s in range(start, start + b["runs"]) if not any(s in g for _, g in held)]
     assert set(counted) <= set(sides)                      # every run the certificate counted is a kept model
     for s in counted:                                       # the model of epoch K, whichever run trained it

@@ -161,7 +161,7 @@ def test_a_rerun_replays_the_truncated_store_to_the_same_decisions_without_train
 
 
 def test_a_store_whose_group_trained_its_longest_job_on_every_seed_replays_to_the_same_decisions(truncated, tmp_path):
-    """The store depl wrote before groups stopped short: the 3-epoch job on every seed.  Read back, it trains
+    """A store whose group trained the 3-epoch job on every seed, further than the search needs.  Read back, it trains
     nothing, counts what it holds, and decides as the truncated search did (the same hits for every candidate)."""
     _, r = truncated
     cands = _group_cands()
@@ -198,7 +198,7 @@ def test_a_committed_search_replays_from_its_store_without_training(tmp_path, na
         cands = recorded_candidates(st, cert)
     s = Search([c["cost"] for c in rows], cert.omega, cert.alpha, shares=[c["weight"] for c in rows],
                max_runs=ev["max_runs"], drop_below=ev["drop_below"], prior=ev["prior"],
-               allocation=ev.get("allocation", "all"))
+               allocation=ev["allocation"])
     r = run_search(cands, s, store=store, first_seed=ev["first_seed"], batch=16, options=TRAIN)
     assert _epochs(store) == before
     assert [r.run_ids[c.group] for c in cands] == [c["trains_with"] for c in rows]

@@ -13,8 +13,8 @@ shorter ones.
 
 Seeds F, F+1, … train in batches, every group with a candidate still in the race on the same seed numbers
 (`depl.train.backends.executors.run_all`); a seed a run of the group already holds far enough is read, not trained, so a
-rerun with the same arguments replays the store to the same decisions (and a store whose groups trained their
-longest job on every seed, as depl did before groups stopped short, replays as it was).
+rerun with the same arguments replays the store to the same decisions (so does a store whose groups trained their
+longest job on every seed, further than the search needs).
 
 A store holds one search, bound by its **manifest** (`manifest`, the run row `search-manifest`, written before the
 first run is trained): the candidates (their runs, epochs, costs, schedules and shares of α), ω, ℓmax, α, the
@@ -158,28 +158,19 @@ class Searched:
         return sum(n * self.epochs[rid] for rid, n in self.trained.items())
 
 
-def _identity(alpha: float, first_seed: int, prior: str, allocation: str = "all") -> dict:
-    """What a search's runs are counted by: its α, first seed, e-process and allocation (unnamed: the uniform
-    mixture and every candidate in the race counting every seed, what a search recorded before either was named,
-    so that its store still replays)."""
-    return {"alpha": alpha, "first_seed": first_seed, **({} if prior == "uniform" else {"prior": prior}),
-            **({} if allocation == "all" else {"allocation": allocation})}
-
-
-def _counted_by(spec: dict) -> dict | None:
-    theirs = ((spec.get("plan") or {}).get("info") or {}).get("search")
-    return None if theirs is None else {"prior": "uniform", "allocation": "all", **theirs}
+def _identity(alpha: float, first_seed: int, prior: str, allocation: str) -> dict:
+    """What a search's runs are counted by: its α, first seed, e-process and allocation."""
+    return {"alpha": alpha, "first_seed": first_seed, "prior": prior, "allocation": allocation}
 
 
 def check_store(st: Store, run_ids: dict[int, str], alpha: float, first_seed: int, prior: str,
-                allocation: str = "all") -> None:
+                allocation: str) -> None:
     """Refuse a store whose runs of these jobs were counted by a search at another α, from another first seed, by
-    another e-process or allocation (a record without one was decided by the uniform mixture, every candidate in
-    the race counting every seed, as depl 0.1.0 decided)."""
-    mine = {"prior": "uniform", "allocation": "all", **_identity(alpha, first_seed, prior, allocation)}
+    another e-process or allocation."""
+    mine = _identity(alpha, first_seed, prior, allocation)
     for r in st.runs("search"):
         if r["run_id"] in run_ids.values():
-            theirs = _counted_by(r["spec"])
+            theirs = ((r["spec"].get("plan") or {}).get("info") or {}).get("search")
             if theirs is not None and theirs != mine:
                 raise StoreError(f"{st.path}: run {r['run_id']} was counted by a search at α {theirs['alpha']:g} "
                                  f"from seed {theirs['first_seed']} with the {theirs['prior']} e-process, allocation "
