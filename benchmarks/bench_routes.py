@@ -207,7 +207,7 @@ def profile_args(scenario: Path) -> tuple[list[str], list[str]]:
     return args, [e["label"] for e in exps]
 
 
-NEED = re.compile(r"needs at least (\d+) runs \(")
+NEED = re.compile(r"a certificate takes ≥ (\d+) runs \(")
 HEADS = re.compile(r"(\d+) of (\d+) met ℓmax")
 
 
@@ -306,8 +306,8 @@ def calibration_route(a, clock: Clock) -> dict:
         if code == 0 and not (made is not None and made.certified):
             # too few calibration runs to use at all: the table is kept unused and `depl plan` plans with the law
             # as fitted, "not certified yet" — not a certified plan; the route needs more runs
-            code, err = 3, ("the calibration runs are too few to use (the plan is not certified yet); a schedule "
-                            f"needs at least {n} runs ({seeds} per experiment here)")
+            code, err = 3, ("the calibration runs are too few to use (the plan is not certified yet); a "
+                            f"certificate takes ≥ {n} runs ({seeds} per experiment here)")
         table = tomllib.loads((folder / "calibrated.toml").read_text(encoding="utf-8"))["calibration"]
         rounds.append({"seeds_per_experiment": seeds, "plan_exit_code": code, "seconds": time.perf_counter() - t0,
                        "profiled": [x["experiment"] for x in prof["runs"]], "profile_runs": prof["runs_trained"],

@@ -82,7 +82,7 @@ def test_the_calibration_route_asks_the_runs_its_refusal_names(study):
     assert sorted(c["rounds"][0]["experiments"]) == sorted(c["experiments"])
     # --small caps it at 2 seeds per experiment: `depl plan` still refuses, and says so
     assert c["seeds_per_experiment"] == 2 and c["calibration_runs"] == 10 and c["seed_epochs"] == 120
-    assert c["exit_code"] == 3 and c["cost"] is None and "needs at least 44 runs" in c["rounds"][0]["refusal"]
+    assert c["exit_code"] == 3 and c["cost"] is None and "a certificate takes ≥ 44 runs" in c["rounds"][0]["refusal"]
     assert rep["summary"]["runs_ratio"] == rep["summary"]["mean_runs_trained"] / 10
     assert (out / "calibration" / "calibrated.toml").is_file()
 

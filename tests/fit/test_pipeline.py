@@ -119,7 +119,7 @@ def _check_calibration(tmp_path, done):
     # at the default α (0.05) 5 runs of an experiment certify nothing: exit 3, with the runs it would take; the
     # law as fitted then plans (no certificate), and the calibrated scenario judges that plan's runs
     r = certify
-    assert r.returncode == 3 and "certify no schedule" in r.stderr and "which needs at least" in r.stderr, r.stderr
+    assert r.returncode == 3 and "certify no schedule" in r.stderr and "a certificate takes ≥" in r.stderr, r.stderr
     assert json.loads(r.stdout)["feasible"] is False
     r = uncalibrated
     assert r.returncode == 0, r.stdout + r.stderr

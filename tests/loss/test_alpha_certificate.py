@@ -64,12 +64,12 @@ def test_the_cli_records_the_certificate_and_says_what_would_certify(depl_cli, t
     # and what it spent, on which runs (tests/fit/test_calibration_conditions.py checks the account)
     assert cert.alpha_share == 0.05 and len(cert.calibration["runs"]) == 3
     r = low
-    assert r.returncode == 3 and "needs at least 76 runs (64 here;" in r.stderr
+    assert r.returncode == 3 and "a certificate takes ≥ 76 runs (64 here;" in r.stderr
     # what failed, not only how many runs would do: the nearest chain's first test in the message, with its count;
     # each chain's under --verbose (a line each after the message) and in --json
     message, how, *each = r.stderr.splitlines()
-    assert "failed, the nearest: '" in message and "of 64 met ℓmax = 1.75, lower bound" in message
-    assert "`depl --verbose` says each test" in message and len(message) < 560, message
+    assert "certify no schedule: the nearest, '" in message and "of 64 met ℓmax, lower bound" in message
+    assert "each test: `depl --verbose`" in message and len(message) < 420, message
     assert "a chain stopping at its first failure; every chain failed its first test:" in how
     assert len(each) == 3 and all("the law's likeliest)" in x and "of 64 met ℓmax" in x for x in each)
     said = json.loads(low_json.stdout)
@@ -99,7 +99,7 @@ def test_a_calibration_that_certifies_nothing_names_each_experiment_by_what_sets
     law = loss_model_for(parse_scenario(with_target(d, alpha=0.05), "noniid ℓmax 1"))
     why = law.shortfall()
     assert why is not None and "stopping at the first that fails" not in why
-    assert "each of the 3 experiments' first test (at α/3 = 0.0167) failed" in why
+    assert "certify no schedule: the nearest, '" in why and "lower bound 0.000 at α/3;" in why
     how, *listed = law.shortfall_detail()   # each chain's first test (`depl --verbose`, --json's detail)
     assert "every chain failed its first test" in how
     E = len(law.usable)

@@ -178,6 +178,6 @@ def test_a_cell_the_calibration_cannot_certify_says_how_many_runs_would(tmp_path
     task = parse_task("mnist1d-small")
     cell, plan = plan_cell(task, 0.95, "calibrated", tmp_path)
     assert plan is None and cell.verdict == "missing"
-    assert "certify no schedule" in cell.missing and "needs at least 80 runs" in cell.missing
+    assert "certify no schedule" in cell.missing and "a certificate takes ≥ 80 runs" in cell.missing
     cell, plan = plan_cell(task, 0.9, "calibrated", tmp_path)
     assert plan is not None and "certified P ≥ 0.9 with confidence 0.95" in cell.certified_by

@@ -80,7 +80,7 @@ def _path(schedule) -> tuple[str, ...]:
 
 UNRECORDED = "its runs' conditions were not recorded"
 DIFFER = "its runs differ from the scenario's conditions"
-AS_FITTED = ", or plan with the law as fitted (`depl plan --uncalibrated`: no certificate)"
+AS_FITTED = ", or plan `--uncalibrated` (the law as fitted, no certificate)"
 """How a calibration that certifies nothing ends its words (`shortfall`, `unusable`): the other way to plan."""
 
 
@@ -412,13 +412,10 @@ class CalibratedModel(LossModel):
         # chain's first test under `depl --verbose` (shortfall_detail)
         nearest = max(self._heads, key=lambda h: self._lower(h, E))
         i, key, n, met = nearest
-        which = "its one experiment's" if E == 1 else f"each of the {E} experiments'"
-        return (f"with confidence {1 - self.alpha:g} the calibration runs certify no schedule: {which} first test "
-                f"(at α/{E} = {self.alpha / E:.3g}) failed"
-                + ("" if E == 1 else ", the nearest") + f": {self.records[i].label!r} ({_words(key[0])}), {met} of "
-                f"{n} met ℓmax = {loss:g}, lower bound {self._lower(nearest, E):.3f}, which needs at least {need} runs "
-                f"({have} here; `depl --verbose` says each test); profile more calibration seeds (`depl profile "
-                "--first-seed N`, `depl calibrate`)" + AS_FITTED)
+        return ("the calibration runs certify no schedule: "
+                + ("the nearest, " if E > 1 else "") + f"{self.records[i].label!r} ({_words(key[0])}), {met} of {n} "
+                f"met ℓmax, lower bound {self._lower(nearest, E):.3f} at α/{E}; a certificate takes ≥ {need} runs "
+                f"({have} here; each test: `depl --verbose`); profile more seeds (`depl profile --first-seed N`, `depl calibrate`)" + AS_FITTED)
 
     def _lower(self, head, E: int) -> float:
         _, _, n, met = head
