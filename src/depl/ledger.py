@@ -348,8 +348,9 @@ class TaskSeeds:
             except (TypeError, ValueError):
                 continue
             # no run id: a use in another store is never the one a command resumes (`began_with`)
-            uses.append(Use(str(r.get("kind")), f"{r.get('kind')} in {r.get('store', '?')} (the task's seed book "
-                            f"{self.path})", ((a, b),)))
+            # the book's own path is not said: docs/certificate.md, "The task's seed book", says where books lie
+            uses.append(Use(str(r.get("kind")), f"{r.get('kind')} in {r.get('store', '?')} (the task's seed book)",
+                            ((a, b),)))
         return Ledger(uses)
 
     def record(self, kind: str, first: int, last: int, store: str, job: str | None = None,
