@@ -473,10 +473,10 @@ def certificate_problem(plan: "Plan", where: str, scenario: "Scenario | None" = 
 
 
 def _given(have, want, most: int = 3) -> str:
-    """What the runs give where the file differs: a text whole, a certificate's differing fields (at most `most`,
-    each value cut to 40 characters), never the file's values."""
+    """What the runs give where the file differs: a text cut to 100 characters (`depl plan` prints it whole), a
+    certificate's differing fields (at most `most`, each value cut to 40 characters), never the file's values."""
     if not (isinstance(have, dict) and isinstance(want, dict)):
-        return "nothing" if want is None else repr(want)
+        return "nothing" if want is None else t if len(t := repr(want)) <= 100 else t[:97] + "..."
 
     def flat(d, head=""):
         out = {}
