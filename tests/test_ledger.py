@@ -130,3 +130,14 @@ def test_a_plans_certificate_equal_to_its_runs_but_for_the_last_digits_is_its_ce
         c["info"]["certificate"]["alpha_share"] *= factor
         why = certificate_problem(Plan.from_json(c), "p.json")
         assert (why is None) == same and (same or "alpha_share" in why), why
+
+
+def test_a_run_registered_again_with_its_plans_numbers_to_their_last_digits_is_the_same_run(tmp_path):
+    """A rerun plans again, and a plan's figures computed on another machine differ in their last digits (numpy's
+    vectorised loops differ by CPU): the same run; a figure that differs more is another specification."""
+    spec = {"backend": "local", "plan": {"cost": 299.2786334511485, "epochs": [{"compute": 12.5}]}, "job": {"k": 1}}
+    with Store(tmp_path / "runs.sqlite") as st:
+        st.start_run("plan-x", "plan", spec)
+        st.start_run("plan-x", "plan", {**spec, "plan": {**spec["plan"], "cost": 299.2786334511485 * (1 + 1e-13)}})
+        with pytest.raises(StoreError, match="another specification"):
+            st.start_run("plan-x", "plan", {**spec, "plan": {**spec["plan"], "cost": 299.2786334511485 * (1 + 1e-6)}})

@@ -65,6 +65,8 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from .jsonout import alike
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id   TEXT PRIMARY KEY,
@@ -439,7 +441,7 @@ class Store:
         row = self._db.execute("SELECT kind, spec FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             self._db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (run_id, kind, text, time.time()))
-        elif row[0] != kind or _same_run(self._spec(run_id, row[1])) != _same_run(json.loads(text)):
+        elif row[0] != kind or not alike(_same_run(self._spec(run_id, row[1])), _same_run(json.loads(text))):
             raise StoreError(f"run {run_id!r} already exists in {self.path} with another specification; "
                              "train it into another store (--store, or another --out folder)")
 
