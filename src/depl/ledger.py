@@ -418,7 +418,12 @@ def resolve(ledger: Ledger, command: str, run_id: str, first: int | None, count:
             return _checked(ledger.without(own), own.first, own.first + count - 1, asked or f"--first-seed {own.first}",
                             command)
         f = own.first if first is None else first
-        if f == own.first:   # a resumption (with more seeds, or fewer), or the same runs judged again
+        if f == own.first and own.last is not None and f + count - 1 < own.last:
+            # a judgement on a prefix of its seeds would drop the ones after it, whatever they said
+            raise SeedsUsed(f"{asked or f'{count} seeds'} (seeds {f}..{f + count - 1}): {own.what.split(' (')[0]} "
+                            f"began with seeds {own.first}..{own.last} and judges every one of them: rerun with "
+                            f"{own.last - own.first + 1} seeds or more")
+        if f == own.first:   # a resumption (with more seeds), or the same runs judged again
             return _checked(ledger.without(own), f, f + count - 1, asked, command)
         _checked(ledger, f, f + count - 1, asked, command)   # seeds another step used: named first
         raise SeedsUsed(f"{asked or f'--first-seed {f}'} (seeds {f}..{f + count - 1}): {own.what.split(' (')[0]} "

@@ -113,6 +113,23 @@ def test_validate_takes_free_seeds_by_default_and_resumes_only_from_its_first_se
     assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["coverage"] == report["evidence"]["coverage"]
 
 
+def test_a_validation_resumed_with_fewer_seeds_is_refused_not_judged_on_a_prefix(depl_cli, plan):
+    """A validation judges every seed it began with: rerun with fewer, it would judge a prefix and drop what the
+    others said (a refutation on 3 seeds undone on 2) — refused, the report left as it was; the same seeds again
+    judge the same."""
+    args = ["validate", "digits-small", plan, "--out", "v", "--json"]
+    r, fewer, same = depl_cli.each([[*args, "--seeds", "3"], [*args, "--seeds", "2"], [*args, "--seeds", "3"]],
+                                   cwd=plan.parent)
+    assert r.returncode in (0, 4), r.stderr
+    report = (plan.parent / "v" / f"{plan.stem}-validate.json").read_text()
+    assert fewer.returncode == 2 and "began with seeds 410000..410002 and judges every one of them: rerun with 3 " \
+        "seeds or more" in fewer.stderr, fewer.stderr
+    assert len([x for x in fewer.stderr.splitlines() if x.startswith("error:")]) == 1
+    assert (plan.parent / "v" / f"{plan.stem}-validate.json").read_text() == report
+    assert same.returncode == r.returncode and json.loads(same.stdout)["evidence"]["coverage"] == \
+        json.loads(r.stdout)["evidence"]["coverage"]
+
+
 def forge(path: Path, **info) -> None:
     d = json.loads(path.read_text(encoding="utf-8"))
     d.setdefault("info", {}).update(info)
