@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from .common import check_output_file
 from .errors import BadInput, Unreachable, as_bad_input
-from ..certificate import Certificate, alpha_or_default, expected_runs, fixed_n_verdict
+from ..certificate import Certificate, Outcome, alpha_or_default, expected_runs, fixed_n_verdict
 from ..certificate.search import HORIZON
 from ..loss import loss_model_for
 from ..omega import OMEGA_MAX
@@ -24,7 +24,6 @@ from ..simulate import simulate_plan
 from .alpha_spent import ledger_path, plan_hash, record
 
 if TYPE_CHECKING:
-    from ..certificate import Outcome
     from ..predict import Prediction
     from ..simulate import Simulation
 
@@ -232,7 +231,8 @@ class Simulated:
                 "p_meet": sim.p_meet, "p_meet_ci": list(sim.p_meet_ci), "quantile": sim.quantile,
                 "quantile_ci": list(sim.quantile_ci), "alpha": sim.alpha, "law_quantile": p.loss_quantile,
                 "mean": float(sim.final.mean()), "planned_mean": p.loss_mean, "not_refuted": self.not_refuted,
-                "verdict": self.verdict,
+                # "certified" is kept for real runs: the law's Monte Carlo says the plan holds by the law
+                "verdict": "holds" if self.verdict is Outcome.CERTIFIED else self.verdict.value,
                 "cost": sim.cost, "cost_model": sim.cost_model, "band": sim.band.to_json(),
                 "infinite_why": self.infinite_why, "png": str(self.png)}
 
