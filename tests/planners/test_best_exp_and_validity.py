@@ -83,15 +83,21 @@ def test_a_plan_holding_nan_or_a_negative_loss_is_refused_and_never_written(tmp_
 
 
 def test_the_horizon_is_max_epochs_with_no_hidden_cap():
-    """max_epochs = 2000 was silently capped at 400 epochs."""
+    """max_epochs = 2000 was silently capped at 400 epochs; without max_epochs the deadline's, at most 10,000."""
     from depl.planners.common import Context
 
     d = scenario_dict(load_scenario("paper-mobilenet"))
     d["max_epochs"], d["target"]["deadline"] = 2000, 1e7
     ctx = Context(parse_scenario(d), ["cifar10"])
     assert ctx.deadline_epochs > 2000 and ctx.max_epochs == 2000
-    d["max_epochs"] = None
-    assert Context(parse_scenario(d), ["cifar10"]).max_epochs == ctx.deadline_epochs  # the deadline's, > 400
+    d["max_epochs"], d["target"]["deadline"] = None, 1e6
+    near = Context(parse_scenario(d), ["cifar10"])
+    assert 400 < near.deadline_epochs < 10_000 and near.max_epochs == near.deadline_epochs   # the deadline's
+    # a deadline that allows more than the longest horizon a scenario may set: that horizon (a deadline of 10⁹
+    # would ask for 10⁸ epochs, and the planner would not return)
+    d["target"]["deadline"] = 1e7
+    far = Context(parse_scenario(d), ["cifar10"])
+    assert far.deadline_epochs > 10_000 and far.max_epochs == 10_000
 
 
 def test_an_infeasibility_says_when_the_horizon_binds_not_the_deadline():

@@ -29,6 +29,9 @@ from .schedule import GraphSpec, Surrogate, cornish_fisher
 from ..families import norm_ppf
 
 
+LONGEST = 10_000  # the longest horizon planned: a scenario's max_epochs is at most this (depl.scenario)
+
+
 @dataclass(frozen=True)
 class Options:
     """Options every planner takes (some ignore some)."""
@@ -187,8 +190,9 @@ class Context:
 
     @cached_property
     def max_epochs(self) -> int:
-        """The horizon: what the deadline allows, and at most the law's max_epochs (no other cap)."""
-        k = self.deadline_epochs
+        """The horizon: what the deadline allows, and at most the law's max_epochs, else at most LONGEST (the most
+        a scenario's max_epochs may say: a deadline of 10⁹ time units would otherwise ask for 10⁸ epochs)."""
+        k = min(self.deadline_epochs, LONGEST - self.start.epoch)
         if self.scenario.max_epochs is not None:
             k = min(k, self.scenario.max_epochs - self.start.epoch)
         return max(1, k)

@@ -21,10 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .choices import Problem
-from .common import Candidate, Context, Infeasible, Options
+from .common import LONGEST, Candidate, Context, Infeasible, Options
 from .schedule import Surrogate, cornish_fisher, lowest_cost_path
 
-LONGEST = 10_000  # the longest horizon a scenario may set (scenario.max_epochs ≤ 10,000)
 
 
 @dataclass
