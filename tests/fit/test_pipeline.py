@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from depl.certificate import Certificate, Kind
 from depl.plan import Plan
 from depl.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow  # trains for real: make test runs it, make test-fast does not
 
@@ -170,3 +173,28 @@ def test_bad_input_exits_2(depl_cli, tmp_path):
     assert r.returncode == 2 and "no such store" in r.stderr
     r = depl_cli("validate", "mnist1d-small", str(tmp_path / "none.json"), "--out", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_fit_and_calibrate_never_write_over_a_store_your_code_or_their_input(depl_cli, tmp_path):
+    """--out is a scenario: a .toml file that is not the store or scenario the command reads — a store or your
+    network's .py given as --out was overwritten with TOML (exit 0); a file that cannot be written is one line."""
+    import sqlite3
+
+    from depl.workflows.errors import BadInput
+    from depl.workflows.fitting import write_text
+
+    store, code, scenario = tmp_path / "runs.sqlite", tmp_path / "mymodel.py", tmp_path / "s.toml"
+    sqlite3.connect(store).close()
+    code.write_text("def make_net(): ...\n")
+    scenario.write_text((ROOT / "src" / "depl" / "scenarios" / "digits-small.toml").read_text())
+    runs = [["fit", store, "--scenario", scenario, "--out", store], ["fit", store, "--out", code],
+            ["fit", store, "--scenario", scenario, "--out", scenario],
+            ["calibrate", scenario, store, "--out", store], ["calibrate", scenario, store, "--out", code],
+            ["calibrate", scenario, store, "--out", scenario]]
+    for args, r in zip(runs, depl_cli.each(runs, cwd=tmp_path)):
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+        assert "a scenario is written as TOML" in r.stderr or "is the file this command reads" in r.stderr, r.stderr
+    assert code.read_text() == "def make_net(): ...\n" and store.stat().st_size == 0
+    assert scenario.read_text() == (ROOT / "src" / "depl" / "scenarios" / "digits-small.toml").read_text()
+    with pytest.raises(BadInput, match=r"--out /dev/full: cannot write \(No space left on device\)"):
+        write_text(Path("/dev/full"), "x")

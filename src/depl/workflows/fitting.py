@@ -67,6 +67,27 @@ class Fitted:
     siblings: tuple[Path, ...] = ()  # every law's scenario
 
 
+def check_scenario_out(out: Path, inputs: tuple[Optional[str], ...], example: str) -> None:
+    """A scenario file to write: a .toml file (a store, your code or a plan is never overwritten with TOML), and
+    none of the command's own inputs."""
+    if out.suffix.lower() != ".toml":
+        raise BadInput(f"--out {out}: a scenario is written as TOML: give a .toml file, e.g. "
+                       f"{out.with_name(example)}")
+    for given in inputs:
+        if given is not None and out.exists() and Path(given.removeprefix("sqlite:///")).resolve() == out.resolve():
+            raise BadInput(f"--out {out}: is the file this command reads; write the new scenario beside it, e.g. "
+                           f"{out.with_name(example)}")
+
+
+def write_text(out: Path, text: str, flag: str = "--out") -> None:
+    """Write `text` at `out` (its folders made), or BadInput naming it where it cannot be written."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise BadInput(f"{flag} {out}: cannot write ({e.strerror or e})") from None
+
+
 def check_fit_options(omega, target_loss, deadline, name, out: Optional[Path], png: Optional[Path]) -> None:
     """The options of a fit, refused before it runs (not after minutes of it)."""
     for flag, v, ok, rule in (("--omega", omega, lambda x: omega_problem(x) is None, OMEGA_RULE),
@@ -95,6 +116,8 @@ def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = 
     scenario at `out` and every law's beside it (`depl fit`)."""
     out, png = (None if x is None else Path(x) for x in (out, png))
     check_fit_options(omega, target_loss, deadline, name, out, png)
+    if out is not None:
+        check_scenario_out(out, (store, scenario), "fitted.toml")
 
     path = store.removeprefix("sqlite:///")
     logs = is_log_file(path)
@@ -103,7 +126,10 @@ def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = 
     t0 = time.perf_counter()
     base, r = fit_laws(store, scenario, logs, bootstrap, seed, name, target_loss, omega, deadline, calibration_seeds)
     seconds = time.perf_counter() - t0
-    plots = draw_fit(r, png) if png is not None else ()
+    try:
+        plots = draw_fit(r, png) if png is not None else ()
+    except OSError as e:
+        raise BadInput(f"--png {png}: cannot write ({e.strerror or e})") from None
     if out is None:
         return Fitted(r, base, logs, logs and scenario is None, seconds, plots)
     chosen = r.chosen if model == "auto" else model
@@ -111,8 +137,7 @@ def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = 
     for tag in r.data:
         text = fitted_text(r, tag, base, fitted, store, out, logs, scenario is None, (target_loss, omega, deadline))
         for p in ([out] if tag == chosen else []) + [sibling(out, tag)]:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
+            write_text(p, text)
     return Fitted(r, base, logs, logs and scenario is None, seconds, plots, out, chosen, fitted,
                   tuple(sibling(out, t) for t in r.data))
 
@@ -262,6 +287,7 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     `omega`: the ω to calibrate for [default: the scenario's target quantile]; `png`: folder for the plot."""
     out, png = Path(out), None if png is None else Path(png)
     check_calibrate_options(omega, out, png)
+    check_scenario_out(out, (scenario, store), "calibrated.toml")
     path = store.removeprefix("sqlite:///")
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such store (run `depl profile --first-seed N` first)")
@@ -292,9 +318,12 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
             f"{base.fitted_seeds[0]}..{base.fitted_seeds[1]}) by `depl calibrate`")
     written = write_calibrated(rebased(text, base.code_dir, out), cal, use, runs, more, out)
     if png is not None:
-        png.mkdir(parents=True, exist_ok=True)
         law = written.loss_model or "increments"
-        plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
+        try:
+            png.mkdir(parents=True, exist_ok=True)
+            plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
+        except OSError as e:
+            raise BadInput(f"--png {png}: cannot write ({e.strerror or e})") from None
     unfinished = int(sum(np.isinf(e.losses[:, -1]).sum() for e in prof.experiments))
     return Calibrated(base, source, path, out, tuple(e.label for e in prof.experiments), (seeds[0], seeds[-1]), cal,
                       pit, use, levels, before, after, more, written, png / "calibration.png" if png else None,
@@ -328,6 +357,5 @@ def write_calibrated(text: str, cal, use: bool, runs: str, more: str, out: Path)
     same = {k: v for k, v in tomllib.loads(new).items() if k != "calibration"}
     if same != {k: v for k, v in tomllib.loads(text).items() if k != "calibration"}:  # pragma: no cover - a bug
         raise Failed("the calibrated scenario's law differs from the scenario's: not written")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(new, encoding="utf-8")
+    write_text(out, new)
     return written
