@@ -183,7 +183,13 @@ def test_onnx_export_writes_the_model_and_its_weights_as_a_pair_that_runs_where_
     onnx = pytest.importorskip("onnx")
     from onnx.reference import ReferenceEvaluator
 
-    (tmp_path / "m.onnx.data").write_text("an earlier export's weights")
+    (tmp_path / "m.onnx.data").write_text("weights of yours")   # no export's: refused, left as it was
+    r = depl_cli("export-model", "r", "--seed", "0", "--out", tmp_path / "m.onnx", "--format", "onnx", cwd=digits)
+    assert r.returncode == 2 and "m.onnx.data beside it" in r.stderr, r.stderr
+    assert (tmp_path / "m.onnx.data").read_text() == "weights of yours"
+    (tmp_path / "m.onnx.data").unlink()
+    r = depl_cli("export-model", "r", "--seed", "0", "--out", tmp_path / "m.onnx", "--format", "onnx", cwd=digits)
+    assert r.returncode == 0, r.stderr   # an earlier export and its weights: the next one replaces both
     r = depl_cli("export-model", "r", "--seed", "1", "--out", tmp_path / "m.onnx", "--format", "onnx", "--json",
                  cwd=digits)
     assert r.returncode == 0, r.stderr
@@ -326,14 +332,22 @@ def test_export_model_writes_its_file_whole_or_leaves_the_target_as_it_was(depl_
 
     out = tmp_path / "out"
     out.mkdir()
-    (out / "m.pt2").write_bytes(b"an earlier export")
+    # a file of yours under the export's name: refused, never replaced (only an earlier export is)
+    (out / "m.pt2").write_bytes(b"my precious")
+    r = depl_cli("export-model", "r", "--seed", "0", "--out", out / "m.pt2", cwd=digits)
+    assert r.returncode == 2 and "exists and is not an earlier torch-export export" in r.stderr, r.stderr
+    assert files_of(out) == {Path("m.pt2"): b"my precious"}
+    (out / "m.pt2").unlink()
+    r = depl_cli("export-model", "r", "--seed", "1", "--out", out / "m.pt2", cwd=digits)
+    assert r.returncode == 0, r.stderr
+    earlier = (out / "m.pt2").read_bytes()
     # a write that fails half way (a file-size limit of 4 KB, real): one line, exit 2, the earlier export as it was
     limited = ("import resource, signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
                "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\nfrom depl.cli import main; main()")
     r = depl_cli("export-model", "r", "--seed", "0", "--out", out / "m.pt2", cwd=digits, code=limited)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"--out {out / 'm.pt2'}: cannot be written (File too large); left as it was" in r.stderr
-    assert files_of(out) == {Path("m.pt2"): b"an earlier export"}   # no temporary file left
+    assert files_of(out) == {Path("m.pt2"): earlier}   # no temporary file left
     # a device: refused (never written into, never replaced)
     if os.path.exists("/dev/full"):
         r = depl_cli("export-model", "r", "--seed", "0", "--out", "/dev/full", cwd=digits)

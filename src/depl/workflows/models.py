@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -105,7 +106,7 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
         side = find(run_folder, seed, run)
     except training_errors() as e:
         raise ModelError(str(e)) from None
-    refuse_overwriting(out, Path(run_folder), side)
+    refuse_overwriting(out, Path(run_folder), side, fmt)
     check_extension(out, fmt, EXPORT_FORMATS)
     model = load_model(run_folder, seed, run=run, allow_code=allow_code)
     with as_bad_input(*training_errors()):
@@ -131,10 +132,11 @@ DEPL_FILES = {"depl.plan": "a plan", "depl.model": "a kept model's sidecar", "de
               "depl.search": "a search's candidates", "depl.alpha": "the ledger of α spent"}
 
 
-def refuse_overwriting(out: Path, run_folder: Path, side: dict[str, Any]) -> None:
-    """BadInput, naming `out` and why, where writing it would destroy what depl keeps or reads (`kept_file`), or
-    where it is no regular file (a device such as /dev/full, a pipe): the export is written beside it and renamed
-    onto it, which would replace the device itself."""
+def refuse_overwriting(out: Path, run_folder: Path, side: dict[str, Any], fmt: str = "torch-export") -> None:
+    """BadInput, naming `out` and why, where writing it would destroy what depl keeps or reads (`kept_file`), where
+    it is no regular file (a device such as /dev/full, a pipe: the export is written beside it and renamed onto it,
+    which would replace the device itself), or where it, or the weights file an ONNX export writes beside it
+    (`out`.data), exists and is not an earlier export (`earlier_export`): a file of yours is never replaced."""
     why = kept_file(out, run_folder, side)
     if why:
         raise BadInput(f"--out {out}: {why}; export-model writes a new file or replaces an earlier export, never "
@@ -142,6 +144,29 @@ def refuse_overwriting(out: Path, run_folder: Path, side: dict[str, Any]) -> Non
     if out.exists() and not out.is_file():
         raise BadInput(f"--out {out}: is {_kind(out)}, not a regular file; export-model writes a file, whole or not "
                        "at all (a temporary file beside it, renamed onto it)")
+    earlier = out.is_file() and earlier_export(out, fmt)
+    if out.is_file() and not earlier:
+        raise BadInput(f"--out {out}: exists and is not an earlier {fmt} export; export-model replaces only its own "
+                       "files: give a new name, or remove it first")
+    data = out.with_name(out.name + ".data")
+    if fmt == "onnx" and (data.exists() or data.is_symlink()) and not earlier:
+        raise BadInput(f"--out {out}: {data.name} beside it (where an ONNX export keeps its weights) is no earlier "
+                       "export's: give a new name, or remove it first")
+
+
+def earlier_export(path: Path, fmt: str) -> bool:
+    """Whether the file at `path` is an export in `fmt` (a torch.export archive, an ONNX model), which an export
+    may replace; False for anything else, or where it cannot be read as one."""
+    try:
+        if fmt == "onnx":
+            import onnx   # the onnx extra: without it nothing is exported either
+
+            onnx.load(str(path), load_external_data=False)
+            return True
+        with zipfile.ZipFile(path) as z:   # torch.export.save's archive: FOLDER/archive_format among its files
+            return any(n.endswith("/archive_format") for n in z.namelist())
+    except Exception:   # not a zip, not a protobuf, onnx missing: not an export this one may replace
+        return False
 
 
 def kept_file(out: Path, run_folder: Path, side: dict[str, Any]) -> str | None:
