@@ -184,7 +184,11 @@ def project(tmp_path, monkeypatch):
         "def no_pairs():\n    return (torch.zeros(10, 4), torch.zeros(10, 4)), (torch.zeros(5, 4), torch.zeros(5))\n\n"
         "def not_a_net():\n    return 'mlp'\n\n"
         "def wrong_width():\n    return nn.Sequential(nn.Flatten(), nn.Linear(40, 10))\n\n"
-        "def three_classes():\n    return nn.Sequential(nn.Flatten(), nn.Linear(64, 3))\n", encoding="utf-8")
+        "def three_classes():\n    return nn.Sequential(nn.Flatten(), nn.Linear(64, 3))\n\n"
+        "class Slice(nn.Module):\n    def forward(self, x):\n        return x.flatten(1)[:, :10]\n\n"
+        "def no_weights():\n    return Slice()\n\n"
+        "def frozen():\n    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))\n    net.requires_grad_(False)\n"
+        "    return net\n", encoding="utf-8")
     return folder
 
 
@@ -216,6 +220,8 @@ def test_a_bad_data_factory_is_named_before_training(project, source, why):
     ("broken:not_a_net", "it returned a str, not a torch.nn.Module"),
     ("broken:wrong_width", "it rejects a batch of the data, inputs of shape (2, 64)"),
     ("broken:three_classes", "it returns (2, 3); expected class logits of shape (2, 10)"),
+    ("broken:no_weights", "it returned a network with no trainable parameters"),
+    ("broken:frozen", "it returned a network with no trainable parameters"),
 ])
 def test_a_network_that_does_not_fit_the_data_is_named_before_training(project, net, why):
     s = load_scenario(scenario_with(project, net=net))

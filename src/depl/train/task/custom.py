@@ -290,6 +290,9 @@ def build_net(ref: str, args: dict[str, Any], code_dir: str | None):
         raise DataError(f"calling it with net_args {args} failed: {type(e).__name__}: {e}") from None
     if not isinstance(net, nn.Module):
         raise DataError(f"it returned a {type(net).__name__}, not a torch.nn.Module")
+    if not any(p.requires_grad for p in net.parameters()):   # the optimizer would fail on its first step
+        raise DataError("it returned a network with no trainable parameters (none has requires_grad): nothing to "
+                        "train")
     return net
 
 
