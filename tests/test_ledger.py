@@ -141,3 +141,13 @@ def test_a_run_registered_again_with_its_plans_numbers_to_their_last_digits_is_t
         st.start_run("plan-x", "plan", {**spec, "plan": {**spec["plan"], "cost": 299.2786334511485 * (1 + 1e-13)}})
         with pytest.raises(StoreError, match="another specification"):
             st.start_run("plan-x", "plan", {**spec, "plan": {**spec["plan"], "cost": 299.2786334511485 * (1 + 1e-6)}})
+
+
+def test_a_seed_range_past_the_largest_seed_is_refused_before_any_run():
+    """`depl run --first-seed 2147483647 --seeds 2` kept a model of seed 2147483648, which no command could name."""
+    from depl.workflows.common import MAX_SEED, seed_range
+    from depl.workflows.errors import BadInput
+
+    assert seed_range(MAX_SEED - 1, 2) == [MAX_SEED - 1, MAX_SEED]
+    with pytest.raises(BadInput, match="ends at 2147483648: seeds are at most 2147483647; start at 2147483646"):
+        seed_range(MAX_SEED, 2)

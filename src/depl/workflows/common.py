@@ -157,5 +157,8 @@ def run_seeds(st, runs, training: Training, progress: Optional[Callable] = None,
 
 
 def seed_range(first_seed: int, seeds: int) -> list[int]:
-    """Seeds F..F+N-1."""
+    """Seeds F..F+N-1; BadInput where the last is beyond MAX_SEED (a seed no later command could name)."""
+    if first_seed + seeds - 1 > MAX_SEED:
+        raise BadInput(f"--first-seed {first_seed} with {seeds} seeds ends at {first_seed + seeds - 1}: seeds are at "
+                       f"most {MAX_SEED}; start at {MAX_SEED - seeds + 1} or lower")
     return list(range(first_seed, first_seed + seeds))
