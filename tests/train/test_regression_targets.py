@@ -68,3 +68,22 @@ def test_depl_profile_with_the_automatic_choice_on_trains_targets_of_shape_n_1(d
     assert [len(t) for t in trajectories] == [2, 2, 2]
     assert all(math.isfinite(e.test_loss) and e.test_accuracy is None for t in trajectories for e in t)
 
+
+
+def test_a_network_giving_one_prediction_per_sample_as_n_trains_loads_and_exports(depl_cli, tmp_path):
+    """Targets of shape (N,) beside a network whose output is (N,) (its last layer flattened), as the tutorial allows:
+    trained, its kept model loads and exports (they were refused after training: 'outputs of shape (1,), expected
+    (1, 1)'), and predicts one number per sample, as the export does."""
+    project = write_regression(tmp_path / "project", "flat", net="make_flat_net")
+    ran, exported = depl_cli.each([["run", "plan.json", "--seeds", "1", "--out", "runs", "--allow-code", "."],
+                                   ["export-model", "runs", "--seed", "0", "--out", "m.pt2", "--allow-code", "."]],
+                                  cwd=project)
+    assert ran.returncode == 0 and exported.returncode == 0, ran.stderr + exported.stderr
+    import depl
+
+    model = depl.load_model(project / "runs", seed=0, allow_code=[project])
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        y = model(x)
+    assert tuple(y.shape) == (3,)
+    torch.testing.assert_close(torch.export.load(project / "m.pt2").module()(x), y)

@@ -97,6 +97,11 @@ def make_net(outputs: int = 1) -> nn.Module:
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, outputs))
 
 
+def make_flat_net(outputs: int = 1) -> nn.Module:
+    """(N, 4) in, (N,) out: one prediction per sample, as targets of shape (N,) are."""
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, outputs), nn.Flatten(0))
+
+
 def _draw(outputs):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(160, 4, generator=g)
@@ -154,17 +159,19 @@ size = 1.0
 work = 1.0
 progress = {{ A = 0.5, B = 1.0 }}
 noise = {{ family = "invgamma", mean = 1.0, var = 0.01 }}
-train = {{ net = "tinyreg:make_net", net_args = {{ outputs = {outputs} }} }}
+train = {{ net = "tinyreg:{net}", net_args = {{ outputs = {outputs} }} }}
 '''
 
 REGRESSION_TARGETS = {"column": ("load_column", 1), "flat": ("load_flat", 1), "wide": ("load_wide", 3)}
 
 
-def write_regression(folder, targets: str = "column", epochs: int = 2, loss: str = "mse", training: str = ""):
+def write_regression(folder, targets: str = "column", epochs: int = 2, loss: str = "mse", training: str = "",
+                     net: str = "make_net"):
     """A project folder of your own regression (tinyreg.py, TARGETS.toml) whose factory gives targets of the shape
     `targets` names (column (N, 1), flat (N,), wide (N, 3)), and a plan of `epochs` epochs on it (plan.json);
     returns the folder.  `loss`: its [training] loss (your own MODULE:FUNCTION: its module written in the folder
-    before), `training`: more lines of [training].  Its code must be allowed (--allow-code FOLDER or $DEPL_CODE) to
+    before), `training`: more lines of [training], `net`: its network (make_net, (N, outputs) out, or make_flat_net,
+    (N,) out).  Its code must be allowed (--allow-code FOLDER or $DEPL_CODE) to
     be run."""
     from pathlib import Path
 
@@ -174,7 +181,7 @@ def write_regression(folder, targets: str = "column", epochs: int = 2, loss: str
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tinyreg.py").write_text(REGRESSION_MODULE, encoding="utf-8")
     factory, outputs = REGRESSION_TARGETS[targets]
-    text = REGRESSION_SCENARIO.format(factory=factory, outputs=outputs, loss=loss, training=training)
+    text = REGRESSION_SCENARIO.format(factory=factory, outputs=outputs, loss=loss, training=training, net=net)
     (folder / f"{targets}.toml").write_text(text, encoding="utf-8")
     s = load_scenario(folder / f"{targets}.toml")
     schedule = [Epoch(k + 1, "full", "edge", 1.0) for k in range(epochs)]

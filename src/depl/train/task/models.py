@@ -420,7 +420,8 @@ def load(run_folder: str | os.PathLike, seed: int, run: str | None = None, allow
     x = torch.zeros(1, *spec.input_shape)
     with torch.no_grad():
         out = model(x)
-    if tuple(out.shape) != (1, spec.n_classes):
+    # (1, d); a regression network with one output may give (1,) — what its targets of shape (N,) trained it to
+    if tuple(out.shape) != (1, spec.n_classes) and not (spec.n_classes == 1 and tuple(out.shape) == (1,)):
         raise ModelError(f"{side['path']}: the rebuilt model gives outputs of shape {tuple(out.shape)}, expected "
                          f"{(1, spec.n_classes)}")
     return model
