@@ -148,3 +148,15 @@ def test_a_sidecar_naming_another_file_than_its_own_is_refused(kept, tmp_path):
     side.write_text(side.read_text().replace('"seed": 0', '"seed": "0"'))
     with pytest.raises(depl.ModelError, match=r"seed = '0': expected a seed, a whole number"):
         depl.load_model(run, seed=0, allow_code=[run.parent])
+
+
+@pytest.mark.parametrize("key, value, seed", [("version", "half", 0), ("seed", 7, 7), ("run", "plan-000000000000", 0)])
+def test_a_sidecar_that_names_another_seed_version_or_run_than_its_model_file_is_refused(kept, tmp_path, key, value,
+                                                                                         seed):
+    """The model file records its run, seed and version too: a sidecar edited to say another (seed 0's model
+    exported as seed 7's) is a model error, not an export of the wrong model."""
+    run = changed(kept, tmp_path, sidecar=lambda d: d.update({key: value}))
+    (pt,) = run.rglob("seed-0.pt")
+    with pytest.raises(depl.ModelError) as e:
+        depl.load_model(run, seed=seed, allow_code=[run.parent])
+    assert str(e.value).startswith(f"{pt}: the model file is of {key} ") and f"its sidecar says {value!r}" in str(e.value)

@@ -393,6 +393,10 @@ def read(sidecar: dict[str, Any]) -> tuple[VersionSpec, dict[str, Any]]:
         raise ModelError(f"{pt}: its version spec is unreadable ({type(e).__name__}: {e})") from None
     if content["spec"] != sidecar["spec"]:
         raise ModelError(f"{pt}: its version spec is not the one its sidecar records ({sidecar['spec']})")
+    for key in ("run", "seed", "version"):   # what the model is, in both files: an edited sidecar names another
+        if content.get(key) != sidecar.get(key):
+            raise ModelError(f"{pt}: the model file is of {key} {content.get(key)!r}, its sidecar says "
+                             f"{sidecar.get(key)!r} (the sidecar was changed)")
     if spec.code_dir is not None:   # recorded relative to the models folder (`recorded_spec`)
         code = resolved(spec.code_dir, pt)
         if not code.is_dir():
