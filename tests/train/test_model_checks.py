@@ -160,3 +160,15 @@ def test_a_sidecar_that_names_another_seed_version_or_run_than_its_model_file_is
     with pytest.raises(depl.ModelError) as e:
         depl.load_model(run, seed=seed, allow_code=[run.parent])
     assert str(e.value).startswith(f"{pt}: the model file is of {key} ") and f"its sidecar says {value!r}" in str(e.value)
+
+
+def test_a_sidecar_whose_model_file_was_removed_is_not_listed_as_a_kept_model(kept, tmp_path):
+    from depl.workflows import BadInput, list_models
+
+    run = changed(kept, tmp_path)
+    (pt,) = run.rglob("seed-0.pt")
+    pt.unlink()
+    with pytest.raises(BadInput, match=r"seed-0.json: its model file seed-0.pt is missing"):
+        list_models(run)
+    with pytest.raises(depl.ModelError, match=r"seed-0.json: its model file seed-0.pt is missing"):
+        depl.load_model(run, seed=0, allow_code=[run.parent])

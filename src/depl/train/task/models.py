@@ -265,6 +265,9 @@ def _sidecar(path: Path) -> dict[str, Any]:
     own = path.with_suffix(".pt").name   # the keeper writes seed-N.pt beside seed-N.json: nothing else is read
     if d["file"] != own:
         raise ModelError(f"{path}: file = {d['file']!r}: a model's sidecar names the model file beside it, {own!r}")
+    if not path.with_name(own).is_file():
+        raise ModelError(f"{path}: its model file {own} is missing (removed after the run kept it); remove the "
+                         "sidecar too, or train the seed again in a new run folder")
     d["path"] = str(path.with_name(own))
     return d
 
