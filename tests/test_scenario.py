@@ -244,6 +244,21 @@ def test_true_or_false_where_a_number_goes_is_refused_naming_the_field(where):
     assert str(where[-1] if isinstance(where[-1], str) else where[-2]) in str(e.value)
 
 
+@pytest.mark.parametrize("where, text", [(("target", "deadline"), "60000"), (("target", "quantile"), "0.99"),
+                                         (("clusters", 0, "capacity"), "1e3"), (("calibration", "scores", 5), "0.5")])
+def test_text_where_a_number_goes_is_refused_naming_the_field(where, text):
+    """pydantic reads the text "60000" as 60000 for a float (lax mode): `deadline = "60000"` planned as if it said
+    60000, while `deadline = true` was refused."""
+    d = scenario_dict(load_scenario("mnist1d-small"))
+    at = d
+    for k in where[:-1]:
+        at = at[k]
+    at[where[-1]] = text
+    with pytest.raises(ScenarioError, match="text") as e:
+        parse_scenario(d)
+    assert str(where[-1] if isinstance(where[-1], str) else where[-2]) in str(e.value)
+
+
 def test_booleans_stay_where_they_belong():
     d = scenario_dict(load_scenario("mnist1d-small"))
     d["calibration"]["use"] = False

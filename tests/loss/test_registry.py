@@ -76,4 +76,4 @@ def test_the_toy_law_plans_and_simulates_through_the_command_line(tmp_path, depl
     assert json.loads(r.stdout)["feasible"]
     r = depl_cli("simulate", "p.json", "--runs", "2000", "--json", cwd=tmp_path, code=code)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["verdict"] in ("certified", "undecided")
+    assert json.loads(r.stdout)["verdict"] in ("holds", "undecided")   # the law's Monte Carlo: "certified" is for real runs

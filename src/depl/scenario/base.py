@@ -73,12 +73,13 @@ def _numeric(annotation: Any) -> bool:
         all(a is Ellipsis or _numeric(a) for a in args)
 
 
-def _has_bool(value: Any) -> bool:
-    if isinstance(value, bool):
+def _has(value: Any, kind: type) -> bool:
+    """Whether `value`, or a value among its lists, tuples and dict values, is a `kind`."""
+    if isinstance(value, kind):
         return True
     if isinstance(value, (list, tuple)):
-        return any(_has_bool(x) for x in value)
-    return isinstance(value, dict) and any(_has_bool(x) for x in value.values())
+        return any(_has(x, kind) for x in value)
+    return isinstance(value, dict) and any(_has(x, kind) for x in value.values())
 
 
 class Strict(BaseModel):
@@ -88,11 +89,16 @@ class Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_for_a_number(cls, v: Any, info: ValidationInfo) -> Any:
-        # pydantic reads true/false as 1/0 where a number is expected (lax mode, which ints in TOML need).  Only a
-        # field of numbers is scanned: a nested model's values are checked by its own fields
-        if _numeric(cls.model_fields[info.field_name].annotation) and _has_bool(v):
+        # pydantic reads true/false as 1/0 and the text "60000" as 60000 where a number is expected (lax mode, which
+        # ints in TOML need).  Only a field of numbers is scanned: a nested model's values are checked by its own fields
+        if not _numeric(cls.model_fields[info.field_name].annotation):
+            return v
+        if _has(v, bool):
             raise ValueError("expected a number, not true/false" if isinstance(v, bool) else
                              "expected numbers, got true/false among them")
+        if _has(v, str):
+            raise ValueError(f"expected a number, not the text {v!r} (a number is written without quotes)"
+                             if isinstance(v, str) else "expected numbers, got text among them")
         return v
 
     @field_validator("*", mode="after")
