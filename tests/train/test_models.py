@@ -401,3 +401,18 @@ def test_export_model_says_a_regressions_output_is_its_prediction_and_a_classifi
     done = export_model(digits / "r", 0, tmp_path / "digits.pt2")
     assert (done.loss, done.outputs, done.output) == ("cross_entropy", 10, "class logits (10 classes)")
     assert done.to_json()["output"] == "class logits (10 classes)"
+
+
+def test_a_resumed_run_says_which_finished_seeds_keep_no_model(depl_cli, digits):
+    """Seeds a first call finished with --keep-models none have no model to keep: a second call with all (or
+    best) keeps the models of the seeds it trains and says which seeds it could not keep (it said `models (all)`
+    of a folder holding none of them, and called the one model of the seeds trained now the best)."""
+    args = ["run", "p.json", "--out", "unkept", "--workers", "1"]
+    none, every, best = depl_cli.each([[*args, "--seeds", "2", "--keep-models", "none"],
+                                       [*args, "--seeds", "2", "--keep-models", "all"],
+                                       [*args, "--seeds", "3", "--keep-models", "best"]], cwd=digits)
+    assert none.returncode == every.returncode == best.returncode == 0, none.stderr + every.stderr + best.stderr
+    said = "2 seeds finished before this call keep no model (0..1"
+    assert f"{said}): train them in a new run folder (--out) to keep them" in every.stdout, every.stdout
+    assert f"{said}; best compares only the models kept)" in best.stdout, best.stdout
+    assert sorted(p.name for p in (digits / "unkept" / "models").rglob("*.json")) == ["seed-2.json"]

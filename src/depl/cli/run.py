@@ -12,6 +12,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
+from ..ledger import as_ranges, ranges_text
 from ..workflows.common import MAX_SEED, MAX_SEEDS, Training, seed_range
 from .console import choice, console, epoch_progress, err_console, fail, json_option, next_step, print_json, refusals
 from .training import (CERTIFICATE_HELP, GAP_FROM_HELP, KEEP_HELP, RULE_HELP, VALIDATION_HELP, AdaptiveShow, KeepModels,
@@ -79,6 +80,11 @@ def run(
     if done.models is not None:
         con.print(f"models ({prepared.keep_models}): {escape(str(done.models))}"
                   + (f", {len(done.models_written)} written now" if done.models_written else ""), highlight=False)
+        if done.unkept:   # finished by an earlier call that kept no model of them: none can be kept now
+            n, which = len(done.unkept), ranges_text(as_ranges(done.unkept), 3)
+            con.print(f"  {n} seed{'s' * (n > 1)} finished before this call keep no model ({which}"
+                      + ("; best compares only the models kept" if prepared.keep_models == "best" else "")
+                      + "): train them in a new run folder (--out) to keep them", highlight=False)
     summary(done.store, done.run_id, f"plan {done.plan.method} on {done.plan.scenario}"
             + (" (Flower deployment)" if superlink else ""), done.seeds, con)
     next_step(f"depl runs models {shlex.quote(str(out))}" if done.models is not None else

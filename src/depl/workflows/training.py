@@ -27,7 +27,7 @@ from ..train.apps.fleet_gateway import DeploymentError, check_connection
 from ..train.engine.seeds import DEFAULT_SEED_BATCH
 from ..train.engine import execute, profile as prof
 from ..train.engine.federation import job_from_plan
-from ..train.task.models import default_keep, ModelKeeper, models_folder, plan_summary
+from ..train.task.models import default_keep, list_run, ModelKeeper, models_folder, plan_summary
 from ..train.loops import adaptive as ad
 from ..train.engine.execute import run_id_for
 from ..adaptive import check_certificate
@@ -87,6 +87,7 @@ class RunResult:
     models: Optional[Path] = None   # where the run's final models are kept (None: --keep-models none, or Flower)
     models_written: tuple[int, ...] = ()   # the seeds whose model this call wrote
     seeds: tuple[int, ...] = ()
+    unkept: tuple[int, ...] = ()   # seeds finished before this call whose model no call kept (--keep-models none)
 
     def diverged(self) -> dict[int, int]:
         """The seeds of this run whose losses went non-finite, each with its epoch where it did."""
@@ -149,11 +150,17 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     train (`run_seeds`)."""
     t0 = time.perf_counter()
     keeper = model_keeper(r)
+    # seeds this store finished before, whose models no earlier call kept (--keep-models none): none is kept now
+    pending = set(execute.pending(r.store, r.run_id, r.job, list(r.seeds)))
+    gone = r.store.diverged(r.run_id)
+    before = tuple(s for s in r.seeds if s not in pending and s not in gone)
     st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said, keeper)
 
     folder = None if r.keep_models == "none" else models_folder(r.out, r.run_id)  # Flower's: its ServerApp's
+    kept = {m["seed"] for m in list_run(folder)} if folder is not None and folder.is_dir() else set()
     return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, folder,
-                     () if keeper is None else tuple(keeper.written), r.seeds)
+                     () if keeper is None else tuple(keeper.written), r.seeds,
+                     () if keeper is None else tuple(s for s in before if s not in kept))
 
 
 def model_keeper(r: "PlanRun | AdaptiveRun"):
