@@ -35,6 +35,12 @@ def test_bad_input_exits_2_with_one_message(depl_cli, tmp_path):
     assert r.returncode == 2 and "is missing" in r.stderr and "Traceback" not in r.stderr
     r = depl_cli("profile", "mnist1d-small", "--switch", "full:nope:3", "--out", str(tmp_path))
     assert r.returncode == 2 and "'nope'" in r.stderr and "Traceback" not in r.stderr
+    # a switch to the same version, an empty fraction: typos, refused (they were run as a third experiment, skipped)
+    for flag, value, why in (("--switch", "full:full:1", "FROM and TO are the same version"),
+                             ("--fractions", "1,,0.5", "expected numbers separated by commas")):
+        r = depl_cli("profile", "mnist1d-small", flag, value, "--out", str(tmp_path / "typo"))
+        assert r.returncode == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "typo").exists()
 
 
 def test_run_writes_every_epoch_of_every_seed(depl_cli, plan_file, tmp_path):
@@ -86,3 +92,13 @@ def test_profiles_next_step_never_writes_over_the_scenario_it_profiled(tmp_path,
     monkeypatch.chdir(tmp_path)
     assert fit_out("fitted.toml") == "fitted-2.toml" and fit_out("digits-small") == "fitted.toml"
     assert fit_out(str(tmp_path / "fitted.toml")) == "fitted-2.toml"
+
+
+def test_options_of_how_seeds_train_that_would_do_nothing_are_refused(depl_cli, plan_file, tmp_path):
+    """--seed-batch on Flower (its apps train each node's share) and --workers 3 with an executor that trains in
+    this process were accepted and did nothing (it printed '× 1 worker')."""
+    for args, why in ((["--backend", "flower", "--seed-batch", "4"], "--seed-batch: how the local back end trains"),
+                      (["--workers", "3", "--executor", "loop"], "--workers 3: the loop executor trains in this")):
+        r = depl_cli("run", plan_file, "--seeds", "1", *args, "--out", tmp_path / "o")
+        assert r.returncode == 2 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "o").exists()

@@ -52,6 +52,20 @@ def check_executor(name: Optional[str]) -> Optional[str]:
     return name
 
 
+def check_training(training: Training, backend: str = "local") -> None:
+    """Options of how seeds train that would do nothing here, refused: the local back end's batching, workers and
+    executor on Flower (its apps train each node's share), worker processes for an executor that trains in this
+    process."""
+    given = [f for f, v in (("--seed-batch", training.seed_batch), ("--workers", training.workers),
+                            ("--executor", training.executor)) if v is not None]
+    if backend != "local" and given:
+        raise BadInput(f"{', '.join(given)}: how the local back end trains its seeds; they do not apply to "
+                       f"--backend {backend} (its apps train each node's share)")
+    if training.executor in ("loop", "stack") and (training.workers or 1) > 1:
+        raise BadInput(f"--workers {training.workers}: the {training.executor} executor trains in this process; "
+                       "--executor processes trains in worker processes")
+
+
 def check_output_file(flag: str, path: Path, make_folders: bool = True) -> None:
     """Refuse an output file that cannot be written, before any work (so a long computation is never
     lost to it): a folder, under a file, or in a folder we may not write; `make_folders`: missing

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .common import Training, open_store, run_seeds, seed_range, start_training
+from .common import Training, check_training, open_store, run_seeds, seed_range, start_training
 from .errors import BadInput, ExternalFailure, as_bad_input, training_errors
 from ..gap import measure
 from ..plan import Plan
@@ -120,6 +120,7 @@ def prepare_run(plan_file: str | Path, seeds: int = 1, first_seed: int = 0, *, b
     to 16 seeds, best above]."""
     plan_file, out = Path(plan_file), Path(out)
     check_backend(backend, superlink, insecure, training.ray_address)
+    check_training(training, backend)
     dev = start_training(training.threads, training.device)  # the `train` extra, before what needs torch
     keep_models = check_keep(keep_models, seeds, backend)
 
@@ -485,8 +486,8 @@ class Profiled:
 
 def parse_fractions(text: str) -> list[float]:
     """Data fractions as `depl profile --fractions` reads them: numbers separated by commas."""
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+    try:   # an empty item ("1,,0.5") is a typo, not a fraction to skip
+        values = [float(v) for v in text.split(",")]
     except ValueError:
         values = []
     if not values:
@@ -502,6 +503,7 @@ def prepare_profile(scenario: str, epochs: int = 30, seeds: int = 30, first_seed
     """Check the scenario and the experiments (versions from scratch at data fractions, FROM:TO:K1 switches),
     then register each in the store; a refused profile writes nothing."""
     out = Path(out)
+    check_training(training)
     dev = start_training(training.threads, training.device)
 
     # CodeRefused (the scenario's code_dir, by default its folder) named by the scenario given

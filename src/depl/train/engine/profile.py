@@ -35,6 +35,9 @@ def parse_switch(text: str) -> tuple[str, str, int]:
         k1 = int(parts[2])
     except ValueError:
         raise JobError(f"--switch {text!r}: K1 = {parts[2]!r} is not a whole number of epochs") from None
+    if parts[0] == parts[1]:   # no switch: the version's own experiment, trained a second time
+        raise JobError(f"--switch {text!r}: FROM and TO are the same version; a switch goes to another, e.g. "
+                       "full:pruned-0.5:10")
     return parts[0], parts[1], k1
 
 
