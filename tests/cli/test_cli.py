@@ -264,3 +264,14 @@ def test_every_import_of_depl_is_a_declared_dependency():
                 if top not in sys.stdlib_module_names and top != "depl" and dists and not dists & declared:
                     undeclared.add(f"{f.relative_to(root)}: {name} ({', '.join(sorted(dists))})")
     assert not undeclared, sorted(undeclared)
+
+
+def test_an_infeasible_plan_says_an_earlier_plan_at_out_is_left_as_it_was(depl_cli, tmp_path):
+    out = tmp_path / "p.json"
+    made, refused = depl_cli.each([["plan", "paper-alexnet", "--out", out],
+                                   ["plan", "paper-alexnet", "--deadline", "10", "--out", out, "--json"]])
+    assert made.returncode == 0, made.stderr
+    before = out.read_text()
+    assert refused.returncode == 3 and out.read_text() == before
+    said = json.loads(refused.stdout)["reason"]
+    assert said.endswith(f"No plan written: {out} is an earlier call's, left as it was.") and said in refused.stderr

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from ..workflows.planning import MAX_RUNS, certify_price
 from ..workflows.common import Training
+from ..workflows.errors import Unreachable
 from ..certificate import DEFAULT_ALPHA, Certificate, Outcome, confidence_words, fewest_runs
 from .console import JSON_HELP, console, err_console, json_option, print_json, refusals, warn
 from .search import (ALLOCATION, BATCH, CERTIFY, FIRST_SEED, HORIZON, KEEP_SEARCH, MAX_RUNS_SEARCH, PNG, PRIOR, STORE,
@@ -164,9 +165,15 @@ def plan(
                  "--keep-models": keep})
 
     with refusals(), planner_status(method, err_console if as_json else console) as say:
-        planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
-                       time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say, alpha=alpha,
-                       slack=slack)
+        try:
+            planned = make(scenario, method, eta=eta, loss=loss, quantile=quantile, deadline=deadline,
+                           time_limit=time_limit, uncalibrated_law=uncalibrated, out=out, on_status=say, alpha=alpha,
+                           slack=slack)
+        except Unreachable as e:   # a plan file of an earlier call at --out is not this call's: say so
+            if out is None or not out.exists():
+                raise
+            raise Unreachable(f"{e} No plan written: {out} is an earlier call's, left as it was.", e.result,
+                              e.detail) from None
     _planned(planned, method, out, as_json)
 
 
