@@ -138,6 +138,13 @@ def test_an_undecided_search_exits_3_and_says_what_more_it_needs(depl_cli, tmp_p
     # undecided: a larger --max-runs may go on, so every candidate's models stay — by default its best one
     kept = {p.name: len(list(p.glob("seed-*.json"))) for p in (tmp_path / "models").iterdir()}
     assert len(kept) >= 2 and set(kept.values()) == {1}
+    # --json says the same reason (the rerun replays the store: nothing trained)
+    again = depl_cli("plan", "digits-small", "--quantile", "0.5", "--loss", "1.5", "--certify", "--max-runs", "2",
+                     "--batch", "2", "--allocation", "all", "--out", "p.json", "--json", cwd=tmp_path)
+    said = json.loads(again.stdout)
+    assert again.returncode == said["exit_code"] == 3 and said["feasible"] is False
+    assert said["reason"].startswith("undecided: no candidate certified within --max-runs 2")
+    assert said["reason"] in again.stderr
 
 
 def test_a_prefix_read_from_the_longer_run_is_the_shorter_plan_trained_on_its_own(searched, tmp_path):

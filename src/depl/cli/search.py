@@ -95,7 +95,7 @@ def plan_certified(scenario: str, method: str, eta: int, out: Optional[Path], lo
     _result(con, done)
     code = done.certificate.exit_code()
     if as_json:
-        print_json({**(done.plan.to_json() if done.plan else {"feasible": False}),
+        print_json({**(done.plan.to_json() if done.plan else {"feasible": False, "reason": reason(done.certificate)}),
                     "certificate": done.certificate.to_json(), "exit_code": code})
     raise typer.Exit(code)
 
@@ -210,12 +210,16 @@ def _result(con, done) -> None:
             con.print(f"  cheaper candidates paused at --max-runs {cert.evidence['max_runs']}: "
                       f"{', '.join(f'[{i}]' for i in cert.evidence['paused'])}; a rerun with a larger --max-runs goes "
                       "on with them where this stopped (and may return a cheaper plan)", markup=False, highlight=False)
-    elif cert.verdict is Outcome.REFUTED:
-        con.print(f"refuted: every candidate meets ℓmax = {cert.loss_target:g} with probability < ω = {cert.omega:g} "
-                  f"(each at its share of α = {cert.alpha:g}); no plan written", markup=False, highlight=False)
     else:
-        m = cert.evidence["expected_more_runs"]
-        hint = "; " + undecided_hint(m, cert.candidates[m["candidate"]]) if m else ""
-        con.print(f"undecided: no candidate certified within --max-runs {cert.evidence['max_runs']} runs counted each{hint}: rerun "
-                  "with a larger "
-                  "--max-runs to go on where this stopped; no plan written", markup=False, highlight=False)
+        con.print(reason(cert), markup=False, highlight=False)
+
+
+def reason(cert) -> str:
+    """Why a search returned no plan (refuted or undecided), as its last line says and --json's `reason`."""
+    if cert.verdict is Outcome.REFUTED:
+        return (f"refuted: every candidate meets ℓmax = {cert.loss_target:g} with probability < ω = {cert.omega:g} "
+                f"(each at its share of α = {cert.alpha:g}); no plan written")
+    m = cert.evidence["expected_more_runs"]
+    hint = "; " + undecided_hint(m, cert.candidates[m["candidate"]]) if m else ""
+    return (f"undecided: no candidate certified within --max-runs {cert.evidence['max_runs']} runs counted "
+            f"each{hint}: rerun with a larger --max-runs to go on where this stopped; no plan written")
