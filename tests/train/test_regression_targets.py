@@ -87,3 +87,16 @@ def test_a_network_giving_one_prediction_per_sample_as_n_trains_loads_and_export
         y = model(x)
     assert tuple(y.shape) == (3,)
     torch.testing.assert_close(torch.export.load(project / "m.pt2").module()(x), y)
+
+
+def test_a_network_torch_export_cannot_trace_is_one_line_without_torchs_graph_dump(depl_cli, tmp_path):
+    """A branch on the data's values: export-model says so in one line (torch printed 20 lines of its graph and
+    logs before it, and ONNX's line was cut at its own "Next steps:")."""
+    project = write_regression(tmp_path / "project", "column", net="make_branchy_net")
+    ran, exported = depl_cli.each([["run", "plan.json", "--seeds", "1", "--out", "runs", "--allow-code", "."],
+                                   ["export-model", "runs", "--seed", "0", "--out", "m.pt2", "--allow-code", "."]],
+                                  cwd=project)
+    assert ran.returncode == 0, ran.stderr
+    assert exported.returncode == 2 and len(exported.stderr.strip().splitlines()) == 1, exported.stderr
+    assert "torch-export cannot export this network: GuardOnDataDependentSymNode: " in exported.stderr
+    assert not exported.stdout.strip() and not (project / "m.pt2").exists()

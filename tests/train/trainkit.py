@@ -102,6 +102,21 @@ def make_flat_net(outputs: int = 1) -> nn.Module:
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, outputs), nn.Flatten(0))
 
 
+class Branchy(nn.Module):
+    """A branch on the data's values: torch.export cannot trace it."""
+
+    def __init__(self, outputs: int):
+        super().__init__()
+        self.l = nn.Linear(4, outputs)
+
+    def forward(self, x):
+        return self.l(x) if x.sum() > 0 else -self.l(x)
+
+
+def make_branchy_net(outputs: int = 1) -> nn.Module:
+    return Branchy(outputs)
+
+
 def _draw(outputs):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(160, 4, generator=g)

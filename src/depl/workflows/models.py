@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import zipfile
 from dataclasses import dataclass
@@ -120,8 +121,12 @@ def export_model(run_folder: str | os.PathLike, seed: int, out: str | os.PathLik
         except Exception as e:  # torch.export refuses a network it cannot trace (your own, with Python control flow)
             if isinstance(e, training_errors()):
                 raise
-            raise BadInput(f"{side['path']}: {fmt} cannot export this network: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+            root = e   # the ONNX exporter wraps torch.export's reason in words of its own steps: the reason
+            while root.__cause__ is not None:
+                root = root.__cause__
+            first = next((x.strip() for x in re.sub(r"\x1b\[[0-9;]*m", "", str(root)).splitlines() if x.strip()), "")
+            raise BadInput(f"{side['path']}: {fmt} cannot export this network: {type(root).__name__}: {first}") \
+                from None
     return Exported(out, done["format"], side["run"], int(side["seed"]), side["version"], done["input_shape"],
                     bool(done.get("dynamic_batch", True)), float(side["final_test_loss"]), side.get("loss"),
                     spec.n_classes, Path(done["data_file"]) if done.get("data_file") else None)

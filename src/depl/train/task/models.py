@@ -42,11 +42,13 @@ import hashlib
 import importlib.util
 import io
 import json
+import logging
 import math
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
+import warnings
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -443,6 +445,19 @@ def load(run_folder: str | os.PathLike, seed: int, run: str | None = None, allow
 EXPORT_FORMATS = {"torch-export": ".pt2", "onnx": ".onnx"}
 
 
+@contextmanager
+def _quiet() -> Any:
+    """torch.export and the ONNX exporter log, warn and print as they trace (a graph dump of 20 lines where a
+    network cannot be exported, the exporter's steps): none of it reaches the user, who gets depl's one line."""
+    logging.disable(logging.ERROR)
+    try:
+        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def export(model: nn.Module, spec: VersionSpec, out: Path, fmt: str = "torch-export") -> dict[str, Any]:
     """Write `model` as a deployable program: a torch.export program (`torch.export.save`; load it with
     `torch.export.load(out).module()`, without depl) or ONNX (only where the `onnx` package is installed).
@@ -455,11 +470,13 @@ def export(model: nn.Module, spec: VersionSpec, out: Path, fmt: str = "torch-exp
         if missing:
             raise ModelError(f"ONNX export needs {' and '.join(f'`{m}`' for m in missing)}, not installed here: "
                              "pip install \"depl[onnx]\"; or use the torch-export format (torch.export.load reads it)")
-        data = write_onnx(out, lambda path: torch.onnx.export(model, example, str(path), dynamo=True, verbose=False,
-                                                              dynamic_shapes=dims))
+        with _quiet():
+            data = write_onnx(out, lambda path: torch.onnx.export(model, example, str(path), dynamo=True,
+                                                                  verbose=False, dynamic_shapes=dims))
         return {"format": "onnx", "file": str(out), "input_shape": ["batch", *spec.input_shape],
                 "data_file": str(data) if data else None}
-    program = torch.export.export(model, example, dynamic_shapes=dims)
+    with _quiet():
+        program = torch.export.export(model, example, dynamic_shapes=dims)
     archive = io.BytesIO()   # in memory: torch's own file writer aborts the process (SIGABRT) when a write fails
     torch.export.save(program, archive)
     write_new(out, lambda tmp: tmp.write_bytes(archive.getvalue()))
