@@ -47,6 +47,15 @@ def test_every_slack_source_describes_its_own_records():
     plan = Slack(0.02, "plan", 0.92, 0.05, 64, 64, 0.9)
     assert "ω′ = 0.92" in plan.describe() and "over the calibration runs" in plan.statement()
     assert "no certified slack" in Slack(0.0, "certificate", 0.88, 0.05, 30, 29, 0.9).statement()
+    # a run that does not train the plan as certified keeps no guarantee of the plan's (it said it kept it)
+    kept = Slack(0.0, "none", omega=0.9, why="the plan was certified at its ω only").statement()
+    assert "the run keeps the plan's own guarantee P(ℓ_test ≤ ℓmax) ≥ ω = 0.9" in kept
+    for why in ("the plan cannot be run as certified (no re-plan meets the deadline)",
+                "the run does not train the plan as certified (another φ: a carved validation split trains on less "
+                "data)"):
+        off = Slack(0.0, "none", omega=0.9, why=why).statement()
+        assert f"and no guarantee: {why}, so the plan's P(ℓ_test ≤ ℓmax) ≥ ω = 0.9 is not this run's" in off
+        assert "keeps the plan's own guarantee" not in off
 
 
 @dataclass(frozen=True)

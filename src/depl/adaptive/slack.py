@@ -102,8 +102,12 @@ class NoSlack:
         return f"δ = 0, no certified slack: {s.why}"
 
     def statement(self, s: Slack, risk: str) -> str:
+        w = f"{s.omega if s.omega is not None else math.nan:g}"
+        if s.why and s.why.startswith(OFF_PLAN):   # the run is not the plan as certified: its guarantee is not this
+            return (f"no certified slack: no stop spends any (δ = 0), and no guarantee: {s.why}, so the plan's "
+                    f"P(ℓ_test ≤ ℓmax) ≥ ω = {w} is not this run's")
         return (f"no certified slack: no stop spends any (δ = 0), the run keeps the plan's own guarantee "
-                f"P(ℓ_test ≤ ℓmax) ≥ ω = {s.omega if s.omega is not None else math.nan:g}")
+                f"P(ℓ_test ≤ ℓmax) ≥ ω = {w}")
 
 
 class Given:
@@ -191,6 +195,11 @@ class PlanLevel(_Certified):
 # every source by the name a run records; `slack_for` asks the certified ones in this order, `NoSlack` last
 SOURCES: dict[str, SlackSource] = {s.name: s for s in (Given(), FreshRuns(), PlanLevel(), NoSlack())}
 CERTIFIED = (SOURCES["certificate"], SOURCES["plan"], SOURCES["none"])
+
+
+# why a run has no slack where it does not train the plan as certified (`slack_for`): no guarantee carries over
+OFF_PLAN = ("the plan cannot be run as certified", "the run does not train the plan as certified",
+            "the plan's calibration runs are of another data draw")
 
 
 def slack_for(policy: Policy, d: Decision) -> Slack:
