@@ -171,6 +171,10 @@ def _toml(d: dict) -> str:
 def test_bad_input_exits_2(depl_cli, tmp_path):
     r = depl_cli("fit", str(tmp_path / "none.sqlite"))
     assert r.returncode == 2 and "no such store" in r.stderr
+    (tmp_path / "prof").mkdir()
+    (tmp_path / "prof" / "runs.sqlite").touch()
+    r = depl_cli("fit", str(tmp_path / "prof"))   # the run folder, not its store: says which file to give
+    assert r.returncode == 2 and f"a folder; give the store, {tmp_path / 'prof' / 'runs.sqlite'}" in r.stderr
     r = depl_cli("validate", "mnist1d-small", str(tmp_path / "none.json"), "--out", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr
 

@@ -172,3 +172,16 @@ def test_a_sidecar_whose_model_file_was_removed_is_not_listed_as_a_kept_model(ke
         list_models(run)
     with pytest.raises(depl.ModelError, match=r"seed-0.json: its model file seed-0.pt is missing"):
         depl.load_model(run, seed=0, allow_code=[run.parent])
+
+
+def test_load_model_says_what_its_arguments_take(kept):
+    """seed '0' was looked up and reported 'no model of seed 0 (seeds kept: 0, …)'; allow_code=True a bare
+    TypeError."""
+    import numpy as np
+
+    for kw, why in ((dict(seed="0"), "seed = '0': a whole number (int), e.g. seed=0"),
+                    (dict(seed=True), "seed = True: a whole number"),
+                    (dict(seed=0, allow_code=True), "allow_code = True: a list of the folders")):
+        with pytest.raises(depl.ModelError, match=why.replace("(", r"\(").replace(")", r"\)")):
+            depl.load_model(kept / "r", **({"allow_code": [kept]} | kw))
+    assert depl.load_model(kept / "r", seed=np.int64(0), allow_code=str(kept)) is not None   # numpy's int, a str

@@ -121,6 +121,10 @@ def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = 
 
     path = store.removeprefix("sqlite:///")
     logs = is_log_file(path)
+    if Path(path).is_dir():
+        inside = Path(path) / "runs.sqlite"
+        raise BadInput(f"{path}: a folder; give the store" + (f", {inside}" if inside.is_file() else
+                                                                 " (RUN_FOLDER/runs.sqlite) or a log file"))
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
     t0 = time.perf_counter()
@@ -289,6 +293,10 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     check_calibrate_options(omega, out, png)
     check_scenario_out(out, (scenario, store), "calibrated.toml")
     path = store.removeprefix("sqlite:///")
+    if Path(path).is_dir():
+        inside = Path(path) / "runs.sqlite"
+        raise BadInput(f"{path}: a folder; give the store" + (f", {inside}" if inside.is_file() else
+                                                                 " (RUN_FOLDER/runs.sqlite)"))
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such store (run `depl profile --first-seed N` first)")
     import numpy as np

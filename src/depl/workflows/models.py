@@ -9,6 +9,7 @@ A run folder or an output file that cannot be used is `BadInput`; a model that c
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 import stat
@@ -46,6 +47,18 @@ def load_model(run_folder: str | os.PathLike, seed: int = 0, *, run: Optional[st
     ModelError (one line: the file, the layer or weight, why) for a model that is not there or cannot be used:
     a file changed since it was kept, layer sizes or weights (shapes, dtypes) not those of the network its run
     recorded, a weight that is NaN or infinite, a sidecar naming another file than its own."""
+    given = seed
+    try:
+        seed = None if isinstance(given, bool) else operator.index(given)   # numpy's integers too; not "0" or 0.0
+    except TypeError:
+        seed = None
+    if seed is None:
+        raise ModelError(f"seed = {given!r}: a whole number (int), e.g. seed=0")
+    if isinstance(allow_code, (str, os.PathLike)):
+        allow_code = [allow_code]
+    elif allow_code is not None and not isinstance(allow_code, (list, tuple)):
+        raise ModelError(f"allow_code = {allow_code!r}: a list of the folders your code may be imported from, "
+                         "e.g. allow_code=['.']")
     try:
         return load(run_folder, seed, run, [Path(f) for f in allow_code or []])
     except training_errors() as e:

@@ -237,7 +237,7 @@ def check_version(spec: VersionSpec, source: data_mod.Source, loss: Loss = Loss(
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"on inputs of shape {tuple(x.shape)} it returns {got}; expected class logits of shape "
-                         f"{want} (the data has {source.n_classes} classes)")
+                         f"{want} (the data has {source.n_classes} class{'es' * (source.n_classes != 1)})")
 
 
 def check_switches(versions: dict[str, VersionSpec], schedule: list[str]) -> None:
