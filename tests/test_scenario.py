@@ -223,6 +223,18 @@ def test_the_scenario_knows_the_nets_and_sources_depl_builds():
     assert set(BUILTIN_NETS) == set(NETS) and set(BUILTIN_SOURCES) == set(SOURCES)
 
 
+def _refused_at(where: tuple, value, words: str) -> None:
+    """mnist1d-small with `value` at `where`: refused, naming the field and saying `words`."""
+    d = scenario_dict(load_scenario("mnist1d-small"))
+    at = d
+    for k in where[:-1]:
+        at = at[k]
+    at[where[-1]] = value
+    with pytest.raises(ScenarioError, match=words) as e:
+        parse_scenario(d)
+    assert str(where[-1] if isinstance(where[-1], str) else where[-2]) in str(e.value)
+
+
 @pytest.mark.parametrize("where", [
     ("clusters", 0, "capacity"),
     ("datasets", 0, "samples"),
@@ -234,14 +246,7 @@ def test_the_scenario_knows_the_nets_and_sources_depl_builds():
 def test_true_or_false_where_a_number_goes_is_refused_naming_the_field(where):
     """pydantic reads true/false as 1/0 for a float (lax mode, which TOML's integers need): a scenario with
     `capacity = true` planned as if it said 1."""
-    d = scenario_dict(load_scenario("mnist1d-small"))
-    at = d
-    for k in where[:-1]:
-        at = at[k]
-    at[where[-1]] = True
-    with pytest.raises(ScenarioError, match="true/false") as e:
-        parse_scenario(d)
-    assert str(where[-1] if isinstance(where[-1], str) else where[-2]) in str(e.value)
+    _refused_at(where, True, "true/false")
 
 
 @pytest.mark.parametrize("where, text", [(("target", "deadline"), "60000"), (("target", "quantile"), "0.99"),
@@ -249,14 +254,7 @@ def test_true_or_false_where_a_number_goes_is_refused_naming_the_field(where):
 def test_text_where_a_number_goes_is_refused_naming_the_field(where, text):
     """pydantic reads the text "60000" as 60000 for a float (lax mode): `deadline = "60000"` planned as if it said
     60000, while `deadline = true` was refused."""
-    d = scenario_dict(load_scenario("mnist1d-small"))
-    at = d
-    for k in where[:-1]:
-        at = at[k]
-    at[where[-1]] = text
-    with pytest.raises(ScenarioError, match="text") as e:
-        parse_scenario(d)
-    assert str(where[-1] if isinstance(where[-1], str) else where[-2]) in str(e.value)
+    _refused_at(where, text, "text")
 
 
 def test_booleans_stay_where_they_belong():
