@@ -241,7 +241,9 @@ def test_fit_log_path_that_is_no_file_is_one_line(tmp_path, make):
     logs = tmp_path / "logs.csv"
     if make == "directory":
         logs.mkdir()
-    assert "no such log file" in _bad_input(_invoke("fit", logs, "--target-loss", "0.5"))
+    said = _bad_input(_invoke("fit", logs, "--target-loss", "0.5"))
+    assert ("a folder; give the store (RUN_FOLDER/runs.sqlite) or a log file" if make == "directory" else
+            "no such log file") in said
 
 
 def test_fit_good_log_still_fits(tmp_path):
