@@ -32,8 +32,9 @@ seeds, as a coverage table's cells do).
 
 A command resumes only with what it began with: a store's certify run of a
 plan records its α and first seed, a validation or coverage run its seed
-range; another `--alpha`, `--first-seed` or `--seeds` is refused, saying the
-values it began with (`began_with`).
+range; another `--alpha` or `--first-seed`, or fewer `--seeds` than it began
+with (a prefix of its seeds judged again), is refused, saying the values it
+began with (`began_with`); more seeds go on.
 
 `recomputed_certificate` gives a plan's `info.certified_by` and
 `info.certificate` from its own scenario's calibration runs
