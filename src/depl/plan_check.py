@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
 from .loss import loss_model_for
+from .scenario.model import MAX_EPOCHS
 
 REQUIRED = ("method", "scenario", "feasible", "datasets", "epochs", "cost", "time", "loss_quantile",
             "loss_mean", "solve_seconds")
 NUMBERS = ("cost", "time", "loss_quantile", "loss_mean", "solve_seconds", "omega", "loss_target", "deadline")
-HARD_MAX_EPOCHS = 10_000  # the scenario's own ceiling on max_epochs
+HARD_MAX_EPOCHS = MAX_EPOCHS  # the scenario's own ceiling on max_epochs
 # The figures are recomputed in float64 by the very formulas that wrote them, in another order at most: they agree
 # to ~1e-15 relative.  1e-9 leaves room for that rounding and for nothing a person would type into the file.
 REL_TOL = 1e-9

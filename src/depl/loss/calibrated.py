@@ -415,7 +415,8 @@ class CalibratedModel(LossModel):
         return ("the calibration runs certify no schedule: "
                 + ("the nearest, " if E > 1 else "") + f"{self.records[i].label!r} ({_words(key[0])}), {met} of {n} "
                 f"met ℓmax, lower bound {self._lower(nearest, E):.3f} at α/{E}; a certificate takes ≥ {need} runs "
-                f"({have} here; each test: `depl --verbose`); profile more seeds (`depl profile --first-seed N`, `depl calibrate`)" + AS_FITTED)
+                f"({have} here; each test: `depl --verbose`); profile more seeds (`depl profile --first-seed N`, "
+                "`depl calibrate`)" + AS_FITTED)
 
     def _lower(self, head, E: int) -> float:
         _, _, n, met = head

@@ -23,13 +23,14 @@ from ..loss import LossModel, loss_model_for
 from ..loss.base import segments  # noqa: F401  (the planners read a schedule's runs from here)
 from ..plan import Plan, with_scenario
 from ..scenario import Scenario
+from ..scenario.model import MAX_EPOCHS
 from ..state import START, RunState
 from .placement import ClusterTable, Placement, PlacementInfeasible, place
 from .schedule import GraphSpec, Surrogate, cornish_fisher
 from ..families import norm_ppf
 
 
-LONGEST = 10_000  # the longest horizon planned: a scenario's max_epochs is at most this (depl.scenario)
+LONGEST = MAX_EPOCHS  # the longest horizon planned: the most a scenario's max_epochs may say
 
 
 @dataclass(frozen=True)

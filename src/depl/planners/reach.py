@@ -25,7 +25,6 @@ from .common import LONGEST, Candidate, Context, Infeasible, Options
 from .schedule import Surrogate, cornish_fisher, lowest_cost_path
 
 
-
 @dataclass
 class Reach:
     best_quantile: float | None = None  # lowest certified ω-quantile by the deadline

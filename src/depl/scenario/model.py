@@ -18,6 +18,8 @@ from . import level  # noqa: F401 - its laws register their tables (parameters.p
 from .base import ScenarioError, Strict, plain_name
 from .calibration import CalibrationTable
 from ..certificate import DEFAULT_ALPHA, Alpha
+
+MAX_EPOCHS = 10_000   # the most epochs a scenario's max_epochs (and so a plan) may have
 from .checks import CHECKS
 from .code import BUILTIN_SOURCES, builtin_or_reference
 from .distributions import DistSpec
@@ -152,8 +154,8 @@ class Scenario(Strict):
                                    "or resource-time (κ·x·T(k) per epoch)")
     target: Target
     data_law: DataLaw | None = None
-    max_epochs: int | None = Field(default=None, ge=1, le=10_000, description="an upper bound on K for the search")
-    fitted_epochs: int | None = Field(default=None, ge=1, le=10_000,
+    max_epochs: int | None = Field(default=None, ge=1, le=MAX_EPOCHS, description="an upper bound on K for the search")
+    fitted_epochs: int | None = Field(default=None, ge=1, le=MAX_EPOCHS,
                                       description="the last epoch the loss law was fitted on (written by `depl fit`); "
                                       "a plan longer than it extrapolates the law, and the commands warn")
     fitted_seeds: list[int] | None = Field(default=None, min_length=2, max_length=2,
