@@ -82,3 +82,13 @@ def as_bad_input(*errors: type[Exception], prefix: str = ""):
         result = getattr(e, "result", None)
         result = {**result, "error": prefix + str(e)} if isinstance(result, dict) else None
         raise BadInput(prefix + str(e), result, getattr(e, "detail", ())) from None
+
+
+@contextmanager
+def writing(flag: str, path):
+    """Within: an OSError writing the output `flag` names (a full disk, a folder we may not write) becomes one line,
+    "FLAG PATH: cannot write (why)"."""
+    try:
+        yield
+    except OSError as e:
+        raise BadInput(f"{flag} {path}: cannot write ({e.strerror or e})") from None

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from .common import check_output_file
-from .errors import BadInput, Failed, as_bad_input, fitting_errors
+from .errors import BadInput, Failed, as_bad_input, fitting_errors, writing
 from ..fit.bands import law_bands
 from ..fit.calibrate import recalibrate, reliability, with_calibration, with_code_dir
 from ..fit.logs import base_scenario, is_log_file, read_logs
@@ -79,13 +79,19 @@ def check_scenario_out(out: Path, inputs: tuple[Optional[str], ...], example: st
                            f"{out.with_name(example)}")
 
 
+def not_a_folder(path: str, other: str = "") -> None:
+    """BadInput where the store given is a folder (a run folder): its runs.sqlite named where it holds one."""
+    if Path(path).is_dir():
+        inside = Path(path) / "runs.sqlite"
+        raise BadInput(f"{path}: a folder; give the store" + (f", {inside}" if inside.is_file() else
+                                                                 f" (RUN_FOLDER/runs.sqlite){other}"))
+
+
 def write_text(out: Path, text: str, flag: str = "--out") -> None:
     """Write `text` at `out` (its folders made), or BadInput naming it where it cannot be written."""
-    try:
+    with writing(flag, out):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise BadInput(f"{flag} {out}: cannot write ({e.strerror or e})") from None
 
 
 def check_fit_options(omega, target_loss, deadline, name, out: Optional[Path], png: Optional[Path]) -> None:
@@ -121,19 +127,14 @@ def fit(store: str, scenario: Optional[str] = None, *, out: str | Path | None = 
 
     path = store.removeprefix("sqlite:///")
     logs = is_log_file(path)
-    if Path(path).is_dir():
-        inside = Path(path) / "runs.sqlite"
-        raise BadInput(f"{path}: a folder; give the store" + (f", {inside}" if inside.is_file() else
-                                                                 " (RUN_FOLDER/runs.sqlite) or a log file"))
+    not_a_folder(path, " or a log file")
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such {'log file' if logs else 'store (run `depl profile` first)'}")
     t0 = time.perf_counter()
     base, r = fit_laws(store, scenario, logs, bootstrap, seed, name, target_loss, omega, deadline, calibration_seeds)
     seconds = time.perf_counter() - t0
-    try:
+    with writing("--png", png):
         plots = draw_fit(r, png) if png is not None else ()
-    except OSError as e:
-        raise BadInput(f"--png {png}: cannot write ({e.strerror or e})") from None
     if out is None:
         return Fitted(r, base, logs, logs and scenario is None, seconds, plots)
     chosen = r.chosen if model == "auto" else model
@@ -293,10 +294,7 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     check_calibrate_options(omega, out, png)
     check_scenario_out(out, (scenario, store), "calibrated.toml")
     path = store.removeprefix("sqlite:///")
-    if Path(path).is_dir():
-        inside = Path(path) / "runs.sqlite"
-        raise BadInput(f"{path}: a folder; give the store" + (f", {inside}" if inside.is_file() else
-                                                                 " (RUN_FOLDER/runs.sqlite)"))
+    not_a_folder(path)
     if not Path(path).is_file():
         raise BadInput(f"{path}: no such store (run `depl profile --first-seed N` first)")
     import numpy as np
@@ -327,11 +325,9 @@ def calibrate(scenario: str, store: str, out: str | Path, *, omega: Optional[flo
     written = write_calibrated(rebased(text, base.code_dir, out), cal, use, runs, more, out)
     if png is not None:
         law = written.loss_model or "increments"
-        try:
+        with writing("--png", png):
             png.mkdir(parents=True, exist_ok=True)
             plot_reliability({law: cal}, {law: pit}, png / "calibration.png", "new runs")
-        except OSError as e:
-            raise BadInput(f"--png {png}: cannot write ({e.strerror or e})") from None
     unfinished = int(sum(np.isinf(e.losses[:, -1]).sum() for e in prof.experiments))
     return Calibrated(base, source, path, out, tuple(e.label for e in prof.experiments), (seeds[0], seeds[-1]), cal,
                       pit, use, levels, before, after, more, written, png / "calibration.png" if png else None,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 from .common import check_output_file
-from .errors import BadInput, Unreachable, as_bad_input
+from .errors import BadInput, Unreachable, as_bad_input, writing
 from ..certificate import Certificate, Outcome, alpha_or_default, expected_runs, fixed_n_verdict
 from ..certificate.search import HORIZON
 from ..loss import loss_model_for
@@ -172,11 +172,8 @@ def stricter(s: "Scenario", slack: float) -> float:
 
 
 def save_plan(p: "Plan", out: Path) -> None:
-    with as_bad_input(PlanError):
-        try:
-            p.save(out)
-        except OSError as e:
-            raise BadInput(f"--out {out}: cannot write ({e.strerror or e})") from None
+    with as_bad_input(PlanError), writing("--out", out):
+        p.save(out)
 
 
 @dataclass(frozen=True)

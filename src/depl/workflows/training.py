@@ -151,17 +151,16 @@ def train_run(r: PlanRun, training: Training = Training(), progress: Optional[Ep
     train (`run_seeds`)."""
     t0 = time.perf_counter()
     keeper = model_keeper(r)
-    # seeds this store finished before, whose models no earlier call kept (--keep-models none): none is kept now
-    pending = set(execute.pending(r.store, r.run_id, r.job, list(r.seeds)))
-    gone = r.store.diverged(r.run_id)
-    before = tuple(s for s in r.seeds if s not in pending and s not in gone)
+    before = ()   # seeds this store finished before this call (each kept its model then, or never will)
+    if keeper is not None:
+        pending, gone = set(execute.pending(r.store, r.run_id, r.job, list(r.seeds))), r.store.diverged(r.run_id)
+        before = tuple(s for s in r.seeds if s not in pending and s not in gone)
     st, flwr, how = backend_step(r, training, progress or (lambda seed, epoch, loss: None), said, keeper)
 
     folder = None if r.keep_models == "none" else models_folder(r.out, r.run_id)  # Flower's: its ServerApp's
-    kept = {m["seed"] for m in list_run(folder)} if folder is not None and folder.is_dir() else set()
+    kept = {m["seed"] for m in list_run(keeper.folder)} if before else set()
     return RunResult(r.run_id, r.plan, st, r.backend, time.perf_counter() - t0, flwr, how, folder,
-                     () if keeper is None else tuple(keeper.written), r.seeds,
-                     () if keeper is None else tuple(s for s in before if s not in kept))
+                     () if keeper is None else tuple(keeper.written), r.seeds, tuple(s for s in before if s not in kept))
 
 
 def model_keeper(r: "PlanRun | AdaptiveRun"):

@@ -336,19 +336,19 @@ def _proposed(st: Store, c: Candidate, search: Search, index: int, drawn: int) -
     """Record a proposed candidate (or check the one recorded at its slot: a rerun proposes the same at the same
     seed, or the store's runs were analysed otherwise); the record, whose cost and guess the search takes."""
     k = search.proposed + 1
-    row = {"index": index, "proposal": k, "from_seeds": int(drawn), "epochs": c.epochs, "cost": float(c.plan.cost),
-           "schedule": c.words(), "share": search.spending.later(k), "guess": c.proposed.get("guess"),
-           "run": run_ids([c])[0], "plan": dataclasses.replace(c.plan, solve_seconds=0.0).to_json(),
-           "job": c.job.to_json(), "proposed_at": c.proposed}
+    row = json.loads(json.dumps({
+        "index": index, "proposal": k, "from_seeds": int(drawn), "epochs": c.epochs, "cost": float(c.plan.cost),
+        "schedule": c.words(), "share": search.spending.later(k), "guess": c.proposed.get("guess"),
+        "run": run_ids([c])[0], "plan": dataclasses.replace(c.plan, solve_seconds=0.0).to_json(),
+        "job": c.job.to_json(), "proposed_at": c.proposed}, default=str))   # as the store keeps it
     have = [r["spec"] for r in st.runs(PROPOSAL) if r["run_id"] == f"{PROPOSAL}-{k}"]
-    if have and not alike({**have[0], "plan": None}, json.loads(json.dumps({**row, "plan": None}, default=str))):
+    if have and not alike({**have[0], "plan": None}, {**row, "plan": None}):
         raise StoreError(f"{st.path}: the search proposed candidate {have[0]['schedule']} (cost {have[0]['cost']:.6g}) "
                          f"after {have[0]['from_seeds']} seeds; this one proposes {row['schedule']} after {drawn}: "
                          "the store's runs were analysed by another depl or scenario; rerun it with those, or start a "
                          "new search in a new --store")
     if have:
         return have[0]
-    row = json.loads(json.dumps(row, default=str))
     st.start_run(f"{PROPOSAL}-{k}", PROPOSAL, row)
     return row
 
